@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian bookworm packages Kiln builds, tests and serves with.
+# Used by the README, `make`, .ci/run and deploy/Dockerfile; installs only what is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git ca-certificates
+  libtorch-dev                           # importer + per-node fallback (PyTorch 1.13 C++)
+  libgrpc++-dev protobuf-compiler-grpc   # gRPC server/client and the protoc plugin
+  libprotobuf-dev protobuf-compiler      # generated message code
+  libabsl-dev                            # absl::Status / StatusOr used across engine, server and client
+  libopenblas-dev                        # cblas_sgemm for GEMM and im2col convolution
+  libspdlog-dev                          # server logging
+  nlohmann-json3-dev                     # load `config` JSON and metadata
+  libcli11-dev                           # command-line parsing for kilnd and kiln
+  libssl-dev                             # SHA-256 of model bytes (OpenSSL EVP)
+  libgtest-dev libgmock-dev              # unit and integration tests
+  python3-torch python3-torchvision python3-numpy   # test fixtures and the example model
+  python3-grpcio python3-protobuf        # README's Python client tour
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
