@@ -5,11 +5,11 @@ namespace {
 
 struct DTypeInfo {
   DType dtype;
-  std::string_view name;
+  std::string name;
   size_t size;
 };
 
-constexpr DTypeInfo kDTypes[] = {
+const DTypeInfo kDTypes[] = {
     {DType::kUnknown, "UNKNOWN", 0}, {DType::kBool, "BOOL", 1},
     {DType::kUInt8, "UINT8", 1},     {DType::kInt8, "INT8", 1},
     {DType::kInt16, "INT16", 2},     {DType::kInt32, "INT32", 4},
@@ -26,7 +26,7 @@ const DTypeInfo& Info(DType dtype) {
 
 size_t DTypeSize(DType dtype) { return Info(dtype).size; }
 
-std::string_view DTypeName(DType dtype) { return Info(dtype).name; }
+const std::string& DTypeName(DType dtype) { return Info(dtype).name; }
 
 std::optional<DType> DTypeFromName(std::string_view name) {
   for (const DTypeInfo& info : kDTypes) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace kiln {
@@ -27,7 +28,9 @@ enum class DType : uint8_t {
 size_t DTypeSize(DType dtype);
 
 // The Open Inference Protocol datatype string ("FP32", "INT64", "BOOL", ...).
-std::string_view DTypeName(DType dtype);
+// A std::string reference because Debian's abseil has its own string_view,
+// which absl::StrCat does not take from std::string_view.
+const std::string& DTypeName(DType dtype);
 
 // Parses an Open Inference Protocol datatype string; nullopt if Kiln has no such dtype.
 std::optional<DType> DTypeFromName(std::string_view name);

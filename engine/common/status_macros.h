@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,7 +39,7 @@
 namespace kiln {
 
 // Returns `status` with `context` prepended to its message ("while compiling model 'm': ...").
-inline absl::Status Annotate(const absl::Status& status, std::string_view context) {
+inline absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(context, status.message()));
 }

@@ -10,11 +10,11 @@ namespace {
 
 struct OpInfo {
   OpKind kind;
-  std::string_view name;
+  std::string name;
   OpArity arity;
 };
 
-constexpr OpInfo kOps[] = {
+const OpInfo kOps[] = {
 #define OP(name, str, min_in, max_in, outs) {OpKind::k##name, str, {min_in, max_in, outs}},
 #include "engine/ir/op_kinds.def"
 #undef OP
@@ -27,7 +27,7 @@ bool TensorsEqual(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-std::string_view OpName(OpKind kind) { return kOps[static_cast<size_t>(kind)].name; }
+const std::string& OpName(OpKind kind) { return kOps[static_cast<size_t>(kind)].name; }
 
 std::optional<OpKind> OpKindFromName(std::string_view name) {
   for (const OpInfo& op : kOps) {
@@ -123,7 +123,16 @@ bool Attributes::operator==(const Attributes& o) const {
     if (a->first != b->first || a->second.index() != b->second.index()) return false;
     if (auto* ta = std::get_if<Tensor>(&a->second)) {
       if (!TensorsEqual(*ta, std::get<Tensor>(b->second))) return false;
-    } else if (a->second != b->second) {
+    } else if (!std::visit(
+                   [&](const auto& x) {
+                     using T = std::decay_t<decltype(x)>;
+                     if constexpr (std::is_same_v<T, Tensor>) {
+                       return false;
+                     } else {
+                       return x == std::get<T>(b->second);
+                     }
+                   },
+                   a->second)) {
       return false;
     }
   }

@@ -33,7 +33,7 @@ struct OpArity {
   int num_outputs;
 };
 
-std::string_view OpName(OpKind kind);
+const std::string& OpName(OpKind kind);  // std::string: see DTypeName
 std::optional<OpKind> OpKindFromName(std::string_view name);
 OpArity GetOpArity(OpKind kind);
 // Every op kind, in declaration order.

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,13 +36,20 @@ class Executable {
   const std::vector<kernels::TensorInfo>& output_infos() const { return output_infos_; }
   size_t arena_bytes() const { return arena_bytes_; }
   const ir::Graph& graph() const { return graph_; }
+  const std::string& signature() const { return signature_; }
 
   ~Executable();
 
  private:
   struct Step;
   struct Slot;
+  // Per-run memory: the arena and a tensor view of every value's slot in it.
+  struct Arena {
+    Tensor memory;
+    std::vector<Tensor> views;
+  };
   Executable() = default;
+  std::unique_ptr<Arena> NewArena() const;
 
   ir::Graph graph_;  // the compiled (optimized) graph
   CompileOptions options_;
@@ -49,9 +57,11 @@ class Executable {
   std::vector<Slot> slots_;  // one per value: where its bytes live at run time
   std::vector<kernels::TensorInfo> output_infos_;
   size_t arena_bytes_ = 0;
+  size_t workspace_offset_ = 0;
+  std::string signature_;
 
   mutable std::mutex pool_mu_;
-  mutable std::vector<std::unique_ptr<Tensor>> arena_pool_;
+  mutable std::vector<std::unique_ptr<Arena>> arena_pool_;
 };
 
 }  // namespace kiln::runtime

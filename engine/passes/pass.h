@@ -1,0 +1,38 @@
+// Graph-to-graph passes. A pass rewrites a graph in place and reports whether it
+// changed anything; pipeline.cc holds the one ordered list.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/ir/graph.h"
+
+namespace kiln::passes {
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string name() const = 0;
+  // Returns whether the graph changed.
+  virtual absl::StatusOr<bool> Run(ir::Graph& graph) const = 0;
+};
+
+std::unique_ptr<Pass> MakeEliminateIdentityPass();
+std::unique_ptr<Pass> MakeDeadCodeEliminationPass();
+
+struct PipelineOptions {
+  std::vector<std::string> disabled;  // pass names to skip, for bisecting
+  bool verify_each = true;            // run the verifier after every pass
+};
+
+// Runs the pipeline's passes in order. Fails with Internal naming the pass whose
+// output does not verify.
+absl::Status RunPipeline(ir::Graph& graph, const PipelineOptions& options = {});
+
+// Names of the pipeline's passes, in order (part of the compiled-graph cache key).
+std::vector<std::string> PipelinePassNames();
+
+}  // namespace kiln::passes

@@ -1,0 +1,46 @@
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/passes/pass.h"
+
+namespace kiln::passes {
+namespace {
+
+// The one ordered list of passes.
+std::vector<std::unique_ptr<Pass>> MakePipeline() {
+  std::vector<std::unique_ptr<Pass>> passes;
+  // Identities first: they hide producer/consumer pairs from later pattern passes.
+  passes.push_back(MakeEliminateIdentityPass());
+  // Last: clean up whatever earlier rewrites left unused.
+  passes.push_back(MakeDeadCodeEliminationPass());
+  return passes;
+}
+
+}  // namespace
+
+absl::Status RunPipeline(ir::Graph& graph, const PipelineOptions& options) {
+  for (const auto& pass : MakePipeline()) {
+    if (std::find(options.disabled.begin(), options.disabled.end(), pass->name()) !=
+        options.disabled.end()) {
+      continue;
+    }
+    ASSIGN_OR_RETURN(bool changed, pass->Run(graph));
+    if (changed && options.verify_each) {
+      absl::Status s = ir::VerifyGraph(graph);
+      if (!s.ok()) {
+        return absl::InternalError(
+            absl::StrCat("pass ", pass->name(), " produced an invalid graph: ", s.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> PipelinePassNames() {
+  std::vector<std::string> names;
+  for (const auto& pass : MakePipeline()) names.emplace_back(pass->name());
+  return names;
+}
+
+}  // namespace kiln::passes

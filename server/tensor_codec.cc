@@ -1,0 +1,226 @@
+// Decoding follows the protocol's rules (see proto/inference/grpc_service.proto):
+//  1. raw_input_contents[i] belongs to inputs[i]; when any raw content is sent,
+//     every input must be raw and none may carry typed contents (Triton rejects
+//     the mix the same way).
+//  2. Typed data must sit in the one field of its datatype: fp32_contents for
+//     FP32, int_contents for INT8/16/32 (widened), uint_contents for UINT8, ...
+//     FP16 and BF16 have no typed field.
+//  3. Counts are checked against the shape before anything is allocated, with
+//     overflow-checked arithmetic, so a hostile shape cannot make us allocate.
+#include "server/tensor_codec.h"
+
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+
+namespace kiln::server {
+namespace {
+
+using InputTensor = inference::ModelInferRequest::InferInputTensor;
+using inference::InferTensorContents;
+
+absl::Status InputError(const std::string& name, std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("input '", name, "': ", what));
+}
+
+// The element count of `shape`, rejecting negative dims and counts whose byte
+// size would not fit in int64.
+absl::StatusOr<Dims> DecodeShape(const InputTensor& input, size_t element_size) {
+  Dims dims(input.shape().begin(), input.shape().end());
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    if (d < 0) {
+      return InputError(input.name(), absl::StrCat("shape ", DimsToString(dims),
+                                                   " has a negative dimension"));
+    }
+    if (__builtin_mul_overflow(count, d, &count)) {
+      return InputError(input.name(), absl::StrCat("shape ", DimsToString(dims), " is too large"));
+    }
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(count, static_cast<int64_t>(element_size), &bytes)) {
+    return InputError(input.name(), absl::StrCat("shape ", DimsToString(dims), " is too large"));
+  }
+  return dims;
+}
+
+// Name and element count of every typed field, to find which ones carry data.
+struct FieldCount {
+  std::string_view field;
+  int size;
+};
+
+std::vector<FieldCount> FieldCounts(const InferTensorContents& c) {
+  return {{"bool_contents", c.bool_contents_size()},
+          {"int_contents", c.int_contents_size()},
+          {"int64_contents", c.int64_contents_size()},
+          {"uint_contents", c.uint_contents_size()},
+          {"uint64_contents", c.uint64_contents_size()},
+          {"fp32_contents", c.fp32_contents_size()},
+          {"fp64_contents", c.fp64_contents_size()},
+          {"bytes_contents", c.bytes_contents_size()}};
+}
+
+bool HasTypedData(const InputTensor& input) {
+  if (!input.has_contents()) return false;
+  for (const FieldCount& f : FieldCounts(input.contents())) {
+    if (f.size > 0) return true;
+  }
+  return false;
+}
+
+// The typed field that carries `dtype`; empty for FP16/BF16, which have none.
+std::string_view TypedField(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return "bool_contents";
+    case DType::kUInt8: return "uint_contents";
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32: return "int_contents";
+    case DType::kInt64: return "int64_contents";
+    case DType::kF32: return "fp32_contents";
+    case DType::kF64: return "fp64_contents";
+    default: return "";
+  }
+}
+
+// Copies `src` into a new tensor of element type T, rejecting values that do
+// not fit T (8/16-bit integers travel widened to 32 bits).
+template <typename T, typename Src>
+absl::StatusOr<Tensor> CopyTyped(const InputTensor& input, DType dtype, Dims dims,
+                                 const google::protobuf::RepeatedField<Src>& src) {
+  Tensor t = Tensor::Zeros(dtype, std::move(dims));
+  T* out = t.data<T>();
+  for (int i = 0; i < src.size(); ++i) {
+    const Src v = src.Get(i);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) < sizeof(Src)) {
+      if (v < static_cast<Src>(std::numeric_limits<T>::min()) ||
+          v > static_cast<Src>(std::numeric_limits<T>::max())) {
+        return InputError(input.name(),
+                          absl::StrCat("value ", v, " at index ", i, " is out of range for ",
+                                       DTypeName(dtype)));
+      }
+    }
+    out[i] = static_cast<T>(v);
+  }
+  return t;
+}
+
+absl::StatusOr<Tensor> DecodeTyped(const InputTensor& input, DType dtype, Dims dims) {
+  const std::string_view expected_field = TypedField(dtype);
+  if (expected_field.empty()) {
+    return InputError(input.name(), absl::StrCat(DTypeName(dtype),
+                                                 " data must be sent in raw_input_contents"
+                                                 " (the protocol has no typed field for it)"));
+  }
+  const int64_t expected = NumElements(dims);
+  const InferTensorContents& c = input.contents();
+  for (const FieldCount& f : FieldCounts(c)) {
+    if (f.size > 0 && f.field != expected_field) {
+      return InputError(input.name(), absl::StrCat("datatype ", DTypeName(dtype), " expects ",
+                                                   expected_field, ", got ", f.field));
+    }
+    if (f.field == expected_field && f.size != expected) {
+      return InputError(input.name(),
+                        absl::StrCat("shape ", DimsToString(dims), " needs ", expected,
+                                     " values in ", expected_field, ", got ", f.size));
+    }
+  }
+  switch (dtype) {
+    case DType::kBool: return CopyTyped<bool>(input, dtype, std::move(dims), c.bool_contents());
+    case DType::kUInt8:
+      return CopyTyped<uint8_t>(input, dtype, std::move(dims), c.uint_contents());
+    case DType::kInt8: return CopyTyped<int8_t>(input, dtype, std::move(dims), c.int_contents());
+    case DType::kInt16:
+      return CopyTyped<int16_t>(input, dtype, std::move(dims), c.int_contents());
+    case DType::kInt32:
+      return CopyTyped<int32_t>(input, dtype, std::move(dims), c.int_contents());
+    case DType::kInt64:
+      return CopyTyped<int64_t>(input, dtype, std::move(dims), c.int64_contents());
+    case DType::kF32: return CopyTyped<float>(input, dtype, std::move(dims), c.fp32_contents());
+    case DType::kF64: return CopyTyped<double>(input, dtype, std::move(dims), c.fp64_contents());
+    default: break;
+  }
+  return absl::InternalError(absl::StrCat("no typed decoder for ", DTypeName(dtype)));
+}
+
+absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dims,
+                                 const std::string& raw) {
+  const size_t expected = static_cast<size_t>(NumElements(dims)) * DTypeSize(dtype);
+  if (raw.size() != expected) {
+    return InputError(input.name(),
+                      absl::StrCat("raw_input_contents holds ", raw.size(), " bytes, expected ",
+                                   expected, " (shape ", DimsToString(dims), " x ",
+                                   DTypeSize(dtype), "-byte ", DTypeName(dtype), ")"));
+  }
+  Tensor t = Tensor::Zeros(dtype, std::move(dims));
+  if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);
+  if (dtype == DType::kBool) {
+    // Kernels may rely on bools being exactly 0 or 1; raw bytes can be anything.
+    uint8_t* p = t.data<uint8_t>();
+    for (size_t i = 0; i < expected; ++i) p[i] = p[i] != 0;
+  }
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
+    const inference::ModelInferRequest& request) {
+  const bool raw = request.raw_input_contents_size() > 0;
+  if (raw && request.raw_input_contents_size() != request.inputs_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", request.inputs_size(),
+                     " raw_input_contents entries (one per input), got ",
+                     request.raw_input_contents_size()));
+  }
+  std::vector<runtime::NamedTensor> tensors;
+  tensors.reserve(request.inputs_size());
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const InputTensor& input = request.inputs(i);
+    const std::optional<DType> dtype = DTypeFromName(input.datatype());
+    if (!dtype.has_value()) {
+      return InputError(input.name(),
+                        absl::StrCat("unsupported datatype '", input.datatype(), "'"));
+    }
+    ASSIGN_OR_RETURN(Dims dims, DecodeShape(input, DTypeSize(*dtype)));
+    Tensor tensor;
+    if (raw) {
+      if (HasTypedData(input)) {
+        return InputError(input.name(),
+                          "contents must not be set when raw_input_contents is used");
+      }
+      ASSIGN_OR_RETURN(tensor, DecodeRaw(input, *dtype, std::move(dims),
+                                         request.raw_input_contents(i)));
+    } else {
+      ASSIGN_OR_RETURN(tensor, DecodeTyped(input, *dtype, std::move(dims)));
+    }
+    tensors.push_back({input.name(), std::move(tensor)});
+  }
+  return tensors;
+}
+
+std::vector<std::string> RequestedOutputs(const inference::ModelInferRequest& request) {
+  std::vector<std::string> names;
+  names.reserve(request.outputs_size());
+  for (const auto& output : request.outputs()) names.push_back(output.name());
+  return names;
+}
+
+void EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
+                   inference::ModelInferResponse* response) {
+  for (const runtime::NamedTensor& output : outputs) {
+    auto* meta = response->add_outputs();
+    meta->set_name(output.name);
+    meta->set_datatype(std::string(DTypeName(output.tensor.dtype())));
+    for (int64_t d : output.tensor.dims()) meta->add_shape(d);
+    response->add_raw_output_contents()->assign(
+        static_cast<const char*>(output.tensor.raw_data()), output.tensor.byte_size());
+  }
+}
+
+}  // namespace kiln::server
