@@ -16,7 +16,7 @@ PACKAGES=(
   libssl-dev                             # SHA-256 of model bytes (OpenSSL EVP)
   libgtest-dev libgmock-dev              # unit and integration tests
   python3-torch python3-torchvision python3-numpy   # test fixtures and the example model
-  python3-grpcio python3-protobuf        # README's Python client tour
+  python3-grpcio python3-protobuf python3-grpc-tools  # the Python client example (stock grpcio)
 )
 
 missing=()

@@ -1,0 +1,37 @@
+# Kiln developer entry points. Every target installs missing Debian packages first.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+PORT ?= 8001
+THREADS ?= 2
+REPO ?= var/models
+PYTHON ?= /usr/bin/python3
+
+.PHONY: all deps configure build test serve example-model bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# The bundled example: a traced torchvision resnet18 (random weights), generated, never committed.
+example-model: deps
+	@test -f $(REPO)/resnet18/1/model.pt || $(PYTHON) scripts/make-example-model.py $(REPO)
+
+serve: build example-model
+	$(BUILD)/bin/kilnd --host 127.0.0.1 --port $(PORT) --model-repository $(REPO) \
+	  --cache-dir var/cache --threads $(THREADS) --log-level info
+
+bench: build
+	$(BUILD)/bin/kiln-bench --fixtures $(BUILD)/fixtures --threads $(THREADS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,57 @@
+// The GRPCInferenceService handlers. They only translate between protobuf and
+// the registry/engine types and turn the result into a gRPC status through
+// ToGrpcStatus(); all behaviour lives in ModelRegistry and the engine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "server/model_registry.h"
+
+namespace kiln::server {
+
+struct ServiceOptions {
+  // Uploads (the "file:1/model.pt" parameter) above this are RESOURCE_EXHAUSTED.
+  uint64_t max_upload_bytes = 512ull << 20;
+};
+
+class InferenceService final : public inference::GRPCInferenceService::Service {
+ public:
+  // `registry` must outlive the service.
+  InferenceService(ModelRegistry* registry, ServiceOptions options);
+
+  grpc::Status ServerLive(grpc::ServerContext* context, const inference::ServerLiveRequest* request,
+                          inference::ServerLiveResponse* response) override;
+  grpc::Status ServerReady(grpc::ServerContext* context,
+                           const inference::ServerReadyRequest* request,
+                           inference::ServerReadyResponse* response) override;
+  grpc::Status ModelReady(grpc::ServerContext* context, const inference::ModelReadyRequest* request,
+                          inference::ModelReadyResponse* response) override;
+  grpc::Status ServerMetadata(grpc::ServerContext* context,
+                              const inference::ServerMetadataRequest* request,
+                              inference::ServerMetadataResponse* response) override;
+  grpc::Status ModelMetadata(grpc::ServerContext* context,
+                             const inference::ModelMetadataRequest* request,
+                             inference::ModelMetadataResponse* response) override;
+  grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
+                          inference::ModelInferResponse* response) override;
+  grpc::Status ModelStatistics(grpc::ServerContext* context,
+                               const inference::ModelStatisticsRequest* request,
+                               inference::ModelStatisticsResponse* response) override;
+  grpc::Status RepositoryIndex(grpc::ServerContext* context,
+                               const inference::RepositoryIndexRequest* request,
+                               inference::RepositoryIndexResponse* response) override;
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* context,
+                                   const inference::RepositoryModelLoadRequest* request,
+                                   inference::RepositoryModelLoadResponse* response) override;
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* context,
+                                     const inference::RepositoryModelUnloadRequest* request,
+                                     inference::RepositoryModelUnloadResponse* response) override;
+
+ private:
+  ModelRegistry* registry_;
+  ServiceOptions options_;
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,118 @@
+#include "engine/runtime/model.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kiln::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+// forward(self, x, bias): Linear(x) + bias, with a 3x4 weight.
+ir::Graph TwoInputGraph() {
+  ir::Graph g;
+  ir::ValueId x = g.AddInput("x", {});
+  ir::ValueId bias = g.AddInput("bias", {});
+  Tensor w = Tensor::Zeros(DType::kF32, {3, 4});
+  for (int i = 0; i < 12; ++i) w.data<float>()[i] = 0.5f * i;
+  ir::ValueId wv = g.AddConstant(w, "fc.weight");
+  ir::NodeId lin = g.AddNode(ir::OpKind::kLinear, {x, wv, ir::kNoValue}, {}, "aten::linear");
+  ir::NodeId add = g.AddNode(ir::OpKind::kAdd, {g.node(lin).outputs[0], bias}, {}, "aten::add");
+  g.AddOutput(g.node(add).outputs[0], "output0");
+  return g;
+}
+
+NamedTensor F32(std::string name, Dims dims) {
+  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = 1.0f;
+  return NamedTensor{std::move(name), t};
+}
+
+std::string InferError(const Model& m, const std::vector<NamedTensor>& in,
+                       const std::vector<std::string>& outs = {}) {
+  auto r = m.Infer(in, outs);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(r.status().message());
+}
+
+TEST(ModelTest, ContractComesFromTheGraph) {
+  auto m = Model::Create(TwoInputGraph(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto& in = (*m)->inputs();
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(in[0].name, "x");
+  EXPECT_EQ(in[0].dtype, DType::kF32);
+  EXPECT_EQ(in[0].dims, (Dims{-1, 4}));  // Linear's weight fixes the last dim
+  EXPECT_EQ(in[1].name, "bias");
+  EXPECT_FALSE(in[1].dims.has_value());  // nothing fixes the rank of bias
+}
+
+TEST(ModelTest, OutputsProbedWhenInputRanksAreKnown) {
+  ModelOptions opts;
+  opts.inputs = {TensorSpec{"", DType::kUnknown, Dims{-1, 4}},
+                 TensorSpec{"", DType::kUnknown, Dims{3}}};
+  auto m = Model::Create(TwoInputGraph(), opts);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ((*m)->outputs().size(), 1u);
+  EXPECT_EQ((*m)->outputs()[0].dtype, DType::kF32);
+  EXPECT_EQ((*m)->outputs()[0].dims, (Dims{-1, 3}));
+}
+
+TEST(ModelTest, InfersAndCachesPerSignature) {
+  auto m = Model::Create(TwoInputGraph(), {});
+  ASSERT_TRUE(m.ok());
+  auto out = (*m)->Infer({F32("bias", {3}), F32("x", {2, 4})}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].name, "output0");
+  EXPECT_EQ((*out)[0].tensor.dims(), (Dims{2, 3}));
+  // row i of W sums to 0.5 * (4i + 0+1+2+3); plus bias 1.
+  EXPECT_FLOAT_EQ((*out)[0].tensor.data<float>()[1], 0.5f * (16 + 6) + 1);
+  ASSERT_TRUE((*m)->Infer({F32("bias", {3}), F32("x", {5, 4})}, {}).ok());
+  ASSERT_TRUE((*m)->Infer({F32("bias", {3}), F32("x", {2, 4})}, {}).ok());
+  EXPECT_EQ((*m)->num_compiled(), 2u);
+}
+
+TEST(ModelTest, ValidationNamesTheInputAndSaysExpectedVersusGot) {
+  auto m = Model::Create(TwoInputGraph(), {});
+  ASSERT_TRUE(m.ok());
+  const Model& model = **m;
+  EXPECT_THAT(InferError(model, {F32("x", {1, 4}), F32("y", {3})}),
+              HasSubstr("unknown input 'y'; the model's inputs are: x, bias"));
+  EXPECT_THAT(InferError(model, {F32("x", {1, 4})}), HasSubstr("missing input 'bias'"));
+  EXPECT_THAT(InferError(model, {F32("x", {1, 4}), F32("x", {1, 4}), F32("bias", {3})}),
+              HasSubstr("input 'x' given twice"));
+  EXPECT_THAT(InferError(model, {F32("x", {1, 5}), F32("bias", {3})}),
+              HasSubstr("input 'x': expected shape FP32[-1, 4], got [1, 5]"));
+  EXPECT_THAT(InferError(model, {F32("x", {4}), F32("bias", {3})}),
+              HasSubstr("input 'x': expected shape FP32[-1, 4], got [4]"));
+  NamedTensor ints{"x", Tensor::Zeros(DType::kInt64, {1, 4})};
+  EXPECT_THAT(InferError(model, {ints, F32("bias", {3})}),
+              HasSubstr("input 'x': expected datatype FP32, got INT64"));
+  EXPECT_THAT(InferError(model, {F32("x", {1, 4}), F32("bias", {3})}, {"logits"}),
+              HasSubstr("unknown output 'logits'"));
+}
+
+TEST(ModelTest, ConfigRenamesInputsAndOutputs) {
+  ModelOptions opts;
+  opts.inputs = {TensorSpec{"features", DType::kUnknown, std::nullopt}};
+  opts.outputs = {TensorSpec{"scores", DType::kUnknown, std::nullopt}};
+  auto m = Model::Create(TwoInputGraph(), opts);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->inputs()[0].name, "features");
+  EXPECT_EQ((*m)->inputs()[1].name, "bias");
+  auto out = (*m)->Infer({F32("features", {1, 4}), F32("bias", {3})}, {"scores"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].name, "scores");
+}
+
+TEST(ModelTest, RejectsMoreDeclaredInputsThanTheModelHas) {
+  ModelOptions opts;
+  opts.inputs.resize(3);
+  auto m = Model::Create(TwoInputGraph(), opts);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln::runtime

@@ -1,0 +1,226 @@
+"""End-to-end tests: real kilnd, real `kiln` CLI, real TorchScript files, numbers compared
+with what libtorch gives for the same file and inputs (relative error <= 1e-4)."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+FIXTURES = os.environ["KILN_FIXTURES"]
+BIN = os.environ["KILN_BIN"]
+SOURCE = os.environ.get("KILN_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+class Kilnd:
+    """A kilnd process on a free loopback port."""
+
+    def __init__(self, repo, threads=2):
+        self.repo = repo
+        self.proc = subprocess.Popen(
+            [os.path.join(BIN, "kilnd"), "--host", "127.0.0.1", "--port", "0",
+             "--model-repository", repo, "--threads", str(threads), "--log-level", "info"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.log = []
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("kilnd exited early:\n" + "".join(self.log))
+            self.log.append(line)
+            m = re.search(r"listening on ([\d.]+):(\d+)", line)
+            if m:
+                self.address = f"{m.group(1)}:{m.group(2)}"
+                break
+        else:
+            raise RuntimeError("kilnd did not start")
+        # Keep draining the log so the pipe never fills.
+        import threading
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.log.append(line)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def assert_close(testcase, got, want, rtol=1e-4):
+    testcase.assertEqual(got.shape, want.shape)
+    testcase.assertEqual(got.dtype, want.dtype)
+    denom = np.maximum(np.abs(want), 1e-3 * max(1.0, float(np.abs(want).max())))
+    rel = float(np.max(np.abs(got - want) / denom))
+    testcase.assertLessEqual(rel, rtol, f"max relative error {rel}")
+
+
+class EndToEndTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="kiln-e2e-")
+        cls.repo = os.path.join(cls.tmp, "models")
+        os.makedirs(cls.repo)
+        cls.server = Kilnd(cls.repo)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def kiln(self, *args, check=True, server=None):
+        cmd = [os.path.join(BIN, "kiln"), "--server", server or self.server.address, *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if check and r.returncode != 0:
+            self.fail(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+        return r
+
+    def upload(self, name, file=None):
+        return self.kiln("upload", file or fixture(f"{name}.pt"), "--name", name)
+
+    def infer_and_compare(self, name, inputs, server=None):
+        out_dir = tempfile.mkdtemp(dir=self.tmp)
+        args = ["infer", name, "--output-dir", out_dir]
+        for arg in inputs:
+            args += ["--input", f"{arg}={fixture(f'{name}.input.{arg}.npy')}"]
+        self.kiln(*args, server=server)
+        got = np.load(os.path.join(out_dir, "output0.npy"))
+        assert_close(self, got, np.load(fixture(f"{name}.output0.npy")))
+
+    # ------------------------------------------------------------------ happy paths
+
+    def test_resnet18_matches_libtorch(self):
+        self.upload("resnet18")
+        self.infer_and_compare("resnet18", ["x"])
+
+    def test_mobilenet_v2_matches_libtorch(self):
+        self.upload("mobilenet_v2")
+        self.infer_and_compare("mobilenet_v2", ["x"])
+
+    def test_mlp_and_scripted_mlp_match_libtorch(self):
+        self.upload("mlp")
+        self.infer_and_compare("mlp", ["x"])
+        self.upload("mlp_scripted")
+        self.infer_and_compare("mlp_scripted", ["x"])
+
+    def test_two_input_model_names_inputs_after_forward(self):
+        self.upload("two_input")
+        meta = self.kiln("metadata", "two_input").stdout
+        self.assertIn("image", meta)
+        self.assertIn("bias", meta)
+        self.infer_and_compare("two_input", ["image", "bias"])
+
+    def test_metadata_reports_forward_parameter_names_and_datatypes(self):
+        self.upload("resnet18")
+        meta = self.kiln("metadata", "resnet18").stdout
+        self.assertRegex(meta, r"\bx\b")
+        self.assertIn("FP32", meta)
+        self.assertNotIn("x.1", meta)
+        models = self.kiln("models").stdout
+        self.assertIn("resnet18", models)
+
+    def test_python_grpcio_client(self):
+        self.upload("mlp")
+        r = subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "client", "python", "kiln_client_example.py"),
+             "--server", self.server.address, "--model", "mlp",
+             "--input", f"x={fixture('mlp.input.x.npy')}", "--expect", fixture("mlp.output0.npy")],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("matches expected output", r.stdout)
+
+    # ------------------------------------------------------------------ bad input
+
+    def test_corrupt_upload_is_refused_and_daemon_keeps_serving(self):
+        self.upload("mlp")
+        r = self.kiln("upload", fixture("corrupt.pt"), "--name", "broken", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertRegex(r.stderr + r.stdout, r"(?i)invalid|torchscript|archive|read")
+        # A bad file uploaded over a serving model must not replace it.
+        r = self.kiln("upload", fixture("corrupt.pt"), "--name", "mlp", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertTrue(self.server.alive())
+        self.infer_and_compare("mlp", ["x"])
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "broken", "1", "model.pt")))
+
+    def test_unsupported_ops_are_all_listed(self):
+        r = self.kiln("upload", fixture("unsupported.pt"), "--name", "unsupported", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        msg = r.stderr + r.stdout
+        self.assertIn("aten::cumsum", msg)
+        self.assertIn("aten::flip", msg)
+        self.assertTrue(self.server.alive())
+
+    def test_unknown_model(self):
+        r = self.kiln("infer", "no_such_model", "--input", f"x={fixture('mlp.input.x.npy')}",
+                      "--output-dir", self.tmp, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no_such_model", r.stderr + r.stdout)
+        self.assertRegex(r.stderr + r.stdout, r"(?i)not.?found|unknown")
+
+    def test_bad_inputs_get_clear_messages(self):
+        self.upload("mlp")
+        good = np.load(fixture("mlp.input.x.npy"))
+        wrong_dtype = os.path.join(self.tmp, "x_int64.npy")
+        np.save(wrong_dtype, good.astype(np.int64))
+        wrong_shape = os.path.join(self.tmp, "x_shape.npy")
+        np.save(wrong_shape, np.zeros((1, good.shape[1] + 1), np.float32))
+        cases = [
+            (["--input", f"x={wrong_dtype}"], r"expected datatype FP32, got INT64"),
+            (["--input", f"x={wrong_shape}"], r"input 'x': expected shape"),
+            (["--input", f"y={fixture('mlp.input.x.npy')}"], r"unknown input 'y'"),
+        ]
+        for extra, pattern in cases:
+            r = self.kiln("infer", "mlp", *extra, "--output-dir", self.tmp, check=False)
+            self.assertNotEqual(r.returncode, 0, extra)
+            self.assertRegex(r.stderr + r.stdout, pattern)
+        r = self.kiln("infer", "two_input_missing", "--output-dir", self.tmp, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.upload("two_input")
+        r = self.kiln("infer", "two_input", "--input", f"image={fixture('two_input.input.image.npy')}",
+                      "--output-dir", self.tmp, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("missing input 'bias'", r.stderr + r.stdout)
+        self.assertTrue(self.server.alive())
+        self.infer_and_compare("mlp", ["x"])
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def test_unload_then_restart_serves_stored_models(self):
+        self.upload("mlp")
+        self.upload("two_input")
+        self.kiln("unload", "two_input")
+        r = self.kiln("infer", "two_input", "--input", f"image={fixture('two_input.input.image.npy')}",
+                      "--input", f"bias={fixture('two_input.input.bias.npy')}",
+                      "--output-dir", self.tmp, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        # Files stay on disk; a new daemon on the same repository serves every stored model.
+        self.assertTrue(os.path.exists(os.path.join(self.repo, "two_input", "1", "model.pt")))
+        second = Kilnd(self.repo)
+        try:
+            self.infer_and_compare("mlp", ["x"], server=second.address)
+            self.infer_and_compare("two_input", ["image", "bias"], server=second.address)
+        finally:
+            second.stop()
+        self.assertEqual(second.proc.returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
