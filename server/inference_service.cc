@@ -4,7 +4,7 @@
 
 #include <chrono>
 #include <optional>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,10 +21,10 @@ namespace kiln::server {
 namespace {
 
 // Kiln serves exactly one version per model, stored under REPO/NAME/1/.
-constexpr std::string_view kVersion = "1";
-constexpr std::string_view kPlatform = "pytorch_torchscript";
-constexpr std::string_view kFileParam = "file:1/model.pt";
-constexpr std::string_view kConfigParam = "config";
+constexpr char kVersion[] = "1";
+constexpr char kPlatform[] = "pytorch_torchscript";
+constexpr char kFileParam[] = "file:1/model.pt";
+constexpr char kConfigParam[] = "config";
 
 using Clock = std::chrono::steady_clock;
 
@@ -34,15 +34,15 @@ uint64_t ElapsedNs(Clock::time_point since) {
 }
 
 // Logs a failed RPC (one line per failure) and converts the status.
-grpc::Status Reply(std::string_view rpc, std::string_view model, const absl::Status& status) {
+grpc::Status Reply(absl::string_view rpc, absl::string_view model, const absl::Status& status) {
   if (!status.ok()) {
-    spdlog::warn("{} '{}' failed: {}: {}", rpc, model, absl::StatusCodeToString(status.code()),
-                 status.message());
+    spdlog::warn("{} '{}' failed: {}: {}", std::string(rpc), std::string(model),
+                 absl::StatusCodeToString(status.code()), std::string(status.message()));
   }
   return ToGrpcStatus(status);
 }
 
-absl::Status CheckVersion(std::string_view model, std::string_view version) {
+absl::Status CheckVersion(absl::string_view model, absl::string_view version) {
   if (version.empty() || version == kVersion) return absl::OkStatus();
   return absl::NotFoundError(absl::StrCat("model '", model, "' has no version '", version,
                                           "' (Kiln serves version ", kVersion, " only)"));
@@ -51,7 +51,7 @@ absl::Status CheckVersion(std::string_view model, std::string_view version) {
 // Fills one ModelMetadata tensor entry. A spec without a known rank is sent as
 // shape [-1] and flagged in the model's properties as "<input|output>.<name>.rank"
 // = "dynamic", since the protocol has no way to say "any rank".
-void FillTensorMetadata(const runtime::TensorSpec& spec, std::string_view kind,
+void FillTensorMetadata(const runtime::TensorSpec& spec, absl::string_view kind,
                         inference::ModelMetadataResponse::TensorMetadata* out,
                         inference::ModelMetadataResponse* response) {
   out->set_name(spec.name);
@@ -71,7 +71,7 @@ void FillDuration(const Duration& d, inference::StatisticDuration* out) {
 
 // Reads the upload parameters of RepositoryModelLoad.
 struct LoadParams {
-  std::optional<std::string_view> file;
+  std::optional<absl::string_view> file;
   std::optional<std::string> config;
 };
 

@@ -13,17 +13,17 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status ConfigError(std::string_view where, std::string_view what) {
+absl::Status ConfigError(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("model config: ", where, ": ", what));
 }
 
 // Unknown keys are errors rather than ignored: a Triton-style "input" where
 // "inputs" was meant would otherwise silently configure nothing.
-absl::Status CheckKeys(const json& object, std::initializer_list<std::string_view> allowed,
-                       std::string_view where) {
+absl::Status CheckKeys(const json& object, std::initializer_list<absl::string_view> allowed,
+                       absl::string_view where) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     bool known = false;
-    for (std::string_view key : allowed) known = known || it.key() == key;
+    for (absl::string_view key : allowed) known = known || it.key() == key;
     if (!known) return ConfigError(where, absl::StrCat("unknown key '", it.key(), "'"));
   }
   return absl::OkStatus();
@@ -79,7 +79,7 @@ absl::StatusOr<std::vector<runtime::TensorSpec>> ParseTensorList(const json& roo
 
 }  // namespace
 
-absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text) {
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   json root;
   try {
     root = json::parse(text.begin(), text.end());

@@ -6,7 +6,7 @@
 // outputs); datatype and dims, when given, become the model's declared contract.
 #pragma once
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "engine/importer/torchscript_importer.h"
@@ -23,7 +23,7 @@ struct ModelConfig {
 
 // Parses the JSON text. Fails with InvalidArgument naming the offending key
 // for malformed JSON, unknown keys, an unknown datatype or a dim below -1.
-absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json);
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json);
 
 // Gives every unnamed declaration the name of the graph input/output at its
 // position, so the runtime can match declarations by name. InvalidArgument

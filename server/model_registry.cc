@@ -33,7 +33,7 @@ void Add(Duration& d, uint64_t ns) {
 
 }  // namespace
 
-std::string_view ModelStateName(ModelState state) {
+absl::string_view ModelStateName(ModelState state) {
   return state == ModelState::kReady ? "READY" : "UNAVAILABLE";
 }
 
@@ -72,18 +72,18 @@ void ModelRegistry::LoadAll() {
 }
 
 absl::StatusOr<std::unique_ptr<runtime::Model>> ModelRegistry::Build(
-    std::string_view name, std::string_view bytes, const std::optional<std::string>& config) {
+    absl::string_view bytes, const std::optional<std::string>& config) {
   ModelConfig parsed;
   if (config.has_value()) {
     ASSIGN_OR_RETURN(parsed, ParseModelConfig(*config));
   }
-  ASSIGN_OR_RETURN(ir::Graph graph, importer::ImportTorchScript(bytes, parsed.import));
+  ASSIGN_OR_RETURN(ir::Graph graph, importer::ImportTorchScript(std::string_view(bytes.data(), bytes.size()), parsed.import));
   RETURN_IF_ERROR(FillDeclaredNames(graph, parsed.model));
   parsed.model.compile = options_.compile;
   return runtime::Model::Create(std::move(graph), std::move(parsed.model));
 }
 
-absl::Status ModelRegistry::Load(const std::string& name, std::optional<std::string_view> file,
+absl::Status ModelRegistry::Load(const std::string& name, std::optional<absl::string_view> file,
                                  std::optional<std::string> config_json) {
   std::lock_guard<std::mutex> load_lock(load_mu_);
   const auto start = std::chrono::steady_clock::now();
@@ -99,13 +99,13 @@ absl::Status ModelRegistry::Load(const std::string& name, std::optional<std::str
                  ms);
   } else {
     status = Annotate(status, absl::StrCat("while loading model '", name, "': "));
-    spdlog::warn("{} (after {:.1f} ms)", status.message(), ms);
+    spdlog::warn("{} (after {:.1f} ms)", std::string(status.message()), ms);
   }
   return status;
 }
 
 absl::Status ModelRegistry::LoadLocked(const std::string& name,
-                                       std::optional<std::string_view> file,
+                                       std::optional<absl::string_view> file,
                                        std::optional<std::string> config_json) {
   const bool from_repository = !file.has_value();
   std::string stored_bytes;
@@ -115,9 +115,9 @@ absl::Status ModelRegistry::LoadLocked(const std::string& name,
       ASSIGN_OR_RETURN(config_json, repository_->ReadConfig(name));
     }
   }
-  const std::string_view bytes = from_repository ? std::string_view(stored_bytes) : *file;
+  const absl::string_view bytes = from_repository ? absl::string_view(stored_bytes) : *file;
 
-  absl::StatusOr<std::unique_ptr<runtime::Model>> model = Build(name, bytes, config_json);
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = Build(bytes, config_json);
   if (!model.ok()) {
     // A model whose files are on disk stays listed, with the error as reason;
     // a rejected upload of a new name leaves no trace.
@@ -171,7 +171,7 @@ absl::Status ModelRegistry::Unload(const std::string& name) {
   return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
 }
 
-absl::StatusOr<ServingModel> ModelRegistry::Get(std::string_view name) const {
+absl::StatusOr<ServingModel> ModelRegistry::Get(absl::string_view name) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(name);
@@ -188,7 +188,7 @@ absl::StatusOr<ServingModel> ModelRegistry::Get(std::string_view name) const {
   return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
 }
 
-bool ModelRegistry::IsReady(std::string_view name) const {
+bool ModelRegistry::IsReady(absl::string_view name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(name);
   return it != entries_.end() && it->second.state == ModelState::kReady;
@@ -213,7 +213,7 @@ std::vector<ModelIndexEntry> ModelRegistry::Index() const {
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, StatsSnapshot>>> ModelRegistry::Statistics(
-    std::string_view name) const {
+    absl::string_view name) const {
   std::vector<std::pair<std::string, StatsSnapshot>> stats;
   std::lock_guard<std::mutex> lock(mu_);
   if (!name.empty()) {

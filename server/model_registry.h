@@ -10,7 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,7 +23,7 @@ namespace kiln::server {
 enum class ModelState { kReady, kUnavailable };
 
 // "READY" / "UNAVAILABLE", as Triton's repository index spells them.
-std::string_view ModelStateName(ModelState state);
+absl::string_view ModelStateName(ModelState state);
 
 struct Duration {
   uint64_t count = 0;
@@ -95,7 +95,7 @@ class ModelRegistry {
   // A failed load leaves a serving model and its files untouched. Fails with
   // InvalidArgument for a bad name, config or model file, Unimplemented for
   // unsupported ops, NotFound when reloading a model the repository lacks.
-  absl::Status Load(const std::string& name, std::optional<std::string_view> file,
+  absl::Status Load(const std::string& name, std::optional<absl::string_view> file,
                     std::optional<std::string> config_json);
 
   // Stops serving `name` (files stay; LoadAll or Load brings it back).
@@ -104,9 +104,9 @@ class ModelRegistry {
 
   // The model to run a request on. NotFound for an unknown model,
   // FailedPrecondition (with the reason) for one that is not ready.
-  absl::StatusOr<ServingModel> Get(std::string_view name) const;
+  absl::StatusOr<ServingModel> Get(absl::string_view name) const;
 
-  bool IsReady(std::string_view name) const;
+  bool IsReady(absl::string_view name) const;
 
   // Every model in the registry or the repository, sorted by name; models on
   // disk that were never loaded are UNAVAILABLE with reason "not loaded".
@@ -115,7 +115,7 @@ class ModelRegistry {
   // Statistics of `name` (or of every model the registry has seen when empty).
   // NotFound for an unknown name.
   absl::StatusOr<std::vector<std::pair<std::string, StatsSnapshot>>> Statistics(
-      std::string_view name) const;
+      absl::string_view name) const;
 
  private:
   struct Entry {
@@ -125,10 +125,9 @@ class ModelRegistry {
     std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
   };
 
-  absl::StatusOr<std::unique_ptr<runtime::Model>> Build(std::string_view name,
-                                                        std::string_view bytes,
+  absl::StatusOr<std::unique_ptr<runtime::Model>> Build(absl::string_view bytes,
                                                         const std::optional<std::string>& config);
-  absl::Status LoadLocked(const std::string& name, std::optional<std::string_view> file,
+  absl::Status LoadLocked(const std::string& name, std::optional<absl::string_view> file,
                           std::optional<std::string> config_json);
   void MarkFailed(const std::string& name, const absl::Status& status, bool create);
 

@@ -23,17 +23,17 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxModelNameLength = 128;
-constexpr std::string_view kVersionDir = "1";
-constexpr std::string_view kModelFile = "model.pt";
-constexpr std::string_view kConfigFile = "config.json";
+constexpr char kVersionDir[] = "1";
+constexpr char kModelFile[] = "model.pt";
+constexpr char kConfigFile[] = "config.json";
 // Temp files start with this prefix so Open() can sweep them after a crash.
-constexpr std::string_view kTempPrefix = ".kiln-tmp-";
+constexpr char kTempPrefix[] = ".kiln-tmp-";
 
-absl::Status ErrnoError(std::string_view what, const std::string& path) {
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
 }
 
-absl::Status FsError(std::string_view what, const fs::path& path, const std::error_code& ec) {
+absl::Status FsError(absl::string_view what, const fs::path& path, const std::error_code& ec) {
   return absl::InternalError(absl::StrCat(what, " '", path.string(), "': ", ec.message()));
 }
 
@@ -65,7 +65,7 @@ std::string RandomSuffix() {
   return absl::StrCat(::getpid(), "-", rng());
 }
 
-absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
+absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) {
   const char* p = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
@@ -107,7 +107,7 @@ void SweepTempFiles(const fs::path& dir) {
 
 }  // namespace
 
-absl::Status ValidateModelName(std::string_view name) {
+absl::Status ValidateModelName(absl::string_view name) {
   if (name.empty()) return absl::InvalidArgumentError("model name is empty");
   if (name.size() > kMaxModelNameLength) {
     return absl::InvalidArgumentError(absl::StrCat("model name is ", name.size(),
@@ -130,7 +130,7 @@ absl::Status ValidateModelName(std::string_view name) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
   const fs::path target(path);
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   const std::string temp =
@@ -177,20 +177,20 @@ std::vector<std::string> ModelRepository::List() const {
   return names;
 }
 
-bool ModelRepository::HasModel(std::string_view name) const {
+bool ModelRepository::HasModel(absl::string_view name) const {
   std::error_code ec;
   return ValidateModelName(name).ok() && fs::is_regular_file(ModelPath(name), ec);
 }
 
-std::string ModelRepository::ModelPath(std::string_view name) const {
+std::string ModelRepository::ModelPath(absl::string_view name) const {
   return (fs::path(root_) / std::string(name) / kVersionDir / kModelFile).string();
 }
 
-std::string ModelRepository::ConfigPath(std::string_view name) const {
+std::string ModelRepository::ConfigPath(absl::string_view name) const {
   return (fs::path(root_) / std::string(name) / kConfigFile).string();
 }
 
-absl::StatusOr<std::string> ModelRepository::ReadModel(std::string_view name) const {
+absl::StatusOr<std::string> ModelRepository::ReadModel(absl::string_view name) const {
   RETURN_IF_ERROR(ValidateModelName(name));
   if (!HasModel(name)) {
     return absl::NotFoundError(
@@ -200,7 +200,7 @@ absl::StatusOr<std::string> ModelRepository::ReadModel(std::string_view name) co
 }
 
 absl::StatusOr<std::optional<std::string>> ModelRepository::ReadConfig(
-    std::string_view name) const {
+    absl::string_view name) const {
   RETURN_IF_ERROR(ValidateModelName(name));
   const std::string path = ConfigPath(name);
   std::error_code ec;
@@ -209,14 +209,14 @@ absl::StatusOr<std::optional<std::string>> ModelRepository::ReadConfig(
   return std::optional<std::string>(std::move(text));
 }
 
-absl::Status ModelRepository::WriteModel(std::string_view name, std::string_view bytes) {
+absl::Status ModelRepository::WriteModel(absl::string_view name, absl::string_view bytes) {
   RETURN_IF_ERROR(ValidateModelName(name));
   const fs::path path(ModelPath(name));
   RETURN_IF_ERROR(CreateDirectories(path.parent_path()));
   return WriteFileAtomically(path.string(), bytes);
 }
 
-absl::Status ModelRepository::WriteConfig(std::string_view name,
+absl::Status ModelRepository::WriteConfig(absl::string_view name,
                                           const std::optional<std::string>& json) {
   RETURN_IF_ERROR(ValidateModelName(name));
   const fs::path path(ConfigPath(name));

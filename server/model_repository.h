@@ -8,7 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,12 +18,12 @@ namespace kiln::server {
 
 // OK when `name` can name a model directory: non-empty, at most 128 characters
 // of [A-Za-z0-9_.-], and not "." or "..". InvalidArgument saying why otherwise.
-absl::Status ValidateModelName(std::string_view name);
+absl::Status ValidateModelName(absl::string_view name);
 
 // Replaces `path` with `bytes` atomically; the parent directory must exist.
 // Fails with Internal (carrying errno's text) on any I/O error, leaving the old
 // file, if any, in place and no temp file behind.
-absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
 
 class ModelRepository {
  public:
@@ -37,22 +37,22 @@ class ModelRepository {
   // is not a valid model name are skipped.
   std::vector<std::string> List() const;
 
-  bool HasModel(std::string_view name) const;
+  bool HasModel(absl::string_view name) const;
 
   // The model file's bytes; NotFound when absent.
-  absl::StatusOr<std::string> ReadModel(std::string_view name) const;
+  absl::StatusOr<std::string> ReadModel(absl::string_view name) const;
 
   // The config.json text, or nullopt when the model has none.
-  absl::StatusOr<std::optional<std::string>> ReadConfig(std::string_view name) const;
+  absl::StatusOr<std::optional<std::string>> ReadConfig(absl::string_view name) const;
 
   // Stores the model file (creating NAME/1/) atomically.
-  absl::Status WriteModel(std::string_view name, std::string_view bytes);
+  absl::Status WriteModel(absl::string_view name, absl::string_view bytes);
 
   // Stores config.json atomically, or removes it when `json` is nullopt.
-  absl::Status WriteConfig(std::string_view name, const std::optional<std::string>& json);
+  absl::Status WriteConfig(absl::string_view name, const std::optional<std::string>& json);
 
-  std::string ModelPath(std::string_view name) const;
-  std::string ConfigPath(std::string_view name) const;
+  std::string ModelPath(absl::string_view name) const;
+  std::string ConfigPath(absl::string_view name) const;
 
  private:
   explicit ModelRepository(std::string root) : root_(std::move(root)) {}

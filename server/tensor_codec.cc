@@ -11,7 +11,7 @@
 
 #include <cstring>
 #include <limits>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +23,7 @@ namespace {
 using InputTensor = inference::ModelInferRequest::InferInputTensor;
 using inference::InferTensorContents;
 
-absl::Status InputError(const std::string& name, std::string_view what) {
+absl::Status InputError(const std::string& name, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("input '", name, "': ", what));
 }
 
@@ -50,7 +50,7 @@ absl::StatusOr<Dims> DecodeShape(const InputTensor& input, size_t element_size) 
 
 // Name and element count of every typed field, to find which ones carry data.
 struct FieldCount {
-  std::string_view field;
+  absl::string_view field;
   int size;
 };
 
@@ -74,7 +74,7 @@ bool HasTypedData(const InputTensor& input) {
 }
 
 // The typed field that carries `dtype`; empty for FP16/BF16, which have none.
-std::string_view TypedField(DType dtype) {
+absl::string_view TypedField(DType dtype) {
   switch (dtype) {
     case DType::kBool: return "bool_contents";
     case DType::kUInt8: return "uint_contents";
@@ -102,7 +102,7 @@ absl::StatusOr<Tensor> CopyTyped(const InputTensor& input, DType dtype, Dims dim
           v > static_cast<Src>(std::numeric_limits<T>::max())) {
         return InputError(input.name(),
                           absl::StrCat("value ", v, " at index ", i, " is out of range for ",
-                                       DTypeName(dtype)));
+                                       std::string(DTypeName(dtype))));
       }
     }
     out[i] = static_cast<T>(v);
@@ -111,9 +111,9 @@ absl::StatusOr<Tensor> CopyTyped(const InputTensor& input, DType dtype, Dims dim
 }
 
 absl::StatusOr<Tensor> DecodeTyped(const InputTensor& input, DType dtype, Dims dims) {
-  const std::string_view expected_field = TypedField(dtype);
+  const absl::string_view expected_field = TypedField(dtype);
   if (expected_field.empty()) {
-    return InputError(input.name(), absl::StrCat(DTypeName(dtype),
+    return InputError(input.name(), absl::StrCat(std::string(DTypeName(dtype)),
                                                  " data must be sent in raw_input_contents"
                                                  " (the protocol has no typed field for it)"));
   }
@@ -121,7 +121,7 @@ absl::StatusOr<Tensor> DecodeTyped(const InputTensor& input, DType dtype, Dims d
   const InferTensorContents& c = input.contents();
   for (const FieldCount& f : FieldCounts(c)) {
     if (f.size > 0 && f.field != expected_field) {
-      return InputError(input.name(), absl::StrCat("datatype ", DTypeName(dtype), " expects ",
+      return InputError(input.name(), absl::StrCat("datatype ", std::string(DTypeName(dtype)), " expects ",
                                                    expected_field, ", got ", f.field));
     }
     if (f.field == expected_field && f.size != expected) {
@@ -145,7 +145,7 @@ absl::StatusOr<Tensor> DecodeTyped(const InputTensor& input, DType dtype, Dims d
     case DType::kF64: return CopyTyped<double>(input, dtype, std::move(dims), c.fp64_contents());
     default: break;
   }
-  return absl::InternalError(absl::StrCat("no typed decoder for ", DTypeName(dtype)));
+  return absl::InternalError(absl::StrCat("no typed decoder for ", std::string(DTypeName(dtype))));
 }
 
 absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dims,
@@ -155,7 +155,7 @@ absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dim
     return InputError(input.name(),
                       absl::StrCat("raw_input_contents holds ", raw.size(), " bytes, expected ",
                                    expected, " (shape ", DimsToString(dims), " x ",
-                                   DTypeSize(dtype), "-byte ", DTypeName(dtype), ")"));
+                                   DTypeSize(dtype), "-byte ", std::string(DTypeName(dtype)), ")"));
   }
   Tensor t = Tensor::Zeros(dtype, std::move(dims));
   if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -15,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/importer/torchscript_importer.h"
 #include "engine/ir/graph.h"
 
@@ -40,8 +40,8 @@ class ImportContext {
 
   // "node 12 (aten::conv2d): ".
   std::string Where(const torch::jit::Node& node) const;
-  absl::Status Unimplemented(const torch::jit::Node& node, std::string_view what) const;
-  absl::Status InvalidArgument(const torch::jit::Node& node, std::string_view what) const;
+  absl::Status Unimplemented(const torch::jit::Node& node, absl::string_view what) const;
+  absl::Status InvalidArgument(const torch::jit::Node& node, absl::string_view what) const;
 
   // ---- tensor operands ----
 
@@ -53,7 +53,7 @@ class ImportContext {
   absl::StatusOr<ir::ValueId> OptionalInput(const torch::jit::Node& node, size_t i);
   // The ir value for any torch value (used for graph outputs); `user` names the
   // consumer in error messages.
-  absl::StatusOr<ir::ValueId> ValueFor(const torch::jit::Value* value, std::string_view user);
+  absl::StatusOr<ir::ValueId> ValueFor(const torch::jit::Value* value, absl::string_view user);
 
   // ---- constant (non-tensor) arguments ----
 
@@ -78,7 +78,7 @@ class ImportContext {
   // Appends an `op` node for `src` (source_op = the aten kind); its output is
   // named after src's first output plus `suffix` (for decomposition steps).
   ir::ValueId Emit(const torch::jit::Node& src, ir::OpKind op, std::vector<ir::ValueId> inputs,
-                   ir::Attributes attrs = {}, std::string_view suffix = "");
+                   ir::Attributes attrs = {}, absl::string_view suffix = "");
   // Copies `tensor` (made contiguous; dtype kept) into an ir Constant.
   absl::StatusOr<ir::ValueId> AddTensorConstant(const at::Tensor& tensor, std::string name);
   // A 0-dim Constant of `dtype` holding `value`.

@@ -111,6 +111,30 @@ void ParallelFor(int64_t n, int num_threads, int64_t work, Fn&& fn) {
   }
 }
 
+// Sum of n floats: eight float lanes (which GCC vectorises) over blocks of 512
+// elements, the block sums added in double. A single running float sum loses
+// about n * 2^-24 relative; this stays near float rounding of a 64-element sum
+// like PyTorch's cascade sum, at vector speed.
+inline double AccurateSum(const float* x, int64_t n) {
+  constexpr int64_t kBlock = 512;
+  double total = 0.0;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t len = std::min(kBlock, n - start);
+    const float* p = x + start;
+    float acc[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+      for (int k = 0; k < 8; ++k) acc[k] += p[i + k];
+    }
+    float tail = 0.0f;
+    for (; i < len; ++i) tail += p[i];
+    total += static_cast<double>(((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                                 ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
+             tail;
+  }
+  return total;
+}
+
 // Typed views of the state a kernel's Prepare stored in the context.
 template <typename T>
 const T& StateAs(const EvalContext& ctx) {

@@ -1,0 +1,244 @@
+// kiln: command-line client for a Kiln server (or any KServe v2 gRPC server).
+//   kiln [--server host:port] upload FILE --name NAME [--config JSON_FILE]
+//   kiln models | metadata NAME | unload NAME | stats [NAME] | health
+//   kiln infer NAME --input x=img.npy [--input y=b.npy] [--output NAME] --output-dir out/
+// Errors go to stderr as "kiln: error: ..." with exit status 1.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/inference_client.h"
+#include "client/npy.h"
+#include "engine/common/status_macros.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::client::InferenceClient;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::InternalError(absl::StrCat("cannot read '", path, "'"));
+  return std::move(ss).str();
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// Output names become file names; keep them from escaping the output dir.
+std::string SafeFileName(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    out.push_back(ok ? c : '_');
+  }
+  if (out.empty() || out == "." || out == "..") out = "output_" + out;
+  return out;
+}
+
+double Ms(const kiln::client::Duration& d) {
+  return d.count == 0 ? 0.0 : static_cast<double>(d.ns) / static_cast<double>(d.count) / 1e6;
+}
+
+absl::Status Upload(InferenceClient& client, const std::string& file, const std::string& name,
+                    const std::string& config_file) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(file));
+  std::optional<std::string> config;
+  if (!config_file.empty()) {
+    ASSIGN_OR_RETURN(config, ReadFile(config_file));
+  }
+  RETURN_IF_ERROR(client.Upload(name, bytes, std::move(config)));
+  std::printf("uploaded '%s' (%zu bytes): READY\n", name.c_str(), bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status Models(InferenceClient& client) {
+  ASSIGN_OR_RETURN(auto index, client.Index());
+  if (index.empty()) {
+    std::printf("no models\n");
+    return absl::OkStatus();
+  }
+  size_t width = 4;
+  for (const auto& m : index) width = std::max(width, m.name.size());
+  std::printf("%-*s  %-7s  %-11s  %s\n", static_cast<int>(width), "NAME", "VERSION", "STATE",
+              "REASON");
+  for (const auto& m : index) {
+    std::printf("%-*s  %-7s  %-11s  %s\n", static_cast<int>(width), m.name.c_str(),
+                m.version.c_str(), m.state.c_str(), m.reason.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Metadata(InferenceClient& client, const std::string& name) {
+  ASSIGN_OR_RETURN(auto metadata, client.Metadata(name));
+  std::printf("model:    %s\n", metadata.name.c_str());
+  std::printf("platform: %s\n", metadata.platform.c_str());
+  std::printf("versions: %s\n", absl::StrJoin(metadata.versions, ", ").c_str());
+  for (const auto& t : metadata.inputs) {
+    std::printf("input     %s %s %s\n", t.name.c_str(), t.datatype.c_str(),
+                ShapeString(t.shape).c_str());
+  }
+  for (const auto& t : metadata.outputs) {
+    std::printf("output    %s %s %s\n", t.name.c_str(), t.datatype.c_str(),
+                ShapeString(t.shape).c_str());
+  }
+  for (const auto& [key, value] : metadata.properties) {
+    std::printf("property  %s = %s\n", key.c_str(), value.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Infer(InferenceClient& client, const std::string& name,
+                   const std::vector<std::string>& input_args,
+                   const std::vector<std::string>& requested, const std::string& output_dir) {
+  std::vector<kiln::client::NamedTensor> inputs;
+  for (const std::string& arg : input_args) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input '", arg, "' must look like NAME=FILE.npy"));
+    }
+    ASSIGN_OR_RETURN(kiln::Tensor tensor, kiln::client::ReadNpy(arg.substr(eq + 1)));
+    inputs.push_back({arg.substr(0, eq), std::move(tensor)});
+  }
+  ASSIGN_OR_RETURN(auto outputs, client.Infer(name, inputs, requested));
+
+  std::error_code ec;
+  fs::create_directories(output_dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create output directory '", output_dir, "': ", ec.message()));
+  }
+  for (const auto& output : outputs) {
+    const std::string path =
+        (fs::path(output_dir) / (SafeFileName(output.name) + ".npy")).string();
+    RETURN_IF_ERROR(kiln::client::WriteNpy(path, output.tensor));
+    std::printf("%s %s %s -> %s\n", output.name.c_str(),
+                std::string(kiln::DTypeName(output.tensor.dtype())).c_str(),
+                kiln::DimsToString(output.tensor.dims()).c_str(), path.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Unload(InferenceClient& client, const std::string& name) {
+  RETURN_IF_ERROR(client.Unload(name));
+  std::printf("unloaded '%s'\n", name.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status Stats(InferenceClient& client, const std::string& name) {
+  ASSIGN_OR_RETURN(auto stats, client.Statistics(name));
+  for (const auto& s : stats) {
+    std::string last = "never";
+    if (s.last_inference_ms > 0) {
+      const std::time_t t = static_cast<std::time_t>(s.last_inference_ms / 1000);
+      char buf[32];
+      std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+      last = buf;
+    }
+    std::printf("%s (version %s)\n", s.name.c_str(), s.version.c_str());
+    std::printf("  inferences %llu, failures %llu, last %s\n",
+                static_cast<unsigned long long>(s.inference_count),
+                static_cast<unsigned long long>(s.fail.count), last.c_str());
+    std::printf("  avg ms: request %.3f  decode %.3f  infer %.3f  encode %.3f  failed %.3f\n",
+                Ms(s.success), Ms(s.compute_input), Ms(s.compute_infer), Ms(s.compute_output),
+                Ms(s.fail));
+  }
+  if (stats.empty()) std::printf("no models\n");
+  return absl::OkStatus();
+}
+
+absl::Status Health(InferenceClient& client) {
+  ASSIGN_OR_RETURN(auto metadata, client.GetServerMetadata());
+  ASSIGN_OR_RETURN(bool live, client.Live());
+  ASSIGN_OR_RETURN(bool ready, client.Ready());
+  std::printf("%s %s at %s: live=%s ready=%s extensions=[%s]\n", metadata.name.c_str(),
+              metadata.version.c_str(), client.target().c_str(), live ? "true" : "false",
+              ready ? "true" : "false", absl::StrJoin(metadata.extensions, ", ").c_str());
+  if (!live || !ready) return absl::FailedPreconditionError("server is not ready");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: client for the Kiln inference server"};
+  const char* env_server = std::getenv("KILN_SERVER");
+  std::string server = env_server != nullptr && *env_server != '\0' ? env_server : "127.0.0.1:8001";
+  app.add_option("--server", server, "Server address host:port (default: $KILN_SERVER or 127.0.0.1:8001)");
+  app.require_subcommand(1);
+
+  std::string file, name, config_file, output_dir = ".";
+  std::vector<std::string> input_args, output_names;
+
+  CLI::App* upload = app.add_subcommand("upload", "Upload a TorchScript file as a model");
+  upload->add_option("FILE", file, "TorchScript archive (torch.jit.save)")->required();
+  upload->add_option("--name", name, "Model name")->required();
+  upload->add_option("--config", config_file, "Load configuration JSON file");
+
+  CLI::App* models = app.add_subcommand("models", "List the server's models");
+
+  CLI::App* metadata = app.add_subcommand("metadata", "Show a model's inputs and outputs");
+  metadata->add_option("NAME", name, "Model name")->required();
+
+  CLI::App* infer = app.add_subcommand("infer", "Run a model on .npy inputs");
+  infer->add_option("NAME", name, "Model name")->required();
+  infer->add_option("--input", input_args, "NAME=FILE.npy (repeatable)")->required();
+  infer->add_option("--output", output_names, "Output to return (repeatable; default: all)");
+  infer->add_option("--output-dir", output_dir, "Where to write <output>.npy")
+      ->capture_default_str();
+
+  CLI::App* unload = app.add_subcommand("unload", "Stop serving a model (files stay)");
+  unload->add_option("NAME", name, "Model name")->required();
+
+  CLI::App* stats = app.add_subcommand("stats", "Show inference statistics");
+  stats->add_option("NAME", name, "Model name (default: all)");
+
+  CLI::App* health = app.add_subcommand("health", "Check that the server is live and ready");
+
+  CLI11_PARSE(app, argc, argv);
+
+  absl::StatusOr<std::unique_ptr<InferenceClient>> client = InferenceClient::Connect(server);
+  absl::Status status = client.status();
+  if (status.ok()) {
+    InferenceClient& c = **client;
+    if (upload->parsed()) status = Upload(c, file, name, config_file);
+    if (models->parsed()) status = Models(c);
+    if (metadata->parsed()) status = Metadata(c, name);
+    if (infer->parsed()) status = Infer(c, name, input_args, output_names, output_dir);
+    if (unload->parsed()) status = Unload(c, name);
+    if (stats->parsed()) status = Stats(c, name);
+    if (health->parsed()) status = Health(c);
+  }
+  if (!status.ok()) {
+    std::string hint;
+    if (status.code() == absl::StatusCode::kUnavailable) {
+      hint = absl::StrCat(" (is kilnd running at ", server, "? set --server or KILN_SERVER)");
+    }
+    std::fprintf(stderr, "kiln: error: %s: %s%s\n", absl::StatusCodeToString(status.code()).c_str(),
+                 std::string(status.message()).c_str(), hint.c_str());
+    return 1;
+  }
+  return 0;
+}

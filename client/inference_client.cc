@@ -1,0 +1,292 @@
+#include "client/inference_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "inference/grpc_service.grpc.pb.h"
+
+namespace kiln::client {
+namespace {
+
+using inference::GRPCInferenceService;
+
+// grpc::StatusCode and absl::StatusCode share the canonical numbering.
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// Copies one typed output (servers other than Kiln may answer this way).
+template <typename T, typename Src>
+Tensor FromTyped(DType dtype, Dims dims, const google::protobuf::RepeatedField<Src>& src) {
+  Tensor t = Tensor::Zeros(dtype, std::move(dims));
+  for (int i = 0; i < src.size(); ++i) t.data<T>()[i] = static_cast<T>(src.Get(i));
+  return t;
+}
+
+absl::StatusOr<Tensor> DecodeOutput(const inference::ModelInferResponse& response, int i) {
+  const auto& output = response.outputs(i);
+  const std::optional<DType> dtype = DTypeFromName(output.datatype());
+  if (!dtype.has_value()) {
+    return absl::UnimplementedError(absl::StrCat("output '", output.name(),
+                                                 "': unsupported datatype '", output.datatype(),
+                                                 "'"));
+  }
+  Dims dims(output.shape().begin(), output.shape().end());
+  for (int64_t d : dims) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("output '", output.name(),
+                                                     "': negative dimension in shape ",
+                                                     DimsToString(dims)));
+    }
+  }
+  const size_t expected = static_cast<size_t>(NumElements(dims)) * DTypeSize(*dtype);
+  if (i < response.raw_output_contents_size()) {
+    const std::string& raw = response.raw_output_contents(i);
+    if (raw.size() != expected) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", output.name(), "': ", raw.size(), " raw bytes, expected ",
+                       expected, " for ", output.datatype(), " ", DimsToString(dims)));
+    }
+    Tensor t = Tensor::Zeros(*dtype, std::move(dims));
+    if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);
+    return t;
+  }
+  const auto& c = output.contents();
+  const int64_t n = NumElements(dims);
+  auto check = [&](int size) -> absl::Status {
+    if (size == n) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("output '", output.name(), "': ", size,
+                                                   " typed values, expected ", n));
+  };
+  switch (*dtype) {
+    case DType::kBool:
+      RETURN_IF_ERROR(check(c.bool_contents_size()));
+      return FromTyped<bool>(*dtype, std::move(dims), c.bool_contents());
+    case DType::kUInt8:
+      RETURN_IF_ERROR(check(c.uint_contents_size()));
+      return FromTyped<uint8_t>(*dtype, std::move(dims), c.uint_contents());
+    case DType::kInt8:
+      RETURN_IF_ERROR(check(c.int_contents_size()));
+      return FromTyped<int8_t>(*dtype, std::move(dims), c.int_contents());
+    case DType::kInt16:
+      RETURN_IF_ERROR(check(c.int_contents_size()));
+      return FromTyped<int16_t>(*dtype, std::move(dims), c.int_contents());
+    case DType::kInt32:
+      RETURN_IF_ERROR(check(c.int_contents_size()));
+      return FromTyped<int32_t>(*dtype, std::move(dims), c.int_contents());
+    case DType::kInt64:
+      RETURN_IF_ERROR(check(c.int64_contents_size()));
+      return FromTyped<int64_t>(*dtype, std::move(dims), c.int64_contents());
+    case DType::kF32:
+      RETURN_IF_ERROR(check(c.fp32_contents_size()));
+      return FromTyped<float>(*dtype, std::move(dims), c.fp32_contents());
+    case DType::kF64:
+      RETURN_IF_ERROR(check(c.fp64_contents_size()));
+      return FromTyped<double>(*dtype, std::move(dims), c.fp64_contents());
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", output.name(), "': no raw_output_contents for ",
+                       output.datatype()));
+  }
+}
+
+Duration ToDuration(const inference::StatisticDuration& d) { return {d.count(), d.ns()}; }
+
+}  // namespace
+
+struct InferenceClient::Impl {
+  ClientOptions options;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<GRPCInferenceService::Stub> stub;
+
+  // A fresh context per call (gRPC forbids reuse), with the deadline applied.
+  std::unique_ptr<grpc::ClientContext> Context() const {
+    auto context = std::make_unique<grpc::ClientContext>();
+    if (options.timeout.count() > 0) {
+      context->set_deadline(std::chrono::system_clock::now() + options.timeout);
+    }
+    return context;
+  }
+};
+
+InferenceClient::InferenceClient(std::string target, std::unique_ptr<Impl> impl)
+    : target_(std::move(target)), impl_(std::move(impl)) {}
+
+InferenceClient::~InferenceClient() = default;
+
+absl::StatusOr<std::unique_ptr<InferenceClient>> InferenceClient::Connect(
+    const std::string& target, ClientOptions options) {
+  if (target.empty()) return absl::InvalidArgumentError("server address is empty");
+  grpc::ChannelArguments args;
+  // Model uploads and large tensors exceed gRPC's 4 MiB default.
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  impl->stub = GRPCInferenceService::NewStub(impl->channel);
+  return std::unique_ptr<InferenceClient>(new InferenceClient(target, std::move(impl)));
+}
+
+absl::StatusOr<bool> InferenceClient::Live() {
+  inference::ServerLiveRequest request;
+  inference::ServerLiveResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->ServerLive(impl_->Context().get(), request, &response)));
+  return response.live();
+}
+
+absl::StatusOr<bool> InferenceClient::Ready() {
+  inference::ServerReadyRequest request;
+  inference::ServerReadyResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->ServerReady(impl_->Context().get(), request, &response)));
+  return response.ready();
+}
+
+absl::StatusOr<bool> InferenceClient::ModelReady(const std::string& name) {
+  inference::ModelReadyRequest request;
+  request.set_name(name);
+  inference::ModelReadyResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->ModelReady(impl_->Context().get(), request, &response)));
+  return response.ready();
+}
+
+absl::StatusOr<ServerMetadata> InferenceClient::GetServerMetadata() {
+  inference::ServerMetadataRequest request;
+  inference::ServerMetadataResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->ServerMetadata(impl_->Context().get(), request, &response)));
+  ServerMetadata metadata;
+  metadata.name = response.name();
+  metadata.version = response.version();
+  metadata.extensions.assign(response.extensions().begin(), response.extensions().end());
+  return metadata;
+}
+
+absl::Status InferenceClient::Upload(const std::string& name, absl::string_view file_bytes,
+                                     std::optional<std::string> config_json) {
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name(name);
+  auto& params = *request.mutable_parameters();
+  params["file:1/model.pt"].set_bytes_param(file_bytes.data(), file_bytes.size());
+  if (config_json.has_value()) params["config"].set_string_param(std::move(*config_json));
+  inference::RepositoryModelLoadResponse response;
+  return FromGrpcStatus(
+      impl_->stub->RepositoryModelLoad(impl_->Context().get(), request, &response));
+}
+
+absl::Status InferenceClient::Load(const std::string& name,
+                                   std::optional<std::string> config_json) {
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name(name);
+  if (config_json.has_value()) {
+    (*request.mutable_parameters())["config"].set_string_param(std::move(*config_json));
+  }
+  inference::RepositoryModelLoadResponse response;
+  return FromGrpcStatus(
+      impl_->stub->RepositoryModelLoad(impl_->Context().get(), request, &response));
+}
+
+absl::Status InferenceClient::Unload(const std::string& name) {
+  inference::RepositoryModelUnloadRequest request;
+  request.set_model_name(name);
+  inference::RepositoryModelUnloadResponse response;
+  return FromGrpcStatus(
+      impl_->stub->RepositoryModelUnload(impl_->Context().get(), request, &response));
+}
+
+absl::StatusOr<std::vector<ModelIndexEntry>> InferenceClient::Index(bool ready_only) {
+  inference::RepositoryIndexRequest request;
+  request.set_ready(ready_only);
+  inference::RepositoryIndexResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->RepositoryIndex(impl_->Context().get(), request, &response)));
+  std::vector<ModelIndexEntry> index;
+  for (const auto& model : response.models()) {
+    index.push_back({model.name(), model.version(), model.state(), model.reason()});
+  }
+  return index;
+}
+
+absl::StatusOr<ModelMetadata> InferenceClient::Metadata(const std::string& name) {
+  inference::ModelMetadataRequest request;
+  request.set_name(name);
+  inference::ModelMetadataResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->ModelMetadata(impl_->Context().get(), request, &response)));
+  auto convert = [](const auto& tensors) {
+    std::vector<TensorMetadata> out;
+    for (const auto& t : tensors) {
+      out.push_back({t.name(), t.datatype(), {t.shape().begin(), t.shape().end()}});
+    }
+    return out;
+  };
+  ModelMetadata metadata;
+  metadata.name = response.name();
+  metadata.versions.assign(response.versions().begin(), response.versions().end());
+  metadata.platform = response.platform();
+  metadata.inputs = convert(response.inputs());
+  metadata.outputs = convert(response.outputs());
+  metadata.properties.insert(response.properties().begin(), response.properties().end());
+  return metadata;
+}
+
+absl::StatusOr<std::vector<NamedTensor>> InferenceClient::Infer(
+    const std::string& name, const std::vector<NamedTensor>& inputs,
+    const std::vector<std::string>& outputs) {
+  inference::ModelInferRequest request;
+  request.set_model_name(name);
+  for (const NamedTensor& input : inputs) {
+    auto* tensor = request.add_inputs();
+    tensor->set_name(input.name);
+    tensor->set_datatype(std::string(DTypeName(input.tensor.dtype())));
+    for (int64_t d : input.tensor.dims()) tensor->add_shape(d);
+    request.add_raw_input_contents()->assign(static_cast<const char*>(input.tensor.raw_data()),
+                                             input.tensor.byte_size());
+  }
+  for (const std::string& output : outputs) request.add_outputs()->set_name(output);
+
+  inference::ModelInferResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->ModelInfer(impl_->Context().get(), request, &response)));
+  std::vector<NamedTensor> result;
+  for (int i = 0; i < response.outputs_size(); ++i) {
+    ASSIGN_OR_RETURN(Tensor tensor, DecodeOutput(response, i));
+    result.push_back({response.outputs(i).name(), std::move(tensor)});
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<ModelStatistics>> InferenceClient::Statistics(const std::string& name) {
+  inference::ModelStatisticsRequest request;
+  request.set_name(name);
+  inference::ModelStatisticsResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->ModelStatistics(impl_->Context().get(), request, &response)));
+  std::vector<ModelStatistics> stats;
+  for (const auto& m : response.model_stats()) {
+    ModelStatistics s;
+    s.name = m.name();
+    s.version = m.version();
+    s.last_inference_ms = m.last_inference();
+    s.inference_count = m.inference_count();
+    s.execution_count = m.execution_count();
+    const auto& infer = m.inference_stats();
+    s.success = ToDuration(infer.success());
+    s.fail = ToDuration(infer.fail());
+    s.queue = ToDuration(infer.queue());
+    s.compute_input = ToDuration(infer.compute_input());
+    s.compute_infer = ToDuration(infer.compute_infer());
+    s.compute_output = ToDuration(infer.compute_output());
+    stats.push_back(std::move(s));
+  }
+  return stats;
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,288 @@
+// 2-D convolution (NCHW input, OIHW weight, optional bias), three algorithms
+// chosen once in Prepare:
+//
+//   kPointwise  1x1 kernel, stride 1, no padding: the input plane already is the
+//               [C, H*W] matrix, so each (image, group) is one GEMM
+//               Y[O/g, HW] = W[O/g, C/g] * X[C/g, HW], no copy.
+//   kDepthwise  groups == C_in == C_out (mobilenet_v2): a direct kernel. For each
+//               output row and kernel tap it adds w * (input row, shifted) over
+//               the tap's valid output range, so the inner loop is a contiguous
+//               (stride 1) or strided axpy with no bounds checks; the output row
+//               stays in L1 across the taps. Parallel over (image, channel).
+//   kIm2col     everything else: per (image, group), im2col into the workspace
+//               ([C/g * kH * kW, OH * OW], padding written as zeros) and one GEMM.
+//
+// The bias is fused: the output is pre-filled with it and the GEMM accumulates
+// with beta = 1 (depthwise starts each row from it). The valid output column
+// range of every kernel column is computed in Prepare, so the padding is
+// handled by range limits instead of per-element tests.
+//
+// cblas is only called outside OpenMP regions (OpenBLAS has its own threads);
+// im2col and depthwise use ParallelFor.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/common/status_macros.h"
+#include "engine/kernels/kernel.h"
+#include "engine/kernels/kernel_util.h"
+
+namespace kiln::kernels {
+namespace {
+
+enum class ConvAlgo { kPointwise, kDepthwise, kIm2col };
+
+struct ConvPlan {
+  ConvAlgo algo = ConvAlgo::kIm2col;
+  int64_t n = 0, c = 0, h = 0, w = 0;  // input
+  int64_t o = 0, kh = 0, kw = 0;       // weight
+  int64_t oh = 0, ow = 0;              // output
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t groups = 1, cg = 0, og = 0;  // channels per group
+  bool has_bias = false;
+  // For kernel column j, the output columns [ow_lo[j], ow_hi[j]) read input
+  // columns inside [0, w); the rest of the row reads padding.
+  std::vector<int64_t> ow_lo, ow_hi;
+};
+
+// Output columns [lo, hi) whose input column ow * stride + offset lies in [0, size).
+void ValidRange(int64_t size, int64_t out_size, int64_t stride, int64_t offset, int64_t* lo,
+                int64_t* hi) {
+  // lo = ceil(-offset / stride), hi = ceil((size - offset) / stride), both clamped to [0, out_size].
+  auto ceil_div = [](int64_t a, int64_t b) { return a <= 0 ? -((-a) / b) : (a + b - 1) / b; };
+  *lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, out_size);
+  *hi = std::clamp<int64_t>(ceil_div(size - offset, stride), *lo, out_size);
+}
+
+absl::Status PrepareConv(PrepareContext& ctx) {
+  const ir::Node& node = ctx.node;
+  RETURN_IF_ERROR(CheckInputCount(ctx, 2, 3));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
+  const Dims& x = ctx.inputs[0].dims;
+  const Dims& w = ctx.inputs[1].dims;
+  if (w.size() != 4) {
+    if (w.size() == 3 || w.size() == 5) {
+      return Unimplemented(node, "only 2-D convolution is implemented, weight is ",
+                           DimsToString(w));
+    }
+    return InvalidArg(node, "expected 4-D weight, got ", DimsToString(w));
+  }
+  // A 3-D input is PyTorch's unbatched [C, H, W].
+  if (x.size() != 4 && x.size() != 3) {
+    return InvalidArg(node, "expected 4-D input, got ", DimsToString(x));
+  }
+  auto padding_attr = node.attrs.map().find("padding");
+  if (padding_attr != node.attrs.map().end() &&
+      std::holds_alternative<std::string>(padding_attr->second)) {
+    return Unimplemented(node, "string padding is not supported; expected explicit ints");
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialAttr(node, "stride", 2, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, SpatialAttr(node, "padding", 2, 0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, SpatialAttr(node, "dilation", 2, 1));
+  for (int i = 0; i < 2; ++i) {
+    if (stride[i] < 1 || dilation[i] < 1 || padding[i] < 0) {
+      return InvalidArg(node, "invalid stride [", stride[0], ", ", stride[1], "], padding [",
+                        padding[0], ", ", padding[1], "] or dilation [", dilation[0], ", ",
+                        dilation[1], "]");
+    }
+  }
+  auto p = std::make_shared<ConvPlan>();
+  const size_t off = x.size() - 3;  // 1 when batched
+  p->n = off ? x[0] : 1;
+  p->c = x[off];
+  p->h = x[off + 1];
+  p->w = x[off + 2];
+  p->o = w[0];
+  p->kh = w[2];
+  p->kw = w[3];
+  p->groups = node.attrs.GetInt("groups", 1);
+  if (p->groups < 1 || p->c % p->groups != 0 || p->o % p->groups != 0 ||
+      w[1] * p->groups != p->c) {
+    return InvalidArg(node, "input ", DimsToString(x), " and weight ", DimsToString(w),
+                      " do not match groups=", p->groups);
+  }
+  p->cg = p->c / p->groups;
+  p->og = p->o / p->groups;
+  p->sh = stride[0];
+  p->sw = stride[1];
+  p->ph = padding[0];
+  p->pw = padding[1];
+  p->dh = dilation[0];
+  p->dw = dilation[1];
+  const int64_t span_h = p->dh * (p->kh - 1) + 1;
+  const int64_t span_w = p->dw * (p->kw - 1) + 1;
+  if (p->kh < 1 || p->kw < 1 || p->h + 2 * p->ph < span_h || p->w + 2 * p->pw < span_w) {
+    return InvalidArg(node, "kernel ", DimsToString(w), " (dilated ", span_h, "x", span_w,
+                      ") does not fit the padded input ", DimsToString(x));
+  }
+  p->oh = (p->h + 2 * p->ph - span_h) / p->sh + 1;
+  p->ow = (p->w + 2 * p->pw - span_w) / p->sw + 1;
+  if (HasInput(ctx, 2)) {
+    RETURN_IF_ERROR(CheckDType(ctx, 2, DType::kF32));
+    const Dims& b = ctx.inputs[2].dims;
+    if (b.size() != 1 || b[0] != p->o) {
+      return InvalidArg(node, "expected bias [", p->o, "], got ", DimsToString(b));
+    }
+    p->has_bias = true;
+  }
+  for (int64_t j = 0; j < p->kw; ++j) {
+    int64_t lo, hi;
+    ValidRange(p->w, p->ow, p->sw, j * p->dw - p->pw, &lo, &hi);
+    p->ow_lo.push_back(lo);
+    p->ow_hi.push_back(hi);
+  }
+
+  if (p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0) {
+    p->algo = ConvAlgo::kPointwise;
+  } else if (p->groups == p->c && p->o == p->c) {
+    p->algo = ConvAlgo::kDepthwise;
+  } else {
+    p->algo = ConvAlgo::kIm2col;
+    ctx.workspace_bytes = static_cast<size_t>(p->cg * p->kh * p->kw * p->oh * p->ow) * sizeof(float);
+  }
+  Dims out = off ? Dims{p->n, p->o, p->oh, p->ow} : Dims{p->o, p->oh, p->ow};
+  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+// C[M, N] (+)= A[M, K] * B[K, N], row-major, leading dims K, N, N.
+void Gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta, float* c) {
+  if (m == 0 || n == 0 || k == 0) return;  // k > 0 always holds for a valid conv
+  if (n == 1) {
+    // A 1x1 output plane (squeeze-excite style convs): a matrix-vector product.
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0f, a, k, b, 1, beta, c, 1);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, beta, c, n);
+}
+
+// Writes `bias[0..rows)` into each row of `out` ([rows, cols]).
+void FillBias(const float* bias, int64_t rows, int64_t cols, float* out) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(out + r * cols, out + (r + 1) * cols, bias[r]);
+}
+
+// col[(c, i, j), (y, x)] = input[c, y * sh - ph + i * dh, x * sw - pw + j * dw], 0 in the padding.
+void Im2Col(const ConvPlan& p, const float* in, float* col, int num_threads) {
+  const int64_t taps = p.kh * p.kw;
+  const int64_t rows = p.cg * taps;
+  const int64_t plane = p.oh * p.ow;
+  ParallelFor(rows, num_threads, rows * plane, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t c = r / taps;
+      const int64_t i = (r / p.kw) % p.kh;
+      const int64_t j = r % p.kw;
+      const float* src_plane = in + c * p.h * p.w;
+      const int64_t lo = p.ow_lo[j], hi = p.ow_hi[j];
+      const int64_t shift = j * p.dw - p.pw;
+      float* dst = col + r * plane;
+      for (int64_t y = 0; y < p.oh; ++y, dst += p.ow) {
+        const int64_t iy = y * p.sh - p.ph + i * p.dh;
+        if (iy < 0 || iy >= p.h) {
+          std::fill(dst, dst + p.ow, 0.0f);
+          continue;
+        }
+        std::fill(dst, dst + lo, 0.0f);
+        std::fill(dst + hi, dst + p.ow, 0.0f);
+        if (hi == lo) continue;
+        // First valid input column, then every sw-th one.
+        const float* src = src_plane + iy * p.w + lo * p.sw + shift;
+        float* d = dst + lo;
+        const int64_t len = hi - lo;
+        if (p.sw == 1) {
+          std::memcpy(d, src, len * sizeof(float));
+        } else {
+          for (int64_t t = 0; t < len; ++t) d[t] = src[t * p.sw];
+        }
+      }
+    }
+  });
+}
+
+// One depthwise output plane: out = bias + sum over taps of w * shifted input.
+void DepthwisePlane(const ConvPlan& p, const float* in, const float* wc, float bias, float* out) {
+  for (int64_t y = 0; y < p.oh; ++y) {
+    float* dst = out + y * p.ow;
+    std::fill(dst, dst + p.ow, bias);
+    for (int64_t i = 0; i < p.kh; ++i) {
+      const int64_t iy = y * p.sh - p.ph + i * p.dh;
+      if (iy < 0 || iy >= p.h) continue;
+      const float* row = in + iy * p.w;
+      for (int64_t j = 0; j < p.kw; ++j) {
+        const int64_t lo = p.ow_lo[j], hi = p.ow_hi[j];
+        if (hi == lo) continue;
+        const float wv = wc[i * p.kw + j];
+        const float* src = row + lo * p.sw + j * p.dw - p.pw;  // input of output column lo
+        float* d = dst + lo;
+        const int64_t len = hi - lo;
+        if (p.sw == 1) {
+          for (int64_t t = 0; t < len; ++t) d[t] += wv * src[t];
+        } else if (p.sw == 2) {
+          for (int64_t t = 0; t < len; ++t) d[t] += wv * src[2 * t];
+        } else {
+          for (int64_t t = 0; t < len; ++t) d[t] += wv * src[t * p.sw];
+        }
+      }
+    }
+  }
+}
+
+absl::Status EvalConv(EvalContext& ctx) {
+  const ConvPlan& p = StateAs<ConvPlan>(ctx);
+  const float* x = ctx.inputs[0]->data<float>();
+  const float* w = ctx.inputs[1]->data<float>();
+  const float* bias =
+      ctx.inputs.size() > 2 && ctx.inputs[2] != nullptr ? ctx.inputs[2]->data<float>() : nullptr;
+  float* y = ctx.outputs[0]->data<float>();
+  const int64_t in_plane = p.h * p.w;
+  const int64_t out_plane = p.oh * p.ow;
+  const float beta = p.has_bias ? 1.0f : 0.0f;
+
+  if (p.algo == ConvAlgo::kDepthwise) {
+    const int64_t planes = p.n * p.c;
+    ParallelFor(planes, ctx.num_threads, planes * out_plane * p.kh * p.kw,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t q = begin; q < end; ++q) {
+                    const int64_t c = q % p.c;
+                    DepthwisePlane(p, x + q * in_plane, w + c * p.kh * p.kw,
+                                   p.has_bias ? bias[c] : 0.0f, y + q * out_plane);
+                  }
+                });
+    return absl::OkStatus();
+  }
+
+  float* col = static_cast<float*>(ctx.workspace);
+  const int64_t k = p.cg * p.kh * p.kw;
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const float* xg = x + (n * p.c + g * p.cg) * in_plane;
+      const float* wg = w + g * p.og * k;
+      float* yg = y + (n * p.o + g * p.og) * out_plane;
+      if (p.has_bias) FillBias(bias + g * p.og, p.og, out_plane, yg);
+      if (p.algo == ConvAlgo::kPointwise) {
+        Gemm(p.og, out_plane, p.cg, wg, xg, beta, yg);
+      } else {
+        Im2Col(p, xg, col, ctx.num_threads);
+        Gemm(p.og, out_plane, k, wg, col, beta, yg);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Span<const KernelDef> ConvKernels() {
+  static const KernelDef kKernels[] = {
+      {ir::OpKind::kConv, DType::kF32, PrepareConv, EvalConv},
+  };
+  return kKernels;
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,164 @@
+// Normalisation: BatchNorm (inference, running statistics) and LayerNorm.
+//
+// BatchNorm folds each channel into y = x * scale + shift with
+// scale = weight / sqrt(var + eps) and shift = bias - mean * scale, computed in
+// float exactly as PyTorch's batch_norm_cpu does, into the workspace at each
+// Eval (the statistics may be graph inputs, so they are not baked in Prepare).
+// LayerNorm normalises each row of the trailing normalized_shape dims with a
+// two-pass mean and biased variance accumulated in double, then applies the
+// optional elementwise weight and bias.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/kernel.h"
+#include "engine/kernels/kernel_util.h"
+
+namespace kiln::kernels {
+namespace {
+
+// ---------------------------------------------------------------- BatchNorm
+
+struct BatchNormPlan {
+  int64_t n = 0, c = 0, inner = 0;  // x viewed as [n, c, inner]
+  float eps = 1e-5f;
+};
+
+absl::Status PrepareBatchNorm(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 5, 5));
+  for (size_t i = 0; i < 5; ++i) RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
+  const Dims& x = ctx.inputs[0].dims;
+  if (x.size() < 2) {
+    return InvalidArg(ctx.node, "expected input with at least 2 dims [N, C, ...], got ",
+                      DimsToString(x));
+  }
+  auto p = std::make_shared<BatchNormPlan>();
+  p->n = x[0];
+  p->c = x[1];
+  p->inner = NumElements(Dims(x.begin() + 2, x.end()));
+  p->eps = static_cast<float>(ctx.node.attrs.GetFloat("eps", 1e-5));
+  static constexpr const char* kNames[] = {"", "weight", "bias", "running_mean", "running_var"};
+  for (size_t i = 1; i < 5; ++i) {
+    const Dims& d = ctx.inputs[i].dims;
+    if (d.size() != 1 || d[0] != p->c) {
+      return InvalidArg(ctx.node, "expected ", kNames[i], " [", p->c, "], got ",
+                        DimsToString(d));
+    }
+  }
+  ctx.workspace_bytes = 2 * static_cast<size_t>(p->c) * sizeof(float);
+  ctx.outputs = {TensorInfo{DType::kF32, x}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+absl::Status EvalBatchNorm(EvalContext& ctx) {
+  const BatchNormPlan& p = StateAs<BatchNormPlan>(ctx);
+  const float* x = ctx.inputs[0]->data<float>();
+  const float* weight = ctx.inputs[1]->data<float>();
+  const float* bias = ctx.inputs[2]->data<float>();
+  const float* mean = ctx.inputs[3]->data<float>();
+  const float* var = ctx.inputs[4]->data<float>();
+  float* y = ctx.outputs[0]->data<float>();
+  float* scale = static_cast<float*>(ctx.workspace);
+  float* shift = scale + p.c;
+  for (int64_t c = 0; c < p.c; ++c) {
+    const float invstd = 1.0f / std::sqrt(var[c] + p.eps);
+    scale[c] = invstd * weight[c];
+    shift[c] = bias[c] - mean[c] * scale[c];
+  }
+  const int64_t planes = p.n * p.c;
+  ParallelFor(planes, ctx.num_threads, planes * p.inner, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const int64_t c = q % p.c;
+      const float a = scale[c], b = shift[c];
+      const float* src = x + q * p.inner;
+      float* dst = y + q * p.inner;
+      for (int64_t i = 0; i < p.inner; ++i) dst[i] = src[i] * a + b;
+    }
+  });
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- LayerNorm
+
+struct LayerNormPlan {
+  int64_t rows = 0, cols = 0;  // x viewed as [rows, cols]
+  float eps = 1e-5f;
+  bool has_weight = false, has_bias = false;
+};
+
+absl::Status PrepareLayerNorm(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 3));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const Dims& x = ctx.inputs[0].dims;
+  const std::vector<int64_t> shape = ctx.node.attrs.GetInts("normalized_shape");
+  if (shape.empty()) return InvalidArg(ctx.node, "missing attribute 'normalized_shape'");
+  const Dims trailing(x.end() - std::min(x.size(), shape.size()), x.end());
+  if (trailing != shape) {
+    return InvalidArg(ctx.node, "normalized_shape [", absl::StrJoin(shape, ", "),
+                      "] does not match the trailing dims of input ", DimsToString(x));
+  }
+  auto p = std::make_shared<LayerNormPlan>();
+  p->cols = NumElements(shape);
+  p->rows = NumElements(Dims(x.begin(), x.end() - shape.size()));
+  p->eps = static_cast<float>(ctx.node.attrs.GetFloat("eps", 1e-5));
+  for (size_t i = 1; i < 3; ++i) {
+    if (!HasInput(ctx, i)) continue;
+    RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
+    if (ctx.inputs[i].dims != shape) {
+      return InvalidArg(ctx.node, "expected ", i == 1 ? "weight" : "bias", " ",
+                        DimsToString(shape), ", got ", DimsToString(ctx.inputs[i].dims));
+    }
+  }
+  p->has_weight = HasInput(ctx, 1);
+  p->has_bias = HasInput(ctx, 2);
+  ctx.outputs = {TensorInfo{DType::kF32, x}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+absl::Status EvalLayerNorm(EvalContext& ctx) {
+  const LayerNormPlan& p = StateAs<LayerNormPlan>(ctx);
+  const float* x = ctx.inputs[0]->data<float>();
+  const float* weight = p.has_weight ? ctx.inputs[1]->data<float>() : nullptr;
+  const float* bias = p.has_bias ? ctx.inputs[2]->data<float>() : nullptr;
+  float* y = ctx.outputs[0]->data<float>();
+  const int64_t d = p.cols;
+  if (d == 0) return absl::OkStatus();
+  ParallelFor(p.rows, ctx.num_threads, p.rows * d * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* src = x + r * d;
+      float* dst = y + r * d;
+      const float mean = static_cast<float>(AccurateSum(src, d) / d);
+      // Second pass: centred values go to dst, and their squares are summed.
+      for (int64_t i = 0; i < d; ++i) dst[i] = src[i] - mean;
+      double sq = 0.0;
+      for (int64_t i = 0; i < d; ++i) sq += static_cast<double>(dst[i]) * dst[i];
+      const float rstd = static_cast<float>(1.0 / std::sqrt(sq / d + p.eps));
+      if (weight != nullptr && bias != nullptr) {
+        for (int64_t i = 0; i < d; ++i) dst[i] = dst[i] * rstd * weight[i] + bias[i];
+      } else if (weight != nullptr) {
+        for (int64_t i = 0; i < d; ++i) dst[i] = dst[i] * rstd * weight[i];
+      } else if (bias != nullptr) {
+        for (int64_t i = 0; i < d; ++i) dst[i] = dst[i] * rstd + bias[i];
+      } else {
+        for (int64_t i = 0; i < d; ++i) dst[i] *= rstd;
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Span<const KernelDef> NormKernels() {
+  static const KernelDef kKernels[] = {
+      {ir::OpKind::kBatchNorm, DType::kF32, PrepareBatchNorm, EvalBatchNorm},
+      {ir::OpKind::kLayerNorm, DType::kF32, PrepareLayerNorm, EvalLayerNorm},
+  };
+  return kKernels;
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,173 @@
+// Shape ops, for any dtype: Identity, Reshape and Flatten are views (the
+// executor aliases the output to input 0 and never calls Eval, see
+// KernelDef::aliases_input0); their Eval still copies when given separate
+// buffers, so they also work unaliased. Concat copies whole contiguous blocks
+// with memcpy, so it is dtype-agnostic too.
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/kernel.h"
+#include "engine/kernels/kernel_util.h"
+
+namespace kiln::kernels {
+namespace {
+
+// ---------------------------------------------------------------- views
+
+absl::Status PrepareIdentity(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, ctx.inputs[0].dims}};
+  return absl::OkStatus();
+}
+
+// PyTorch view semantics: one -1 is inferred, 0 is a literal empty dim.
+absl::Status PrepareReshape(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  if (!ctx.node.attrs.Has("shape")) return InvalidArg(ctx.node, "missing attribute 'shape'");
+  Dims shape = ctx.node.attrs.GetInts("shape");
+  const int64_t total = NumElements(ctx.inputs[0].dims);
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0) return InvalidArg(ctx.node, "only one dimension can be inferred");
+      infer = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      return InvalidArg(ctx.node, "invalid shape dimension ", shape[i]);
+    } else {
+      known *= shape[i];
+    }
+  }
+  auto bad = [&] {
+    return InvalidArg(ctx.node, "shape '[", absl::StrJoin(shape, ", "),
+                      "]' is invalid for input of size ", total);
+  };
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0) return bad();
+    shape[infer] = total / known;
+  } else if (known != total) {
+    return bad();
+  }
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, shape}};
+  return absl::OkStatus();
+}
+
+absl::Status PrepareFlatten(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  const Dims& x = ctx.inputs[0].dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  ASSIGN_OR_RETURN(int64_t start,
+                   NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("start_dim", 0), rank, "start_dim"));
+  ASSIGN_OR_RETURN(int64_t end,
+                   NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("end_dim", -1), rank, "end_dim"));
+  if (start > end) {
+    return InvalidArg(ctx.node, "start_dim ", start, " comes after end_dim ", end);
+  }
+  Dims out;
+  if (rank == 0) {
+    out = {1};  // flattening a scalar gives a 1-element vector, as in PyTorch
+  } else {
+    out.assign(x.begin(), x.begin() + start);
+    out.push_back(NumElements(Dims(x.begin() + start, x.begin() + end + 1)));
+    out.insert(out.end(), x.begin() + end + 1, x.end());
+  }
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, out}};
+  return absl::OkStatus();
+}
+
+absl::Status EvalView(EvalContext& ctx) {
+  const Tensor& in = *ctx.inputs[0];
+  Tensor& out = *ctx.outputs[0];
+  if (out.raw_data() != in.raw_data() && in.byte_size() > 0) {
+    std::memcpy(out.raw_data(), in.raw_data(), in.byte_size());
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- Concat
+
+struct ConcatPlan {
+  int64_t outer = 0;                 // product of the dims before the axis
+  std::vector<int64_t> block_bytes;  // per input: bytes per outer index (0 for skipped)
+  int64_t out_block_bytes = 0;
+};
+
+absl::Status PrepareConcat(PrepareContext& ctx) {
+  if (ctx.inputs.empty()) return InvalidArg(ctx.node, "expected at least 1 input");
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    if (!ctx.inputs[i].present) return InvalidArg(ctx.node, "input ", i, " is absent");
+    RETURN_IF_ERROR(CheckDType(ctx, i, ctx.inputs[0].dtype));
+  }
+  if (DTypeSize(ctx.inputs[0].dtype) == 0) return InvalidArg(ctx.node, "input dtype is unknown");
+  // Like torch.cat, skip legacy empty 1-D tensors ([0]) among inputs of another rank.
+  const Dims* ref = nullptr;
+  for (const TensorInfo& in : ctx.inputs) {
+    if (!(in.dims.size() == 1 && in.dims[0] == 0)) {
+      ref = &in.dims;
+      break;
+    }
+  }
+  if (ref == nullptr) ref = &ctx.inputs[0].dims;  // all inputs are [0]
+  const int64_t rank = static_cast<int64_t>(ref->size());
+  if (rank == 0) return InvalidArg(ctx.node, "zero-dimensional tensors cannot be concatenated");
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("axis", 0), rank));
+  Dims out = *ref;
+  out[axis] = 0;
+  auto plan = std::make_shared<ConcatPlan>();
+  const size_t elem = DTypeSize(ctx.inputs[0].dtype);
+  const int64_t inner = NumElements(Dims(ref->begin() + axis + 1, ref->end()));
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const Dims& d = ctx.inputs[i].dims;
+    if (d.size() == 1 && d[0] == 0 && rank != 1) {
+      plan->block_bytes.push_back(0);
+      continue;
+    }
+    bool match = static_cast<int64_t>(d.size()) == rank;
+    for (int64_t k = 0; match && k < rank; ++k) match = k == axis || d[k] == (*ref)[k];
+    if (!match) {
+      return InvalidArg(ctx.node, "input ", i, " ", DimsToString(d), " does not match ",
+                        DimsToString(*ref), " outside axis ", axis);
+    }
+    out[axis] += d[axis];
+    plan->block_bytes.push_back(d[axis] * inner * static_cast<int64_t>(elem));
+  }
+  plan->outer = NumElements(Dims(ref->begin(), ref->begin() + axis));
+  plan->out_block_bytes = out[axis] * inner * static_cast<int64_t>(elem);
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, out}};
+  ctx.state = std::move(plan);
+  return absl::OkStatus();
+}
+
+absl::Status EvalConcat(EvalContext& ctx) {
+  const ConcatPlan& p = StateAs<ConcatPlan>(ctx);
+  char* out = static_cast<char*>(ctx.outputs[0]->raw_data());
+  int64_t offset = 0;  // bytes into each outer block of the output
+  for (size_t i = 0; i < p.block_bytes.size(); ++i) {
+    const int64_t bytes = p.block_bytes[i];
+    if (bytes == 0) continue;
+    const char* in = static_cast<const char*>(ctx.inputs[i]->raw_data());
+    for (int64_t o = 0; o < p.outer; ++o) {
+      std::memcpy(out + o * p.out_block_bytes + offset, in + o * bytes, bytes);
+    }
+    offset += bytes;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Span<const KernelDef> ShapeKernels() {
+  static const KernelDef kKernels[] = {
+      {ir::OpKind::kIdentity, DType::kUnknown, PrepareIdentity, EvalView,
+       /*aliases_input0=*/true},
+      {ir::OpKind::kReshape, DType::kUnknown, PrepareReshape, EvalView, /*aliases_input0=*/true},
+      {ir::OpKind::kFlatten, DType::kUnknown, PrepareFlatten, EvalView, /*aliases_input0=*/true},
+      {ir::OpKind::kConcat, DType::kUnknown, PrepareConcat, EvalConcat},
+  };
+  return kKernels;
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,110 @@
+// kilnd: the Kiln inference daemon. Parses flags, sets up threading and
+// logging, runs kiln::server::Server until SIGINT/SIGTERM.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+#include "server/server.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+// libgomp reads OMP_WAIT_POLICY in a constructor that runs when the library is
+// loaded, i.e. before main(); a setenv() here alone would be ignored (checked:
+// GOMP_SPINCOUNT stays 300000). So when the variable is unset we set it and
+// re-execute ourselves once. PASSIVE keeps idle OpenMP workers from spinning
+// against OpenBLAS's own pthreads (platform-facts.md, section 3).
+void EnsurePassiveOpenMP(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
+  ::execv("/proc/self/exe", argv);
+  // exec failed (no /proc?): carry on; OpenMP runtimes loaded later still see it.
+}
+
+int g_signal_pipe[2] = {-1, -1};
+
+// Async-signal-safe: only write(2).
+extern "C" void OnShutdownSignal(int sig) {
+  const char byte = static_cast<char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  EnsurePassiveOpenMP(argv);
+
+  kiln::server::ServerOptions options;
+  std::string log_level = "info";
+  CLI::App app{"kilnd: Kiln inference server (KServe v2 / Open Inference Protocol over gRPC)"};
+  app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", options.port, "Port to listen on (0 = pick a free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--model-repository", options.model_repository,
+                 "Model repository directory (REPO/NAME/1/model.pt)")
+      ->capture_default_str();
+  app.add_option("--cache-dir", options.cache_dir, "Compiled-graph cache directory");
+  app.add_option("--threads", options.threads, "Intra-op threads per request")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.add_option("--max-upload-bytes", options.max_upload_bytes,
+                 "Largest model file accepted by RepositoryModelLoad")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // Logs go to stderr: stdout carries only the "listening" line tests parse.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("kilnd"));
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  openblas_set_num_threads(options.threads);
+
+  // SIGINT/SIGTERM only write to a pipe; a thread reading it shuts the server
+  // down. (Blocking the signals and sigwait()ing is not enough: OpenBLAS and
+  // libtorch start threads before main() that would not inherit the mask.)
+  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    std::perror("kilnd: pipe2");
+    return 1;
+  }
+  struct sigaction action = {};
+  action.sa_handler = OnShutdownSignal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+
+  absl::StatusOr<std::unique_ptr<kiln::server::Server>> server =
+      kiln::server::Server::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "kilnd: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf("kilnd listening on %s\n", (*server)->address().c_str());
+  std::fflush(stdout);
+
+  std::thread signal_thread([&] {
+    char sig = 0;
+    while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    (*server)->Shutdown();
+  });
+  (*server)->Wait();
+  signal_thread.join();
+  spdlog::info("stopped");
+  return 0;
+}

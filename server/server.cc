@@ -1,0 +1,92 @@
+#include "server/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "server/inference_service.h"
+#include "server/model_registry.h"
+#include "server/model_repository.h"
+
+namespace kiln::server {
+namespace {
+
+// gRPC's default 4 MiB receive limit would reject any real model upload; a
+// 200 MB TorchScript file plus framing must fit, and so must the configured
+// upload limit (the handler enforces that limit with a clear message).
+constexpr int64_t kMinMessageBytes = int64_t{1} << 30;
+constexpr int64_t kMessageOverheadBytes = int64_t{16} << 20;
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", options.port, " is out of range"));
+  }
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("threads must be >= 1, got ", options.threads));
+  }
+
+  std::unique_ptr<Server> server(new Server());
+  server->host_ = options.host;
+  ASSIGN_OR_RETURN(server->repository_, ModelRepository::Open(options.model_repository));
+  RegistryOptions registry_options;
+  registry_options.compile.num_threads = options.threads;
+  server->registry_ =
+      std::make_unique<ModelRegistry>(server->repository_.get(), std::move(registry_options));
+  // Load before listening, so ServerReady is true from the first request on.
+  server->registry_->LoadAll();
+
+  ServiceOptions service_options;
+  service_options.max_upload_bytes = options.max_upload_bytes;
+  server->service_ = std::make_unique<InferenceService>(server->registry_.get(), service_options);
+
+  const int64_t wanted = std::max<int64_t>(
+      kMinMessageBytes,
+      static_cast<int64_t>(std::min<uint64_t>(options.max_upload_bytes, INT_MAX)) +
+          kMessageOverheadBytes);
+  const int max_message = static_cast<int>(std::min<int64_t>(wanted, INT_MAX));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(JoinHostPort(options.host, options.port),
+                           grpc::InsecureServerCredentials(), &server->port_);
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  builder.RegisterService(server->service_.get());
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ",
+                                               JoinHostPort(options.host, options.port)));
+  }
+  spdlog::info("serving on {} (threads={}, max upload {} bytes)", server->address(),
+               options.threads, options.max_upload_bytes);
+  return server;
+}
+
+Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
+
+std::string Server::address() const { return JoinHostPort(host_, port_); }
+
+void Server::Wait() {
+  if (grpc_server_ != nullptr) grpc_server_->Wait();
+}
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+  if (grpc_server_ == nullptr) return;
+  grpc_server_->Shutdown(std::chrono::system_clock::now() + grace);
+}
+
+}  // namespace kiln::server

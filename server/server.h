@@ -1,0 +1,65 @@
+// The Kiln server as a library: opens the model repository, loads its models,
+// and serves GRPCInferenceService on HOST:PORT. kilnd's main() is flag
+// parsing around this class; tests run it in-process on 127.0.0.1:0.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace kiln::server {
+
+class InferenceService;
+class ModelRegistry;
+class ModelRepository;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8001;  // 0: let the OS pick a free port
+  std::string model_repository = "./var/models";
+  std::string cache_dir;  // reserved for the compiled-graph cache
+  int threads = 1;        // intra-op threads per request
+  uint64_t max_upload_bytes = 512ull << 20;
+};
+
+class Server {
+ public:
+  // Opens (creating) the repository, loads every model in it (failures are
+  // logged, not fatal), then starts listening. Fails with InvalidArgument for
+  // bad options, Unavailable when the address cannot be bound, Internal when
+  // the repository cannot be created.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+
+  ~Server();
+
+  // The bound port (the chosen one when options.port was 0).
+  int port() const { return port_; }
+  // "HOST:PORT", with IPv6 hosts bracketed.
+  std::string address() const;
+
+  // Blocks until Shutdown() has completed.
+  void Wait();
+
+  // Stops accepting requests and waits up to `grace` for in-flight ones.
+  // Idempotent; safe to call from another thread than Wait()'s.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+ private:
+  Server() = default;
+
+  std::string host_;
+  int port_ = 0;
+  std::unique_ptr<ModelRepository> repository_;
+  std::unique_ptr<ModelRegistry> registry_;
+  std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,623 @@
+// Importer tests in two layers:
+//  - small torch graphs written as TorchScript IR (torch::jit::parseIR), imported
+//    with ImportTorchGraph and compared with the expected Kiln IR text or op counts;
+//  - the archives from tests/fixtures/make_models.py ($KILN_FIXTURES), imported
+//    end to end through ImportTorchScriptFile.
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/irparser.h>
+#include <ATen/Functions.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/importer/aten_op_table.h"
+#include "engine/importer/import_context.h"
+#include "engine/importer/torchscript_importer.h"
+#include "engine/ir/graph.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::importer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+// Parses `ir_text`, then replaces the graph inputs named in `constants` by
+// prim::Constant tensors (parseIR cannot spell tensor constants), the way
+// freezing turns parameters into constants.
+std::shared_ptr<torch::jit::Graph> Parse(const std::string& ir_text,
+                                         const std::map<std::string, at::Tensor>& constants = {}) {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  std::unordered_map<std::string, torch::jit::Value*> vmap;
+  torch::jit::parseIR(ir_text, graph.get(), vmap);
+  // parseIR keeps only the input names; restore the rest so outputs read as written.
+  for (const auto& [name, value] : vmap) {
+    bool numeric = name.find_first_not_of("0123456789") == std::string::npos;
+    if (!numeric) value->setDebugName(name);
+  }
+  torch::jit::WithInsertPoint guard(graph->block()->nodes().front());
+  for (const auto& [name, tensor] : constants) {
+    torch::jit::Value* input = vmap.at(name);
+    torch::jit::Value* constant = graph->insertConstant(tensor);
+    constant->setDebugName(name);
+    input->replaceAllUsesWith(constant);
+    graph->eraseInput(input->offset());
+  }
+  return graph;
+}
+
+absl::StatusOr<ir::Graph> ImportText(const std::string& ir_text,
+                                     const std::map<std::string, at::Tensor>& constants = {},
+                                     const ImportOptions& options = {}) {
+  return ImportTorchGraph(*Parse(ir_text, constants), options);
+}
+
+// Op name -> count, like ORT's CountOpsInGraph.
+std::map<std::string, int> OpHistogram(const ir::Graph& graph) {
+  std::map<std::string, int> counts;
+  for (const ir::Node& node : graph.nodes()) ++counts[std::string(ir::OpName(node.kind))];
+  return counts;
+}
+
+std::vector<std::string> InputNames(const ir::Graph& graph) {
+  std::vector<std::string> names;
+  for (ir::ValueId v : graph.inputs()) names.push_back(graph.value(v).name);
+  return names;
+}
+
+const ir::Node& Producer(const ir::Graph& graph, ir::ValueId v) {
+  return graph.node(graph.value(v).producer);
+}
+
+float ScalarValue(const ir::Graph& graph, ir::ValueId v) {
+  const Tensor* t = graph.ConstantValue(v);
+  EXPECT_NE(t, nullptr);
+  EXPECT_EQ(t->rank(), 0);
+  EXPECT_EQ(t->dtype(), DType::kF32);
+  return *t->data<float>();
+}
+
+// ------------------------------------------------------------ parsed graphs
+
+TEST(ImporterIrTest, ImportsUnaryChainAsExpectedText) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x.1 : Tensor):
+  %min : float = prim::Constant[value=0.]()
+  %max : float = prim::Constant[value=6.]()
+  %a : Tensor = aten::relu(%x.1)
+  %b : Tensor = aten::hardtanh(%a, %min, %max)
+  %approx : str = prim::Constant[value="tanh"]()
+  %c : Tensor = aten::gelu(%b, %approx)
+  return (%c))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(ir::PrintGraph(*g),
+            "graph(%x : ?[?]) {\n"
+            "  %a : ?[?] = Relu(%x)  # aten::relu\n"
+            "  %b : ?[?] = Clip(%a) {max=6, min=0}  # aten::hardtanh\n"
+            "  %c : ?[?] = Gelu(%b) {approximate=\"tanh\"}  # aten::gelu\n"
+            "  return (output0=%c)\n"
+            "}\n");
+}
+
+TEST(ImporterIrTest, InputTypesFromTheTorchTypeWhenKnown) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Float(2, 3), %y : Tensor):
+  %r : Tensor = aten::mul(%x, %y)
+  return (%r))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->value(g->inputs()[0]).type.ToString(), "FP32[2, 3]");
+  EXPECT_EQ(g->value(g->inputs()[1]).type.ToString(), "?[?]");
+}
+
+TEST(ImporterIrTest, ScalarOperandBecomesZeroDimConstantWithAlphaFolded) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor):
+  %s : float = prim::Constant[value=1.5]()
+  %alpha : int = prim::Constant[value=2]()
+  %r : Tensor = aten::sub(%x, %s, %alpha)
+  return (%r))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_THAT(OpHistogram(*g), UnorderedElementsAre(Pair("Constant", 1), Pair("Sub", 1)));
+  const ir::Node& sub = Producer(*g, g->outputs()[0]);
+  ASSERT_EQ(sub.inputs.size(), 2u);
+  EXPECT_EQ(sub.inputs[0], g->inputs()[0]);
+  EXPECT_FLOAT_EQ(ScalarValue(*g, sub.inputs[1]), 3.0f);
+  EXPECT_EQ(sub.source_op, "aten::sub");
+}
+
+TEST(ImporterIrTest, TensorAlphaDecomposesIntoMul) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %y : Tensor):
+  %alpha : float = prim::Constant[value=0.25]()
+  %r : Tensor = aten::add(%x, %y, %alpha)
+  return (%r))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_THAT(OpHistogram(*g),
+              UnorderedElementsAre(Pair("Constant", 1), Pair("Mul", 1), Pair("Add", 1)));
+  const ir::Node& add = Producer(*g, g->outputs()[0]);
+  EXPECT_EQ(add.inputs[0], g->inputs()[0]);
+  const ir::Node& mul = Producer(*g, add.inputs[1]);
+  EXPECT_EQ(mul.kind, ir::OpKind::kMul);
+  EXPECT_EQ(mul.inputs[0], g->inputs()[1]);
+  EXPECT_FLOAT_EQ(ScalarValue(*g, mul.inputs[1]), 0.25f);
+}
+
+TEST(ImporterIrTest, ScalarOnTheLeftAndScalarDTypeFollowsConstantOperand) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %w : Tensor):
+  %two : int = prim::Constant[value=2]()
+  %a : Tensor = aten::mul(%two, %x)
+  %b : Tensor = aten::div(%w, %two)
+  %r : Tensor = aten::add(%a, %b, %two)
+  return (%r))IR",
+                                           {{"w", at::ones({3}, at::kDouble)}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  const ir::Node& add = Producer(*g, g->outputs()[0]);
+  const ir::Node& mul = Producer(*g, add.inputs[0]);
+  EXPECT_EQ(mul.kind, ir::OpKind::kMul);
+  EXPECT_FLOAT_EQ(ScalarValue(*g, mul.inputs[0]), 2.0f);
+  const ir::Node& div = Producer(*g, Producer(*g, add.inputs[1]).inputs[0]);
+  EXPECT_EQ(div.kind, ir::OpKind::kDiv);
+  const Tensor* divisor = g->ConstantValue(div.inputs[1]);
+  ASSERT_NE(divisor, nullptr);
+  EXPECT_EQ(divisor->dtype(), DType::kF64);  // the weight's dtype, not float32
+  EXPECT_EQ(*divisor->data<double>(), 2.0);
+}
+
+TEST(ImporterIrTest, DivWithRoundingModeIsUnimplemented) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %y : Tensor):
+  %mode : str = prim::Constant[value="floor"]()
+  %r : Tensor = aten::div(%x, %y, %mode)
+  return (%r))IR");
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(), HasSubstr("node 1 (aten::div)"));
+}
+
+TEST(ImporterIrTest, AddmmDecomposesAndTransposesConstantWeight) {
+  at::Tensor w = at::arange(6, at::kFloat).reshape({2, 3});
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %w : Tensor, %b : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %half : float = prim::Constant[value=0.5]()
+  %wt : Tensor = aten::t(%w)
+  %r : Tensor = aten::addmm(%b, %x, %wt, %half, %one)
+  return (%r))IR",
+                                           {{"w", w}, {"b", at::zeros({2})}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_THAT(OpHistogram(*g), UnorderedElementsAre(Pair("Constant", 3), Pair("MatMul", 1),
+                                                    Pair("Mul", 1), Pair("Add", 1)));
+  const ir::Node& add = Producer(*g, g->outputs()[0]);
+  const ir::Node& mm = Producer(*g, add.inputs[0]);
+  ASSERT_EQ(mm.kind, ir::OpKind::kMatMul);
+  const Tensor* wt = g->ConstantValue(mm.inputs[1]);
+  ASSERT_NE(wt, nullptr);
+  EXPECT_EQ(wt->dims(), (Dims{3, 2}));
+  // Row-major [3, 2] of the transpose of [[0, 1, 2], [3, 4, 5]].
+  EXPECT_THAT(std::vector<float>(wt->data<float>(), wt->data<float>() + 6),
+              ElementsAre(0, 3, 1, 4, 2, 5));
+  const ir::Node& scaled_bias = Producer(*g, add.inputs[1]);
+  EXPECT_EQ(scaled_bias.kind, ir::OpKind::kMul);
+  EXPECT_FLOAT_EQ(ScalarValue(*g, scaled_bias.inputs[1]), 0.5f);
+}
+
+TEST(ImporterIrTest, TransposeOfRuntimeTensorIsUnimplemented) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor):
+  %r : Tensor = aten::t(%x)
+  return (%r))IR");
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(), HasSubstr("aten::t"));
+}
+
+TEST(ImporterIrTest, ConvolutionAttributesAndOptionalBias) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %w : Tensor):
+  %none : NoneType = prim::Constant()
+  %s2 : int[] = prim::Constant[value=[2, 2]]()
+  %p1 : int[] = prim::Constant[value=[1]]()
+  %d1 : int[] = prim::Constant[value=[1, 1]]()
+  %out_pad : int[] = prim::Constant[value=[0, 0]]()
+  %false : bool = prim::Constant[value=0]()
+  %true : bool = prim::Constant[value=1]()
+  %groups : int = prim::Constant[value=1]()
+  %y : Tensor = aten::_convolution(%x, %w, %none, %s2, %p1, %d1, %false, %out_pad, %groups, %false, %false, %true, %true)
+  %k : int[] = prim::Constant[value=[3, 3]]()
+  %empty : int[] = prim::ListConstruct()
+  %z : Tensor = aten::max_pool2d(%y, %k, %empty, %p1, %d1, %true)
+  return (%z))IR",
+                                           {{"w", at::ones({4, 3, 3, 3})}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(ir::PrintGraph(*g),
+            "graph(%x : ?[?]) {\n"
+            "  %w : FP32[4, 3, 3, 3] = Constant() {value=tensor<FP32[4, 3, 3, 3]>}\n"
+            "  %y : ?[?] = Conv(%x, %w) {dilation=[1, 1], groups=1, padding=[1, 1], "
+            "stride=[2, 2]}  # aten::_convolution\n"
+            "  %z : ?[?] = MaxPool(%y) {ceil_mode=true, dilation=[1, 1], kernel=[3, 3], "
+            "padding=[1, 1], stride=[3, 3]}  # aten::max_pool2d\n"
+            "  return (output0=%z)\n"
+            "}\n");
+}
+
+TEST(ImporterIrTest, TransposedConvolutionIsUnimplemented) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %w : Tensor):
+  %none : NoneType = prim::Constant()
+  %s : int[] = prim::Constant[value=[1, 1]]()
+  %z : int[] = prim::Constant[value=[0, 0]]()
+  %true : bool = prim::Constant[value=1]()
+  %false : bool = prim::Constant[value=0]()
+  %groups : int = prim::Constant[value=1]()
+  %y : Tensor = aten::_convolution(%x, %w, %none, %s, %z, %s, %true, %z, %groups, %false, %false, %true, %true)
+  return (%y))IR",
+                                           {{"w", at::ones({3, 4, 3, 3})}});
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(), HasSubstr("transposed"));
+}
+
+TEST(ImporterIrTest, Conv2dSamePaddingAndPoolsAndNorms) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %w : Tensor, %b : Tensor, %mean : Tensor, %var : Tensor):
+  %one : int[] = prim::Constant[value=[1, 1]]()
+  %same : str = prim::Constant[value="same"]()
+  %groups : int = prim::Constant[value=1]()
+  %c : Tensor = aten::conv2d(%x, %w, %b, %one, %same, %one, %groups)
+  %none : NoneType = prim::Constant()
+  %false : bool = prim::Constant[value=0]()
+  %momentum : float = prim::Constant[value=0.1]()
+  %eps : float = prim::Constant[value=1e-05]()
+  %bn : Tensor = aten::batch_norm(%c, %none, %none, %mean, %var, %false, %momentum, %eps, %false)
+  %k : int[] = prim::Constant[value=[2, 2]]()
+  %zero : int[] = prim::Constant[value=[0, 0]]()
+  %true : bool = prim::Constant[value=1]()
+  %ap : Tensor = aten::avg_pool2d(%bn, %k, %k, %zero, %false, %true, %none)
+  %out : int[] = prim::Constant[value=[1, 1]]()
+  %gap : Tensor = aten::adaptive_avg_pool2d(%ap, %out)
+  %shape : int[] = prim::Constant[value=[4]]()
+  %ln : Tensor = aten::layer_norm(%gap, %shape, %none, %none, %eps, %true)
+  return (%ln))IR",
+                                           {{"w", at::ones({4, 3, 5, 5})},
+                                            {"b", at::zeros({4})},
+                                            {"mean", at::zeros({4})},
+                                            {"var", at::ones({4})}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::map<std::string, const ir::Node*> by_op;
+  for (const ir::Node& n : g->nodes()) by_op[std::string(ir::OpName(n.kind))] = &n;
+  EXPECT_EQ(by_op["Conv"]->attrs.GetInts("padding"), (std::vector<int64_t>{2, 2}));
+  const ir::Node& bn = *by_op["BatchNorm"];
+  ASSERT_EQ(bn.inputs.size(), 5u);
+  EXPECT_FLOAT_EQ(g->ConstantValue(bn.inputs[1])->data<float>()[0], 1.0f);  // weight = 1
+  EXPECT_FLOAT_EQ(g->ConstantValue(bn.inputs[2])->data<float>()[3], 0.0f);  // bias = 0
+  EXPECT_DOUBLE_EQ(bn.attrs.GetFloat("eps"), 1e-5);
+  EXPECT_EQ(by_op["AvgPool"]->attrs.GetInt("divisor_override", -1), 0);
+  EXPECT_TRUE(by_op["AvgPool"]->attrs.GetBool("count_include_pad"));
+  EXPECT_EQ(by_op["AdaptiveAvgPool"]->attrs.GetInts("output_size"),
+            (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(by_op["LayerNorm"]->inputs.size(), 1u);
+  EXPECT_EQ(by_op["LayerNorm"]->attrs.GetInts("normalized_shape"), (std::vector<int64_t>{4}));
+  EXPECT_TRUE(ir::VerifyGraph(*g).ok());
+}
+
+TEST(ImporterIrTest, ShapeOpsAndReductions) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %y : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %m1 : int = prim::Constant[value=-1]()
+  %f : Tensor = aten::flatten(%x, %one, %m1)
+  %shape : int[] = prim::ListConstruct(%m1, %one)
+  %v : Tensor = aten::view(%f, %shape)
+  %list : Tensor[] = prim::ListConstruct(%v, %y)
+  %c : Tensor = aten::cat(%list, %m1)
+  %dims : int[] = prim::Constant[value=[0, 1]]()
+  %true : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %m : Tensor = aten::mean(%c, %dims, %true, %none)
+  %s : Tensor = aten::softmax(%m, %m1, %none)
+  %d : Tensor = aten::contiguous(%s, %none)
+  return (%d))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(ir::PrintGraph(*g),
+            "graph(%x : ?[?], %y : ?[?]) {\n"
+            "  %f : ?[?] = Flatten(%x) {end_dim=-1, start_dim=1}  # aten::flatten\n"
+            "  %v : ?[?] = Reshape(%f) {shape=[-1, 1]}  # aten::view\n"
+            "  %c : ?[?] = Concat(%v, %y) {axis=-1}  # aten::cat\n"
+            "  %m : ?[?] = Mean(%c) {axes=[0, 1], keepdim=true}  # aten::mean\n"
+            "  %s : ?[?] = Softmax(%m) {axis=-1}  # aten::softmax\n"
+            "  return (output0=%s)\n"
+            "}\n");
+}
+
+TEST(ImporterIrTest, RunTimeShapeIsUnimplementedNamingTheNode) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %m1 : int = prim::Constant[value=-1]()
+  %n : int = aten::size(%x, %zero)
+  %shape : int[] = prim::ListConstruct(%n, %m1)
+  %v : Tensor = aten::view(%x, %shape)
+  return (%v))IR");
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(), HasSubstr("node 4 (aten::view)"));
+  EXPECT_THAT(g.status().message(), HasSubstr("aten::size"));
+}
+
+TEST(ImporterIrTest, InPlaceOpRebindsItsInput) {
+  // After relu_(x), later reads of %x must see the relu result.
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %y : Tensor = aten::relu_(%x)
+  %r : Tensor = aten::add(%x, %y, %one)
+  return (%r))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const ir::Node& add = Producer(*g, g->outputs()[0]);
+  EXPECT_EQ(Producer(*g, add.inputs[0]).kind, ir::OpKind::kRelu);
+  EXPECT_EQ(add.inputs[0], add.inputs[1]);
+}
+
+TEST(ImporterIrTest, TupleReturnGivesSeveralOutputs) {
+  ImportOptions options;
+  options.input_names = {"features"};
+  options.output_names = {"probs"};
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor):
+  %none : NoneType = prim::Constant()
+  %p : float = prim::Constant[value=0.5]()
+  %false : bool = prim::Constant[value=0]()
+  %d : Tensor = aten::dropout(%x, %p, %false)
+  %a : Tensor = aten::sigmoid(%d)
+  %b : Tensor = aten::tanh(%x)
+  %t : (Tensor, Tensor) = prim::TupleConstruct(%a, %b)
+  return (%t))IR",
+                                           {}, options);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_THAT(InputNames(*g), ElementsAre("features"));
+  EXPECT_THAT(g->output_names(), ElementsAre("probs", "output1"));
+  EXPECT_EQ(Producer(*g, g->outputs()[0]).kind, ir::OpKind::kSigmoid);
+  EXPECT_EQ(Producer(*g, g->outputs()[0]).inputs[0], g->inputs()[0]);  // dropout dropped
+  EXPECT_EQ(Producer(*g, g->outputs()[1]).kind, ir::OpKind::kTanh);
+}
+
+TEST(ImporterIrTest, TooManyNamesOrDuplicateNamesAreInvalid) {
+  const std::string text = R"IR(
+graph(%x : Tensor, %y : Tensor):
+  %r : Tensor = aten::mul(%x, %y)
+  return (%r))IR";
+  ImportOptions options;
+  options.input_names = {"a", "a"};
+  EXPECT_EQ(ImportText(text, {}, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.input_names = {"a", "b", "c"};
+  EXPECT_EQ(ImportText(text, {}, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.input_names = {};
+  options.output_names = {"a", "b"};
+  EXPECT_EQ(ImportText(text, {}, options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ImporterIrTest, ListsEveryUnsupportedOpOnceSorted) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %flag : bool):
+  %one : int = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %a : Tensor = aten::cumsum(%x, %one, %none)
+  %dims : int[] = prim::Constant[value=[0]]()
+  %b : Tensor = aten::flip(%a, %dims)
+  %c : Tensor = prim::If(%flag)
+    block0():
+      %d : Tensor = aten::erf(%b)
+      -> (%d)
+    block1():
+      %e : Tensor = aten::cumsum(%b, %one, %none)
+      -> (%e)
+  %r : Tensor = aten::relu(%c)
+  return (%r))IR");
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(g.status().message(), "unsupported ops: aten::cumsum, aten::erf, aten::flip, prim::If");
+}
+
+TEST(ImporterIrTest, NonTensorArgumentIsUnimplemented) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor, %k : int):
+  %r : Tensor = aten::relu(%x)
+  return (%r))IR");
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(), HasSubstr("'k'"));
+}
+
+TEST(ImporterIrTest, TableCoversTheRequiredOps) {
+  for (const char* op :
+       {"aten::_convolution", "aten::conv2d", "aten::linear", "aten::addmm", "aten::matmul",
+        "aten::mm", "aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
+        "aten::relu6", "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul",
+        "aten::mul_", "aten::div", "aten::div_", "aten::max_pool2d", "aten::avg_pool2d",
+        "aten::adaptive_avg_pool2d", "aten::batch_norm", "aten::flatten", "aten::view",
+        "aten::reshape", "aten::cat", "aten::softmax", "aten::log_softmax", "aten::sigmoid",
+        "aten::tanh", "aten::gelu", "aten::silu", "aten::hardswish", "aten::hardsigmoid",
+        "aten::layer_norm", "aten::mean", "aten::dropout", "aten::feature_dropout",
+        "aten::contiguous", "aten::detach", "aten::t"}) {
+    EXPECT_NE(FindAtenConverter(op), nullptr) << op;
+  }
+  EXPECT_EQ(FindAtenConverter("aten::cumsum"), nullptr);
+}
+
+// ------------------------------------------------- scripted source, in memory
+
+// Compiles `source` as the methods of a fresh module and returns its archive
+// bytes, so tests can exercise ImportTorchScript without fixture files.
+std::string ScriptArchive(const std::string& source) {
+  torch::jit::Module module("TestModule");
+  module.define(source);
+  std::ostringstream bytes;
+  module.save(bytes);
+  return bytes.str();
+}
+
+TEST(ImporterScriptTest, DropsRankAssertions) {
+  absl::StatusOr<ir::Graph> g = ImportTorchScript(ScriptArchive(R"PY(
+def forward(self, x, y):
+    assert x.dim() == 2 and len(y.size()) <= 3, "expected a 2-D input"
+    return torch.relu(x) + y, torch.sigmoid(y)
+)PY"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_THAT(InputNames(*g), ElementsAre("x", "y"));
+  EXPECT_THAT(g->output_names(), ElementsAre("output0", "output1"));
+  EXPECT_THAT(OpHistogram(*g),
+              UnorderedElementsAre(Pair("Relu", 1), Pair("Add", 1), Pair("Sigmoid", 1)));
+}
+
+TEST(ImporterScriptTest, KeepsAssertionsOnTensorValues) {
+  absl::StatusOr<ir::Graph> g = ImportTorchScript(ScriptArchive(R"PY(
+def forward(self, x):
+    assert bool(x.sum() >= 0), "negative input"
+    return torch.relu(x)
+)PY"));
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(), HasSubstr("prim::If"));
+  EXPECT_THAT(g.status().message(), HasSubstr("aten::sum"));
+}
+
+TEST(ImporterScriptTest, RunTimeShapeArithmeticIsUnimplemented) {
+  absl::StatusOr<ir::Graph> g = ImportTorchScript(ScriptArchive(R"PY(
+def forward(self, x):
+    return x.reshape(x.size(0) * 2, -1)
+)PY"));
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(), HasSubstr("aten::mul"));
+}
+
+// ----------------------------------------------------------------- fixtures
+
+std::string Fixture(const std::string& name) {
+  const char* dir = std::getenv("KILN_FIXTURES");
+  return absl::StrCat(dir ? dir : "fixtures", "/", name);
+}
+
+// The histogram without Constant nodes (those depend on freezing's folding).
+std::map<std::string, int> ComputeOps(const ir::Graph& graph) {
+  std::map<std::string, int> ops = OpHistogram(graph);
+  ops.erase("Constant");
+  return ops;
+}
+
+absl::StatusOr<ir::Graph> ImportFixture(const std::string& name,
+                                        const ImportOptions& options = {}) {
+  absl::StatusOr<ir::Graph> g = ImportTorchScriptFile(Fixture(name), options);
+  if (g.ok()) {
+    std::cout << name << ":";
+    for (const auto& [op, count] : OpHistogram(*g)) std::cout << " " << op << "=" << count;
+    std::cout << "\n";
+  }
+  return g;
+}
+
+TEST(ImporterFixtureTest, TracedMlp) {
+  absl::StatusOr<ir::Graph> g = ImportFixture("mlp.pt");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(ir::VerifyGraph(*g).ok());
+  EXPECT_THAT(InputNames(*g), ElementsAre("x"));
+  EXPECT_THAT(g->output_names(), ElementsAre("output0"));
+  EXPECT_THAT(ComputeOps(*g),
+              UnorderedElementsAre(Pair("Linear", 2), Pair("Relu", 1), Pair("Softmax", 1)));
+  EXPECT_EQ(OpHistogram(*g)["Constant"], 4);
+  EXPECT_EQ(Producer(*g, g->outputs()[0]).attrs.GetInt("axis"), 1);
+  // Weights keep their shape, dtype and name.
+  bool found_weight = false;
+  for (const ir::Node& n : g->nodes()) {
+    if (n.kind == ir::OpKind::kConstant && g->value(n.outputs[0]).name == "self.net.0.weight") {
+      found_weight = true;
+      EXPECT_EQ(n.attrs.GetTensor("value")->dims(), (Dims{32, 16}));
+      EXPECT_EQ(n.attrs.GetTensor("value")->dtype(), DType::kF32);
+    }
+  }
+  EXPECT_TRUE(found_weight);
+}
+
+TEST(ImporterFixtureTest, ScriptedMlp) {
+  absl::StatusOr<ir::Graph> g = ImportFixture("mlp_scripted.pt");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(ir::VerifyGraph(*g).ok());
+  EXPECT_THAT(InputNames(*g), ElementsAre("x"));
+  EXPECT_THAT(ComputeOps(*g), UnorderedElementsAre(Pair("Linear", 2), Pair("Gelu", 1),
+                                                   Pair("Mul", 1), Pair("Add", 1),
+                                                   Pair("LogSoftmax", 1)));
+}
+
+TEST(ImporterFixtureTest, TwoInputsNamedAfterForwardParameters) {
+  absl::StatusOr<ir::Graph> g = ImportFixture("two_input.pt");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(ir::VerifyGraph(*g).ok());
+  EXPECT_THAT(InputNames(*g), ElementsAre("image", "bias"));
+  EXPECT_THAT(ComputeOps(*g), UnorderedElementsAre(Pair("Conv", 1), Pair("Relu", 1),
+                                                   Pair("Add", 1), Pair("Mean", 1)));
+  const ir::Node& mean = Producer(*g, g->outputs()[0]);
+  EXPECT_EQ(mean.attrs.GetInts("axes"), (std::vector<int64_t>{2, 3}));
+  EXPECT_FALSE(mean.attrs.GetBool("keepdim"));
+
+  ImportOptions options;
+  options.input_names = {"img"};
+  options.output_names = {"pooled"};
+  absl::StatusOr<ir::Graph> renamed = ImportTorchScriptFile(Fixture("two_input.pt"), options);
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_THAT(InputNames(*renamed), ElementsAre("img", "bias"));
+  EXPECT_THAT(renamed->output_names(), ElementsAre("pooled"));
+}
+
+TEST(ImporterFixtureTest, Resnet18) {
+  absl::StatusOr<ir::Graph> g = ImportFixture("resnet18.pt");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(ir::VerifyGraph(*g).ok());
+  EXPECT_THAT(InputNames(*g), ElementsAre("x"));
+  // Freezing folds every batch_norm into its conv.
+  EXPECT_THAT(ComputeOps(*g),
+              UnorderedElementsAre(Pair("Conv", 20), Pair("Relu", 17), Pair("Add", 8),
+                                   Pair("MaxPool", 1), Pair("AdaptiveAvgPool", 1),
+                                   Pair("Flatten", 1), Pair("Linear", 1)));
+  EXPECT_EQ(OpHistogram(*g)["Constant"], 42);
+  EXPECT_GT(g->ConstantBytes(), 40u << 20);  // ~11.7 M float parameters
+}
+
+TEST(ImporterFixtureTest, MobileNetV2) {
+  absl::StatusOr<ir::Graph> g = ImportFixture("mobilenet_v2.pt");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(ir::VerifyGraph(*g).ok());
+  EXPECT_THAT(InputNames(*g), ElementsAre("x"));
+  EXPECT_THAT(ComputeOps(*g),
+              UnorderedElementsAre(Pair("Conv", 52), Pair("Clip", 35), Pair("Add", 10),
+                                   Pair("AdaptiveAvgPool", 1), Pair("Flatten", 1),
+                                   Pair("Linear", 1)));
+  for (const ir::Node& n : g->nodes()) {
+    if (n.kind == ir::OpKind::kClip) {
+      EXPECT_EQ(n.attrs.GetFloat("min"), 0.0);
+      EXPECT_EQ(n.attrs.GetFloat("max"), 6.0);
+    }
+  }
+}
+
+TEST(ImporterFixtureTest, CorruptArchiveIsInvalidArgument) {
+  absl::StatusOr<ir::Graph> g = ImportTorchScriptFile(Fixture("corrupt.pt"));
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ImportTorchScript("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ImporterFixtureTest, MissingFileIsNotFound) {
+  EXPECT_EQ(ImportTorchScriptFile(Fixture("no_such_model.pt")).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ImporterFixtureTest, UnsupportedOpsAreAllNamed) {
+  absl::StatusOr<ir::Graph> g = ImportTorchScriptFile(Fixture("unsupported.pt"));
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(g.status().message(), "unsupported ops: aten::cumsum, aten::flip");
+}
+
+}  // namespace
+}  // namespace kiln::importer

@@ -1,0 +1,130 @@
+// Activations: values from PyTorch 1.13 (torch.sigmoid, F.gelu, ...) on the
+// same inputs, printed with 7 significant digits.
+#include <cmath>
+#include <limits>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/engine/kernels/single_op_graph.h"
+
+namespace kiln::kernels {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::FloatNear;
+using ::testing::HasSubstr;
+using ::testing::IsNan;
+using ::testing::Pointwise;
+using testing::Attrs;
+using testing::F32;
+using testing::SingleOpGraph;
+using testing::Values;
+
+const std::vector<float> kInput = {-3, -1, -0.5f, 0, 0.5f, 1, 2, 7};
+
+// Runs `op` on kInput and returns the kernel's values, checking that the
+// reference gives the same within 1e-6.
+std::vector<float> Activate(ir::OpKind op, ir::Attributes attrs = {}) {
+  SingleOpGraph g(op, {F32({8}, kInput)}, std::move(attrs));
+  auto out = g.Run();
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  auto ref = g.RunReference();
+  EXPECT_TRUE(ref.ok()) << ref.status();
+  if (ref.ok()) EXPECT_THAT(Values((*out)[0]), Pointwise(FloatNear(1e-6), Values((*ref)[0])));
+  return Values((*out)[0]);
+}
+
+auto Near(std::vector<float> expected) {
+  return Pointwise(FloatNear(2e-6), std::move(expected));
+}
+
+TEST(ActivationKernelTest, ReluZeroesNegatives) {
+  EXPECT_THAT(Activate(ir::OpKind::kRelu), ElementsAre(0, 0, 0, 0, 0.5f, 1, 2, 7));
+}
+
+TEST(ActivationKernelTest, ReluPropagatesNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  SingleOpGraph g(ir::OpKind::kRelu, {F32({2}, {nan, -1})});
+  auto out = g.Run();
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT(Values((*out)[0]), ElementsAre(IsNan(), 0));
+}
+
+TEST(ActivationKernelTest, ClipIsRelu6) {
+  EXPECT_THAT(Activate(ir::OpKind::kClip, Attrs().Float("min", 0).Float("max", 6)),
+              ElementsAre(0, 0, 0, 0, 0.5f, 1, 2, 6));
+}
+
+TEST(ActivationKernelTest, ClipWithOnlyMinIsUnboundedAbove) {
+  EXPECT_THAT(Activate(ir::OpKind::kClip, Attrs().Float("min", -0.75)),
+              ElementsAre(-0.75f, -0.75f, -0.5f, 0, 0.5f, 1, 2, 7));
+}
+
+TEST(ActivationKernelTest, SigmoidMatchesPyTorch) {
+  EXPECT_THAT(Activate(ir::OpKind::kSigmoid),
+              Near({0.04742587f, 0.2689414f, 0.3775407f, 0.5f, 0.6224594f, 0.7310586f, 0.880797f,
+                    0.999089f}));
+}
+
+TEST(ActivationKernelTest, TanhMatchesPyTorch) {
+  EXPECT_THAT(Activate(ir::OpKind::kTanh),
+              Near({-0.9950548f, -0.7615942f, -0.4621172f, 0.0f, 0.4621172f, 0.7615942f,
+                    0.9640276f, 0.9999983f}));
+}
+
+TEST(ActivationKernelTest, GeluErfMatchesPyTorch) {
+  EXPECT_THAT(Activate(ir::OpKind::kGelu, Attrs().Str("approximate", "none")),
+              Near({-0.004049867f, -0.1586553f, -0.1542688f, 0.0f, 0.3457312f, 0.8413447f, 1.9545f,
+                    7.0f}));
+}
+
+TEST(ActivationKernelTest, GeluDefaultsToErf) {
+  EXPECT_THAT(Activate(ir::OpKind::kGelu), Near({-0.004049867f, -0.1586553f, -0.1542688f, 0.0f,
+                                                 0.3457312f, 0.8413447f, 1.9545f, 7.0f}));
+}
+
+TEST(ActivationKernelTest, GeluTanhMatchesPyTorch) {
+  EXPECT_THAT(Activate(ir::OpKind::kGelu, Attrs().Str("approximate", "tanh")),
+              Near({-0.003637433f, -0.158808f, -0.154286f, 0.0f, 0.345714f, 0.841192f, 1.954598f,
+                    7.0f}));
+}
+
+TEST(ActivationKernelTest, SiluMatchesPyTorch) {
+  EXPECT_THAT(Activate(ir::OpKind::kSilu),
+              Near({-0.1422776f, -0.2689414f, -0.1887703f, 0.0f, 0.3112297f, 0.7310586f, 1.761594f,
+                    6.993623f}));
+}
+
+TEST(ActivationKernelTest, HardSigmoidMatchesPyTorch) {
+  EXPECT_THAT(Activate(ir::OpKind::kHardSigmoid),
+              Near({0.0f, 0.3333333f, 0.4166667f, 0.5f, 0.5833333f, 0.6666667f, 0.8333333f, 1.0f}));
+}
+
+TEST(ActivationKernelTest, HardSwishMatchesPyTorch) {
+  EXPECT_THAT(Activate(ir::OpKind::kHardSwish),
+              Near({0.0f, -0.3333333f, -0.2083333f, 0.0f, 0.2916667f, 0.6666667f, 1.666667f, 7.0f}));
+}
+
+TEST(ActivationKernelTest, GeluRejectsUnknownApproximation) {
+  SingleOpGraph g(ir::OpKind::kGelu, {F32({1}, {0})}, Attrs().Str("approximate", "fast"));
+  absl::Status s = g.Prepare();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("approximate must be \"none\" or \"tanh\""));
+}
+
+TEST(ActivationKernelTest, KeepsShapeAndRunsInParallel) {
+  std::mt19937 rng(3);
+  Tensor x = testing::RandomF32({4, 64, 33, 17}, rng, -5, 5);
+  SingleOpGraph g(ir::OpKind::kSilu, {x});
+  auto one = g.Run(1);
+  auto two = g.Run(2);
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_EQ((*two)[0].dims(), x.dims());
+  EXPECT_THAT(Values((*two)[0]), ElementsAreArray(Values((*one)[0])));
+}
+
+}  // namespace
+}  // namespace kiln::kernels

@@ -1,0 +1,140 @@
+#include "tests/engine/kernels/single_op_graph.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/reference/reference.h"
+
+namespace kiln::kernels::testing {
+
+Tensor F32(Dims dims, std::vector<float> values) {
+  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
+  ENGINE_CHECK(static_cast<int64_t>(values.size()) == t.num_elements());
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+Tensor RandomF32(Dims dims, std::mt19937& rng, float lo, float hi) {
+  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+std::vector<float> Values(const Tensor& t) {
+  ENGINE_CHECK(t.dtype() == DType::kF32);
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.num_elements());
+}
+
+SingleOpGraph::SingleOpGraph(ir::OpKind op, std::vector<Tensor> inputs, ir::Attributes attrs,
+                             std::vector<int> constant_inputs)
+    : inputs_(std::move(inputs)), constant_inputs_(std::move(constant_inputs)) {
+  std::vector<ir::ValueId> ids;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Tensor& t = inputs_[i];
+    if (!t.defined()) {
+      ids.push_back(ir::kNoValue);
+    } else if (std::count(constant_inputs_.begin(), constant_inputs_.end(), static_cast<int>(i))) {
+      ids.push_back(graph_.AddConstant(t, absl::StrCat("c", i)));
+    } else {
+      ids.push_back(graph_.AddInput(absl::StrCat("x", i), ir::TensorType{t.dtype(), t.dims()}));
+    }
+  }
+  node_id_ = graph_.AddNode(op, std::move(ids), std::move(attrs), "test", {"y"});
+  graph_.AddOutput(graph_.node(node_id_).outputs[0], "y");
+}
+
+PrepareContext SingleOpGraph::MakePrepareContext(int num_threads) const {
+  PrepareContext ctx{node()};
+  const ir::Node& n = node();
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    TensorInfo info;
+    if (n.inputs[i] == ir::kNoValue) {
+      info.present = false;
+    } else {
+      info.dtype = inputs_[i].dtype();
+      info.dims = inputs_[i].dims();
+      info.constant = graph_.ConstantValue(n.inputs[i]);
+    }
+    ctx.inputs.push_back(info);
+  }
+  ctx.num_threads = num_threads;
+  return ctx;
+}
+
+absl::Status SingleOpGraph::Prepare(int num_threads) const {
+  const DType dtype = inputs_.empty() ? DType::kUnknown : inputs_[0].dtype();
+  const KernelDef* kernel = FindKernel(node().kind, dtype);
+  if (kernel == nullptr) {
+    return absl::UnimplementedError(absl::StrCat("no kernel for ", ir::OpName(node().kind)));
+  }
+  PrepareContext ctx = MakePrepareContext(num_threads);
+  return kernel->prepare(ctx);
+}
+
+absl::StatusOr<size_t> SingleOpGraph::WorkspaceBytes() const {
+  const KernelDef* kernel = FindKernel(node().kind, inputs_[0].dtype());
+  if (kernel == nullptr) return absl::UnimplementedError("no kernel");
+  PrepareContext ctx = MakePrepareContext(1);
+  RETURN_IF_ERROR(kernel->prepare(ctx));
+  return ctx.workspace_bytes;
+}
+
+absl::StatusOr<std::vector<Tensor>> SingleOpGraph::Run(int num_threads, bool eval_aliases) const {
+  const DType dtype = inputs_.empty() ? DType::kUnknown : inputs_[0].dtype();
+  const KernelDef* kernel = FindKernel(node().kind, dtype);
+  if (kernel == nullptr) {
+    return absl::UnimplementedError(absl::StrCat("no kernel for ", ir::OpName(node().kind)));
+  }
+  PrepareContext pctx = MakePrepareContext(num_threads);
+  RETURN_IF_ERROR(kernel->prepare(pctx));
+  if (pctx.outputs.size() != node().outputs.size()) {
+    return absl::InternalError("Prepare filled the wrong number of outputs");
+  }
+
+  std::vector<Tensor> outputs;
+  if (kernel->aliases_input0 && !eval_aliases) {
+    if (NumElements(pctx.outputs[0].dims) != inputs_[0].num_elements()) {
+      return absl::InternalError("aliasing kernel changed the element count");
+    }
+    outputs.push_back(inputs_[0].Reshaped(pctx.outputs[0].dims));
+    return outputs;
+  }
+  for (const TensorInfo& info : pctx.outputs) {
+    Tensor t = Tensor::Zeros(info.dtype, info.dims);
+    if (info.dtype == DType::kF32) {
+      std::fill(t.data<float>(), t.data<float>() + t.num_elements(),
+                std::numeric_limits<float>::quiet_NaN());
+    } else if (t.byte_size() > 0) {
+      std::memset(t.raw_data(), 0xAB, t.byte_size());
+    }
+    outputs.push_back(std::move(t));
+  }
+  // 0xFF bytes read as NaN floats and doubles: scratch the kernel did not write poisons results.
+  const size_t ws_bytes = (pctx.workspace_bytes + 63) / 64 * 64;
+  std::unique_ptr<void, decltype(&std::free)> workspace(
+      ws_bytes > 0 ? std::aligned_alloc(64, ws_bytes) : nullptr, &std::free);
+  if (ws_bytes > 0) std::memset(workspace.get(), 0xFF, ws_bytes);
+
+  EvalContext ectx{node()};
+  for (const Tensor& t : inputs_) ectx.inputs.push_back(t.defined() ? &t : nullptr);
+  for (Tensor& t : outputs) ectx.outputs.push_back(&t);
+  ectx.workspace = workspace.get();
+  ectx.state = pctx.state.get();
+  ectx.num_threads = num_threads;
+  RETURN_IF_ERROR(kernel->eval(ectx));
+  return outputs;
+}
+
+absl::StatusOr<std::vector<Tensor>> SingleOpGraph::RunReference() const {
+  std::vector<const Tensor*> ins;
+  for (const Tensor& t : inputs_) ins.push_back(t.defined() ? &t : nullptr);
+  return reference::RunReference(node(), ins);
+}
+
+}  // namespace kiln::kernels::testing

@@ -1,0 +1,169 @@
+#include "server/model_repository.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::server {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kiln-repo-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::permissions(path_, fs::perms::owner_all, ec);
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> FilesIn(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(ModelNameTest, AcceptsSafeNames) {
+  for (const std::string& name : {std::string("resnet18"), std::string("a"),
+                                 std::string("Model-v2.1_final"), std::string("...x"),
+                                 std::string(128, 'm')}) {
+    EXPECT_TRUE(ValidateModelName(name).ok()) << name;
+  }
+}
+
+TEST(ModelNameTest, RejectsUnsafeNames) {
+  for (const std::string& name : {std::string(""), std::string("."), std::string(".."),
+                                 std::string("a/b"), std::string("../etc"), std::string("a\\b"),
+                                 std::string("with space"), std::string("ü"),
+                                 std::string("nul\0x", 5), std::string(129, 'm')}) {
+    absl::Status status = ValidateModelName(name);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
+  }
+  EXPECT_THAT(ValidateModelName(std::string(129, 'm')).message(), HasSubstr("at most 128"));
+  EXPECT_THAT(ValidateModelName("a/b").message(), HasSubstr("character 47"));
+}
+
+TEST(AtomicWriteTest, CreatesAndReplacesWithoutLeavingTempFiles) {
+  TempDir dir;
+  const std::string path = dir.path() + "/file.bin";
+  ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
+  EXPECT_EQ(Slurp(path), "first");
+  ASSERT_TRUE(WriteFileAtomically(path, std::string("sec\0ond", 7)).ok());
+  EXPECT_EQ(Slurp(path), std::string("sec\0ond", 7));
+  EXPECT_THAT(FilesIn(dir.path()), ElementsAre("file.bin"));
+}
+
+TEST(AtomicWriteTest, FailureKeepsOldFileAndLeavesNoTempFile) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
+  TempDir dir;
+  const std::string path = dir.path() + "/file.bin";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
+  absl::Status status = WriteFileAtomically(path, "new");
+  fs::permissions(dir.path(), fs::perms::owner_all);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Slurp(path), "old");
+  EXPECT_THAT(FilesIn(dir.path()), ElementsAre("file.bin"));
+}
+
+TEST(AtomicWriteTest, FailedRenameLeavesNoTempFile) {
+  // Renaming a file over a directory fails even for root.
+  TempDir dir;
+  const std::string path = dir.path() + "/target";
+  fs::create_directory(path);
+  absl::Status status = WriteFileAtomically(path, "data");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("cannot rename"));
+  EXPECT_TRUE(fs::is_directory(path));
+  EXPECT_THAT(FilesIn(dir.path()), ElementsAre("target"));
+}
+
+TEST(AtomicWriteTest, MissingDirectoryIsInternalError) {
+  TempDir dir;
+  absl::Status status = WriteFileAtomically(dir.path() + "/missing/file.bin", "x");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("cannot create"));
+}
+
+TEST(ModelRepositoryTest, WritesTritonLayoutAndListsModels) {
+  TempDir dir;
+  auto repo = ModelRepository::Open(dir.path() + "/models");
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  EXPECT_THAT((*repo)->List(), IsEmpty());
+
+  ASSERT_TRUE((*repo)->WriteModel("b_model", "BBB").ok());
+  ASSERT_TRUE((*repo)->WriteModel("a_model", "AAA").ok());
+  ASSERT_TRUE((*repo)->WriteConfig("a_model", std::string(R"({"inputs":[]})")).ok());
+  EXPECT_EQ(Slurp(dir.path() + "/models/a_model/1/model.pt"), "AAA");
+  EXPECT_EQ(Slurp(dir.path() + "/models/a_model/config.json"), R"({"inputs":[]})");
+  EXPECT_THAT((*repo)->List(), ElementsAre("a_model", "b_model"));
+
+  auto model = (*repo)->ReadModel("b_model");
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(*model, "BBB");
+  auto config = (*repo)->ReadConfig("a_model");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->value_or(""), R"({"inputs":[]})");
+  auto no_config = (*repo)->ReadConfig("b_model");
+  ASSERT_TRUE(no_config.ok());
+  EXPECT_FALSE(no_config->has_value());
+
+  ASSERT_TRUE((*repo)->WriteConfig("a_model", std::nullopt).ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/models/a_model/config.json"));
+  EXPECT_EQ((*repo)->ReadModel("missing").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*repo)->WriteModel("../escape", "x").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModelRepositoryTest, ListSkipsInvalidNamesAndDirectoriesWithoutModel) {
+  TempDir dir;
+  fs::create_directories(dir.path() + "/empty_dir/1");
+  fs::create_directories(dir.path() + "/bad name/1");
+  std::ofstream(dir.path() + "/bad name/1/model.pt") << "x";
+  std::ofstream(dir.path() + "/stray_file") << "x";
+  fs::create_directories(dir.path() + "/good/1");
+  std::ofstream(dir.path() + "/good/1/model.pt") << "x";
+  auto repo = ModelRepository::Open(dir.path());
+  ASSERT_TRUE(repo.ok());
+  EXPECT_THAT((*repo)->List(), ElementsAre("good"));
+}
+
+TEST(ModelRepositoryTest, OpenSweepsLeftoverTempFiles) {
+  TempDir dir;
+  fs::create_directories(dir.path() + "/m/1");
+  std::ofstream(dir.path() + "/m/1/model.pt") << "x";
+  std::ofstream(dir.path() + "/m/1/.kiln-tmp-model.pt-123") << "partial";
+  std::ofstream(dir.path() + "/m/.kiln-tmp-config.json-9") << "partial";
+  auto repo = ModelRepository::Open(dir.path());
+  ASSERT_TRUE(repo.ok());
+  EXPECT_THAT(FilesIn(dir.path() + "/m/1"), ElementsAre("model.pt"));
+  EXPECT_THAT(FilesIn(dir.path() + "/m"), ElementsAre("1"));
+}
+
+}  // namespace
+}  // namespace kiln::server
