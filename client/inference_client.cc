@@ -32,25 +32,23 @@ absl::StatusOr<Tensor> DecodeOutput(const inference::ModelInferResponse& respons
   const auto& output = response.outputs(i);
   const std::optional<DType> dtype = DTypeFromName(output.datatype());
   if (!dtype.has_value()) {
-    return absl::UnimplementedError(absl::StrCat("output '", output.name(),
-                                                 "': unsupported datatype '", output.datatype(),
-                                                 "'"));
+    return absl::UnimplementedError(absl::StrCat(
+        "output '", output.name(), "': unsupported datatype '", output.datatype(), "'"));
   }
   Dims dims(output.shape().begin(), output.shape().end());
   for (int64_t d : dims) {
     if (d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("output '", output.name(),
-                                                     "': negative dimension in shape ",
-                                                     DimsToString(dims)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output '", output.name(), "': negative dimension in shape ", DimsToString(dims)));
     }
   }
   const size_t expected = static_cast<size_t>(NumElements(dims)) * DTypeSize(*dtype);
   if (i < response.raw_output_contents_size()) {
     const std::string& raw = response.raw_output_contents(i);
     if (raw.size() != expected) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("output '", output.name(), "': ", raw.size(), " raw bytes, expected ",
-                       expected, " for ", output.datatype(), " ", DimsToString(dims)));
+      return absl::InvalidArgumentError(absl::StrCat("output '", output.name(), "': ", raw.size(),
+                                                     " raw bytes, expected ", expected, " for ",
+                                                     output.datatype(), " ", DimsToString(dims)));
     }
     Tensor t = Tensor::Zeros(*dtype, std::move(dims));
     if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);
@@ -60,8 +58,8 @@ absl::StatusOr<Tensor> DecodeOutput(const inference::ModelInferResponse& respons
   const int64_t n = NumElements(dims);
   auto check = [&](int size) -> absl::Status {
     if (size == n) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("output '", output.name(), "': ", size,
-                                                   " typed values, expected ", n));
+    return absl::InvalidArgumentError(
+        absl::StrCat("output '", output.name(), "': ", size, " typed values, expected ", n));
   };
   switch (*dtype) {
     case DType::kBool:
@@ -89,9 +87,8 @@ absl::StatusOr<Tensor> DecodeOutput(const inference::ModelInferResponse& respons
       RETURN_IF_ERROR(check(c.fp64_contents_size()));
       return FromTyped<double>(*dtype, std::move(dims), c.fp64_contents());
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("output '", output.name(), "': no raw_output_contents for ",
-                       output.datatype()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output '", output.name(), "': no raw_output_contents for ", output.datatype()));
   }
 }
 
@@ -119,8 +116,8 @@ InferenceClient::InferenceClient(std::string target, std::unique_ptr<Impl> impl)
 
 InferenceClient::~InferenceClient() = default;
 
-absl::StatusOr<std::unique_ptr<InferenceClient>> InferenceClient::Connect(
-    const std::string& target, ClientOptions options) {
+absl::StatusOr<std::unique_ptr<InferenceClient>> InferenceClient::Connect(const std::string& target,
+                                                                          ClientOptions options) {
   if (target.empty()) return absl::InvalidArgumentError("server address is empty");
   grpc::ChannelArguments args;
   // Model uploads and large tensors exceed gRPC's 4 MiB default.
@@ -136,7 +133,8 @@ absl::StatusOr<std::unique_ptr<InferenceClient>> InferenceClient::Connect(
 absl::StatusOr<bool> InferenceClient::Live() {
   inference::ServerLiveRequest request;
   inference::ServerLiveResponse response;
-  RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->ServerLive(impl_->Context().get(), request, &response)));
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->ServerLive(impl_->Context().get(), request, &response)));
   return response.live();
 }
 

@@ -10,11 +10,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/common/tensor.h"
 
 namespace kiln::client {
@@ -98,8 +98,7 @@ class InferenceClient {
                       std::optional<std::string> config_json = std::nullopt);
 
   // Asks the server to (re)load `name` from its own repository.
-  absl::Status Load(const std::string& name,
-                    std::optional<std::string> config_json = std::nullopt);
+  absl::Status Load(const std::string& name, std::optional<std::string> config_json = std::nullopt);
 
   absl::Status Unload(const std::string& name);
 

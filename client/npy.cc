@@ -34,7 +34,7 @@ struct DescrEntry {
 // Written with the first spelling; '=' (native, little-endian here) and '<'
 // for single bytes are also read, as other writers emit them.
 constexpr DescrEntry kDescrs[] = {
-    {"<f4", DType::kF32},  {"<f8", DType::kF64},   {"<f2", DType::kF16},
+    {"<f4", DType::kF32},   {"<f8", DType::kF64},   {"<f2", DType::kF16},
     {"<i8", DType::kInt64}, {"<i4", DType::kInt32}, {"<i2", DType::kInt16},
     {"|i1", DType::kInt8},  {"|u1", DType::kUInt8}, {"|b1", DType::kBool},
 };
@@ -45,8 +45,9 @@ absl::Status NpyError(absl::string_view what) {
 
 absl::StatusOr<DType> DTypeFromDescr(const std::string& descr) {
   if (descr.size() == 3 && descr[0] == '>' && descr[2] != '1') {
-    return NpyError(absl::StrCat("big-endian dtype '", descr,
-                                 "' is not supported; save arr.astype(arr.dtype.newbyteorder('<'))"));
+    return NpyError(
+        absl::StrCat("big-endian dtype '", descr,
+                     "' is not supported; save arr.astype(arr.dtype.newbyteorder('<'))"));
   }
   std::string normalized = descr;
   if (normalized.size() == 3 && normalized[0] == '=') normalized[0] = '<';
@@ -54,7 +55,8 @@ absl::StatusOr<DType> DTypeFromDescr(const std::string& descr) {
   for (const DescrEntry& e : kDescrs) {
     if (e.descr == normalized) return e.dtype;
   }
-  return NpyError(absl::StrCat("unsupported dtype '", descr, "'; Kiln reads <f4 <f8 <f2 <i8 <i4 "
+  return NpyError(absl::StrCat("unsupported dtype '", descr,
+                               "'; Kiln reads <f4 <f8 <f2 <i8 <i4 "
                                "<i2 |i1 |u1 |b1"));
 }
 
@@ -97,8 +99,8 @@ class HeaderParser {
   }
   absl::Status Expect(char c) {
     if (Consume(c)) return absl::OkStatus();
-    return NpyError(absl::StrCat("malformed header: expected '", std::string(1, c),
-                                 "' at offset ", pos_, " in ", text_));
+    return NpyError(absl::StrCat("malformed header: expected '", std::string(1, c), "' at offset ",
+                                 pos_, " in ", text_));
   }
   absl::StatusOr<std::string> ParseString() {
     SkipSpace();
@@ -259,7 +261,8 @@ absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
   out.push_back(static_cast<char>(v2 ? 2 : 1));
   out.push_back(0);
   const uint32_t len = static_cast<uint32_t>(header.size());
-  for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
+  for (size_t i = 0; i < (v2 ? 4u : 2u); ++i)
+    out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
   out += header;
   out.append(static_cast<const char*>(tensor.raw_data()), tensor.byte_size());
   return out;

@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <optional>
-#include "absl/strings/string_view.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "engine/common/status_macros.h"
 #include "server/grpc_status.h"
 #include "server/tensor_codec.h"
@@ -90,15 +90,14 @@ absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadR
             absl::StrCat("parameter '", kFileParam, "' must be a bytes_param"));
       }
       if (value.bytes_param().size() > max_upload_bytes) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("model upload of ", value.bytes_param().size(),
-                         " bytes exceeds the server's limit of ", max_upload_bytes,
-                         " bytes (--max-upload-bytes)"));
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "model upload of ", value.bytes_param().size(), " bytes exceeds the server's limit of ",
+            max_upload_bytes, " bytes (--max-upload-bytes)"));
       }
       params.file = value.bytes_param();
     } else if (absl::StartsWith(key, "file:")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unsupported file parameter '", key, "'; Kiln accepts only '", kFileParam, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("unsupported file parameter '", key,
+                                                     "'; Kiln accepts only '", kFileParam, "'"));
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown load parameter '", key, "'"));
     }
@@ -111,8 +110,7 @@ absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadR
 InferenceService::InferenceService(ModelRegistry* registry, ServiceOptions options)
     : registry_(registry), options_(options) {}
 
-grpc::Status InferenceService::ServerLive(grpc::ServerContext*,
-                                          const inference::ServerLiveRequest*,
+grpc::Status InferenceService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                                           inference::ServerLiveResponse* response) {
   response->set_live(true);
   return grpc::Status::OK;

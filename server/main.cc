@@ -2,12 +2,11 @@
 // logging, runs kiln::server::Server until SIGINT/SIGTERM.
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>

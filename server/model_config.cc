@@ -1,7 +1,6 @@
 #include "server/model_config.h"
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <utility>
 
@@ -104,14 +103,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
 
 absl::Status FillDeclaredNames(const ir::Graph& graph, runtime::ModelOptions& options) {
   if (options.inputs.size() > graph.inputs().size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model config declares ", options.inputs.size(), " inputs, the model has ",
-                     graph.inputs().size()));
+    return absl::InvalidArgumentError(absl::StrCat("model config declares ", options.inputs.size(),
+                                                   " inputs, the model has ",
+                                                   graph.inputs().size()));
   }
   if (options.outputs.size() > graph.outputs().size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model config declares ", options.outputs.size(),
-                     " outputs, the model has ", graph.outputs().size()));
+    return absl::InvalidArgumentError(absl::StrCat("model config declares ", options.outputs.size(),
+                                                   " outputs, the model has ",
+                                                   graph.outputs().size()));
   }
   for (size_t i = 0; i < options.inputs.size(); ++i) {
     if (options.inputs[i].name.empty()) {

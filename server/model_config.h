@@ -6,9 +6,8 @@
 // outputs); datatype and dims, when given, become the model's declared contract.
 #pragma once
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/importer/torchscript_importer.h"
 #include "engine/runtime/model.h"
 

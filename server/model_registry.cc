@@ -77,7 +77,9 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> ModelRegistry::Build(
   if (config.has_value()) {
     ASSIGN_OR_RETURN(parsed, ParseModelConfig(*config));
   }
-  ASSIGN_OR_RETURN(ir::Graph graph, importer::ImportTorchScript(std::string_view(bytes.data(), bytes.size()), parsed.import));
+  ASSIGN_OR_RETURN(
+      ir::Graph graph,
+      importer::ImportTorchScript(std::string_view(bytes.data(), bytes.size()), parsed.import));
   RETURN_IF_ERROR(FillDeclaredNames(graph, parsed.model));
   parsed.model.compile = options_.compile;
   return runtime::Model::Create(std::move(graph), std::move(parsed.model));
@@ -140,8 +142,7 @@ absl::Status ModelRegistry::LoadLocked(const std::string& name,
   return absl::OkStatus();
 }
 
-void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& status,
-                               bool create) {
+void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& status, bool create) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) {

@@ -10,11 +10,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/runtime/model.h"
 #include "server/model_repository.h"
 
@@ -38,9 +38,9 @@ struct StatsSnapshot {
   uint64_t last_inference_ms = 0;  // since the epoch; 0 = never
   Duration success;                // whole request, decode to encode
   Duration fail;
-  Duration compute_input;          // decoding the request
-  Duration compute_infer;          // runtime::Model::Infer
-  Duration compute_output;         // encoding the response
+  Duration compute_input;   // decoding the request
+  Duration compute_infer;   // runtime::Model::Infer
+  Duration compute_output;  // encoding the response
 };
 
 // Phase times of one successful request, in nanoseconds.

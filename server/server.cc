@@ -68,8 +68,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ",
-                                               JoinHostPort(options.host, options.port)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", JoinHostPort(options.host, options.port)));
   }
   spdlog::info("serving on {} (threads={}, max upload {} bytes)", server->address(),
                options.threads, options.max_upload_bytes);

@@ -11,10 +11,10 @@
 
 #include <cstring>
 #include <limits>
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "engine/common/status_macros.h"
 
 namespace kiln::server {
@@ -34,8 +34,8 @@ absl::StatusOr<Dims> DecodeShape(const InputTensor& input, size_t element_size) 
   int64_t count = 1;
   for (int64_t d : dims) {
     if (d < 0) {
-      return InputError(input.name(), absl::StrCat("shape ", DimsToString(dims),
-                                                   " has a negative dimension"));
+      return InputError(input.name(),
+                        absl::StrCat("shape ", DimsToString(dims), " has a negative dimension"));
     }
     if (__builtin_mul_overflow(count, d, &count)) {
       return InputError(input.name(), absl::StrCat("shape ", DimsToString(dims), " is too large"));
@@ -55,14 +55,11 @@ struct FieldCount {
 };
 
 std::vector<FieldCount> FieldCounts(const InferTensorContents& c) {
-  return {{"bool_contents", c.bool_contents_size()},
-          {"int_contents", c.int_contents_size()},
-          {"int64_contents", c.int64_contents_size()},
-          {"uint_contents", c.uint_contents_size()},
-          {"uint64_contents", c.uint64_contents_size()},
-          {"fp32_contents", c.fp32_contents_size()},
-          {"fp64_contents", c.fp64_contents_size()},
-          {"bytes_contents", c.bytes_contents_size()}};
+  return {
+      {"bool_contents", c.bool_contents_size()},     {"int_contents", c.int_contents_size()},
+      {"int64_contents", c.int64_contents_size()},   {"uint_contents", c.uint_contents_size()},
+      {"uint64_contents", c.uint64_contents_size()}, {"fp32_contents", c.fp32_contents_size()},
+      {"fp64_contents", c.fp64_contents_size()},     {"bytes_contents", c.bytes_contents_size()}};
 }
 
 bool HasTypedData(const InputTensor& input) {
@@ -76,15 +73,22 @@ bool HasTypedData(const InputTensor& input) {
 // The typed field that carries `dtype`; empty for FP16/BF16, which have none.
 absl::string_view TypedField(DType dtype) {
   switch (dtype) {
-    case DType::kBool: return "bool_contents";
-    case DType::kUInt8: return "uint_contents";
+    case DType::kBool:
+      return "bool_contents";
+    case DType::kUInt8:
+      return "uint_contents";
     case DType::kInt8:
     case DType::kInt16:
-    case DType::kInt32: return "int_contents";
-    case DType::kInt64: return "int64_contents";
-    case DType::kF32: return "fp32_contents";
-    case DType::kF64: return "fp64_contents";
-    default: return "";
+    case DType::kInt32:
+      return "int_contents";
+    case DType::kInt64:
+      return "int64_contents";
+    case DType::kF32:
+      return "fp32_contents";
+    case DType::kF64:
+      return "fp64_contents";
+    default:
+      return "";
   }
 }
 
@@ -121,8 +125,8 @@ absl::StatusOr<Tensor> DecodeTyped(const InputTensor& input, DType dtype, Dims d
   const InferTensorContents& c = input.contents();
   for (const FieldCount& f : FieldCounts(c)) {
     if (f.size > 0 && f.field != expected_field) {
-      return InputError(input.name(), absl::StrCat("datatype ", std::string(DTypeName(dtype)), " expects ",
-                                                   expected_field, ", got ", f.field));
+      return InputError(input.name(), absl::StrCat("datatype ", std::string(DTypeName(dtype)),
+                                                   " expects ", expected_field, ", got ", f.field));
     }
     if (f.field == expected_field && f.size != expected) {
       return InputError(input.name(),
@@ -131,19 +135,24 @@ absl::StatusOr<Tensor> DecodeTyped(const InputTensor& input, DType dtype, Dims d
     }
   }
   switch (dtype) {
-    case DType::kBool: return CopyTyped<bool>(input, dtype, std::move(dims), c.bool_contents());
+    case DType::kBool:
+      return CopyTyped<bool>(input, dtype, std::move(dims), c.bool_contents());
     case DType::kUInt8:
       return CopyTyped<uint8_t>(input, dtype, std::move(dims), c.uint_contents());
-    case DType::kInt8: return CopyTyped<int8_t>(input, dtype, std::move(dims), c.int_contents());
+    case DType::kInt8:
+      return CopyTyped<int8_t>(input, dtype, std::move(dims), c.int_contents());
     case DType::kInt16:
       return CopyTyped<int16_t>(input, dtype, std::move(dims), c.int_contents());
     case DType::kInt32:
       return CopyTyped<int32_t>(input, dtype, std::move(dims), c.int_contents());
     case DType::kInt64:
       return CopyTyped<int64_t>(input, dtype, std::move(dims), c.int64_contents());
-    case DType::kF32: return CopyTyped<float>(input, dtype, std::move(dims), c.fp32_contents());
-    case DType::kF64: return CopyTyped<double>(input, dtype, std::move(dims), c.fp64_contents());
-    default: break;
+    case DType::kF32:
+      return CopyTyped<float>(input, dtype, std::move(dims), c.fp32_contents());
+    case DType::kF64:
+      return CopyTyped<double>(input, dtype, std::move(dims), c.fp64_contents());
+    default:
+      break;
   }
   return absl::InternalError(absl::StrCat("no typed decoder for ", std::string(DTypeName(dtype))));
 }
@@ -173,10 +182,9 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
     const inference::ModelInferRequest& request) {
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected ", request.inputs_size(),
-                     " raw_input_contents entries (one per input), got ",
-                     request.raw_input_contents_size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected ", request.inputs_size(), " raw_input_contents entries (one per input), got ",
+        request.raw_input_contents_size()));
   }
   std::vector<runtime::NamedTensor> tensors;
   tensors.reserve(request.inputs_size());
@@ -191,11 +199,10 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
     Tensor tensor;
     if (raw) {
       if (HasTypedData(input)) {
-        return InputError(input.name(),
-                          "contents must not be set when raw_input_contents is used");
+        return InputError(input.name(), "contents must not be set when raw_input_contents is used");
       }
-      ASSIGN_OR_RETURN(tensor, DecodeRaw(input, *dtype, std::move(dims),
-                                         request.raw_input_contents(i)));
+      ASSIGN_OR_RETURN(tensor,
+                       DecodeRaw(input, *dtype, std::move(dims), request.raw_input_contents(i)));
     } else {
       ASSIGN_OR_RETURN(tensor, DecodeTyped(input, *dtype, std::move(dims)));
     }
@@ -218,8 +225,8 @@ void EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
     meta->set_name(output.name);
     meta->set_datatype(std::string(DTypeName(output.tensor.dtype())));
     for (int64_t d : output.tensor.dims()) meta->add_shape(d);
-    response->add_raw_output_contents()->assign(
-        static_cast<const char*>(output.tensor.raw_data()), output.tensor.byte_size());
+    response->add_raw_output_contents()->assign(static_cast<const char*>(output.tensor.raw_data()),
+                                                output.tensor.byte_size());
   }
 }
 

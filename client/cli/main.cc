@@ -4,7 +4,6 @@
 //   kiln infer NAME --input x=img.npy [--input y=b.npy] [--output NAME] --output-dir out/
 // Errors go to stderr as "kiln: error: ..." with exit status 1.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -131,8 +130,7 @@ absl::Status Infer(InferenceClient& client, const std::string& name,
         absl::StrCat("cannot create output directory '", output_dir, "': ", ec.message()));
   }
   for (const auto& output : outputs) {
-    const std::string path =
-        (fs::path(output_dir) / (SafeFileName(output.name) + ".npy")).string();
+    const std::string path = (fs::path(output_dir) / (SafeFileName(output.name) + ".npy")).string();
     RETURN_IF_ERROR(kiln::client::WriteNpy(path, output.tensor));
     std::printf("%s %s %s -> %s\n", output.name.c_str(),
                 std::string(kiln::DTypeName(output.tensor.dtype())).c_str(),
@@ -186,7 +184,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: client for the Kiln inference server"};
   const char* env_server = std::getenv("KILN_SERVER");
   std::string server = env_server != nullptr && *env_server != '\0' ? env_server : "127.0.0.1:8001";
-  app.add_option("--server", server, "Server address host:port (default: $KILN_SERVER or 127.0.0.1:8001)");
+  app.add_option("--server", server,
+                 "Server address host:port (default: $KILN_SERVER or 127.0.0.1:8001)");
   app.require_subcommand(1);
 
   std::string file, name, config_file, output_dir = ".";

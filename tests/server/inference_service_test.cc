@@ -36,7 +36,7 @@ std::string Fixture(const std::string& file) { return FixtureDir() + "/" + file;
 #define REQUIRE_FIXTURE(file)                                                         \
   if (!fs::exists(Fixture(file))) {                                                   \
     GTEST_SKIP() << "fixture " << Fixture(file) << " missing (set KILN_FIXTURES and " \
-                 << "build the `fixtures` target)";                                  \
+                 << "build the `fixtures` target)";                                   \
   }
 
 std::string Slurp(const std::string& path) {
@@ -151,9 +151,8 @@ TEST_F(InferenceServiceTest, HealthAndServerMetadata) {
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   EXPECT_EQ(metadata->name, "kiln");
   EXPECT_FALSE(metadata->version.empty());
-  EXPECT_THAT(metadata->extensions,
-              ::testing::UnorderedElementsAre("model_repository", "statistics",
-                                              "binary_tensor_data"));
+  EXPECT_THAT(metadata->extensions, ::testing::UnorderedElementsAre(
+                                        "model_repository", "statistics", "binary_tensor_data"));
   auto index = client_->Index();
   ASSERT_TRUE(index.ok());
   EXPECT_TRUE(index->empty());

@@ -141,8 +141,8 @@ TEST_F(KilndCliTest, ServesUploadsInfersAndStopsCleanly) {
   EXPECT_THAT(metadata.output, HasSubstr("input     x FP32"));
 
   const std::string out_dir = root_ + "/out";
-  Result infer = Kiln(server, "infer mlp --input x=" + Fixture("mlp.input.x.npy") +
-                                  " --output-dir " + out_dir);
+  Result infer = Kiln(
+      server, "infer mlp --input x=" + Fixture("mlp.input.x.npy") + " --output-dir " + out_dir);
   ASSERT_EQ(infer.exit_code, 0) << infer.output;
   EXPECT_THAT(infer.output, HasSubstr("output0 FP32"));
   auto got = client::ReadNpy(out_dir + "/output0.npy");
@@ -179,7 +179,8 @@ TEST_F(KilndCliTest, CliErrorsAreClearAndNonZero) {
   EXPECT_EQ(bad_input.exit_code, 1);
   EXPECT_THAT(bad_input.output, HasSubstr("NAME=FILE.npy"));
 
-  Result missing_file = RunCommand(Bin("kiln") + " --server 127.0.0.1:1 upload /nonexistent.pt --name m");
+  Result missing_file =
+      RunCommand(Bin("kiln") + " --server 127.0.0.1:1 upload /nonexistent.pt --name m");
   EXPECT_EQ(missing_file.exit_code, 1);
   EXPECT_THAT(missing_file.output, HasSubstr("cannot open '/nonexistent.pt'"));
 

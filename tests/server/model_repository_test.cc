@@ -50,18 +50,18 @@ std::vector<std::string> FilesIn(const fs::path& dir) {
 }
 
 TEST(ModelNameTest, AcceptsSafeNames) {
-  for (const std::string& name : {std::string("resnet18"), std::string("a"),
-                                 std::string("Model-v2.1_final"), std::string("...x"),
-                                 std::string(128, 'm')}) {
+  for (const std::string& name :
+       {std::string("resnet18"), std::string("a"), std::string("Model-v2.1_final"),
+        std::string("...x"), std::string(128, 'm')}) {
     EXPECT_TRUE(ValidateModelName(name).ok()) << name;
   }
 }
 
 TEST(ModelNameTest, RejectsUnsafeNames) {
-  for (const std::string& name : {std::string(""), std::string("."), std::string(".."),
-                                 std::string("a/b"), std::string("../etc"), std::string("a\\b"),
-                                 std::string("with space"), std::string("ü"),
-                                 std::string("nul\0x", 5), std::string(129, 'm')}) {
+  for (const std::string& name :
+       {std::string(""), std::string("."), std::string(".."), std::string("a/b"),
+        std::string("../etc"), std::string("a\\b"), std::string("with space"), std::string("ü"),
+        std::string("nul\0x", 5), std::string(129, 'm')}) {
     absl::Status status = ValidateModelName(name);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
   }

@@ -68,8 +68,7 @@ TEST(NpyTest, WritesNumpyHeaderSyntax) {
 }
 
 TEST(NpyTest, ReadsWhatNumpyWrites) {
-  std::string bytes =
-      NumpyHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+  std::string bytes = NumpyHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
   const float values[] = {0, 1, 2, 3, 4, 5};
   bytes.append(reinterpret_cast<const char*>(values), sizeof(values));
   auto t = ParseNpy(bytes);
@@ -89,8 +88,7 @@ TEST(NpyTest, ReadsVersion2AndAlternateSpellings) {
   auto t = ParseNpy(bytes);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->dtype(), DType::kInt32);
-  EXPECT_THAT(std::vector<int32_t>(t->data<int32_t>(), t->data<int32_t>() + 2),
-              ElementsAre(-1, 7));
+  EXPECT_THAT(std::vector<int32_t>(t->data<int32_t>(), t->data<int32_t>() + 2), ElementsAre(-1, 7));
 }
 
 TEST(NpyTest, RejectsWhatKilnCannotRepresent) {

@@ -93,9 +93,9 @@ TEST(TensorCodecTest, DecodesRawForEveryDatatype) {
     size_t size;
   };
   const std::vector<Case> cases = {
-      {"BOOL", DType::kBool, 1}, {"UINT8", DType::kUInt8, 1}, {"INT8", DType::kInt8, 1},
+      {"BOOL", DType::kBool, 1},   {"UINT8", DType::kUInt8, 1}, {"INT8", DType::kInt8, 1},
       {"INT16", DType::kInt16, 2}, {"INT32", DType::kInt32, 4}, {"INT64", DType::kInt64, 8},
-      {"FP16", DType::kF16, 2},  {"BF16", DType::kBF16, 2},   {"FP32", DType::kF32, 4},
+      {"FP16", DType::kF16, 2},    {"BF16", DType::kBF16, 2},   {"FP32", DType::kF32, 4},
       {"FP64", DType::kF64, 8},
   };
   for (const Case& c : cases) {
@@ -103,7 +103,8 @@ TEST(TensorCodecTest, DecodesRawForEveryDatatype) {
     inference::ModelInferRequest request;
     AddInput(request, "x", c.datatype, {2, 3});
     std::string raw(6 * c.size, '\0');
-    for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<char>(c.dtype == DType::kBool ? i % 2 : i + 1);
+    for (size_t i = 0; i < raw.size(); ++i)
+      raw[i] = static_cast<char>(c.dtype == DType::kBool ? i % 2 : i + 1);
     request.add_raw_input_contents(raw);
     auto decoded = DecodeInputs(request);
     ASSERT_TRUE(decoded.ok()) << decoded.status();
