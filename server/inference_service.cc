@@ -154,6 +154,7 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
   response->set_name(name);
   response->add_versions(std::string(kVersion));
   response->set_platform(std::string(kPlatform));
+  (*response->mutable_properties())["sha256"] = serving->sha256;
   for (const runtime::TensorSpec& spec : serving->model->inputs()) {
     FillTensorMetadata(spec, "input", response->add_inputs(), response);
   }

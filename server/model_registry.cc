@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
 #include "engine/importer/torchscript_importer.h"
 #include "server/model_config.h"
@@ -139,6 +140,7 @@ absl::Status ModelRegistry::LoadLocked(const std::string& name,
   entry.state = ModelState::kReady;
   entry.reason.clear();
   entry.model = std::shared_ptr<const runtime::Model>(std::move(*model));
+  entry.sha256 = Sha256Hex(bytes);
   return absl::OkStatus();
 }
 
@@ -178,7 +180,9 @@ absl::StatusOr<ServingModel> ModelRegistry::Get(absl::string_view name) const {
     auto it = entries_.find(name);
     if (it != entries_.end()) {
       const Entry& entry = it->second;
-      if (entry.state == ModelState::kReady) return ServingModel{entry.model, entry.stats};
+      if (entry.state == ModelState::kReady) {
+        return ServingModel{entry.model, entry.stats, entry.sha256};
+      }
       return absl::FailedPreconditionError(
           absl::StrCat("model '", name, "' is not ready: ", entry.reason));
     }

@@ -66,6 +66,7 @@ class ModelStats {
 struct ServingModel {
   std::shared_ptr<const runtime::Model> model;
   std::shared_ptr<ModelStats> stats;
+  std::string sha256;  // of the model file being served
 };
 
 struct ModelIndexEntry {
@@ -123,6 +124,7 @@ class ModelRegistry {
     std::string reason;
     std::shared_ptr<const runtime::Model> model;
     std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
+    std::string sha256;
   };
 
   absl::StatusOr<std::unique_ptr<runtime::Model>> Build(absl::string_view bytes,

@@ -4,11 +4,14 @@
 //   kPointwise  1x1 kernel, stride 1, no padding: the input plane already is the
 //               [C, H*W] matrix, so each (image, group) is one GEMM
 //               Y[O/g, HW] = W[O/g, C/g] * X[C/g, HW], no copy.
-//   kDepthwise  groups == C_in == C_out (mobilenet_v2): a direct kernel. For each
-//               output row and kernel tap it adds w * (input row, shifted) over
-//               the tap's valid output range, so the inner loop is a contiguous
-//               (stride 1) or strided axpy with no bounds checks; the output row
-//               stays in L1 across the taps. Parallel over (image, channel).
+//   kDepthwise  groups == C_in == C_out (mobilenet_v2): a direct kernel, parallel
+//               over (image, channel). 3x3 with stride 1 or 2 (mobilenet's
+//               shapes) computes each interior pixel's nine taps in registers,
+//               vectorised across the row, and only the one-pixel border with
+//               bounds checks. Other kernels go tap by tap: for each output row
+//               and tap, w * (input row, shifted) is added over the tap's valid
+//               output range, a contiguous or strided axpy with no bounds
+//               checks, while the output row stays in L1.
 //   kIm2col     everything else: per (image, group), im2col into the workspace
 //               ([C/g * kH * kW, OH * OW], padding written as zeros) and one GEMM.
 //
@@ -205,8 +208,61 @@ void Im2Col(const ConvPlan& p, const float* in, float* col, int num_threads) {
   });
 }
 
-// One depthwise output plane: out = bias + sum over taps of w * shifted input.
+// One depthwise output pixel with bounds checks on every tap (plane borders).
+float DepthwisePixel(const ConvPlan& p, const float* in, const float* wc, float bias, int64_t y,
+                     int64_t x) {
+  float sum = bias;
+  for (int64_t i = 0; i < p.kh; ++i) {
+    const int64_t iy = y * p.sh - p.ph + i * p.dh;
+    if (iy < 0 || iy >= p.h) continue;
+    for (int64_t j = 0; j < p.kw; ++j) {
+      const int64_t ix = x * p.sw - p.pw + j * p.dw;
+      if (ix >= 0 && ix < p.w) sum += wc[i * p.kw + j] * in[iy * p.w + ix];
+    }
+  }
+  return sum;
+}
+
+// The mobilenet case: 3x3, no dilation, stride kS in both dims. Interior
+// pixels (all nine taps inside the input) are computed in registers from three
+// input rows, one store each, in a loop GCC vectorises across x; the one-pixel
+// border goes through DepthwisePixel.
+template <int kS>
+void Depthwise3x3Plane(const ConvPlan& p, const float* in, const float* wc, float bias,
+                       float* __restrict out) {
+  const float k0 = wc[0], k1 = wc[1], k2 = wc[2], k3 = wc[3], k4 = wc[4], k5 = wc[5],
+              k6 = wc[6], k7 = wc[7], k8 = wc[8];
+  // Columns whose three taps are all valid: the intersection of the per-tap ranges.
+  const int64_t x_lo = std::max({p.ow_lo[0], p.ow_lo[1], p.ow_lo[2]});
+  const int64_t x_hi = std::max(x_lo, std::min({p.ow_hi[0], p.ow_hi[1], p.ow_hi[2]}));
+  for (int64_t y = 0; y < p.oh; ++y) {
+    float* __restrict dst = out + y * p.ow;
+    const int64_t iy = y * kS - p.ph;
+    if (iy < 0 || iy + 2 >= p.h) {
+      for (int64_t x = 0; x < p.ow; ++x) dst[x] = DepthwisePixel(p, in, wc, bias, y, x);
+      continue;
+    }
+    for (int64_t x = 0; x < x_lo; ++x) dst[x] = DepthwisePixel(p, in, wc, bias, y, x);
+    const float* r0 = in + iy * p.w;  // column x reads r[x * kS - pw .. x * kS - pw + 2]
+    const float* r1 = r0 + p.w;
+    const float* r2 = r1 + p.w;
+    for (int64_t x = x_lo; x < x_hi; ++x) {
+      const int64_t ix = x * kS - p.pw;
+      dst[x] = bias + (k0 * r0[ix] + k1 * r0[ix + 1] + k2 * r0[ix + 2]) +
+               (k3 * r1[ix] + k4 * r1[ix + 1] + k5 * r1[ix + 2]) +
+               (k6 * r2[ix] + k7 * r2[ix + 1] + k8 * r2[ix + 2]);
+    }
+    for (int64_t x = x_hi; x < p.ow; ++x) dst[x] = DepthwisePixel(p, in, wc, bias, y, x);
+  }
+}
+
+// One depthwise output plane, any kernel: out = bias + sum over taps of w *
+// shifted input, accumulated tap by tap over each output row.
 void DepthwisePlane(const ConvPlan& p, const float* in, const float* wc, float bias, float* out) {
+  if (p.kh == 3 && p.kw == 3 && p.dh == 1 && p.dw == 1 && p.sh == p.sw) {
+    if (p.sw == 1) return Depthwise3x3Plane<1>(p, in, wc, bias, out);
+    if (p.sw == 2) return Depthwise3x3Plane<2>(p, in, wc, bias, out);
+  }
   for (int64_t y = 0; y < p.oh; ++y) {
     float* dst = out + y * p.ow;
     std::fill(dst, dst + p.ow, bias);

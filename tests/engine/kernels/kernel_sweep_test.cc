@@ -113,10 +113,13 @@ Case Linear(Rng& rng, int i) {
 }
 
 Case Conv(Rng& rng, int i) {
-  const int algo = i % 4;  // 0 im2col, 1 pointwise, 2 depthwise, 3 grouped
+  // 0 im2col, 1 pointwise, 2 depthwise (any window), 3 grouped, 4 depthwise 3x3
+  // with equal strides 1 or 2 and no dilation (the specialised mobilenet path).
+  const int algo = i % 5;
+  const bool depthwise = algo == 2 || algo == 4;
   const int64_t groups = algo == 3 ? Uniform(rng, 2, 3) : 1;
-  int64_t c = algo == 2 ? Uniform(rng, 1, 8) : groups * Uniform(rng, 1, 4);
-  int64_t o = algo == 2 ? c : groups * Uniform(rng, 1, 4);
+  int64_t c = depthwise ? Uniform(rng, 1, 8) : groups * Uniform(rng, 1, 4);
+  int64_t o = depthwise ? c : groups * Uniform(rng, 1, 4);
   int64_t kh = Uniform(rng, 1, 4), kw = Uniform(rng, 1, 4);
   int64_t sh = Uniform(rng, 1, 3), sw = Uniform(rng, 1, 3);
   int64_t ph = Uniform(rng, 0, 2), pw = Uniform(rng, 0, 2);
@@ -124,13 +127,17 @@ Case Conv(Rng& rng, int i) {
   if (algo == 1) {
     kh = kw = sh = sw = 1;
     ph = pw = 0;
+  } else if (algo == 4) {
+    kh = kw = 3;
+    dh = dw = 1;
+    sh = sw = Uniform(rng, 1, 2);
   }
   const int64_t span_h = dh * (kh - 1) + 1, span_w = dw * (kw - 1) + 1;
   const int64_t extra = Big(i) ? 24 : 8;
   const int64_t h = std::max<int64_t>(span_h - 2 * ph, 1) + Uniform(rng, 0, extra);
   const int64_t w = std::max<int64_t>(span_w - 2 * pw, 1) + Uniform(rng, 0, extra);
   const int64_t n = Uniform(rng, 1, 2);
-  const int64_t g = algo == 2 ? c : groups;
+  const int64_t g = depthwise ? c : groups;
   Dims x = Coin(rng, 0.2) ? Dims{c, h, w} : Dims{n, c, h, w};
   ir::Attributes attrs;
   attrs.SetInts("stride", {sh, sw});
