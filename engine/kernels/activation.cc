@@ -19,7 +19,7 @@ namespace {
 struct UnaryParams {
   float lo = -std::numeric_limits<float>::infinity();  // Clip
   float hi = std::numeric_limits<float>::infinity();   // Clip
-  bool gelu_tanh = false;                               // Gelu approximate="tanh"
+  bool gelu_tanh = false;                              // Gelu approximate="tanh"
 };
 
 absl::Status PrepareUnary(PrepareContext& ctx) {
@@ -49,8 +49,8 @@ absl::Status PrepareGelu(PrepareContext& ctx) {
   auto params = std::make_shared<UnaryParams>();
   const std::string approximate = ctx.node.attrs.GetString("approximate", "none");
   if (approximate != "none" && approximate != "tanh") {
-    return InvalidArg(ctx.node, "approximate must be \"none\" or \"tanh\", got \"",
-                      approximate, "\"");
+    return InvalidArg(ctx.node, "approximate must be \"none\" or \"tanh\", got \"", approximate,
+                      "\"");
   }
   params->gelu_tanh = approximate == "tanh";
   ctx.state = std::move(params);

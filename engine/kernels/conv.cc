@@ -51,12 +51,17 @@ struct ConvPlan {
   // For kernel column j, the output columns [ow_lo[j], ow_hi[j]) read input
   // columns inside [0, w); the rest of the row reads padding.
   std::vector<int64_t> ow_lo, ow_hi;
+  // Depthwise 3x3 fast path: used when set; columns [dw3x3_lo, dw3x3_hi) have
+  // all three taps inside the input row.
+  bool dw3x3 = false;
+  int64_t dw3x3_lo = 0, dw3x3_hi = 0;
 };
 
 // Output columns [lo, hi) whose input column ow * stride + offset lies in [0, size).
 void ValidRange(int64_t size, int64_t out_size, int64_t stride, int64_t offset, int64_t* lo,
                 int64_t* hi) {
-  // lo = ceil(-offset / stride), hi = ceil((size - offset) / stride), both clamped to [0, out_size].
+  // lo = ceil(-offset / stride), hi = ceil((size - offset) / stride), both clamped to [0,
+  // out_size].
   auto ceil_div = [](int64_t a, int64_t b) { return a <= 0 ? -((-a) / b) : (a + b - 1) / b; };
   *lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, out_size);
   *hi = std::clamp<int64_t>(ceil_div(size - offset, stride), *lo, out_size);
@@ -105,8 +110,7 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   p->kh = w[2];
   p->kw = w[3];
   p->groups = node.attrs.GetInt("groups", 1);
-  if (p->groups < 1 || p->c % p->groups != 0 || p->o % p->groups != 0 ||
-      w[1] * p->groups != p->c) {
+  if (p->groups < 1 || p->c % p->groups != 0 || p->o % p->groups != 0 || w[1] * p->groups != p->c) {
     return InvalidArg(node, "input ", DimsToString(x), " and weight ", DimsToString(w),
                       " do not match groups=", p->groups);
   }
@@ -145,9 +149,17 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     p->algo = ConvAlgo::kPointwise;
   } else if (p->groups == p->c && p->o == p->c) {
     p->algo = ConvAlgo::kDepthwise;
+    p->dw3x3 = p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 && p->sh == p->sw &&
+               (p->sw == 1 || p->sw == 2);
+    if (p->dw3x3) {
+      p->dw3x3_lo = std::max({p->ow_lo[0], p->ow_lo[1], p->ow_lo[2]});
+      p->dw3x3_hi = std::max(p->dw3x3_lo, std::min({p->ow_hi[0], p->ow_hi[1], p->ow_hi[2]}));
+      ctx.workspace_bytes = static_cast<size_t>(p->w) * sizeof(float);  // the zero row
+    }
   } else {
     p->algo = ConvAlgo::kIm2col;
-    ctx.workspace_bytes = static_cast<size_t>(p->cg * p->kh * p->kw * p->oh * p->ow) * sizeof(float);
+    ctx.workspace_bytes =
+        static_cast<size_t>(p->cg * p->kh * p->kw * p->oh * p->ow) * sizeof(float);
   }
   Dims out = off ? Dims{p->n, p->o, p->oh, p->ow} : Dims{p->o, p->oh, p->ow};
   ctx.outputs = {TensorInfo{DType::kF32, out}};
@@ -208,61 +220,61 @@ void Im2Col(const ConvPlan& p, const float* in, float* col, int num_threads) {
   });
 }
 
-// One depthwise output pixel with bounds checks on every tap (plane borders).
-float DepthwisePixel(const ConvPlan& p, const float* in, const float* wc, float bias, int64_t y,
-                     int64_t x) {
-  float sum = bias;
-  for (int64_t i = 0; i < p.kh; ++i) {
-    const int64_t iy = y * p.sh - p.ph + i * p.dh;
-    if (iy < 0 || iy >= p.h) continue;
-    for (int64_t j = 0; j < p.kw; ++j) {
-      const int64_t ix = x * p.sw - p.pw + j * p.dw;
-      if (ix >= 0 && ix < p.w) sum += wc[i * p.kw + j] * in[iy * p.w + ix];
-    }
+// 3x3 depthwise row kernel for output columns [x_lo, x_hi), whose taps all lie
+// inside the input: each pixel's nine taps are summed in registers from three
+// input rows and stored once, in loops GCC vectorises across x (one per stride,
+// so the stride is a constant in each). target_clones compiles it twice so
+// that AVX2/FMA machines get 8-wide FMAs while the library targets x86-64-v2.
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void Depthwise3x3Row(
+    const float* r0, const float* r1, const float* r2, const float* k, float bias,
+    float* __restrict dst, int64_t x_lo, int64_t x_hi, int64_t stride, int64_t pw) {
+  const float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6],
+              k7 = k[7], k8 = k[8];
+  auto pixel = [&](int64_t ix) {
+    return bias + (k0 * r0[ix] + k1 * r0[ix + 1] + k2 * r0[ix + 2]) +
+           (k3 * r1[ix] + k4 * r1[ix + 1] + k5 * r1[ix + 2]) +
+           (k6 * r2[ix] + k7 * r2[ix + 1] + k8 * r2[ix + 2]);
+  };
+  if (stride == 1) {
+    for (int64_t x = x_lo; x < x_hi; ++x) dst[x] = pixel(x - pw);
+  } else {
+    for (int64_t x = x_lo; x < x_hi; ++x) dst[x] = pixel(2 * x - pw);
   }
-  return sum;
 }
 
-// The mobilenet case: 3x3, no dilation, stride kS in both dims. Interior
-// pixels (all nine taps inside the input) are computed in registers from three
-// input rows, one store each, in a loop GCC vectorises across x; the one-pixel
-// border goes through DepthwisePixel.
-template <int kS>
+// The mobilenet case: 3x3, no dilation, equal strides 1 or 2. Kernel rows that
+// fall in the vertical padding read `zeros` (a zero row from the workspace), so
+// every output row takes the same path; only the border columns, whose taps
+// leave the row, are summed tap by tap with a bounds check.
 void Depthwise3x3Plane(const ConvPlan& p, const float* in, const float* wc, float bias,
-                       float* __restrict out) {
-  const float k0 = wc[0], k1 = wc[1], k2 = wc[2], k3 = wc[3], k4 = wc[4], k5 = wc[5],
-              k6 = wc[6], k7 = wc[7], k8 = wc[8];
-  // Columns whose three taps are all valid: the intersection of the per-tap ranges.
-  const int64_t x_lo = std::max({p.ow_lo[0], p.ow_lo[1], p.ow_lo[2]});
-  const int64_t x_hi = std::max(x_lo, std::min({p.ow_hi[0], p.ow_hi[1], p.ow_hi[2]}));
+                       const float* zeros, float* out) {
+  const int64_t x_lo = p.dw3x3_lo, x_hi = p.dw3x3_hi;
+  const int64_t s = p.sw;
   for (int64_t y = 0; y < p.oh; ++y) {
-    float* __restrict dst = out + y * p.ow;
-    const int64_t iy = y * kS - p.ph;
-    if (iy < 0 || iy + 2 >= p.h) {
-      for (int64_t x = 0; x < p.ow; ++x) dst[x] = DepthwisePixel(p, in, wc, bias, y, x);
-      continue;
+    const float* rows[3];
+    for (int64_t i = 0; i < 3; ++i) {
+      const int64_t iy = y * s - p.ph + i;
+      rows[i] = iy >= 0 && iy < p.h ? in + iy * p.w : zeros;
     }
-    for (int64_t x = 0; x < x_lo; ++x) dst[x] = DepthwisePixel(p, in, wc, bias, y, x);
-    const float* r0 = in + iy * p.w;  // column x reads r[x * kS - pw .. x * kS - pw + 2]
-    const float* r1 = r0 + p.w;
-    const float* r2 = r1 + p.w;
-    for (int64_t x = x_lo; x < x_hi; ++x) {
-      const int64_t ix = x * kS - p.pw;
-      dst[x] = bias + (k0 * r0[ix] + k1 * r0[ix + 1] + k2 * r0[ix + 2]) +
-               (k3 * r1[ix] + k4 * r1[ix + 1] + k5 * r1[ix + 2]) +
-               (k6 * r2[ix] + k7 * r2[ix + 1] + k8 * r2[ix + 2]);
-    }
-    for (int64_t x = x_hi; x < p.ow; ++x) dst[x] = DepthwisePixel(p, in, wc, bias, y, x);
+    float* dst = out + y * p.ow;
+    auto border = [&](int64_t x) {
+      float sum = bias;
+      for (int64_t j = 0; j < 3; ++j) {
+        const int64_t ix = x * s - p.pw + j;
+        if (ix < 0 || ix >= p.w) continue;
+        sum += wc[j] * rows[0][ix] + wc[3 + j] * rows[1][ix] + wc[6 + j] * rows[2][ix];
+      }
+      return sum;
+    };
+    for (int64_t x = 0; x < x_lo; ++x) dst[x] = border(x);
+    Depthwise3x3Row(rows[0], rows[1], rows[2], wc, bias, dst, x_lo, x_hi, s, p.pw);
+    for (int64_t x = x_hi; x < p.ow; ++x) dst[x] = border(x);
   }
 }
 
 // One depthwise output plane, any kernel: out = bias + sum over taps of w *
 // shifted input, accumulated tap by tap over each output row.
 void DepthwisePlane(const ConvPlan& p, const float* in, const float* wc, float bias, float* out) {
-  if (p.kh == 3 && p.kw == 3 && p.dh == 1 && p.dw == 1 && p.sh == p.sw) {
-    if (p.sw == 1) return Depthwise3x3Plane<1>(p, in, wc, bias, out);
-    if (p.sw == 2) return Depthwise3x3Plane<2>(p, in, wc, bias, out);
-  }
   for (int64_t y = 0; y < p.oh; ++y) {
     float* dst = out + y * p.ow;
     std::fill(dst, dst + p.ow, bias);
@@ -302,12 +314,19 @@ absl::Status EvalConv(EvalContext& ctx) {
 
   if (p.algo == ConvAlgo::kDepthwise) {
     const int64_t planes = p.n * p.c;
+    float* zeros = static_cast<float*>(ctx.workspace);
+    if (p.dw3x3) std::fill(zeros, zeros + p.w, 0.0f);
     ParallelFor(planes, ctx.num_threads, planes * out_plane * p.kh * p.kw,
                 [&](int64_t begin, int64_t end) {
                   for (int64_t q = begin; q < end; ++q) {
                     const int64_t c = q % p.c;
-                    DepthwisePlane(p, x + q * in_plane, w + c * p.kh * p.kw,
-                                   p.has_bias ? bias[c] : 0.0f, y + q * out_plane);
+                    const float* wc = w + c * p.kh * p.kw;
+                    const float b = p.has_bias ? bias[c] : 0.0f;
+                    if (p.dw3x3) {
+                      Depthwise3x3Plane(p, x + q * in_plane, wc, b, zeros, y + q * out_plane);
+                    } else {
+                      DepthwisePlane(p, x + q * in_plane, wc, b, y + q * out_plane);
+                    }
                   }
                 });
     return absl::OkStatus();

@@ -90,8 +90,7 @@ absl::Status PrepareBinary(PrepareContext& ctx) {
     const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
     const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
     if (da != db && da != 1 && db != 1) {
-      return InvalidArg(ctx.node, "cannot broadcast ", DimsToString(a), " with ",
-                        DimsToString(b));
+      return InvalidArg(ctx.node, "cannot broadcast ", DimsToString(a), " with ", DimsToString(b));
     }
     out[r - 1 - k] = da == 1 ? db : da;
   }
@@ -158,8 +157,7 @@ absl::Status EvalBinary(EvalContext& ctx) {
       b_off += idx[d] * p.b_strides[d];
     }
     for (int64_t row = begin; row < end; ++row) {
-      Row<Op>(a + a_off, p.a_strides[last], b + b_off, p.b_strides[last], out + row * inner,
-              inner);
+      Row<Op>(a + a_off, p.a_strides[last], b + b_off, p.b_strides[last], out + row * inner, inner);
       for (int d = last - 1; d >= 0; --d) {
         a_off += p.a_strides[d];
         b_off += p.b_strides[d];

@@ -37,7 +37,8 @@ absl::Status Unimplemented(const ir::Node& node, const Args&... args) {
 inline absl::Status CheckInputCount(const PrepareContext& ctx, size_t min, size_t max) {
   const size_t n = ctx.inputs.size();
   if (n < min || n > max) {
-    return InvalidArg(ctx.node, "expected ", min == max ? absl::StrCat(min) : absl::StrCat(min, "..", max),
+    return InvalidArg(ctx.node, "expected ",
+                      min == max ? absl::StrCat(min) : absl::StrCat(min, "..", max),
                       " inputs, got ", n);
   }
   for (size_t i = 0; i < min; ++i) {
@@ -78,8 +79,7 @@ inline absl::StatusOr<std::vector<int64_t>> SpatialAttr(const ir::Node& node, co
   if (v.empty()) return std::vector<int64_t>(spatial, def);
   if (v.size() == 1 && spatial > 1) v.assign(spatial, v[0]);
   if (v.size() != spatial) {
-    return InvalidArg(node, "attribute '", name, "' has ", v.size(), " values, expected ",
-                      spatial);
+    return InvalidArg(node, "attribute '", name, "' has ", v.size(), " values, expected ", spatial);
   }
   return v;
 }
@@ -101,7 +101,7 @@ void ParallelFor(int64_t n, int num_threads, int64_t work, Fn&& fn) {
     if (n > 0) fn(int64_t{0}, n);
     return;
   }
-#pragma omp parallel num_threads(static_cast<int>(threads))
+#pragma omp parallel num_threads(static_cast <int>(threads))
   {
     const int64_t t = omp_get_thread_num();
     const int64_t nt = omp_get_num_threads();

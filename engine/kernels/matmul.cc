@@ -54,8 +54,8 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool 
     cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0f, a, k, b, 1, beta, c, 1);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, m, n, k,
-              1.0f, a, k, b, b_transposed ? k : n, beta, c, n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+              a, k, b, b_transposed ? k : n, beta, c, n);
 }
 
 // ---------------------------------------------------------------- MatMul
@@ -88,8 +88,8 @@ absl::Status PrepareMatMul(PrepareContext& ctx) {
   const Dims& a = ctx.inputs[0].dims;
   const Dims& b = ctx.inputs[1].dims;
   if (a.empty() || b.empty()) {
-    return InvalidArg(ctx.node, "both operands need at least 1 dim, got ", DimsToString(a),
-                      " and ", DimsToString(b));
+    return InvalidArg(ctx.node, "both operands need at least 1 dim, got ", DimsToString(a), " and ",
+                      DimsToString(b));
   }
   // Matrix views: a 1-D left operand is [1, K], a 1-D right operand [K, 1].
   const int64_t m = a.size() == 1 ? 1 : a[a.size() - 2];

@@ -43,8 +43,7 @@ absl::Status PrepareBatchNorm(PrepareContext& ctx) {
   for (size_t i = 1; i < 5; ++i) {
     const Dims& d = ctx.inputs[i].dims;
     if (d.size() != 1 || d[0] != p->c) {
-      return InvalidArg(ctx.node, "expected ", kNames[i], " [", p->c, "], got ",
-                        DimsToString(d));
+      return InvalidArg(ctx.node, "expected ", kNames[i], " [", p->c, "], got ", DimsToString(d));
     }
   }
   ctx.workspace_bytes = 2 * static_cast<size_t>(p->c) * sizeof(float);
@@ -108,8 +107,8 @@ absl::Status PrepareLayerNorm(PrepareContext& ctx) {
     if (!HasInput(ctx, i)) continue;
     RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
     if (ctx.inputs[i].dims != shape) {
-      return InvalidArg(ctx.node, "expected ", i == 1 ? "weight" : "bias", " ",
-                        DimsToString(shape), ", got ", DimsToString(ctx.inputs[i].dims));
+      return InvalidArg(ctx.node, "expected ", i == 1 ? "weight" : "bias", " ", DimsToString(shape),
+                        ", got ", DimsToString(ctx.inputs[i].dims));
     }
   }
   p->has_weight = HasInput(ctx, 1);

@@ -72,8 +72,8 @@ absl::Status PrepareWindow(PrepareContext& ctx, PoolPlan* p, bool with_dilation)
   const std::vector<int64_t> kernel_attr = node.attrs.GetInts("kernel");
   if (kernel_attr.size() != 2 && kernel_attr.size() != 1) {
     if (kernel_attr.empty()) return InvalidArg(node, "missing attribute 'kernel'");
-    return Unimplemented(node, "only 2-D pooling is implemented, kernel has ",
-                         kernel_attr.size(), " dims");
+    return Unimplemented(node, "only 2-D pooling is implemented, kernel has ", kernel_attr.size(),
+                         " dims");
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> kernel, SpatialAttr(node, "kernel", 2, 1));
   // An empty stride means stride = kernel (PyTorch's default).
@@ -109,8 +109,7 @@ absl::Status PrepareWindow(PrepareContext& ctx, PoolPlan* p, bool with_dilation)
   p->ow = PoolOutputSize(p->w, p->kw, p->pw, p->sw, p->dw, ceil_mode);
   if (p->oh < 1 || p->ow < 1) {
     return InvalidArg(node, "input ", DimsToString(ctx.inputs[0].dims),
-                      " is too small for the pooling window: output would be ", p->oh, "x",
-                      p->ow);
+                      " is too small for the pooling window: output would be ", p->oh, "x", p->ow);
   }
   return absl::OkStatus();
 }
@@ -259,8 +258,7 @@ absl::Status PrepareAdaptiveAvgPool(PrepareContext& ctx) {
   if (size[0] == -1) size[0] = p->h;
   if (size[1] == -1) size[1] = p->w;
   if (size[0] < 1 || size[1] < 1) {
-    return InvalidArg(ctx.node, "output_size must be positive, got [", size[0], ", ", size[1],
-                      "]");
+    return InvalidArg(ctx.node, "output_size must be positive, got [", size[0], ", ", size[1], "]");
   }
   if (p->h < 1 || p->w < 1) {
     return InvalidArg(ctx.node, "expected non-empty spatial dims, got ",

@@ -119,7 +119,8 @@ absl::Status EvalSoftmax(EvalContext& ctx) {
   const int64_t work = p.outer * p.axis * p.inner * kExpCost;
   if (p.inner == 1) {
     ParallelFor(p.outer, ctx.num_threads, work, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) SoftmaxRow<kLog>(x + r * p.axis, y + r * p.axis, p.axis);
+      for (int64_t r = begin; r < end; ++r)
+        SoftmaxRow<kLog>(x + r * p.axis, y + r * p.axis, p.axis);
     });
     return absl::OkStatus();
   }
@@ -129,8 +130,7 @@ absl::Status EvalSoftmax(EvalContext& ctx) {
       const int64_t o = t / chunks;
       const int64_t c0 = (t % chunks) * kChunk;
       const int64_t base = o * p.axis * p.inner;
-      SoftmaxColumns<kLog>(x + base, y + base, p.axis, p.inner, c0,
-                           std::min(kChunk, p.inner - c0));
+      SoftmaxColumns<kLog>(x + base, y + base, p.axis, p.inner, c0, std::min(kChunk, p.inner - c0));
     }
   });
   return absl::OkStatus();

@@ -59,8 +59,8 @@ absl::Status PrepareFlatten(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
   const Dims& x = ctx.inputs[0].dims;
   const int64_t rank = static_cast<int64_t>(x.size());
-  ASSIGN_OR_RETURN(int64_t start,
-                   NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("start_dim", 0), rank, "start_dim"));
+  ASSIGN_OR_RETURN(int64_t start, NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("start_dim", 0),
+                                                rank, "start_dim"));
   ASSIGN_OR_RETURN(int64_t end,
                    NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("end_dim", -1), rank, "end_dim"));
   if (start > end) {

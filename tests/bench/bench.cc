@@ -5,6 +5,7 @@
 // after a warm-up, so machine noise hits both alike; the figure to read is the
 // ratio of medians, not the absolute times. Thread pools are set explicitly:
 // ATen's OpenMP pool and OpenBLAS's pthread pool both get --threads.
+#include <ATen/Parallel.h>
 #include <torch/script.h>
 
 #include <algorithm>

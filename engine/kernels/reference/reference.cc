@@ -22,13 +22,15 @@ using ir::OpKind;
 using Index = std::vector<int64_t>;
 
 absl::Status Error(const Node& node, const std::string& message) {
-  return absl::InvalidArgumentError(absl::StrCat("reference ", ir::OpName(node.kind), ": ", message));
+  return absl::InvalidArgumentError(
+      absl::StrCat("reference ", ir::OpName(node.kind), ": ", message));
 }
 
 // Row-major strides of `dims`.
 Index Strides(const Dims& dims) {
   Index s(dims.size(), 1);
-  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i)
+    s[i] = s[i + 1] * dims[i + 1];
   return s;
 }
 
@@ -56,7 +58,9 @@ void ForEachIndex(const Dims& dims, const std::function<void(const Index&)>& fn)
 
 float At(const Tensor& t, const Index& idx) { return t.data<float>()[Offset(idx, t.dims())]; }
 
-int64_t NormAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + std::max<int64_t>(rank, 1) : axis; }
+int64_t NormAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + std::max<int64_t>(rank, 1) : axis;
+}
 
 // Attribute with one value per spatial dim; a single value is repeated, absent gives `def`.
 std::vector<int64_t> Spatial(const Node& node, const char* name, int64_t def) {
@@ -101,10 +105,18 @@ absl::StatusOr<std::vector<Tensor>> Binary(const Node& node, const Tensor& a, co
     const float x = At(a, BroadcastIndex(idx, a.dims()));
     const float y = At(b, BroadcastIndex(idx, b.dims()));
     switch (node.kind) {
-      case OpKind::kAdd: o[i] = x + y; break;
-      case OpKind::kSub: o[i] = x - y; break;
-      case OpKind::kMul: o[i] = x * y; break;
-      default: o[i] = x / y; break;
+      case OpKind::kAdd:
+        o[i] = x + y;
+        break;
+      case OpKind::kSub:
+        o[i] = x - y;
+        break;
+      case OpKind::kMul:
+        o[i] = x * y;
+        break;
+      default:
+        o[i] = x / y;
+        break;
     }
     ++i;
   });
@@ -126,10 +138,18 @@ absl::StatusOr<std::vector<Tensor>> Unary(const Node& node, const Tensor& x) {
     const double v = in[i];
     double r = 0;
     switch (node.kind) {
-      case OpKind::kRelu: r = std::isnan(v) ? v : (v > 0 ? v : 0); break;
-      case OpKind::kClip: r = std::isnan(v) ? v : std::min(std::max(v, lo), hi); break;
-      case OpKind::kSigmoid: r = Sigmoid(v); break;
-      case OpKind::kTanh: r = std::tanh(v); break;
+      case OpKind::kRelu:
+        r = std::isnan(v) ? v : (v > 0 ? v : 0);
+        break;
+      case OpKind::kClip:
+        r = std::isnan(v) ? v : std::min(std::max(v, lo), hi);
+        break;
+      case OpKind::kSigmoid:
+        r = Sigmoid(v);
+        break;
+      case OpKind::kTanh:
+        r = std::tanh(v);
+        break;
       case OpKind::kGelu:
         if (approximate == "tanh") {
           r = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
@@ -137,10 +157,17 @@ absl::StatusOr<std::vector<Tensor>> Unary(const Node& node, const Tensor& x) {
           r = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
         }
         break;
-      case OpKind::kSilu: r = v * Sigmoid(v); break;
-      case OpKind::kHardSigmoid: r = std::clamp(v / 6 + 0.5, 0.0, 1.0); break;
-      case OpKind::kHardSwish: r = v * std::clamp(v + 3, 0.0, 6.0) / 6; break;
-      default: return Error(node, "not a unary op");
+      case OpKind::kSilu:
+        r = v * Sigmoid(v);
+        break;
+      case OpKind::kHardSigmoid:
+        r = std::clamp(v / 6 + 0.5, 0.0, 1.0);
+        break;
+      case OpKind::kHardSwish:
+        r = v * std::clamp(v + 3, 0.0, 6.0) / 6;
+        break;
+      default:
+        return Error(node, "not a unary op");
     }
     o[i] = static_cast<float>(r);
   }
@@ -188,7 +215,8 @@ absl::StatusOr<std::vector<Tensor>> MatMul(const Node& node, const Tensor& a, co
 
 absl::StatusOr<std::vector<Tensor>> Linear(const Node& node, const Tensor& x, const Tensor& w,
                                            const Tensor* b) {
-  if (x.rank() < 1 || w.rank() != 2 || x.dims().back() != w.dim(1)) return Error(node, "bad shapes");
+  if (x.rank() < 1 || w.rank() != 2 || x.dims().back() != w.dim(1))
+    return Error(node, "bad shapes");
   const int64_t k = w.dim(1), n = w.dim(0);
   Dims dims = x.dims();
   dims.back() = n;
@@ -259,7 +287,8 @@ absl::StatusOr<std::vector<Tensor>> Pool(const Node& node, const Tensor& x) {
   auto s = Spatial(node, "stride", 0);
   if (node.attrs.GetInts("stride").empty()) s = k;
   const auto p = Spatial(node, "padding", 0);
-  const auto d = node.kind == OpKind::kMaxPool ? Spatial(node, "dilation", 1) : std::vector<int64_t>{1, 1};
+  const auto d =
+      node.kind == OpKind::kMaxPool ? Spatial(node, "dilation", 1) : std::vector<int64_t>{1, 1};
   const bool ceil_mode = node.attrs.GetBool("ceil_mode");
   const int64_t h = x.dim(x.rank() - 2), w = x.dim(x.rank() - 1);
   const int64_t oh = PoolSize(h, k[0], s[0], p[0], d[0], ceil_mode);
@@ -337,7 +366,8 @@ absl::StatusOr<std::vector<Tensor>> AdaptiveAvgPool(const Node& node, const Tens
 
 // ---------------------------------------------------------------- normalisation
 
-absl::StatusOr<std::vector<Tensor>> BatchNorm(const Node& node, const std::vector<const Tensor*>& in) {
+absl::StatusOr<std::vector<Tensor>> BatchNorm(const Node& node,
+                                              const std::vector<const Tensor*>& in) {
   const Tensor& x = *in[0];
   if (x.rank() < 2) return Error(node, "bad rank");
   const double eps = node.attrs.GetFloat("eps", 1e-5);
@@ -352,7 +382,8 @@ absl::StatusOr<std::vector<Tensor>> BatchNorm(const Node& node, const std::vecto
   return std::vector<Tensor>{out};
 }
 
-absl::StatusOr<std::vector<Tensor>> LayerNorm(const Node& node, const std::vector<const Tensor*>& in) {
+absl::StatusOr<std::vector<Tensor>> LayerNorm(const Node& node,
+                                              const std::vector<const Tensor*>& in) {
   const Tensor& x = *in[0];
   const std::vector<int64_t> shape = node.attrs.GetInts("normalized_shape");
   if (shape.empty() || shape.size() > x.dims().size() ||
@@ -413,7 +444,8 @@ absl::StatusOr<std::vector<Tensor>> Mean(const Node& node, const Tensor& x) {
   if (axes.empty()) reduce.assign(reduce.size(), true);
   for (int64_t a : axes) {
     const int64_t n = NormAxis(a, rank);
-    if (n < 0 || n >= static_cast<int64_t>(reduce.size()) || reduce[n]) return Error(node, "bad axes");
+    if (n < 0 || n >= static_cast<int64_t>(reduce.size()) || reduce[n])
+      return Error(node, "bad axes");
     reduce[n] = true;
   }
   const bool keepdim = node.attrs.GetBool("keepdim");
@@ -489,7 +521,8 @@ absl::StatusOr<std::vector<Tensor>> Concat(const Node& node, const std::vector<c
   Dims dims = parts[0]->dims();
   dims[axis] = 0;
   for (const Tensor* t : parts) {
-    if (t->rank() != parts[0]->rank() || t->dtype() != parts[0]->dtype()) return Error(node, "mismatch");
+    if (t->rank() != parts[0]->rank() || t->dtype() != parts[0]->dtype())
+      return Error(node, "mismatch");
     dims[axis] += t->dim(axis);
   }
   const size_t elem = DTypeSize(parts[0]->dtype());
@@ -520,13 +553,18 @@ absl::StatusOr<std::vector<Tensor>> RunReference(const ir::Node& node,
   }
   auto opt = [&](size_t i) { return i < inputs.size() ? inputs[i] : nullptr; };
   switch (node.kind) {
-    case OpKind::kIdentity: return std::vector<Tensor>{inputs[0]->Clone()};
-    case OpKind::kReshape: return Reshape(node, *inputs[0]);
-    case OpKind::kFlatten: return Flatten(node, *inputs[0]);
-    case OpKind::kConcat: return Concat(node, inputs);
+    case OpKind::kIdentity:
+      return std::vector<Tensor>{inputs[0]->Clone()};
+    case OpKind::kReshape:
+      return Reshape(node, *inputs[0]);
+    case OpKind::kFlatten:
+      return Flatten(node, *inputs[0]);
+    case OpKind::kConcat:
+      return Concat(node, inputs);
     case OpKind::kConstant:
       return absl::UnimplementedError("reference: Constant is handled by the runtime");
-    default: break;
+    default:
+      break;
   }
   for (const Tensor* t : inputs) {
     if (t != nullptr && t->dtype() != DType::kF32) {
@@ -538,7 +576,8 @@ absl::StatusOr<std::vector<Tensor>> RunReference(const ir::Node& node,
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:
-    case OpKind::kDiv: return Binary(node, *inputs[0], *inputs[1]);
+    case OpKind::kDiv:
+      return Binary(node, *inputs[0], *inputs[1]);
     case OpKind::kRelu:
     case OpKind::kClip:
     case OpKind::kSigmoid:
@@ -546,21 +585,33 @@ absl::StatusOr<std::vector<Tensor>> RunReference(const ir::Node& node,
     case OpKind::kGelu:
     case OpKind::kSilu:
     case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish: return Unary(node, *inputs[0]);
-    case OpKind::kMatMul: return MatMul(node, *inputs[0], *inputs[1]);
-    case OpKind::kLinear: return Linear(node, *inputs[0], *inputs[1], opt(2));
-    case OpKind::kConv: return Conv(node, *inputs[0], *inputs[1], opt(2));
+    case OpKind::kHardSwish:
+      return Unary(node, *inputs[0]);
+    case OpKind::kMatMul:
+      return MatMul(node, *inputs[0], *inputs[1]);
+    case OpKind::kLinear:
+      return Linear(node, *inputs[0], *inputs[1], opt(2));
+    case OpKind::kConv:
+      return Conv(node, *inputs[0], *inputs[1], opt(2));
     case OpKind::kMaxPool:
-    case OpKind::kAvgPool: return Pool(node, *inputs[0]);
-    case OpKind::kAdaptiveAvgPool: return AdaptiveAvgPool(node, *inputs[0]);
-    case OpKind::kBatchNorm: return BatchNorm(node, inputs);
-    case OpKind::kLayerNorm: return LayerNorm(node, inputs);
+    case OpKind::kAvgPool:
+      return Pool(node, *inputs[0]);
+    case OpKind::kAdaptiveAvgPool:
+      return AdaptiveAvgPool(node, *inputs[0]);
+    case OpKind::kBatchNorm:
+      return BatchNorm(node, inputs);
+    case OpKind::kLayerNorm:
+      return LayerNorm(node, inputs);
     case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax: return Softmax(node, *inputs[0]);
-    case OpKind::kMean: return Mean(node, *inputs[0]);
-    default: break;
+    case OpKind::kLogSoftmax:
+      return Softmax(node, *inputs[0]);
+    case OpKind::kMean:
+      return Mean(node, *inputs[0]);
+    default:
+      break;
   }
-  return absl::UnimplementedError(absl::StrCat("reference: no implementation of ", ir::OpName(node.kind)));
+  return absl::UnimplementedError(
+      absl::StrCat("reference: no implementation of ", ir::OpName(node.kind)));
 }
 
 }  // namespace kiln::kernels::reference

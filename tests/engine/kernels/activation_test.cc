@@ -1,24 +1,24 @@
 // Activations: values from PyTorch 1.13 (torch.sigmoid, F.gelu, ...) on the
 // same inputs, printed with 7 significant digits.
-#include <cmath>
-#include <limits>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
 
 #include "tests/engine/kernels/single_op_graph.h"
 
 namespace kiln::kernels {
 namespace {
 
+using testing::Attrs;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
+using testing::F32;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using ::testing::IsNan;
 using ::testing::Pointwise;
-using testing::Attrs;
-using testing::F32;
 using testing::SingleOpGraph;
 using testing::Values;
 
@@ -33,13 +33,13 @@ std::vector<float> Activate(ir::OpKind op, ir::Attributes attrs = {}) {
   if (!out.ok()) return {};
   auto ref = g.RunReference();
   EXPECT_TRUE(ref.ok()) << ref.status();
-  if (ref.ok()) EXPECT_THAT(Values((*out)[0]), Pointwise(FloatNear(1e-6), Values((*ref)[0])));
+  if (ref.ok()) {
+    EXPECT_THAT(Values((*out)[0]), Pointwise(FloatNear(1e-6), Values((*ref)[0])));
+  }
   return Values((*out)[0]);
 }
 
-auto Near(std::vector<float> expected) {
-  return Pointwise(FloatNear(2e-6), std::move(expected));
-}
+auto Near(std::vector<float> expected) { return Pointwise(FloatNear(2e-6), std::move(expected)); }
 
 TEST(ActivationKernelTest, ReluZeroesNegatives) {
   EXPECT_THAT(Activate(ir::OpKind::kRelu), ElementsAre(0, 0, 0, 0, 0.5f, 1, 2, 7));
@@ -64,21 +64,19 @@ TEST(ActivationKernelTest, ClipWithOnlyMinIsUnboundedAbove) {
 }
 
 TEST(ActivationKernelTest, SigmoidMatchesPyTorch) {
-  EXPECT_THAT(Activate(ir::OpKind::kSigmoid),
-              Near({0.04742587f, 0.2689414f, 0.3775407f, 0.5f, 0.6224594f, 0.7310586f, 0.880797f,
-                    0.999089f}));
+  EXPECT_THAT(Activate(ir::OpKind::kSigmoid), Near({0.04742587f, 0.2689414f, 0.3775407f, 0.5f,
+                                                    0.6224594f, 0.7310586f, 0.880797f, 0.999089f}));
 }
 
 TEST(ActivationKernelTest, TanhMatchesPyTorch) {
-  EXPECT_THAT(Activate(ir::OpKind::kTanh),
-              Near({-0.9950548f, -0.7615942f, -0.4621172f, 0.0f, 0.4621172f, 0.7615942f,
-                    0.9640276f, 0.9999983f}));
+  EXPECT_THAT(Activate(ir::OpKind::kTanh), Near({-0.9950548f, -0.7615942f, -0.4621172f, 0.0f,
+                                                 0.4621172f, 0.7615942f, 0.9640276f, 0.9999983f}));
 }
 
 TEST(ActivationKernelTest, GeluErfMatchesPyTorch) {
-  EXPECT_THAT(Activate(ir::OpKind::kGelu, Attrs().Str("approximate", "none")),
-              Near({-0.004049867f, -0.1586553f, -0.1542688f, 0.0f, 0.3457312f, 0.8413447f, 1.9545f,
-                    7.0f}));
+  EXPECT_THAT(
+      Activate(ir::OpKind::kGelu, Attrs().Str("approximate", "none")),
+      Near({-0.004049867f, -0.1586553f, -0.1542688f, 0.0f, 0.3457312f, 0.8413447f, 1.9545f, 7.0f}));
 }
 
 TEST(ActivationKernelTest, GeluDefaultsToErf) {
@@ -87,15 +85,14 @@ TEST(ActivationKernelTest, GeluDefaultsToErf) {
 }
 
 TEST(ActivationKernelTest, GeluTanhMatchesPyTorch) {
-  EXPECT_THAT(Activate(ir::OpKind::kGelu, Attrs().Str("approximate", "tanh")),
-              Near({-0.003637433f, -0.158808f, -0.154286f, 0.0f, 0.345714f, 0.841192f, 1.954598f,
-                    7.0f}));
+  EXPECT_THAT(
+      Activate(ir::OpKind::kGelu, Attrs().Str("approximate", "tanh")),
+      Near({-0.003637433f, -0.158808f, -0.154286f, 0.0f, 0.345714f, 0.841192f, 1.954598f, 7.0f}));
 }
 
 TEST(ActivationKernelTest, SiluMatchesPyTorch) {
-  EXPECT_THAT(Activate(ir::OpKind::kSilu),
-              Near({-0.1422776f, -0.2689414f, -0.1887703f, 0.0f, 0.3112297f, 0.7310586f, 1.761594f,
-                    6.993623f}));
+  EXPECT_THAT(Activate(ir::OpKind::kSilu), Near({-0.1422776f, -0.2689414f, -0.1887703f, 0.0f,
+                                                 0.3112297f, 0.7310586f, 1.761594f, 6.993623f}));
 }
 
 TEST(ActivationKernelTest, HardSigmoidMatchesPyTorch) {
@@ -104,8 +101,8 @@ TEST(ActivationKernelTest, HardSigmoidMatchesPyTorch) {
 }
 
 TEST(ActivationKernelTest, HardSwishMatchesPyTorch) {
-  EXPECT_THAT(Activate(ir::OpKind::kHardSwish),
-              Near({0.0f, -0.3333333f, -0.2083333f, 0.0f, 0.2916667f, 0.6666667f, 1.666667f, 7.0f}));
+  EXPECT_THAT(Activate(ir::OpKind::kHardSwish), Near({0.0f, -0.3333333f, -0.2083333f, 0.0f,
+                                                      0.2916667f, 0.6666667f, 1.666667f, 7.0f}));
 }
 
 TEST(ActivationKernelTest, GeluRejectsUnknownApproximation) {

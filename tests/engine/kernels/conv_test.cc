@@ -8,13 +8,13 @@
 namespace kiln::kernels {
 namespace {
 
+using testing::Absent;
+using testing::Attrs;
 using ::testing::ElementsAreArray;
+using testing::F32;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using ::testing::Pointwise;
-using testing::Absent;
-using testing::Attrs;
-using testing::F32;
 using testing::SingleOpGraph;
 using testing::Values;
 
@@ -22,7 +22,8 @@ using testing::Values;
 // PyTorch snippet that produced the expected values.
 Tensor Pattern(Dims dims, int mod, int offset) {
   std::vector<float> v(NumElements(dims));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>(i) % mod - offset);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(static_cast<int>(i) % mod - offset);
   return F32(std::move(dims), v);
 }
 
@@ -44,7 +45,9 @@ Result RunConv(std::vector<Tensor> inputs, ir::Attributes attrs) {
   if (!out.ok()) return {};
   auto two = g.Run(2);
   EXPECT_TRUE(two.ok());
-  if (two.ok()) EXPECT_THAT(Values((*two)[0]), Pointwise(FloatNear(1e-5), Values((*out)[0])));
+  if (two.ok()) {
+    EXPECT_THAT(Values((*two)[0]), Pointwise(FloatNear(1e-5), Values((*out)[0])));
+  }
   auto ref = g.RunReference();
   EXPECT_TRUE(ref.ok()) << ref.status();
   if (ref.ok()) {
@@ -57,16 +60,22 @@ Result RunConv(std::vector<Tensor> inputs, ir::Attributes attrs) {
 auto Near(std::vector<float> v) { return Pointwise(FloatNear(1e-5), std::move(v)); }
 
 TEST(ConvKernelTest, Im2colPadOneMatchesPyTorch) {
-  Result r = RunConv({Input(), Weight(), Bias()}, Attrs().Ints("stride", {1, 1}).Ints("padding", {1, 1}).Ints("dilation", {1, 1}).Int("groups", 1));
+  Result r = RunConv({Input(), Weight(), Bias()}, Attrs()
+                                                      .Ints("stride", {1, 1})
+                                                      .Ints("padding", {1, 1})
+                                                      .Ints("dilation", {1, 1})
+                                                      .Int("groups", 1));
   EXPECT_EQ(r.dims, (Dims{1, 3, 4, 4}));
   EXPECT_THAT(r.values,
-              Near({-3.5, -3.5, 4.5, 3.5, -0.5, -1.5, 9.5, -10.5, 2.5, 14.5, -2.5, 5.5, -7.5, 11.5,
-                    -2.5, -9.5, 6, -1, -4, 4, -2, -9, -1, 8, -16, -12, 17, -15, 5, 3, 4, 9,
-                    10, 1, -3, 4, 6, 3, 3, 6, 10, -4, -4, 9, -8, -1, 10, -8}));
+              Near({-3.5, -3.5, 4.5,  3.5,  -0.5, -1.5, 9.5, -10.5, 2.5, 14.5, -2.5, 5.5,
+                    -7.5, 11.5, -2.5, -9.5, 6,    -1,   -4,  4,     -2,  -9,   -1,   8,
+                    -16,  -12,  17,   -15,  5,    3,    4,   9,     10,  1,    -3,   4,
+                    6,    3,    3,    6,    10,   -4,   -4,  9,     -8,  -1,   10,   -8}));
 }
 
 TEST(ConvKernelTest, Im2colStrideTwoMatchesPyTorch) {
-  Result r = RunConv({Input(), Weight(), Bias()}, Attrs().Ints("stride", {2, 2}).Ints("padding", {1, 1}));
+  Result r =
+      RunConv({Input(), Weight(), Bias()}, Attrs().Ints("stride", {2, 2}).Ints("padding", {1, 1}));
   EXPECT_EQ(r.dims, (Dims{1, 3, 2, 2}));
   EXPECT_THAT(r.values, Near({-3.5, 4.5, 2.5, -2.5, 6, -4, -16, 17, 10, -3, 10, -4}));
 }
@@ -75,10 +84,10 @@ TEST(ConvKernelTest, PointwiseIsAPlainGemm) {
   const Tensor w = F32({3, 2, 1, 1}, {1, 2, -1, 0.5f, 0, 3});
   Result r = RunConv({Input(), w, Bias()}, Attrs());
   EXPECT_EQ(r.dims, (Dims{1, 3, 4, 4}));
-  EXPECT_THAT(r.values,
-              Near({-4.5, -1.5, 1.5, 4.5, 7.5, -3.5, -0.5, -4.5, -1.5, 1.5, 4.5, 7.5, -3.5, -0.5,
-                    -4.5, -1.5, 1.5, 1, 0.5, 0, -0.5, -4.5, -5, 1.5, 1, 0.5, 0, -0.5, -4.5, -5,
-                    1.5, 1, -1, 2, 5, 8, 11, -7, -4, -1, 2, 5, 8, 11, -7, -4, -1, 2}));
+  EXPECT_THAT(r.values, Near({-4.5, -1.5, 1.5,  4.5,  7.5,  -3.5, -0.5, -4.5, -1.5, 1.5,  4.5, 7.5,
+                              -3.5, -0.5, -4.5, -1.5, 1.5,  1,    0.5,  0,    -0.5, -4.5, -5,  1.5,
+                              1,    0.5,  0,    -0.5, -4.5, -5,   1.5,  1,    -1,   2,    5,   8,
+                              11,   -7,   -4,   -1,   2,    5,    8,    11,   -7,   -4,   -1,  2}));
 }
 
 Tensor DepthwiseWeight() { return Pattern({2, 1, 3, 3}, 4, 1); }
@@ -94,8 +103,8 @@ TEST(ConvKernelTest, DepthwiseStrideOneWithoutBias) {
   Result r = RunConv({Input(), DepthwiseWeight(), Absent()},
                      Attrs().Ints("stride", {1, 1}).Ints("padding", {1, 1}).Int("groups", 2));
   EXPECT_EQ(r.dims, (Dims{1, 2, 4, 4}));
-  EXPECT_THAT(r.values, Near({3, -2, 8, -5, -6, -2, 1, 12, 5, 10, -8, -11, -3, 3, 11, -4,
-                              -3, 11, -2, -4, -4, -4, 7, 5, 1, -9, -5, -5, 0, 7, 10, 4}));
+  EXPECT_THAT(r.values, Near({3,  -2, 8,  -5, -6, -2, 1, 12, 5, 10, -8, -11, -3, 3, 11, -4,
+                              -3, 11, -2, -4, -4, -4, 7, 5,  1, -9, -5, -5,  0,  7, 10, 4}));
 }
 
 TEST(ConvKernelTest, GroupedDilatedConv) {
@@ -103,27 +112,37 @@ TEST(ConvKernelTest, GroupedDilatedConv) {
   Result r = RunConv({Input(), Pattern({4, 1, 2, 2}, 3, 1), Absent()},
                      Attrs().Ints("padding", {1, 1}).Ints("dilation", {2, 2}).Int("groups", 2));
   EXPECT_EQ(r.dims, (Dims{1, 4, 4, 4}));
-  EXPECT_THAT(r.values,
-              Near({-2, -2, 5, 3, 1, 1, 0, 1, -3, 4, 3, -6, 0, 2, 1, 0, 0, -1, -2, -3, -2, 1,
-                    1, 0, 2, 1, -6, 3, -1, 0, 1, 0, -3, -2, -1, 0, 1, 0, 1, 1, 1, 4, -2, -2,
-                    -1, -2, -2, 2, 3, 5, -2, -2, -1, -1, -2, 1, 2, -5, 1, 1, 0, 0, -1, -2}));
+  EXPECT_THAT(r.values, Near({-2, -2, 5,  3,  1,  1,  0,  1, -3, 4,  3,  -6, 0,  2,  1,  0,
+                              0,  -1, -2, -3, -2, 1,  1,  0, 2,  1,  -6, 3,  -1, 0,  1,  0,
+                              -3, -2, -1, 0,  1,  0,  1,  1, 1,  4,  -2, -2, -1, -2, -2, 2,
+                              3,  5,  -2, -2, -1, -1, -2, 1, 2,  -5, 1,  1,  0,  0,  -1, -2}));
 }
 
 TEST(ConvKernelTest, UnbatchedInputGivesUnbatchedOutput) {
   Result batched = RunConv({Input(), Weight(), Bias()}, Attrs().Ints("padding", {1, 1}));
-  Result unbatched = RunConv({Input().Reshaped({2, 4, 4}), Weight(), Bias()}, Attrs().Ints("padding", {1, 1}));
+  Result unbatched =
+      RunConv({Input().Reshaped({2, 4, 4}), Weight(), Bias()}, Attrs().Ints("padding", {1, 1}));
   EXPECT_EQ(unbatched.dims, (Dims{3, 4, 4}));
   EXPECT_EQ(unbatched.values, batched.values);
 }
 
-TEST(ConvKernelTest, OnlyIm2colNeedsWorkspace) {
-  SingleOpGraph im2col(ir::OpKind::kConv, {Input(), Weight(), Bias()}, Attrs().Ints("padding", {1, 1}));
+TEST(ConvKernelTest, WorkspaceIsIm2colBufferOrZeroRow) {
+  // im2col: [C/g * kH * kW, OH * OW] floats.
+  SingleOpGraph im2col(ir::OpKind::kConv, {Input(), Weight(), Bias()},
+                       Attrs().Ints("padding", {1, 1}));
   EXPECT_EQ(*im2col.WorkspaceBytes(), 2 * 9 * 16 * sizeof(float));
-  SingleOpGraph pointwise(ir::OpKind::kConv, {Input(), Pattern({3, 2, 1, 1}, 3, 1), Bias()}, Attrs());
+  // Pointwise reads the input in place.
+  SingleOpGraph pointwise(ir::OpKind::kConv, {Input(), Pattern({3, 2, 1, 1}, 3, 1), Bias()},
+                          Attrs());
   EXPECT_EQ(*pointwise.WorkspaceBytes(), 0u);
-  SingleOpGraph depthwise(ir::OpKind::kConv, {Input(), DepthwiseWeight(), Absent()},
-                          Attrs().Ints("padding", {1, 1}).Int("groups", 2));
-  EXPECT_EQ(*depthwise.WorkspaceBytes(), 0u);
+  // Depthwise 3x3: one zero input row (W floats) stands in for padding rows.
+  SingleOpGraph dw3x3(ir::OpKind::kConv, {Input(), DepthwiseWeight(), Absent()},
+                      Attrs().Ints("padding", {1, 1}).Int("groups", 2));
+  EXPECT_EQ(*dw3x3.WorkspaceBytes(), 4 * sizeof(float));
+  // Other depthwise windows need nothing.
+  SingleOpGraph dw2x2(ir::OpKind::kConv, {Input(), Pattern({2, 1, 2, 2}, 3, 1), Absent()},
+                      Attrs().Int("groups", 2));
+  EXPECT_EQ(*dw2x2.WorkspaceBytes(), 0u);
 }
 
 TEST(ConvKernelTest, RejectsTwoDimInput) {
@@ -147,8 +166,8 @@ TEST(ConvKernelTest, RejectsKernelLargerThanPaddedInput) {
 }
 
 TEST(ConvKernelTest, OneDimConvIsUnimplemented) {
-  SingleOpGraph g(ir::OpKind::kConv, {Tensor::Zeros(DType::kF32, {1, 2, 8}),
-                                      Tensor::Zeros(DType::kF32, {3, 2, 3})});
+  SingleOpGraph g(ir::OpKind::kConv,
+                  {Tensor::Zeros(DType::kF32, {1, 2, 8}), Tensor::Zeros(DType::kF32, {3, 2, 3})});
   EXPECT_EQ(g.Prepare().code(), absl::StatusCode::kUnimplemented);
 }
 

@@ -9,10 +9,10 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
+using testing::F32;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using ::testing::Pointwise;
-using testing::F32;
 using testing::SingleOpGraph;
 using testing::Values;
 
@@ -25,7 +25,9 @@ std::vector<float> RunOne(ir::OpKind op, Tensor a, Tensor b, Dims* dims = nullpt
   // The reference must agree exactly for these exactly representable cases.
   auto ref = g.RunReference();
   EXPECT_TRUE(ref.ok()) << ref.status();
-  if (ref.ok()) EXPECT_THAT(Values((*ref)[0]), ElementsAreArray(Values((*out)[0])));
+  if (ref.ok()) {
+    EXPECT_THAT(Values((*ref)[0]), ElementsAreArray(Values((*out)[0])));
+  }
   return Values((*out)[0]);
 }
 
@@ -103,7 +105,8 @@ TEST(ElementwiseKernelTest, RejectsIncompatibleShapes) {
   SingleOpGraph g(ir::OpKind::kAdd, {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({4}, {1, 2, 3, 4})});
   absl::Status s = g.Prepare();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("node (Add, test): cannot broadcast [2, 3] with [4]"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("node (Add, test): cannot broadcast [2, 3] with [4]"));
 }
 
 TEST(ElementwiseKernelTest, RejectsMixedDtypes) {

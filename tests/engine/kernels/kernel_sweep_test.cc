@@ -3,14 +3,14 @@
 // attributes, on 1 and 2 threads (in the spirit of ggml's test-backend-ops).
 // Each op kind has a small case generator below; a kernel with no generator
 // fails the sweep, so a new op cannot slip in untested.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <random>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/kernel.h"
@@ -78,9 +78,11 @@ Case Unary(ir::OpKind op, Rng& rng, int i) {
   if (op == ir::OpKind::kClip) {
     const double lo = std::uniform_real_distribution<double>(-3, 1)(rng);
     if (Coin(rng, 0.8)) attrs.SetFloat("min", lo);
-    if (Coin(rng, 0.8)) attrs.SetFloat("max", lo + std::uniform_real_distribution<double>(0, 4)(rng));
+    if (Coin(rng, 0.8))
+      attrs.SetFloat("max", lo + std::uniform_real_distribution<double>(0, 4)(rng));
   }
-  if (op == ir::OpKind::kGelu && Coin(rng)) attrs.SetString("approximate", Coin(rng) ? "tanh" : "none");
+  if (op == ir::OpKind::kGelu && Coin(rng))
+    attrs.SetString("approximate", Coin(rng) ? "tanh" : "none");
   return {{RandomF32(d, rng, -6, 6)}, attrs, {}};
 }
 

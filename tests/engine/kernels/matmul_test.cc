@@ -1,20 +1,20 @@
 // MatMul (every torch.matmul rank combination) and Linear; expected values from
 // PyTorch 1.13 on the same integer-valued inputs, so they are exact.
-#include <numeric>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <numeric>
 
 #include "tests/engine/kernels/single_op_graph.h"
 
 namespace kiln::kernels {
 namespace {
 
+using testing::Absent;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
-using ::testing::HasSubstr;
-using testing::Absent;
 using testing::F32;
+using ::testing::HasSubstr;
 using testing::SingleOpGraph;
 using testing::Values;
 
@@ -43,8 +43,8 @@ Result RunOp(ir::OpKind op, std::vector<Tensor> inputs) {
   return {(*out)[0].dims(), Values((*out)[0])};
 }
 
-Tensor MatA() { return Arange({2, 3}); }             // [[0, 1, 2], [3, 4, 5]]
-Tensor MatB() { return Arange({3, 4}, 1, -5); }      // [[-5..-2], [-1..2], [3..6]]
+Tensor MatA() { return Arange({2, 3}); }         // [[0, 1, 2], [3, 4, 5]]
+Tensor MatB() { return Arange({3, 4}, 1, -5); }  // [[-5..-2], [-1..2], [3..6]]
 Tensor Vec() { return F32({3}, {1, -2, 3}); }
 
 TEST(MatMulKernelTest, MatrixTimesMatrix) {

@@ -8,12 +8,12 @@
 namespace kiln::kernels {
 namespace {
 
-using ::testing::FloatNear;
-using ::testing::HasSubstr;
-using ::testing::Pointwise;
 using testing::Absent;
 using testing::Attrs;
 using testing::F32;
+using ::testing::FloatNear;
+using ::testing::HasSubstr;
+using ::testing::Pointwise;
 using testing::SingleOpGraph;
 using testing::Values;
 
@@ -25,7 +25,9 @@ std::vector<float> RunNorm(ir::OpKind op, std::vector<Tensor> inputs, ir::Attrib
   EXPECT_EQ((*out)[0].dims(), g.inputs()[0].dims());
   auto ref = g.RunReference();
   EXPECT_TRUE(ref.ok()) << ref.status();
-  if (ref.ok()) EXPECT_THAT(Values((*out)[0]), Pointwise(FloatNear(1e-5), Values((*ref)[0])));
+  if (ref.ok()) {
+    EXPECT_THAT(Values((*out)[0]), Pointwise(FloatNear(1e-5), Values((*ref)[0])));
+  }
   return Values((*out)[0]);
 }
 
@@ -51,9 +53,8 @@ TEST(NormKernelTest, BatchNormAcceptsTwoDimInput) {
 }
 
 TEST(NormKernelTest, BatchNormRejectsWrongParameterShape) {
-  SingleOpGraph g(ir::OpKind::kBatchNorm,
-                  {F32({1, 2, 1, 1}, {1, 2}), F32({3}, {1, 1, 1}), F32({2}, {0, 0}),
-                   F32({2}, {0, 0}), F32({2}, {1, 1})});
+  SingleOpGraph g(ir::OpKind::kBatchNorm, {F32({1, 2, 1, 1}, {1, 2}), F32({3}, {1, 1, 1}),
+                                           F32({2}, {0, 0}), F32({2}, {0, 0}), F32({2}, {1, 1})});
   absl::Status s = g.Prepare();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("expected weight [2], got [3]"));
@@ -72,8 +73,8 @@ TEST(NormKernelTest, LayerNormOverTwoDimsWithoutAffine) {
   EXPECT_THAT(RunNorm(ir::OpKind::kLayerNorm,
                       {F32({2, 2, 2}, {1, 2, 3, 4, 2, 2, 2, 10}), Absent(), Absent()},
                       Attrs().Ints("normalized_shape", {2, 2}).Float("eps", 1e-5)),
-              Near({-1.3416355f, -0.44721186f, 0.4472118f, 1.3416355f, -0.57735002f,
-                    -0.57735002f, -0.57735002f, 1.7320501f}));
+              Near({-1.3416355f, -0.44721186f, 0.4472118f, 1.3416355f, -0.57735002f, -0.57735002f,
+                    -0.57735002f, 1.7320501f}));
 }
 
 TEST(NormKernelTest, LayerNormRejectsShapeMismatch) {
@@ -81,7 +82,8 @@ TEST(NormKernelTest, LayerNormRejectsShapeMismatch) {
                   Attrs().Ints("normalized_shape", {3}));
   absl::Status s = g.Prepare();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("does not match the trailing dims of input [2, 4]"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("does not match the trailing dims of input [2, 4]"));
 }
 
 }  // namespace

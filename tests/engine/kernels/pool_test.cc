@@ -9,11 +9,11 @@
 namespace kiln::kernels {
 namespace {
 
+using testing::Attrs;
+using testing::F32;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using ::testing::Pointwise;
-using testing::Attrs;
-using testing::F32;
 using testing::SingleOpGraph;
 using testing::Values;
 
@@ -52,7 +52,10 @@ Result RunPool(ir::OpKind op, Tensor x, ir::Attributes attrs) {
 auto Near(std::vector<float> v) { return Pointwise(FloatNear(1e-5), std::move(v)); }
 
 Attrs Window(int64_t k, int64_t s, int64_t p, bool ceil_mode) {
-  return Attrs().Ints("kernel", {k, k}).Ints("stride", {s, s}).Ints("padding", {p, p})
+  return Attrs()
+      .Ints("kernel", {k, k})
+      .Ints("stride", {s, s})
+      .Ints("padding", {p, p})
       .Bool("ceil_mode", ceil_mode);
 }
 
@@ -141,7 +144,7 @@ TEST(PoolKernelTest, AdaptiveAvgPoolUsesFloorCeilWindows) {
 TEST(PoolKernelTest, AdaptiveAvgPoolUpsamples) {
   Result r = RunPool(ir::OpKind::kAdaptiveAvgPool, Arange({1, 1, 3, 4}),
                      Attrs().Ints("output_size", {5, 6}));
-  EXPECT_THAT(r.values, Near({0, 0.5f, 1, 2, 2.5f, 3, 2, 2.5f, 3, 4, 4.5f, 5, 4, 4.5f, 5,
+  EXPECT_THAT(r.values, Near({0, 0.5f, 1, 2, 2.5f, 3, 2, 2.5f, 3, 4, 4.5f, 5, 4,  4.5f,  5,
                               6, 6.5f, 7, 6, 6.5f, 7, 8, 8.5f, 9, 8, 8.5f, 9, 10, 10.5f, 11}));
 }
 

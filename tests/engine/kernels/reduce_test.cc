@@ -7,12 +7,12 @@
 namespace kiln::kernels {
 namespace {
 
+using testing::Attrs;
 using ::testing::ElementsAre;
+using testing::F32;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using ::testing::Pointwise;
-using testing::Attrs;
-using testing::F32;
 using testing::SingleOpGraph;
 using testing::Values;
 
@@ -47,16 +47,16 @@ TEST(ReduceKernelTest, SoftmaxIsStableForLargeInputs) {
   // exp(1000) overflows float; subtracting the row max keeps it finite.
   Result r = RunOp(ir::OpKind::kSoftmax, F32({2, 3}, {1, 2, 3, 1000, 1001, 1002}),
                    Attrs().Int("axis", -1));
-  EXPECT_THAT(r.values, Near({0.090030573f, 0.24472848f, 0.66524094f, 0.090030573f,
-                              0.24472848f, 0.66524094f}));
+  EXPECT_THAT(r.values, Near({0.090030573f, 0.24472848f, 0.66524094f, 0.090030573f, 0.24472848f,
+                              0.66524094f}));
 }
 
 TEST(ReduceKernelTest, LogSoftmaxIsStableForLargeInputs) {
   Result r = RunOp(ir::OpKind::kLogSoftmax, F32({2, 3}, {1, 2, 3, 1000, 1001, 1002}),
                    Attrs().Int("axis", 1));
-  EXPECT_THAT(r.values, Pointwise(FloatNear(1e-5), std::vector<float>{
-                                                       -2.4076059f, -1.4076059f, -0.40760595f,
-                                                       -2.4076059f, -1.4076059f, -0.40760595f}));
+  EXPECT_THAT(r.values, Pointwise(FloatNear(1e-5),
+                                  std::vector<float>{-2.4076059f, -1.4076059f, -0.40760595f,
+                                                     -2.4076059f, -1.4076059f, -0.40760595f}));
 }
 
 TEST(ReduceKernelTest, SoftmaxOverMiddleAxis) {

@@ -1,9 +1,9 @@
 // The kernel tables: every op kind (but Constant, which the runtime handles)
 // has a float32 kernel, and no (op, dtype) pair is registered twice.
+#include <gtest/gtest.h>
+
 #include <set>
 #include <utility>
-
-#include <gtest/gtest.h>
 
 #include "engine/kernels/kernel.h"
 

@@ -1,18 +1,18 @@
 // Identity, Reshape, Flatten (views, any dtype) and Concat (memcpy, any dtype).
-#include <cstring>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "tests/engine/kernels/single_op_graph.h"
 
 namespace kiln::kernels {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::Attrs;
+using ::testing::ElementsAre;
 using testing::F32;
+using ::testing::HasSubstr;
 using testing::SingleOpGraph;
 using testing::Values;
 
@@ -55,7 +55,8 @@ TEST(ShapeKernelTest, ReshapeRejectsWrongCount) {
                   Attrs().Ints("shape", {2, -1}));
   absl::Status s = g.Prepare();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("shape '[2, -1]' is invalid for input of size 7"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("shape '[2, -1]' is invalid for input of size 7"));
 }
 
 TEST(ShapeKernelTest, ReshapeRejectsTwoInferredDims) {
@@ -91,8 +92,7 @@ TEST(ShapeKernelTest, FlattenRejectsReversedDims) {
 }
 
 TEST(ShapeKernelTest, ViewEvalCopiesWhenNotAliased) {
-  SingleOpGraph g(ir::OpKind::kReshape, {Int64s({2, 2}, {1, 2, 3, 4})},
-                  Attrs().Ints("shape", {4}));
+  SingleOpGraph g(ir::OpKind::kReshape, {Int64s({2, 2}, {1, 2, 3, 4})}, Attrs().Ints("shape", {4}));
   auto out = g.Run(1, /*eval_aliases=*/true);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].dtype(), DType::kInt64);

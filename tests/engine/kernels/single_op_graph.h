@@ -64,11 +64,26 @@ class SingleOpGraph {
 // Attribute builder: Attrs().Ints("stride", {2, 2}).Int("groups", 1).
 class Attrs {
  public:
-  Attrs& Int(const std::string& name, int64_t v) { a_.SetInt(name, v); return *this; }
-  Attrs& Float(const std::string& name, double v) { a_.SetFloat(name, v); return *this; }
-  Attrs& Bool(const std::string& name, bool v) { a_.SetBool(name, v); return *this; }
-  Attrs& Str(const std::string& name, std::string v) { a_.SetString(name, std::move(v)); return *this; }
-  Attrs& Ints(const std::string& name, std::vector<int64_t> v) { a_.SetInts(name, std::move(v)); return *this; }
+  Attrs& Int(const std::string& name, int64_t v) {
+    a_.SetInt(name, v);
+    return *this;
+  }
+  Attrs& Float(const std::string& name, double v) {
+    a_.SetFloat(name, v);
+    return *this;
+  }
+  Attrs& Bool(const std::string& name, bool v) {
+    a_.SetBool(name, v);
+    return *this;
+  }
+  Attrs& Str(const std::string& name, std::string v) {
+    a_.SetString(name, std::move(v));
+    return *this;
+  }
+  Attrs& Ints(const std::string& name, std::vector<int64_t> v) {
+    a_.SetInts(name, std::move(v));
+    return *this;
+  }
   operator ir::Attributes() const { return a_; }  // NOLINT: builder converts implicitly
 
  private:
