@@ -30,8 +30,11 @@ serve: build example-model
 	$(BUILD)/bin/kilnd --host 127.0.0.1 --port $(PORT) --model-repository $(REPO) \
 	  --cache-dir var/cache --threads $(THREADS) --log-level info
 
+# Kiln's engine vs libtorch in one process, then ModelInfer through a real kilnd vs libtorch.
 bench: build
 	$(BUILD)/bin/kiln-bench --fixtures $(BUILD)/fixtures --threads $(THREADS)
+	$(PYTHON) tests/bench/server_latency.py --bin $(BUILD)/bin --fixtures $(BUILD)/fixtures \
+	  --threads $(THREADS)
 
 clean:
 	rm -rf $(BUILD)

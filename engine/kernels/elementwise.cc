@@ -145,6 +145,14 @@ absl::Status EvalBinary(EvalContext& ctx) {
   const int last = p.rank - 1;
   const int64_t inner = p.dims[last];
   const int64_t rows = total / inner;
+  if (rows == 1) {
+    // Same shape or scalar operand: one long row, split across threads.
+    const int64_t sa = p.a_strides[last], sb = p.b_strides[last];
+    ParallelFor(inner, ctx.num_threads, total, [&](int64_t begin, int64_t end) {
+      Row<Op>(a + begin * sa, sa, b + begin * sb, sb, out + begin, end - begin);
+    });
+    return absl::OkStatus();
+  }
   ParallelFor(rows, ctx.num_threads, total, [&](int64_t begin, int64_t end) {
     // Odometer over the outer dims, started at row `begin`.
     int64_t idx[kMaxRank];
