@@ -1,15 +1,18 @@
 #include "engine/common/dtype.h"
 
+#include <vector>
+
 namespace kiln {
 namespace {
 
+// constexpr, so the table is usable from other files' static initialisers.
 struct DTypeInfo {
   DType dtype;
-  std::string name;
+  const char* name;
   size_t size;
 };
 
-const DTypeInfo kDTypes[] = {
+constexpr DTypeInfo kDTypes[] = {
     {DType::kUnknown, "UNKNOWN", 0}, {DType::kBool, "BOOL", 1},
     {DType::kUInt8, "UINT8", 1},     {DType::kInt8, "INT8", 1},
     {DType::kInt16, "INT16", 2},     {DType::kInt32, "INT32", 4},
@@ -26,11 +29,19 @@ const DTypeInfo& Info(DType dtype) {
 
 size_t DTypeSize(DType dtype) { return Info(dtype).size; }
 
-const std::string& DTypeName(DType dtype) { return Info(dtype).name; }
+const std::string& DTypeName(DType dtype) {
+  // Built on first use (not at static-initialisation time) for the same reason.
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>();
+    for (const DTypeInfo& info : kDTypes) v->emplace_back(info.name);
+    return v;
+  }();
+  return (*names)[static_cast<size_t>(dtype)];
+}
 
 std::optional<DType> DTypeFromName(std::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
-    if (info.dtype != DType::kUnknown && info.name == name) return info.dtype;
+    if (info.dtype != DType::kUnknown && name == info.name) return info.dtype;
   }
   return std::nullopt;
 }

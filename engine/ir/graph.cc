@@ -8,13 +8,14 @@
 namespace kiln::ir {
 namespace {
 
+// constexpr, so the table is usable from other files' static initialisers.
 struct OpInfo {
   OpKind kind;
-  std::string name;
+  const char* name;
   OpArity arity;
 };
 
-const OpInfo kOps[] = {
+constexpr OpInfo kOps[] = {
 #define OP(name, str, min_in, max_in, outs) {OpKind::k##name, str, {min_in, max_in, outs}},
 #include "engine/ir/op_kinds.def"
 #undef OP
@@ -27,11 +28,18 @@ bool TensorsEqual(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-const std::string& OpName(OpKind kind) { return kOps[static_cast<size_t>(kind)].name; }
+const std::string& OpName(OpKind kind) {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>();
+    for (const OpInfo& op : kOps) v->emplace_back(op.name);
+    return v;
+  }();
+  return (*names)[static_cast<size_t>(kind)];
+}
 
 std::optional<OpKind> OpKindFromName(std::string_view name) {
   for (const OpInfo& op : kOps) {
-    if (op.name == name) return op.kind;
+    if (name == op.name) return op.kind;
   }
   return std::nullopt;
 }

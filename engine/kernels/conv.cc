@@ -60,8 +60,7 @@ struct ConvPlan {
 // Output columns [lo, hi) whose input column ow * stride + offset lies in [0, size).
 void ValidRange(int64_t size, int64_t out_size, int64_t stride, int64_t offset, int64_t* lo,
                 int64_t* hi) {
-  // lo = ceil(-offset / stride), hi = ceil((size - offset) / stride), both clamped to [0,
-  // out_size].
+  // lo = ceil(-offset / stride), hi = ceil((size - offset) / stride), clamped to [0, out_size].
   auto ceil_div = [](int64_t a, int64_t b) { return a <= 0 ? -((-a) / b) : (a + b - 1) / b; };
   *lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, out_size);
   *hi = std::clamp<int64_t>(ceil_div(size - offset, stride), *lo, out_size);
@@ -169,7 +168,12 @@ absl::Status PrepareConv(PrepareContext& ctx) {
 
 // C[M, N] (+)= A[M, K] * B[K, N], row-major, leading dims K, N, N.
 void Gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta, float* c) {
-  if (m == 0 || n == 0 || k == 0) return;  // k > 0 always holds for a valid conv
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    // No input channels: OpenBLAS rejects lda = 0, and C = beta * C is the answer.
+    if (beta == 0.0f) std::fill(c, c + m * n, 0.0f);
+    return;
+  }
   if (n == 1) {
     // A 1x1 output plane (squeeze-excite style convs): a matrix-vector product.
     cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0f, a, k, b, 1, beta, c, 1);

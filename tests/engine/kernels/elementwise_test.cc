@@ -101,6 +101,19 @@ TEST(ElementwiseKernelTest, ParallelBroadcastMatchesSerial) {
   EXPECT_THAT(Values((*serial)[0]), Pointwise(FloatNear(0), Values((*ref)[0])));
 }
 
+TEST(ElementwiseKernelTest, LongSingleRowSplitsAcrossThreads) {
+  // Same-shape and scalar operands collapse to one row; it is split by element.
+  std::mt19937 rng(11);
+  Tensor a = testing::RandomF32({1, 64, 56, 56}, rng);
+  for (Tensor b : {testing::RandomF32({1, 64, 56, 56}, rng), F32({}, {0.25f})}) {
+    SingleOpGraph g(ir::OpKind::kSub, {a, b});
+    auto two = g.Run(2);
+    auto ref = g.RunReference();
+    ASSERT_TRUE(two.ok() && ref.ok());
+    EXPECT_THAT(Values((*two)[0]), ElementsAreArray(Values((*ref)[0])));
+  }
+}
+
 TEST(ElementwiseKernelTest, RejectsIncompatibleShapes) {
   SingleOpGraph g(ir::OpKind::kAdd, {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({4}, {1, 2, 3, 4})});
   absl::Status s = g.Prepare();

@@ -126,7 +126,7 @@ Case Conv(Rng& rng, int i) {
   int64_t sh = Uniform(rng, 1, 3), sw = Uniform(rng, 1, 3);
   int64_t ph = Uniform(rng, 0, 2), pw = Uniform(rng, 0, 2);
   int64_t dh = Uniform(rng, 1, 2), dw = Uniform(rng, 1, 2);
-  if (algo == 1) {
+  if (algo == 1 || (algo == 3 && Coin(rng, 0.3))) {  // pointwise, also grouped
     kh = kw = sh = sw = 1;
     ph = pw = 0;
   } else if (algo == 4) {

@@ -108,6 +108,19 @@ TEST(MatMulKernelTest, RejectsMismatchedInnerDims) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("inner dims do not match: [2, 3] @ [2, 3]"));
 }
 
+TEST(MatMulKernelTest, RejectsScalarOperand) {
+  SingleOpGraph g(ir::OpKind::kMatMul, {F32({}, {2}), Vec()});
+  absl::Status s = g.Prepare();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("both operands need at least 1 dim"));
+}
+
+TEST(MatMulKernelTest, EmptyInnerDimGivesZeros) {
+  Result r = RunOp(ir::OpKind::kMatMul, {F32({2, 0}, {}), F32({0, 3}, {})});
+  EXPECT_EQ(r.dims, (Dims{2, 3}));
+  EXPECT_THAT(r.values, ElementsAre(0, 0, 0, 0, 0, 0));
+}
+
 Tensor LinearWeight() { return F32({2, 3}, {1, 0, -1, 0.5f, 2, 1}); }
 Tensor LinearBias() { return F32({2}, {0.25f, -1}); }
 

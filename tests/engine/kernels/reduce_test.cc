@@ -81,6 +81,14 @@ TEST(ReduceKernelTest, SoftmaxRejectsBadAxis) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("axis 2 is out of range for a 2-D input"));
 }
 
+TEST(ReduceKernelTest, SoftmaxOfScalar) {
+  // PyTorch accepts dim 0 or -1 on a 0-dim tensor: softmax 1, log_softmax 0.
+  EXPECT_THAT(RunOp(ir::OpKind::kSoftmax, F32({}, {5}), Attrs().Int("axis", 0)).values,
+              ElementsAre(1));
+  EXPECT_THAT(RunOp(ir::OpKind::kLogSoftmax, F32({}, {5}), Attrs().Int("axis", -1)).values,
+              ElementsAre(0));
+}
+
 TEST(ReduceKernelTest, MeanOverSpatialDimsKeepDim) {
   Result r = RunOp(ir::OpKind::kMean, Arange({1, 2, 3, 4}),
                    Attrs().Ints("axes", {2, 3}).Bool("keepdim", true));
