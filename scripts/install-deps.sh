@@ -17,6 +17,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev              # unit and integration tests
   python3-torch python3-torchvision python3-numpy   # test fixtures and the example model
   python3-grpcio python3-protobuf python3-grpc-tools  # the Python client example (stock grpcio)
+  python3-yaml                           # the deployment-manifest test
 )
 
 missing=()

@@ -1,0 +1,126 @@
+"""Checks the deployment files against each other and against `kilnd --help`: images, ports, probes,
+volume mounts and every flag passed to kilnd."""
+import os
+import re
+import subprocess
+import unittest
+
+import yaml
+
+SOURCE = os.environ.get("KILN_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ["KILN_BIN"]
+K8S = os.path.join(SOURCE, "deploy", "kubernetes")
+
+
+def load_all():
+    docs = []
+    for name in sorted(os.listdir(K8S)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(K8S, name)) as f:
+                docs += [d for d in yaml.safe_load_all(f) if d]
+    return docs
+
+
+def kilnd_flags():
+    out = subprocess.run([os.path.join(BIN, "kilnd"), "--help"], capture_output=True, text=True,
+                         timeout=60).stdout
+    return set(re.findall(r"--[a-z][a-z0-9-]*", out))
+
+
+def flag_names(args):
+    return [a.split("=", 1)[0] for a in args if a.startswith("--")]
+
+
+def arg_value(args, flag):
+    for a in args:
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+class ManifestTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.docs = load_all()
+        cls.flags = kilnd_flags()
+        cls.by_kind = {}
+        for d in cls.docs:
+            cls.by_kind.setdefault(d["kind"], []).append(d)
+
+    def one(self, kind):
+        self.assertIn(kind, self.by_kind, f"no {kind} manifest")
+        return self.by_kind[kind][0]
+
+    def check_container(self, c, port_name=None):
+        self.assertTrue(c["image"])
+        for flag in flag_names(c["args"]):
+            self.assertIn(flag, self.flags, f"{flag} is not a kilnd flag")
+        port = int(arg_value(c["args"], "--port"))
+        self.assertEqual(arg_value(c["args"], "--host"), "0.0.0.0")
+        ports = {p["containerPort"]: p for p in c["ports"]}
+        self.assertIn(port, ports)
+        if port_name:
+            self.assertEqual(ports[port]["name"], port_name)
+        self.assertEqual(c["readinessProbe"]["grpc"]["port"], port)
+        return port
+
+    def test_every_document_has_kind_and_name(self):
+        self.assertGreaterEqual(len(self.docs), 6)
+        for d in self.docs:
+            self.assertIn("apiVersion", d)
+            self.assertTrue(d["metadata"]["name"])
+
+    def test_deployment(self):
+        dep = self.one("Deployment")
+        spec = dep["spec"]["template"]["spec"]
+        c = spec["containers"][0]
+        port = self.check_container(c, "grpc")
+        self.assertEqual(c["livenessProbe"]["grpc"]["port"], port)
+        self.assertIn("cpu", c["resources"]["requests"])
+        self.assertIn("memory", c["resources"]["requests"])
+        mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+        self.assertIn(arg_value(c["args"], "--model-repository"), mounts)
+        self.assertIn(arg_value(c["args"], "--cache-dir"), mounts)
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"]}
+        for m in c["volumeMounts"]:
+            self.assertEqual(claims[m["name"]], self.one("PersistentVolumeClaim")["metadata"]["name"])
+        self.assertEqual(dep["spec"]["selector"]["matchLabels"],
+                         dep["spec"]["template"]["metadata"]["labels"])
+
+    def test_service_targets_the_deployment_port(self):
+        svc = self.one("Service")
+        dep = self.one("Deployment")
+        self.assertEqual(svc["spec"]["selector"], dep["spec"]["template"]["metadata"]["labels"])
+        names = {p["name"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
+        for p in svc["spec"]["ports"]:
+            self.assertIn(p["targetPort"], names)
+
+    def test_autoscaler_targets_the_deployment(self):
+        hpa = self.one("HorizontalPodAutoscaler")
+        self.assertEqual(hpa["spec"]["scaleTargetRef"]["name"], self.one("Deployment")["metadata"]["name"])
+        self.assertLessEqual(hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"])
+
+    def test_kserve_serving_runtime(self):
+        rt = self.one("ServingRuntime")
+        formats = {f["name"] for f in rt["spec"]["supportedModelFormats"]}
+        self.assertIn("pytorch", formats)
+        self.assertIn("grpc-v2", rt["spec"]["protocolVersions"])
+        c = rt["spec"]["containers"][0]
+        self.assertEqual(c["name"], "kserve-container")
+        self.check_container(c)
+        self.assertEqual(arg_value(c["args"], "--model-repository"), "/mnt/models")
+        isvc = self.one("InferenceService")
+        self.assertEqual(isvc["spec"]["predictor"]["model"]["runtime"], rt["metadata"]["name"])
+
+    def test_dockerfile_entrypoint_uses_real_flags(self):
+        with open(os.path.join(SOURCE, "deploy", "Dockerfile")) as f:
+            text = f.read()
+        entry = re.search(r"ENTRYPOINT\s*\[(.*)\]", text).group(1)
+        for flag in re.findall(r'"(--[a-z-]+)"', entry):
+            self.assertIn(flag, self.flags)
+        self.assertIn("scripts/install-deps.sh", text)
+        self.assertRegex(text, r"EXPOSE 8001")
+
+
+if __name__ == "__main__":
+    unittest.main()
