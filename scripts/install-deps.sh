@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian bookworm packages Kiln builds, tests and serves with.
 # Used by the README, `make`, .ci/run and deploy/Dockerfile; installs only what is missing.
+#   install-deps.sh                  everything needed to build and test
+#   install-deps.sh --runtime        only the shared libraries kilnd links (the container's runtime stage)
+#   install-deps.sh --print-runtime  print that runtime list (checked against `ldd kilnd` by a test)
 set -euo pipefail
 
 PACKAGES=(
@@ -19,6 +22,20 @@ PACKAGES=(
   python3-grpcio python3-protobuf python3-grpc-tools  # the Python client example (stock grpcio)
   python3-yaml                           # the deployment-manifest test
 )
+
+# The runtime libraries of kilnd and kiln, one package per library they link directly
+# (libc6, libgcc-s1 and libstdc++6 are part of every Debian base image).
+RUNTIME_PACKAGES=(
+  libtorch1.13 libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libopenblas0-pthread
+  libspdlog1.10 libfmt9 libssl3 libgomp1 libstdc++6 ca-certificates
+)
+
+case "${1:-}" in
+  --print-runtime) printf '%s\n' "${RUNTIME_PACKAGES[@]}"; exit 0 ;;
+  --runtime) PACKAGES=("${RUNTIME_PACKAGES[@]}") ;;
+  "") ;;
+  *) echo "usage: $0 [--runtime|--print-runtime]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -122,5 +122,41 @@ class ManifestTest(unittest.TestCase):
         self.assertRegex(text, r"EXPOSE 8001")
 
 
+class RuntimeLibrariesTest(unittest.TestCase):
+    """The container's runtime stage installs `install-deps.sh --runtime`; every library kilnd and kiln
+    link directly must come from a package in that list (or from the base image)."""
+
+    BASE_IMAGE = {"libc6", "libgcc-s1"}
+
+    def owner(self, soname):
+        path = None
+        for line in subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout.splitlines():
+            parts = line.strip().split(" => ")
+            if parts[0].split(" ")[0] == soname and len(parts) == 2:
+                path = parts[1]
+                break
+        self.assertIsNotNone(path, f"{soname} not found by ldconfig")
+        real = os.path.realpath(path)
+        for candidate in (real, real.replace("/usr/lib/", "/lib/", 1), path):
+            r = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
+            if r.returncode == 0:
+                return r.stdout.split(":")[0]
+        self.fail(f"no package owns {soname} ({real})")
+
+    def test_runtime_stage_has_every_linked_library(self):
+        runtime = set(subprocess.run(
+            ["bash", os.path.join(SOURCE, "scripts", "install-deps.sh"), "--print-runtime"],
+            capture_output=True, text=True, check=True).stdout.split())
+        for binary in ("kilnd", "kiln"):
+            dyn = subprocess.run(["readelf", "-d", os.path.join(BIN, binary)], capture_output=True,
+                                 text=True, check=True).stdout
+            for soname in re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dyn):
+                if soname.startswith("ld-linux"):
+                    continue
+                pkg = self.owner(soname)
+                self.assertTrue(pkg in runtime or pkg in self.BASE_IMAGE,
+                                f"{binary} links {soname} from {pkg}, missing in the runtime list")
+
+
 if __name__ == "__main__":
     unittest.main()
