@@ -6,7 +6,7 @@ THREADS ?= 2
 REPO ?= var/models
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps configure build test serve example-model bench clean
+.PHONY: all deps configure build test serve example-model bench test-container clean
 
 all: build
 
@@ -35,6 +35,10 @@ bench: build
 	$(BUILD)/bin/kiln-bench --fixtures $(BUILD)/fixtures --threads $(THREADS)
 	$(PYTHON) tests/bench/server_latency.py --bin $(BUILD)/bin --fixtures $(BUILD)/fixtures \
 	  --threads $(THREADS)
+
+# Builds the container image with Podman, runs it, uploads and infers through it.
+test-container: deps
+	BUILD=$(BUILD) scripts/test-container.sh
 
 clean:
 	rm -rf $(BUILD)
