@@ -22,6 +22,11 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
+# The whole torchvision zoo through a real kilnd against libtorch (tests/parity/run_zoo.py).
+# Generates about 3.5 GB of models under $(BUILD)/parity/zoo on first use.
+test-zoo: build
+	@cmake --build $(BUILD) --target parity_zoo
+
 # The bundled example: a traced torchvision resnet18 (random weights), generated, never committed.
 example-model: deps
 	@test -f $(REPO)/resnet18/1/model.pt || $(PYTHON) scripts/make-example-model.py $(REPO)

@@ -2,12 +2,19 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "kiln/v1/repository_service.grpc.pb.h"
 
 namespace kiln::client {
 namespace {
@@ -100,6 +107,7 @@ struct InferenceClient::Impl {
   ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<GRPCInferenceService::Stub> stub;
+  std::unique_ptr<kiln::v1::ModelRepositoryService::Stub> kiln;
 
   // A fresh context per call (gRPC forbids reuse), with the deadline applied.
   std::unique_ptr<grpc::ClientContext> Context() const {
@@ -127,6 +135,7 @@ absl::StatusOr<std::unique_ptr<InferenceClient>> InferenceClient::Connect(const 
   impl->options = options;
   impl->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   impl->stub = GRPCInferenceService::NewStub(impl->channel);
+  impl->kiln = kiln::v1::ModelRepositoryService::NewStub(impl->channel);
   return std::unique_ptr<InferenceClient>(new InferenceClient(target, std::move(impl)));
 }
 
@@ -168,15 +177,149 @@ absl::StatusOr<ServerMetadata> InferenceClient::GetServerMetadata() {
 }
 
 absl::Status InferenceClient::Upload(const std::string& name, absl::string_view file_bytes,
-                                     std::optional<std::string> config_json) {
+                                     std::optional<std::string> config_json, int64_t version) {
   inference::RepositoryModelLoadRequest request;
   request.set_model_name(name);
   auto& params = *request.mutable_parameters();
-  params["file:1/model.pt"].set_bytes_param(file_bytes.data(), file_bytes.size());
+  params[absl::StrCat("file:", version, "/model.pt")].set_bytes_param(file_bytes.data(),
+                                                                     file_bytes.size());
+  params["sha256"].set_string_param(Sha256Hex(file_bytes));
   if (config_json.has_value()) params["config"].set_string_param(std::move(*config_json));
   inference::RepositoryModelLoadResponse response;
   return FromGrpcStatus(
       impl_->stub->RepositoryModelLoad(impl_->Context().get(), request, &response));
+}
+
+absl::StatusOr<ModelFileStatus> InferenceClient::QueryModelFile(const std::string& sha256,
+                                                               uint64_t size) {
+  kiln::v1::QueryModelFileRequest request;
+  request.set_sha256(sha256);
+  request.set_size(size);
+  kiln::v1::QueryModelFileResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->kiln->QueryModelFile(impl_->Context().get(), request, &response)));
+  return ModelFileStatus{response.present(), response.received_bytes()};
+}
+
+absl::StatusOr<UploadResult> InferenceClient::UploadFile(const std::string& name,
+                                                         const std::string& path,
+                                                         const UploadOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::InternalError(absl::StrCat("cannot read '", path, "'"));
+  return UploadBytes(name, ss.str(), options);
+}
+
+absl::StatusOr<UploadResult> InferenceClient::UploadBytes(const std::string& name,
+                                                          absl::string_view bytes,
+                                                          const UploadOptions& options) {
+  UploadResult result;
+  result.sha256 = Sha256Hex(bytes);
+  result.size = bytes.size();
+  const size_t chunk_bytes = std::max<size_t>(options.chunk_bytes, 1);
+  absl::Status last;
+  for (int attempt = 1; attempt <= std::max(options.max_attempts, 1); ++attempt) {
+    result.attempts = attempt;
+    if (attempt > 1) {
+      // Give a restarting server or a congested link a moment.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200 * (attempt - 1)));
+    }
+    // Where to start: nowhere when the server has the file, else after the
+    // bytes it kept from an earlier, interrupted attempt.
+    absl::StatusOr<ModelFileStatus> held = QueryModelFile(result.sha256, bytes.size());
+    if (!held.ok()) {
+      last = held.status();
+      if (absl::IsUnavailable(last)) continue;
+      return last;
+    }
+    const uint64_t offset = held->present ? bytes.size() : held->received_bytes;
+    if (attempt == 1) {
+      result.already_on_server = held->present;
+      result.resumed_from = offset;
+    }
+
+    auto context = impl_->Context();
+    kiln::v1::UploadModelResponse response;
+    std::unique_ptr<grpc::ClientWriter<kiln::v1::UploadModelRequest>> writer =
+        impl_->kiln->UploadModel(context.get(), &response);
+    kiln::v1::UploadModelRequest message;
+    kiln::v1::UploadHeader* header = message.mutable_header();
+    header->set_model_name(name);
+    header->set_version(options.version);
+    header->set_total_size(bytes.size());
+    header->set_sha256(result.sha256);
+    header->set_offset(offset);
+    if (options.config_json.has_value()) header->set_config_json(*options.config_json);
+    bool ok = writer->Write(message);
+    uint64_t end = bytes.size();
+    if (options.stop_after_bytes > 0) end = std::min<uint64_t>(end, options.stop_after_bytes);
+    for (uint64_t pos = offset; ok && pos < end; pos += chunk_bytes) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, end - pos));
+      message.Clear();
+      message.set_chunk(bytes.data() + pos, n);
+      ok = writer->Write(message);
+      if (ok) result.bytes_sent += n;
+    }
+    writer->WritesDone();
+    last = FromGrpcStatus(writer->Finish());
+    if (last.ok()) {
+      result.version = response.version();
+      result.unchanged = response.unchanged();
+      result.load_ms = response.load_ms();
+      return result;
+    }
+    // A lost connection resumes; anything the server decided is final.
+    if (!absl::IsUnavailable(last) || options.stop_after_bytes > 0) return last;
+  }
+  return last;
+}
+
+absl::Status InferenceClient::Delete(const std::string& name, int64_t version) {
+  kiln::v1::DeleteModelRequest request;
+  request.set_model_name(name);
+  request.set_version(version);
+  kiln::v1::DeleteModelResponse response;
+  return FromGrpcStatus(impl_->kiln->DeleteModel(impl_->Context().get(), request, &response));
+}
+
+absl::StatusOr<CacheStatistics> InferenceClient::GetCacheStatistics(const std::string& name,
+                                                                    int64_t version) {
+  kiln::v1::CacheStatisticsRequest request;
+  request.set_model_name(name);
+  request.set_version(version);
+  kiln::v1::CacheStatisticsResponse response;
+  RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->kiln->CacheStatistics(impl_->Context().get(), request, &response)));
+  CacheStatistics stats;
+  for (const auto& m : response.models()) {
+    ModelCacheStatistics s;
+    s.name = m.model_name();
+    s.version = m.version();
+    s.sha256 = m.sha256();
+    s.state = m.state();
+    s.load_ms = m.load_ms();
+    s.graph_source = m.graph_source();
+    s.import_ms = m.import_ms();
+    s.plan_memory_hits = m.plan_memory_hits();
+    s.plan_disk_hits = m.plan_disk_hits();
+    s.plan_misses = m.plan_misses();
+    s.plan_evictions = m.plan_evictions();
+    s.compile_count = m.compile_count();
+    s.compile_ms = m.compile_ms();
+    s.bytes_held = m.bytes_held();
+    s.weight_bytes = m.weight_bytes();
+    stats.models.push_back(std::move(s));
+  }
+  const auto& t = response.totals();
+  stats.totals = CacheTotals{t.memory_limit_bytes(), t.memory_bytes(),     t.memory_entries(),
+                             t.evictions(),          t.disk_dir(),         t.disk_graph_hits(),
+                             t.disk_graph_misses(),  t.disk_plan_hits(),   t.disk_plan_misses(),
+                             t.disk_corrupt(),       t.disk_writes()};
+  return stats;
 }
 
 absl::Status InferenceClient::Load(const std::string& name,
@@ -212,9 +355,11 @@ absl::StatusOr<std::vector<ModelIndexEntry>> InferenceClient::Index(bool ready_o
   return index;
 }
 
-absl::StatusOr<ModelMetadata> InferenceClient::Metadata(const std::string& name) {
+absl::StatusOr<ModelMetadata> InferenceClient::Metadata(const std::string& name,
+                                                        const std::string& version) {
   inference::ModelMetadataRequest request;
   request.set_name(name);
+  request.set_version(version);
   inference::ModelMetadataResponse response;
   RETURN_IF_ERROR(
       FromGrpcStatus(impl_->stub->ModelMetadata(impl_->Context().get(), request, &response)));
@@ -237,9 +382,10 @@ absl::StatusOr<ModelMetadata> InferenceClient::Metadata(const std::string& name)
 
 absl::StatusOr<std::vector<NamedTensor>> InferenceClient::Infer(
     const std::string& name, const std::vector<NamedTensor>& inputs,
-    const std::vector<std::string>& outputs) {
+    const std::vector<std::string>& outputs, const std::string& version) {
   inference::ModelInferRequest request;
   request.set_model_name(name);
+  request.set_model_version(version);
   for (const NamedTensor& input : inputs) {
     auto* tensor = request.add_inputs();
     tensor->set_name(input.name);
@@ -282,6 +428,9 @@ absl::StatusOr<std::vector<ModelStatistics>> InferenceClient::Statistics(const s
     s.compute_input = ToDuration(infer.compute_input());
     s.compute_infer = ToDuration(infer.compute_infer());
     s.compute_output = ToDuration(infer.compute_output());
+    s.cache_hit = ToDuration(infer.cache_hit());
+    s.cache_miss = ToDuration(infer.cache_miss());
+    for (const auto& usage : m.memory_usage()) s.memory_bytes += usage.byte_size();
     stats.push_back(std::move(s));
   }
   return stats;

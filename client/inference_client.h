@@ -1,6 +1,7 @@
 // A small C++ client for Kiln (and any KServe v2 / Open Inference Protocol
 // gRPC server): health, repository management, metadata, inference and
-// statistics. Every call returns absl::Status or StatusOr carrying the server's
+// statistics, plus Kiln's own streaming, resumable upload and cache
+// statistics (kiln.v1). Every call returns absl::Status or StatusOr carrying the server's
 // own error code and message. gRPC and protobuf types stay inside the .cc.
 #pragma once
 
@@ -69,6 +70,78 @@ struct ModelStatistics {
   Duration compute_input;
   Duration compute_infer;
   Duration compute_output;
+  // Kiln fills these from its compiled-plan cache (see CacheStatistics).
+  Duration cache_hit;
+  Duration cache_miss;
+  uint64_t memory_bytes = 0;  // memory_usage, summed
+};
+
+// Kiln's own upload (kiln.v1 ModelRepositoryService.UploadModel).
+struct UploadOptions {
+  int64_t version = 0;  // 0: the next version (or the latest, if it holds this file)
+  std::optional<std::string> config_json;  // nullopt keeps the model's config.json
+  size_t chunk_bytes = 1 << 20;
+  // A broken stream (server unreachable, connection lost) is resumed from the
+  // bytes the server kept, up to this many attempts in all.
+  int max_attempts = 5;
+  // Test hook: end the stream after this many bytes of the file, as a lost
+  // connection would (0: send everything).
+  uint64_t stop_after_bytes = 0;
+};
+
+struct UploadResult {
+  int64_t version = 0;
+  std::string sha256;
+  uint64_t size = 0;
+  uint64_t bytes_sent = 0;      // over all attempts
+  uint64_t resumed_from = 0;    // first attempt's offset (bytes the server already kept)
+  bool already_on_server = false;  // the server held the file: nothing was sent
+  bool unchanged = false;          // the latest version was this file and config already
+  double load_ms = 0;              // server side: verify, import or cache, install, load
+  int attempts = 0;
+};
+
+struct ModelFileStatus {
+  bool present = false;
+  uint64_t received_bytes = 0;
+};
+
+// Per model version, from kiln.v1 CacheStatistics.
+struct ModelCacheStatistics {
+  std::string name;
+  int64_t version = 0;
+  std::string sha256;
+  std::string state;
+  double load_ms = 0;
+  std::string graph_source;  // "disk-cache", "import", "import-in-process"
+  double import_ms = 0;
+  uint64_t plan_memory_hits = 0;
+  uint64_t plan_disk_hits = 0;
+  uint64_t plan_misses = 0;
+  uint64_t plan_evictions = 0;
+  uint64_t compile_count = 0;
+  double compile_ms = 0;
+  uint64_t bytes_held = 0;
+  uint64_t weight_bytes = 0;
+};
+
+struct CacheTotals {
+  uint64_t memory_limit_bytes = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t memory_entries = 0;
+  uint64_t evictions = 0;
+  std::string disk_dir;
+  uint64_t disk_graph_hits = 0;
+  uint64_t disk_graph_misses = 0;
+  uint64_t disk_plan_hits = 0;
+  uint64_t disk_plan_misses = 0;
+  uint64_t disk_corrupt = 0;
+  uint64_t disk_writes = 0;
+};
+
+struct CacheStatistics {
+  std::vector<ModelCacheStatistics> models;
+  CacheTotals totals;
 };
 
 struct ClientOptions {
@@ -92,10 +165,34 @@ class InferenceClient {
   absl::StatusOr<bool> ModelReady(const std::string& name);
   absl::StatusOr<ServerMetadata> GetServerMetadata();
 
-  // Uploads `file_bytes` as model `name` (parameter "file:1/model.pt"), with
-  // an optional JSON load configuration, and waits for the server to load it.
+  // Uploads `file_bytes` as model `name` in one RepositoryModelLoad message
+  // (Triton's "file:<version>/model.pt" parameter, version 1 unless given,
+  // with its SHA-256 in the "sha256" parameter), with an optional JSON load
+  // configuration, and waits for the server to load it.
   absl::Status Upload(const std::string& name, absl::string_view file_bytes,
-                      std::optional<std::string> config_json = std::nullopt);
+                      std::optional<std::string> config_json = std::nullopt,
+                      int64_t version = 1);
+
+  // Kiln's streaming upload of the file at `path`: asks whether the server
+  // already holds its SHA-256 (then sends nothing), resumes a previously
+  // interrupted upload, streams the rest in chunks, and waits for the server
+  // to verify, import and serve it. NotFound when the file cannot be read.
+  absl::StatusOr<UploadResult> UploadFile(const std::string& name, const std::string& path,
+                                          const UploadOptions& options = {});
+  // Same, from memory.
+  absl::StatusOr<UploadResult> UploadBytes(const std::string& name, absl::string_view bytes,
+                                           const UploadOptions& options = {});
+
+  // Whether the server holds a file with this SHA-256 and size, and how many
+  // bytes of an interrupted upload of it it kept.
+  absl::StatusOr<ModelFileStatus> QueryModelFile(const std::string& sha256, uint64_t size);
+
+  // Stops serving a model (or one version) and removes its files.
+  absl::Status Delete(const std::string& name, int64_t version = 0);
+
+  // Load and compiled-plan cache statistics (Kiln only).
+  absl::StatusOr<CacheStatistics> GetCacheStatistics(const std::string& name = "",
+                                                     int64_t version = 0);
 
   // Asks the server to (re)load `name` from its own repository.
   absl::Status Load(const std::string& name, std::optional<std::string> config_json = std::nullopt);
@@ -105,13 +202,16 @@ class InferenceClient {
   // The server's models; only the ready ones when `ready_only`.
   absl::StatusOr<std::vector<ModelIndexEntry>> Index(bool ready_only = false);
 
-  absl::StatusOr<ModelMetadata> Metadata(const std::string& name);
+  // Metadata of `version` (empty: the latest ready one).
+  absl::StatusOr<ModelMetadata> Metadata(const std::string& name, const std::string& version = "");
 
-  // Runs model `name`. Inputs travel as raw_input_contents; `outputs` names
-  // the outputs wanted (empty: all). Returns the outputs in the server's order.
+  // Runs model `name` (`version`, or the latest ready one when empty). Inputs
+  // travel as raw_input_contents; `outputs` names the outputs wanted (empty:
+  // all). Returns the outputs in the server's order.
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::string& name,
                                                  const std::vector<NamedTensor>& inputs,
-                                                 const std::vector<std::string>& outputs = {});
+                                                 const std::vector<std::string>& outputs = {},
+                                                 const std::string& version = "");
 
   // Statistics of `name`, or of every model when empty.
   absl::StatusOr<std::vector<ModelStatistics>> Statistics(const std::string& name = "");

@@ -3,12 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "engine/cache/file_io.h"
+#include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
 #include "server/grpc_status.h"
 #include "server/tensor_codec.h"
@@ -20,11 +25,13 @@
 namespace kiln::server {
 namespace {
 
-// Kiln serves exactly one version per model, stored under REPO/NAME/1/.
-constexpr char kVersion[] = "1";
 constexpr char kPlatform[] = "pytorch_torchscript";
-constexpr char kFileParam[] = "file:1/model.pt";
+// Triton's file override: "file:<version>/model.pt" carries the model file.
+constexpr char kFilePrefix[] = "file:";
+constexpr char kFileSuffix[] = "/model.pt";
 constexpr char kConfigParam[] = "config";
+// Optional: the SHA-256 (hex) the uploaded bytes must have.
+constexpr char kSha256Param[] = "sha256";
 
 using Clock = std::chrono::steady_clock;
 
@@ -36,16 +43,17 @@ uint64_t ElapsedNs(Clock::time_point since) {
 // Logs a failed RPC (one line per failure) and converts the status.
 grpc::Status Reply(absl::string_view rpc, absl::string_view model, const absl::Status& status) {
   if (!status.ok()) {
-    spdlog::warn("{} '{}' failed: {}: {}", std::string(rpc), std::string(model),
+    // The name is the client's: escaped, so it cannot forge log lines.
+    spdlog::warn("{} '{}' failed: {}: {}", std::string(rpc), absl::CHexEscape(model),
                  absl::StatusCodeToString(status.code()), std::string(status.message()));
   }
   return ToGrpcStatus(status);
 }
 
-absl::Status CheckVersion(absl::string_view model, absl::string_view version) {
-  if (version.empty() || version == kVersion) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat("model '", model, "' has no version '", version,
-                                          "' (Kiln serves version ", kVersion, " only)"));
+// A request's version field: empty means "let the server choose".
+absl::StatusOr<int64_t> RequestVersion(absl::string_view version) {
+  if (version.empty()) return 0;
+  return ParseVersion(version);
 }
 
 // Fills one ModelMetadata tensor entry. A spec without a known rank is sent as
@@ -72,7 +80,9 @@ void FillDuration(const Duration& d, inference::StatisticDuration* out) {
 // Reads the upload parameters of RepositoryModelLoad.
 struct LoadParams {
   std::optional<absl::string_view> file;
+  int64_t version = 0;
   std::optional<std::string> config;
+  std::optional<std::string> sha256;
 };
 
 absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadRequest& request,
@@ -84,10 +94,31 @@ absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadR
         return absl::InvalidArgumentError("parameter 'config' must be a string_param (JSON)");
       }
       params.config = value.string_param();
-    } else if (key == kFileParam) {
+    } else if (key == kSha256Param) {
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam ||
+          !cache::IsSha256Hex(value.string_param())) {
+        return absl::InvalidArgumentError(
+            "parameter 'sha256' must be a string_param of 64 lowercase hex digits");
+      }
+      params.sha256 = value.string_param();
+    } else if (absl::StartsWith(key, kFilePrefix)) {
+      // Only "file:<version>/model.pt": anything else could name a path.
+      absl::string_view rest = absl::string_view(key).substr(strlen(kFilePrefix));
+      absl::StatusOr<int64_t> version = absl::InvalidArgumentError("");
+      if (absl::EndsWith(rest, kFileSuffix)) {
+        version = ParseVersion(rest.substr(0, rest.size() - strlen(kFileSuffix)));
+      }
+      if (!version.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unsupported file parameter '", key,
+            "'; Kiln accepts only 'file:<version>/model.pt', e.g. 'file:1/model.pt'"));
+      }
+      if (params.file.has_value()) {
+        return absl::InvalidArgumentError("only one file parameter per load");
+      }
       if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBytesParam) {
         return absl::InvalidArgumentError(
-            absl::StrCat("parameter '", kFileParam, "' must be a bytes_param"));
+            absl::StrCat("parameter '", key, "' must be a bytes_param"));
       }
       if (value.bytes_param().size() > max_upload_bytes) {
         return absl::ResourceExhaustedError(absl::StrCat(
@@ -95,12 +126,13 @@ absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadR
             max_upload_bytes, " bytes (--max-upload-bytes)"));
       }
       params.file = value.bytes_param();
-    } else if (absl::StartsWith(key, "file:")) {
-      return absl::InvalidArgumentError(absl::StrCat("unsupported file parameter '", key,
-                                                     "'; Kiln accepts only '", kFileParam, "'"));
+      params.version = *version;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown load parameter '", key, "'"));
     }
+  }
+  if (params.sha256.has_value() && !params.file.has_value()) {
+    return absl::InvalidArgumentError("parameter 'sha256' needs a file parameter");
   }
   return params;
 }
@@ -128,8 +160,7 @@ grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
 grpc::Status InferenceService::ModelReady(grpc::ServerContext*,
                                           const inference::ModelReadyRequest* request,
                                           inference::ModelReadyResponse* response) {
-  response->set_ready(CheckVersion(request->name(), request->version()).ok() &&
-                      registry_->IsReady(request->name()));
+  response->set_ready(registry_->IsReady(request->name(), request->version()));
   return grpc::Status::OK;
 }
 
@@ -148,13 +179,20 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
                                              const inference::ModelMetadataRequest* request,
                                              inference::ModelMetadataResponse* response) {
   const std::string& name = request->name();
-  absl::Status status = CheckVersion(name, request->version());
-  absl::StatusOr<ServingModel> serving = status.ok() ? registry_->Get(name) : status;
+  absl::StatusOr<ServingModel> serving = registry_->Get(name, request->version());
   if (!serving.ok()) return Reply("ModelMetadata", name, serving.status());
   response->set_name(name);
-  response->add_versions(std::string(kVersion));
+  for (int64_t v : serving->ready_versions) response->add_versions(std::to_string(v));
   response->set_platform(std::string(kPlatform));
+  // The version described, and its file's content identity.
+  (*response->mutable_properties())["version"] = std::to_string(serving->version);
   (*response->mutable_properties())["sha256"] = serving->sha256;
+  // What the load found: fallback ops, the verified import; and the imported
+  // graph as text (what `kiln inspect` prints).
+  for (const auto& [key, value] : serving->model->properties()) {
+    (*response->mutable_properties())[key] = value;
+  }
+  (*response->mutable_properties())["graph"] = ir::PrintGraph(serving->model->graph());
   for (const runtime::TensorSpec& spec : serving->model->inputs()) {
     FillTensorMetadata(spec, "input", response->add_inputs(), response);
   }
@@ -169,8 +207,7 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
                                           inference::ModelInferResponse* response) {
   const Clock::time_point start = Clock::now();
   const std::string& name = request->model_name();
-  absl::Status status = CheckVersion(name, request->model_version());
-  absl::StatusOr<ServingModel> serving = status.ok() ? registry_->Get(name) : status;
+  absl::StatusOr<ServingModel> serving = registry_->Get(name, request->model_version());
   if (!serving.ok()) return Reply("ModelInfer", name, serving.status());
 
   InferTimings timings;
@@ -191,7 +228,7 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
 
   const Clock::time_point output_start = Clock::now();
   response->set_model_name(name);
-  response->set_model_version(std::string(kVersion));
+  response->set_model_version(std::to_string(serving->version));
   response->set_id(request->id());
   EncodeOutputs(*outputs, response);
   timings.output_ns = ElapsedNs(output_start);
@@ -203,13 +240,14 @@ grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
                                                const inference::ModelStatisticsRequest* request,
                                                inference::ModelStatisticsResponse* response) {
   const std::string& name = request->name();
-  absl::Status status = CheckVersion(name, request->version());
-  auto stats = status.ok() ? registry_->Statistics(name) : status;
+  absl::StatusOr<int64_t> version = RequestVersion(request->version());
+  auto stats = version.ok() ? registry_->Statistics(name, *version) : version.status();
   if (!stats.ok()) return Reply("ModelStatistics", name, stats.status());
-  for (const auto& [model_name, s] : *stats) {
+  for (const VersionStatistics& v : *stats) {
+    const StatsSnapshot& s = v.infer;
     inference::ModelStatistics* out = response->add_model_stats();
-    out->set_name(model_name);
-    out->set_version(std::string(kVersion));
+    out->set_name(v.name);
+    out->set_version(std::to_string(v.version));
     out->set_last_inference(s.last_inference_ms);
     out->set_inference_count(s.inference_count);
     out->set_execution_count(s.execution_count);
@@ -221,6 +259,17 @@ grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
     FillDuration(s.compute_input, infer->mutable_compute_input());
     FillDuration(s.compute_infer, infer->mutable_compute_infer());
     FillDuration(s.compute_output, infer->mutable_compute_output());
+    // Kiln has no response cache; these two count its compiled-plan cache:
+    // hits in memory (and the time to answer them), and misses, which were
+    // loaded from the disk cache or compiled (and the time that took).
+    // kiln.v1 CacheStatistics breaks them down.
+    FillDuration(Duration{v.plans.memory_hits, v.plans.hit_ns}, infer->mutable_cache_hit());
+    FillDuration(Duration{v.plans.disk_hits + v.plans.misses, v.plans.compile_ns},
+                 infer->mutable_cache_miss());
+    inference::MemoryUsage* memory = out->add_memory_usage();
+    memory->set_type("CPU");
+    memory->set_id(0);
+    memory->set_byte_size(v.weight_bytes + v.plans.bytes_held);
   }
   return grpc::Status::OK;
 }
@@ -232,7 +281,7 @@ grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext*,
     if (request->ready() && entry.state != ModelState::kReady) continue;
     auto* model = response->add_models();
     model->set_name(entry.name);
-    model->set_version(std::string(kVersion));
+    model->set_version(std::to_string(entry.version));
     model->set_state(std::string(ModelStateName(entry.state)));
     model->set_reason(entry.reason);
   }
@@ -246,7 +295,27 @@ grpc::Status InferenceService::RepositoryModelLoad(
   absl::StatusOr<LoadParams> params = ParseLoadParams(*request, options_.max_upload_bytes);
   if (!params.ok()) return Reply("RepositoryModelLoad", name, params.status());
   // The registry logs every load, failed or not.
-  return ToGrpcStatus(registry_->Load(name, params->file, std::move(params->config)));
+  if (!params->file.has_value()) {
+    return ToGrpcStatus(registry_->Load(name, std::move(params->config)));
+  }
+  absl::Status status = ValidateModelName(name);
+  if (!status.ok()) return Reply("RepositoryModelLoad", name, status);
+  const std::string sha256 = Sha256Hex(*params->file);
+  if (params->sha256.has_value() && *params->sha256 != sha256) {
+    return Reply("RepositoryModelLoad", name,
+                 absl::InvalidArgumentError(absl::StrCat(
+                     "the uploaded file's SHA-256 is ", sha256, ", the 'sha256' parameter says ",
+                     *params->sha256, " (corrupted in transit?)")));
+  }
+  // Staged as a file first: the import runs on a file, and installing it is
+  // then one rename.
+  const std::string staged = (std::filesystem::path(registry_->repository().StagingDir()) /
+                              absl::StrCat(cache::kTempPrefix, "load-", cache::UniqueSuffix()))
+                                 .string();
+  status = cache::WriteFileAtomically(staged, *params->file);
+  if (!status.ok()) return Reply("RepositoryModelLoad", name, status);
+  UploadRequest upload{name, params->version, staged, sha256, std::move(params->config)};
+  return ToGrpcStatus(registry_->Upload(std::move(upload)).status());
 }
 
 grpc::Status InferenceService::RepositoryModelUnload(

@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "server/import_worker.h"
 #include "server/server.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -42,6 +43,10 @@ extern "C" void OnShutdownSignal(int sig) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The isolated import child (server/import_worker.h): no flags, no server.
+  if (argc > 1 && std::string(argv[1]) == "--import-worker") {
+    return kiln::server::ImportWorkerMain(argc, argv);
+  }
   EnsurePassiveOpenMP(argv);
 
   kiln::server::ServerOptions options;
@@ -52,9 +57,29 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   app.add_option("--model-repository", options.model_repository,
-                 "Model repository directory (REPO/NAME/1/model.pt)")
+                 "Model repository directory (REPO/NAME/VERSION/model.pt)")
       ->capture_default_str();
-  app.add_option("--cache-dir", options.cache_dir, "Compiled-graph cache directory");
+  app.add_option("--cache-dir", options.cache_dir,
+                 "Compiled-graph cache directory (imported graphs and plans; shareable by "
+                 "replicas). Empty: no disk cache");
+  app.add_option("--cache-bytes", options.cache_bytes,
+                 "Memory bound of the compiled-plan cache (LRU), in bytes")
+      ->capture_default_str();
+  std::string isolation = "process";
+  app.add_option("--import-isolation", isolation,
+                 "Where TorchScript files are imported: 'process' (a child with memory and time "
+                 "limits) or 'none' (in kilnd itself)")
+      ->check(CLI::IsMember({"process", "none"}))
+      ->capture_default_str();
+  uint64_t import_memory_mb = options.import_memory_bytes >> 20;
+  app.add_option("--import-memory-mb", import_memory_mb,
+                 "Memory an import child may use beyond its start-up mappings, in MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--import-timeout-s", options.import_timeout_s,
+                 "Wall-clock limit for one import, in seconds")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   app.add_option("--threads", options.threads, "Intra-op threads per request")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -66,6 +91,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  options.import_memory_bytes = import_memory_mb << 20;
+  // /proc/self/exe, resolved in the child, is this very binary even if the
+  // file was replaced on disk since start-up.
+  if (isolation == "process") options.import_worker = "/proc/self/exe";
 
   // Logs go to stderr: stdout carries only the "listening" line tests parse.
   spdlog::set_default_logger(spdlog::stderr_color_mt("kilnd"));

@@ -1,10 +1,12 @@
 #include "server/model_config.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
 
 namespace kiln::server {
@@ -76,6 +78,120 @@ absl::StatusOr<std::vector<runtime::TensorSpec>> ParseTensorList(const json& roo
   return specs;
 }
 
+absl::StatusOr<VersionPolicy> ParseVersionPolicy(const json& policy) {
+  const char* where = "version_policy";
+  if (!policy.is_object() || policy.size() != 1) {
+    return ConfigError(where, "expected an object with one of 'latest', 'all', 'specific'");
+  }
+  RETURN_IF_ERROR(CheckKeys(policy, {"latest", "all", "specific"}, where));
+  VersionPolicy parsed;
+  if (policy.contains("all")) {
+    if (!policy["all"].is_object() || !policy["all"].empty()) {
+      return ConfigError("version_policy.all", "expected {}");
+    }
+    parsed.kind = VersionPolicy::Kind::kAll;
+  } else if (policy.contains("latest")) {
+    const json& latest = policy["latest"];
+    if (!latest.is_object()) return ConfigError("version_policy.latest", "expected an object");
+    RETURN_IF_ERROR(CheckKeys(latest, {"num_versions"}, "version_policy.latest"));
+    parsed.kind = VersionPolicy::Kind::kLatest;
+    if (latest.contains("num_versions")) {
+      const json& n = latest["num_versions"];
+      if (!n.is_number_integer() || n.get<int64_t>() < 1) {
+        return ConfigError("version_policy.latest", "'num_versions' must be an integer >= 1");
+      }
+      parsed.num_versions = n.get<int64_t>();
+    }
+  } else {
+    const json& specific = policy["specific"];
+    if (!specific.is_object()) return ConfigError("version_policy.specific", "expected an object");
+    RETURN_IF_ERROR(CheckKeys(specific, {"versions"}, "version_policy.specific"));
+    parsed.kind = VersionPolicy::Kind::kSpecific;
+    const json& versions = specific.contains("versions") ? specific["versions"] : json::array();
+    if (!versions.is_array() || versions.empty()) {
+      return ConfigError("version_policy.specific", "'versions' must be a non-empty array");
+    }
+    for (const json& v : versions) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1) {
+        return ConfigError("version_policy.specific",
+                           absl::StrCat("versions must be integers >= 1, got ", v.dump()));
+      }
+      parsed.versions.push_back(v.get<int64_t>());
+    }
+  }
+  return parsed;
+}
+
+}  // namespace
+
+std::vector<int64_t> VersionPolicy::Select(const std::vector<int64_t>& available) const {
+  std::vector<int64_t> sorted = available;
+  std::sort(sorted.begin(), sorted.end());
+  switch (kind) {
+    case Kind::kAll:
+      return sorted;
+    case Kind::kLatest: {
+      const size_t n = std::min<size_t>(sorted.size(), static_cast<size_t>(num_versions));
+      return std::vector<int64_t>(sorted.end() - static_cast<std::ptrdiff_t>(n), sorted.end());
+    }
+    case Kind::kSpecific: {
+      std::vector<int64_t> out;
+      for (int64_t v : sorted) {
+        if (std::find(versions.begin(), versions.end(), v) != versions.end()) out.push_back(v);
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+std::string VersionPolicy::ToString() const {
+  switch (kind) {
+    case Kind::kAll:
+      return "all";
+    case Kind::kLatest:
+      return absl::StrCat("latest ", num_versions);
+    case Kind::kSpecific:
+      return absl::StrCat("specific [", absl::StrJoin(versions, ", "), "]");
+  }
+  return "";
+}
+
+namespace {
+
+// "verify": false | {"enabled", "tolerance", "on_mismatch", "inputs"}.
+absl::StatusOr<VerifyConfig> ParseVerify(const json& v) {
+  VerifyConfig verify;
+  if (v.is_boolean()) {
+    verify.enabled = v.get<bool>();
+    return verify;
+  }
+  if (!v.is_object()) return ConfigError("verify", "expected true, false or an object");
+  RETURN_IF_ERROR(CheckKeys(v, {"enabled", "tolerance", "on_mismatch", "inputs"}, "verify"));
+  if (v.contains("enabled")) {
+    if (!v["enabled"].is_boolean()) return ConfigError("verify.enabled", "expected true or false");
+    verify.enabled = v["enabled"].get<bool>();
+  }
+  if (v.contains("tolerance")) {
+    if (!v["tolerance"].is_number() || v["tolerance"].get<double>() < 0) {
+      return ConfigError("verify.tolerance", "expected a number >= 0");
+    }
+    verify.tolerance = v["tolerance"].get<double>();
+  }
+  if (v.contains("on_mismatch")) {
+    const json& m = v["on_mismatch"];
+    if (!m.is_string() || (m.get<std::string>() != "fail" && m.get<std::string>() != "fallback")) {
+      return ConfigError("verify.on_mismatch", "expected \"fail\" or \"fallback\"");
+    }
+    verify.fallback_on_mismatch = m.get<std::string>() == "fallback";
+  }
+  ASSIGN_OR_RETURN(verify.inputs, ParseTensorList(v, "inputs"));
+  for (const runtime::TensorSpec& spec : verify.inputs) {
+    if (spec.name.empty()) return ConfigError("verify.inputs", "every entry needs a 'name'");
+  }
+  return verify;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
@@ -87,9 +203,20 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("model config is not valid JSON: ", e.what()));
   }
   if (!root.is_object()) return ConfigError("top level", "expected a JSON object");
-  RETURN_IF_ERROR(CheckKeys(root, {"inputs", "outputs"}, "top level"));
+  RETURN_IF_ERROR(
+      CheckKeys(root, {"inputs", "outputs", "version_policy", "strict", "verify"}, "top level"));
 
   ModelConfig config;
+  if (root.contains("strict")) {
+    if (!root["strict"].is_boolean()) return ConfigError("strict", "expected true or false");
+    config.strict = root["strict"].get<bool>();
+  }
+  if (root.contains("verify")) {
+    ASSIGN_OR_RETURN(config.verify, ParseVerify(root["verify"]));
+  }
+  if (root.contains("version_policy")) {
+    ASSIGN_OR_RETURN(config.version_policy, ParseVersionPolicy(root["version_policy"]));
+  }
   ASSIGN_OR_RETURN(config.model.inputs, ParseTensorList(root, "inputs"));
   ASSIGN_OR_RETURN(config.model.outputs, ParseTensorList(root, "outputs"));
   for (const runtime::TensorSpec& spec : config.model.inputs) {

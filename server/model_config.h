@@ -4,7 +4,13 @@
 //    "outputs": [{"name": "logits"}]}
 // Names apply by position (they rename forward()'s parameters and the graph
 // outputs); datatype and dims, when given, become the model's declared contract.
+// An optional "version_policy" says which versions under REPO/NAME/ are served,
+// in Triton's shape: {"latest": {"num_versions": N}} (the default, N = 1),
+// {"all": {}}, or {"specific": {"versions": [1, 3]}}.
 #pragma once
+
+#include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -13,7 +19,34 @@
 
 namespace kiln::server {
 
+struct VersionPolicy {
+  enum class Kind { kLatest, kAll, kSpecific };
+  Kind kind = Kind::kLatest;
+  int64_t num_versions = 1;       // kLatest
+  std::vector<int64_t> versions;  // kSpecific
+
+  // The versions to serve out of `available` (ascending), ascending.
+  std::vector<int64_t> Select(const std::vector<int64_t>& available) const;
+  // "latest 1", "all", "specific [1, 3]".
+  std::string ToString() const;
+};
+
+// Verified import (engine/fallback/verify.h): "verify": false, or
+// {"enabled": true, "tolerance": 1e-4, "on_mismatch": "fail" | "fallback",
+//  "inputs": [{"name": "x", "datatype": "FP32", "dims": [1, 3, 224, 224]}]}.
+struct VerifyConfig {
+  bool enabled = true;
+  double tolerance = 1e-4;
+  bool fallback_on_mismatch = false;  // serve diverging ops through libtorch instead of failing
+  std::vector<runtime::TensorSpec> inputs;  // sample shapes, by input name
+};
+
 struct ModelConfig {
+  // "strict": true makes ops without a native translation an error listing
+  // all of them, instead of running them through the libtorch fallback.
+  bool strict = false;
+  VerifyConfig verify;
+  VersionPolicy version_policy;
   importer::ImportOptions import;
   // Declarations by position; an entry's name may be empty until
   // FillDeclaredNames() takes it from the imported graph.

@@ -1,25 +1,32 @@
-// Load order matters for the "a failed load changes nothing" promise: the new
-// bytes are imported and compiled into a runtime::Model first; only then are
-// they written to the repository, and only after that is the model swapped into
-// the registry. Any failure before the swap leaves the serving model and its
-// files as they were.
+// Load order matters for the "a failed load changes nothing" promise: a new
+// file is imported (or found in the cache) and built into a runtime::Model
+// first; only then is it moved into the repository, and only after that is the
+// model swapped into the registry. Any failure before the move leaves the
+// serving model and the repository as they were.
 #include "server/model_registry.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/sha256.h"
+#include "absl/strings/str_join.h"
+#include "engine/cache/file_io.h"
+#include "engine/cache/graph_serializer.h"
 #include "engine/common/status_macros.h"
 #include "engine/importer/torchscript_importer.h"
-#include "server/model_config.h"
+#include "engine/fallback/fallback.h"
+#include "server/import_checks.h"
 
 namespace kiln::server {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 uint64_t NowMs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -27,9 +34,38 @@ uint64_t NowMs() {
                                    .count());
 }
 
+uint64_t NsSince(Clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+}
+
+double Ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+
 void Add(Duration& d, uint64_t ns) {
   d.count += 1;
   d.ns += ns;
+}
+
+std::string Label(absl::string_view name, int64_t version) {
+  return absl::StrCat(name, ":", version);
+}
+
+absl::StatusOr<ModelConfig> ParseConfig(const std::optional<std::string>& json) {
+  if (!json.has_value()) return ModelConfig{};
+  return ParseModelConfig(*json);
+}
+
+PlanStats Snapshot(const cache::PlanCounters& c) {
+  PlanStats s;
+  s.memory_hits = c.memory_hits;
+  s.disk_hits = c.disk_hits;
+  s.misses = c.misses;
+  s.evictions = c.evictions;
+  s.compile_count = c.compile_count;
+  s.compile_ns = c.compile_ns;
+  s.hit_ns = c.hit_ns;
+  s.bytes_held = static_cast<uint64_t>(std::max<int64_t>(0, c.bytes_held));
+  return s;
 }
 
 }  // namespace
@@ -61,98 +97,348 @@ StatsSnapshot ModelStats::Snapshot() const {
 }
 
 ModelRegistry::ModelRegistry(ModelRepository* repository, RegistryOptions options)
-    : repository_(repository), options_(std::move(options)) {}
+    : repository_(repository), options_(std::move(options)) {
+  // Ops without a native translation run through libtorch (engine/fallback).
+  fallback::InstallFallbackKernel(options_.compile.num_threads);
+}
 
 void ModelRegistry::LoadAll() {
   const std::vector<std::string> names = repository_->List();
   spdlog::info("model repository {}: {} model(s)", repository_->root(), names.size());
+  const Clock::time_point start = Clock::now();
   for (const std::string& name : names) {
     // Load() logs the outcome; a failure must not stop the others.
-    (void)Load(name, std::nullopt, std::nullopt);
+    (void)Load(name, std::nullopt);
   }
+  if (!names.empty()) spdlog::info("repository loaded in {:.1f} ms", Ms(NsSince(start)));
 }
 
-absl::StatusOr<std::unique_ptr<runtime::Model>> ModelRegistry::Build(
-    absl::string_view bytes, const std::optional<std::string>& config) {
-  ModelConfig parsed;
-  if (config.has_value()) {
-    ASSIGN_OR_RETURN(parsed, ParseModelConfig(*config));
-  }
-  ASSIGN_OR_RETURN(
-      ir::Graph graph,
-      importer::ImportTorchScript(std::string_view(bytes.data(), bytes.size()), parsed.import));
-  RETURN_IF_ERROR(FillDeclaredNames(graph, parsed.model));
-  parsed.model.compile = options_.compile;
-  return runtime::Model::Create(std::move(graph), std::move(parsed.model));
+// ------------------------------------------------------------------- building
+
+ModelRegistry::PendingGraph::~PendingGraph() {
+  if (!answer_path.empty()) ::unlink(answer_path.c_str());
 }
 
-absl::Status ModelRegistry::Load(const std::string& name, std::optional<absl::string_view> file,
-                                 std::optional<std::string> config_json) {
-  std::lock_guard<std::mutex> load_lock(load_mu_);
-  const auto start = std::chrono::steady_clock::now();
-  absl::Status status = ValidateModelName(name);
-  if (status.ok()) status = LoadLocked(name, file, std::move(config_json));
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (status.ok()) {
-    const ServingModel serving = *Get(name);
-    spdlog::info("loaded model '{}' ({} input(s), {} output(s), {} node(s)) from {} in {:.1f} ms",
-                 name, serving.model->inputs().size(), serving.model->outputs().size(),
-                 serving.model->graph().nodes().size(), file.has_value() ? "upload" : "repository",
-                 ms);
+void ModelRegistry::CommitGraph(const std::string& sha256, PendingGraph& pending) {
+  cache::CompiledGraphCache& cache = *options_.cache;
+  if (!pending.answer_path.empty()) {
+    cache.AdoptGraphFile(sha256, pending.answer_path);
+    pending.answer_path.clear();
+  } else if (pending.serialized.has_value()) {
+    cache.StoreGraph(sha256, pending.serialized->Pieces());
+  }
+  pending.serialized.reset();
+}
+
+absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
+                                                     const std::string& sha256,
+                                                     const std::string& label, LoadInfo* info,
+                                                     PendingGraph* pending) {
+  cache::CompiledGraphCache& cache = *options_.cache;
+  if (std::optional<ir::Graph> cached = cache.LoadGraph(sha256)) {
+    info->graph_source = "disk-cache";
+    return *std::move(cached);
+  }
+  const Clock::time_point start = Clock::now();
+  if (!options_.import_worker.empty()) {
+    // With a disk cache the child's answer is written next to the cache's
+    // entries, so a build that succeeds renames it into place: the graph
+    // (hundreds of MB for a large model) is written once.
+    ImportAnswer answer;
+    const std::string dir =
+        cache.has_disk() ? cache.GraphDir() : repository_->StagingDir();
+    answer.path = (std::filesystem::path(dir) /
+                   absl::StrCat(cache::kTempPrefix, "import-", cache::UniqueSuffix()))
+                      .string();
+    answer.key = cache.GraphKey(sha256);
+    answer.keep = cache.has_disk();
+    absl::StatusOr<cache::Payload> serialized =
+        ImportInChildProcess(options_.import_worker, path, answer, options_.import_limits);
+    if (serialized.ok()) {
+      if (answer.keep) pending->answer_path = answer.path;  // removed unless committed
+      absl::StatusOr<ir::Graph> graph = cache::ParseGraph(serialized->view(), serialized->owner());
+      if (!graph.ok()) {
+        return absl::InternalError(absl::StrCat("the import process's graph does not read back: ",
+                                                graph.status().message()));
+      }
+      info->graph_source = "import";
+      info->import_ns = NsSince(start);
+      return graph;
+    }
+    if (!IsNotSerializable(serialized.status())) return serialized.status();
+    // The child read the file without trouble; only the hand-over failed.
+    spdlog::warn("{}: the imported graph cannot be handed over ({}); importing in process", label,
+                 std::string(serialized.status().message()));
+  }
+  ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(path));
+  ASSIGN_OR_RETURN(ir::Graph graph, importer::ImportTorchScript(bytes));
+  info->graph_source = "import-in-process";
+  info->import_ns = NsSince(start);
+  if (cache.has_disk()) {
+    absl::StatusOr<cache::SerializedGraph> serialized = cache::SerializeGraph(graph);
+    if (serialized.ok()) {
+      pending->serialized = *std::move(serialized);  // holds the tensors, not a copy
+    } else {
+      spdlog::info("{}: the imported graph is not cached on disk: {}", label,
+                   std::string(serialized.status().message()));
+    }
+  }
+  return graph;
+}
+
+absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
+    const std::string& name, int64_t version, const std::string& path, const ModelConfig& config,
+    const std::optional<std::string>& known_sha256) {
+  const Clock::time_point start = Clock::now();
+  const std::string label = Label(name, version);
+  Built built;
+  if (known_sha256.has_value()) {
+    std::error_code ec;
+    built.sha256 = *known_sha256;
+    built.size = std::filesystem::file_size(path, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot stat '", path, "': ", ec.message()));
   } else {
-    status = Annotate(status, absl::StrCat("while loading model '", name, "': "));
-    spdlog::warn("{} (after {:.1f} ms)", std::string(status.message()), ms);
+    ASSIGN_OR_RETURN(cache::FileDigest digest, options_.cache->DigestFile(path));
+    built.sha256 = digest.sha256;
+    built.size = digest.size;
+  }
+  built.load.hash_ns = NsSince(start);
+  const Clock::time_point graph_start = Clock::now();
+  // The imported graph enters the disk cache only once the model it makes
+  // has passed every check below: a graph found there is trusted as is.
+  PendingGraph pending;
+  ASSIGN_OR_RETURN(ir::Graph graph,
+                   ObtainGraph(path, built.sha256, label, &built.load, &pending));
+  built.load.graph_ns = NsSince(graph_start);
+  RETURN_IF_ERROR(CheckStrict(graph, config));
+
+  runtime::ModelOptions options = config.model;
+  RETURN_IF_ERROR(FillDeclaredNames(graph, options));
+  // The plan key names the graph exactly: its content and the names the
+  // config gives its inputs and outputs.
+  std::vector<std::string> inputs, outputs;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    inputs.push_back(i < options.inputs.size() ? options.inputs[i].name
+                                               : graph.value(graph.inputs()[i]).name);
+  }
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    outputs.push_back(i < options.outputs.size() ? options.outputs[i].name
+                                                 : graph.output_names()[i]);
+  }
+  const std::string model_key =
+      absl::StrCat(options_.cache->GraphKey(built.sha256), ";inputs=", absl::StrJoin(inputs, ","),
+                   ";outputs=", absl::StrJoin(outputs, ","));
+  built.counters = std::make_shared<cache::PlanCounters>();
+  options.compile = options_.compile;
+  options.executables = options_.cache->Provider(model_key, label, built.counters);
+  built.weight_bytes = graph.ConstantBytes();
+  // A model rebuilt with ops forced onto the fallback (verify.on_mismatch)
+  // is another graph: it compiles outside the shared plan cache.
+  runtime::ModelOptions rebuilt_options = options;
+  rebuilt_options.executables = nullptr;
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> model,
+                   runtime::Model::Create(std::move(graph), std::move(options)));
+  ASSIGN_OR_RETURN(model,
+                   CheckImport(label, path, config, std::move(model),
+                               [&](ir::Graph g) {
+                                 return runtime::Model::Create(std::move(g), rebuilt_options);
+                               },
+                               /*verify=*/built.load.graph_source != "disk-cache"));
+  built.model = std::move(model);
+  CommitGraph(built.sha256, pending);
+  built.load.load_ns = NsSince(start);
+  return built;
+}
+
+// ------------------------------------------------------------ registry state
+
+void ModelRegistry::StopServingLocked(Version& v, const std::string& reason) {
+  if (v.model != nullptr) options_.cache->Forget(v.counters);
+  // In-flight requests still hold the model; it is freed when they finish.
+  v.model.reset();
+  v.state = ModelState::kUnavailable;
+  v.reason = reason;
+}
+
+void ModelRegistry::Serve(const std::string& name, int64_t version, Built built,
+                          const std::string& path) {
+  spdlog::info(
+      "model {} ready in {:.1f} ms (hash {:.1f} ms, graph from {} {:.1f} ms, contract {:.1f} ms; "
+      "{} input(s), {} output(s), {} node(s), {:.1f} MB of weights; sha256 {})",
+      Label(name, version), Ms(built.load.load_ns), Ms(built.load.hash_ns),
+      built.load.graph_source, Ms(built.load.graph_ns),
+      Ms(built.load.load_ns - built.load.hash_ns - built.load.graph_ns),
+      built.model->inputs().size(), built.model->outputs().size(),
+      built.model->graph().nodes().size(), static_cast<double>(built.weight_bytes) / 1e6,
+      built.sha256.substr(0, 16));
+  std::lock_guard<std::mutex> lock(mu_);
+  Version& v = entries_[name].versions[version];
+  if (v.model != nullptr) options_.cache->Forget(v.counters);
+  v.state = ModelState::kReady;
+  v.reason.clear();
+  v.model = std::move(built.model);
+  v.counters = std::move(built.counters);
+  v.sha256 = built.sha256;
+  v.load = built.load;
+  v.weight_bytes = built.weight_bytes;
+  files_[built.sha256] = {path, built.size};
+}
+
+void ModelRegistry::MarkFailed(const std::string& name, int64_t version,
+                               const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Version& v = entries_[name].versions[version];
+  if (v.state == ModelState::kReady) return;  // keep serving what loaded before
+  v.reason = std::string(status.message());
+}
+
+absl::Status ModelRegistry::ApplyPolicyLocked(const std::string& name, const ModelConfig& config,
+                                              bool reload_ready, int64_t just_loaded) {
+  const std::vector<int64_t> on_disk = repository_->Versions(name);
+  const std::vector<int64_t> wanted = config.version_policy.Select(on_disk);
+  const std::string not_served =
+      absl::StrCat("not served under version policy '", config.version_policy.ToString(), "'");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& entry = entries_[name];
+    for (auto& [version, v] : entry.versions) {
+      if (std::find(wanted.begin(), wanted.end(), version) == wanted.end()) {
+        if (v.state == ModelState::kReady)
+          spdlog::info("model {}: {}", Label(name, version), not_served);
+        StopServingLocked(v, not_served);
+      }
+    }
+    for (int64_t version : on_disk) {
+      if (std::find(wanted.begin(), wanted.end(), version) == wanted.end()) {
+        entry.versions[version].reason = not_served;
+      }
+    }
+  }
+  if (wanted.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "version policy '", config.version_policy.ToString(), "' selects none of the versions [",
+        absl::StrJoin(on_disk, ", "), "] in the repository"));
+  }
+  absl::Status first_error;
+  for (int64_t version : wanted) {
+    if (version == just_loaded) continue;
+    if (!reload_ready && IsReady(name, std::to_string(version))) continue;
+    const std::string path = repository_->ModelPath(name, version);
+    absl::StatusOr<Built> built = Build(name, version, path, config);
+    if (!built.ok()) {
+      const absl::Status status = Annotate(
+          built.status(), absl::StrCat("while loading model ", Label(name, version), ": "));
+      spdlog::warn("{}", std::string(status.message()));
+      MarkFailed(name, version, status);
+      if (first_error.ok()) first_error = status;
+      continue;
+    }
+    Serve(name, version, *std::move(built), path);
+  }
+  return first_error;
+}
+
+absl::Status ModelRegistry::LoadFromRepositoryLocked(const std::string& name,
+                                                     std::optional<std::string> config_json,
+                                                     bool reload_ready) {
+  RETURN_IF_ERROR(ValidateModelName(name));
+  if (!repository_->HasModel(name)) {
+    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  }
+  const bool override_config = config_json.has_value();
+  if (!override_config) {
+    ASSIGN_OR_RETURN(config_json, repository_->ReadConfig(name));
+  }
+  absl::StatusOr<ModelConfig> config = ParseConfig(config_json);
+  if (!config.ok()) {
+    const absl::Status status =
+        Annotate(config.status(), absl::StrCat("while loading model '", name, "': "));
+    spdlog::warn("{}", std::string(status.message()));
+    for (int64_t version : repository_->Versions(name)) MarkFailed(name, version, status);
+    return status;
+  }
+  absl::Status status = ApplyPolicyLocked(name, *config, reload_ready);
+  if (status.ok() && override_config) {
+    RETURN_IF_ERROR(repository_->WriteConfig(name, config_json));
   }
   return status;
 }
 
-absl::Status ModelRegistry::LoadLocked(const std::string& name,
-                                       std::optional<absl::string_view> file,
-                                       std::optional<std::string> config_json) {
-  const bool from_repository = !file.has_value();
-  std::string stored_bytes;
-  if (from_repository) {
-    ASSIGN_OR_RETURN(stored_bytes, repository_->ReadModel(name));
-    if (!config_json.has_value()) {
-      ASSIGN_OR_RETURN(config_json, repository_->ReadConfig(name));
-    }
-  }
-  const absl::string_view bytes = from_repository ? absl::string_view(stored_bytes) : *file;
-
-  absl::StatusOr<std::unique_ptr<runtime::Model>> model = Build(bytes, config_json);
-  if (!model.ok()) {
-    // A model whose files are on disk stays listed, with the error as reason;
-    // a rejected upload of a new name leaves no trace.
-    MarkFailed(name, model.status(), /*create=*/from_repository);
-    return model.status();
-  }
-
-  if (!from_repository) {
-    RETURN_IF_ERROR(repository_->WriteModel(name, bytes));
-    RETURN_IF_ERROR(repository_->WriteConfig(name, config_json));
-  } else if (config_json.has_value()) {
-    RETURN_IF_ERROR(repository_->WriteConfig(name, config_json));
-  }
-
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& entry = entries_[name];
-  entry.state = ModelState::kReady;
-  entry.reason.clear();
-  entry.model = std::shared_ptr<const runtime::Model>(std::move(*model));
-  entry.sha256 = Sha256Hex(bytes);
-  return absl::OkStatus();
+absl::Status ModelRegistry::Load(const std::string& name, std::optional<std::string> config_json) {
+  std::lock_guard<std::mutex> load_lock(load_mu_);
+  return LoadFromRepositoryLocked(name, std::move(config_json), /*reload_ready=*/true);
 }
 
-void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& status, bool create) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) {
-    if (!create) return;
-    it = entries_.emplace(name, Entry{}).first;
+absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
+  // The staged file is ours: it is either moved into the repository or removed.
+  struct RemoveUnlessInstalled {
+    std::string path;
+    bool installed = false;
+    ~RemoveUnlessInstalled() {
+      if (!installed) ::unlink(path.c_str());
+    }
+  } staged{request.staged_path};
+
+  const Clock::time_point start = Clock::now();
+  std::lock_guard<std::mutex> load_lock(load_mu_);
+  const std::string& name = request.name;
+  RETURN_IF_ERROR(ValidateModelName(name));
+  if (request.version < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("version ", request.version, " is negative"));
   }
-  if (it->second.state == ModelState::kReady) return;  // keep serving the old version
-  it->second.reason = std::string(status.message());
+  ASSIGN_OR_RETURN(std::optional<std::string> stored_config, repository_->ReadConfig(name));
+  const std::optional<std::string> config_json =
+      request.config_json.has_value() ? request.config_json : stored_config;
+  const bool config_changed = config_json != stored_config;
+  absl::StatusOr<ModelConfig> config = ParseConfig(config_json);
+  if (!config.ok()) {
+    return Annotate(config.status(), absl::StrCat("while loading model '", name, "': "));
+  }
+
+  const std::vector<int64_t> on_disk = repository_->Versions(name);
+  const int64_t latest = on_disk.empty() ? 0 : on_disk.back();
+  const int64_t target = request.version > 0 ? request.version : latest + 1;
+  {
+    // The same file and config again: nothing to do.
+    const int64_t same = request.version > 0 ? request.version : latest;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto entry = entries_.find(name);
+    if (!config_changed && entry != entries_.end()) {
+      auto v = entry->second.versions.find(same);
+      if (v != entry->second.versions.end() && v->second.state == ModelState::kReady &&
+          v->second.sha256 == request.sha256) {
+        spdlog::info("model {} already holds this file (sha256 {}); unchanged", Label(name, same),
+                     request.sha256.substr(0, 16));
+        return UploadResult{same, /*unchanged=*/true, Ms(NsSince(start))};
+      }
+    }
+  }
+
+  // The upload path checked the file's SHA-256 already (UploadStore, or the
+  // bytes of a single-message load).
+  absl::StatusOr<Built> built = Build(name, target, request.staged_path, *config, request.sha256);
+  if (!built.ok()) {
+    const absl::Status status =
+        Annotate(built.status(), absl::StrCat("while loading model ", Label(name, target), ": "));
+    spdlog::warn("upload rejected: {}", std::string(status.message()));
+    return status;
+  }
+  // The point of no return: the verified file becomes the version.
+  RETURN_IF_ERROR(repository_->InstallModel(name, target, request.staged_path));
+  staged.installed = true;
+  options_.cache->RememberDigest(repository_->ModelPath(name, target),
+                                 cache::FileDigest{built->sha256, built->size});
+  if (request.config_json.has_value()) {
+    RETURN_IF_ERROR(repository_->WriteConfig(name, request.config_json));
+  }
+  const std::string path = repository_->ModelPath(name, target);
+  Serve(name, target, *std::move(built), path);
+  // The other versions: stop those the policy no longer selects, load those
+  // it does (all of them again when the config changed).
+  absl::Status others =
+      ApplyPolicyLocked(name, *config, /*reload_ready=*/config_changed, /*just_loaded=*/target);
+  if (!others.ok()) spdlog::warn("model '{}': {}", name, std::string(others.message()));
+  return UploadResult{target, /*unchanged=*/false, Ms(NsSince(start))};
 }
 
 absl::Status ModelRegistry::Unload(const std::string& name) {
@@ -162,10 +448,7 @@ absl::Status ModelRegistry::Unload(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(name);
     if (it != entries_.end()) {
-      // In-flight requests still hold the model; it is freed when they finish.
-      it->second.model.reset();
-      it->second.state = ModelState::kUnavailable;
-      it->second.reason = "unloaded";
+      for (auto& [version, v] : it->second.versions) StopServingLocked(v, "unloaded");
       spdlog::info("unloaded model '{}'", name);
       return absl::OkStatus();
     }
@@ -174,17 +457,83 @@ absl::Status ModelRegistry::Unload(const std::string& name) {
   return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
 }
 
-absl::StatusOr<ServingModel> ModelRegistry::Get(absl::string_view name) const {
+absl::Status ModelRegistry::Delete(const std::string& name, int64_t version) {
+  RETURN_IF_ERROR(ValidateModelName(name));
+  if (version < 0)
+    return absl::InvalidArgumentError(absl::StrCat("version ", version, " is negative"));
+  std::lock_guard<std::mutex> load_lock(load_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(name);
     if (it != entries_.end()) {
-      const Entry& entry = it->second;
-      if (entry.state == ModelState::kReady) {
-        return ServingModel{entry.model, entry.stats, entry.sha256};
+      for (auto v = it->second.versions.begin(); v != it->second.versions.end();) {
+        if (version == 0 || v->first == version) {
+          StopServingLocked(v->second, "deleted");
+          v = it->second.versions.erase(v);
+        } else {
+          ++v;
+        }
       }
-      return absl::FailedPreconditionError(
-          absl::StrCat("model '", name, "' is not ready: ", entry.reason));
+      if (it->second.versions.empty()) entries_.erase(it);
+    }
+  }
+  RETURN_IF_ERROR(repository_->Delete(name, version));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = files_.begin(); it != files_.end();) {
+      std::error_code ec;
+      it = ::access(it->second.first.c_str(), F_OK) == 0 ? std::next(it) : files_.erase(it);
+    }
+  }
+  spdlog::info("deleted model '{}'{}", name, version > 0 ? absl::StrCat(" version ", version) : "");
+  // Deleting the served version of "latest 1" makes the previous one current.
+  if (version > 0 && repository_->HasModel(name)) {
+    return LoadFromRepositoryLocked(name, std::nullopt, /*reload_ready=*/false);
+  }
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------ queries
+
+absl::StatusOr<ServingModel> ModelRegistry::Get(absl::string_view name,
+                                                absl::string_view version) const {
+  std::optional<int64_t> wanted;
+  if (!version.empty()) {
+    ASSIGN_OR_RETURN(wanted, ParseVersion(version));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(name);
+    if (it != entries_.end()) {
+      const auto& versions = it->second.versions;
+      ServingModel serving;
+      for (const auto& [number, v] : versions) {
+        if (v.state == ModelState::kReady) serving.ready_versions.push_back(number);
+      }
+      const Version* chosen = nullptr;
+      if (wanted.has_value()) {
+        auto v = versions.find(*wanted);
+        if (v == versions.end()) {
+          return absl::NotFoundError(absl::StrCat("model '", name, "' has no version ", *wanted));
+        }
+        if (v->second.state != ModelState::kReady) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "model '", name, "' version ", *wanted, " is not ready: ", v->second.reason));
+        }
+        chosen = &v->second;
+        serving.version = *wanted;
+      } else if (!serving.ready_versions.empty()) {
+        serving.version = serving.ready_versions.back();
+        chosen = &versions.at(serving.version);
+      } else {
+        std::string reason = versions.empty() ? "no versions" : versions.rbegin()->second.reason;
+        return absl::FailedPreconditionError(
+            absl::StrCat("model '", name, "' is not ready: ", reason));
+      }
+      serving.model = chosen->model;
+      serving.stats = chosen->stats;
+      serving.sha256 = chosen->sha256;
+      return serving;
     }
   }
   if (repository_->HasModel(name)) {
@@ -193,46 +542,74 @@ absl::StatusOr<ServingModel> ModelRegistry::Get(absl::string_view name) const {
   return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
 }
 
-bool ModelRegistry::IsReady(absl::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(name);
-  return it != entries_.end() && it->second.state == ModelState::kReady;
+bool ModelRegistry::IsReady(absl::string_view name, absl::string_view version) const {
+  return Get(name, version).ok();
 }
 
 std::vector<ModelIndexEntry> ModelRegistry::Index() const {
   // Read the disk first, outside the lock.
-  const std::vector<std::string> on_disk = repository_->List();
+  std::map<std::string, std::vector<int64_t>> on_disk;
+  for (const std::string& name : repository_->List()) on_disk[name] = repository_->Versions(name);
   std::vector<ModelIndexEntry> index;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, entry] : entries_) {
-    index.push_back({name, entry.state, entry.reason});
-  }
-  for (const std::string& name : on_disk) {
-    if (entries_.count(name) == 0) {
-      index.push_back({name, ModelState::kUnavailable, "not loaded"});
+    for (const auto& [version, v] : entry.versions) {
+      index.push_back({name, version, v.state, v.reason});
     }
   }
-  std::sort(index.begin(), index.end(),
-            [](const ModelIndexEntry& a, const ModelIndexEntry& b) { return a.name < b.name; });
+  for (const auto& [name, versions] : on_disk) {
+    auto known = entries_.find(name);
+    for (int64_t version : versions) {
+      if (known == entries_.end()) {
+        index.push_back({name, version, ModelState::kUnavailable, "not loaded"});
+      } else if (known->second.versions.count(version) == 0) {
+        index.push_back({name, version, ModelState::kUnavailable, "not loaded"});
+      }
+    }
+  }
+  std::sort(index.begin(), index.end(), [](const ModelIndexEntry& a, const ModelIndexEntry& b) {
+    return std::tie(a.name, a.version) < std::tie(b.name, b.version);
+  });
   return index;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, StatsSnapshot>>> ModelRegistry::Statistics(
-    absl::string_view name) const {
-  std::vector<std::pair<std::string, StatsSnapshot>> stats;
+absl::StatusOr<std::vector<VersionStatistics>> ModelRegistry::Statistics(absl::string_view name,
+                                                                         int64_t version) const {
+  std::vector<VersionStatistics> stats;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!name.empty()) {
-    auto it = entries_.find(name);
-    if (it == entries_.end()) {
-      return absl::NotFoundError(absl::StrCat("no statistics for unknown model '", name, "'"));
-    }
-    stats.emplace_back(it->first, it->second.stats->Snapshot());
-    return stats;
-  }
   for (const auto& [model_name, entry] : entries_) {
-    stats.emplace_back(model_name, entry.stats->Snapshot());
+    if (!name.empty() && model_name != name) continue;
+    for (const auto& [number, v] : entry.versions) {
+      if (version != 0 && number != version) continue;
+      // Versions never loaded (only listed for the index) have no statistics.
+      if (v.sha256.empty()) continue;
+      VersionStatistics s;
+      s.name = model_name;
+      s.version = number;
+      s.state = v.state;
+      s.sha256 = v.sha256;
+      s.infer = v.stats->Snapshot();
+      s.load = v.load;
+      s.plans = Snapshot(*v.counters);
+      s.weight_bytes = v.weight_bytes;
+      stats.push_back(std::move(s));
+    }
+  }
+  if (!name.empty() && stats.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no statistics for ", version != 0 ? absl::StrCat("version ", version, " of ") : "",
+        "unknown model '", name, "'"));
   }
   return stats;
+}
+
+std::optional<std::string> ModelRegistry::FindFile(const std::string& sha256,
+                                                   uint64_t size) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(sha256);
+  if (it == files_.end() || it->second.second != size) return std::nullopt;
+  if (::access(it->second.first.c_str(), R_OK) != 0) return std::nullopt;
+  return it->second.first;
 }
 
 }  // namespace kiln::server

@@ -1,7 +1,13 @@
-// The models the server knows: name -> state (READY or UNAVAILABLE with a
-// reason), the loaded runtime::Model and its statistics. Thread-safe. Requests
-// hold the model through a shared_ptr, so an unload or a reload never pulls a
-// model out from under a running request.
+// The models the server knows: for every model name, its versions, each READY
+// or UNAVAILABLE (with a reason), the loaded runtime::Model, and statistics.
+// Thread-safe. Requests hold the model through a shared_ptr, so an unload or a
+// reload never pulls a model out from under a running request.
+//
+// Which versions are served is the model's version policy (config.json;
+// latest 1 by default) applied to the versions on disk. Loading a version
+// takes its imported graph from the compiled-graph cache when it holds the
+// file's SHA-256 (no libtorch at all), else imports the file, in a child
+// process when an import worker is configured.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +21,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/cache/compiled_graph_cache.h"
+#include "engine/cache/graph_serializer.h"
 #include "engine/runtime/model.h"
+#include "server/import_worker.h"
+#include "server/model_config.h"
 #include "server/model_repository.h"
 
 namespace kiln::server {
@@ -30,7 +40,7 @@ struct Duration {
   uint64_t ns = 0;
 };
 
-// Cumulative per-model counters, in the shape of Triton's InferStatistics.
+// Cumulative per-version counters, in the shape of Triton's InferStatistics.
 // One request counts as one inference (Kiln does not batch across requests).
 struct StatsSnapshot {
   uint64_t inference_count = 0;
@@ -61,22 +71,79 @@ class ModelStats {
   StatsSnapshot stats_;
 };
 
+// How a version's last load went.
+struct LoadInfo {
+  uint64_t load_ns = 0;    // whole load: hash, graph, contract
+  uint64_t hash_ns = 0;    // SHA-256 of the model file (the cache key)
+  uint64_t graph_ns = 0;   // obtaining the graph: cache read or import
+  uint64_t import_ns = 0;  // libtorch import; 0 when the graph came from the cache
+  // "disk-cache" (no libtorch), "import" (isolated child), "import-in-process".
+  std::string graph_source;
+};
+
+// Plain copy of cache::PlanCounters.
+struct PlanStats {
+  uint64_t memory_hits = 0;
+  uint64_t disk_hits = 0;
+  uint64_t misses = 0;
+  uint64_t evictions = 0;
+  uint64_t compile_count = 0;
+  uint64_t compile_ns = 0;
+  uint64_t hit_ns = 0;
+  uint64_t bytes_held = 0;
+};
+
 // What one request needs: the model, kept alive for the request's duration,
 // and where to record its outcome.
 struct ServingModel {
   std::shared_ptr<const runtime::Model> model;
   std::shared_ptr<ModelStats> stats;
   std::string sha256;  // of the model file being served
+  int64_t version = 0;
+  std::vector<int64_t> ready_versions;  // every READY version of the model
 };
 
 struct ModelIndexEntry {
   std::string name;
+  int64_t version = 0;
   ModelState state = ModelState::kUnavailable;
   std::string reason;
 };
 
+struct VersionStatistics {
+  std::string name;
+  int64_t version = 0;
+  ModelState state = ModelState::kUnavailable;
+  std::string sha256;
+  StatsSnapshot infer;
+  LoadInfo load;
+  PlanStats plans;
+  uint64_t weight_bytes = 0;
+};
+
 struct RegistryOptions {
   runtime::CompileOptions compile;
+  // Required: imported graphs and compiled plans go through it.
+  std::shared_ptr<cache::CompiledGraphCache> cache;
+  // The binary to run with --import-worker (kilnd itself); empty imports in
+  // this process.
+  std::string import_worker;
+  ImportLimits import_limits;
+};
+
+// A complete file to install as a model version.
+struct UploadRequest {
+  std::string name;
+  int64_t version = 0;      // 0: the next version, or the latest if unchanged
+  std::string staged_path;  // a verified file in the staging area; consumed
+  std::string sha256;       // of that file
+  std::optional<std::string> config_json;  // nullopt keeps config.json
+};
+
+struct UploadResult {
+  int64_t version = 0;
+  bool unchanged = false;  // the latest version already held this file and config
+  double load_ms = 0;
 };
 
 class ModelRegistry {
@@ -85,62 +152,129 @@ class ModelRegistry {
   ModelRegistry(ModelRepository* repository, RegistryOptions options);
 
   // Loads every model in the repository. Failures are logged and leave that
-  // model UNAVAILABLE with the error as its reason; the others still load.
+  // version UNAVAILABLE with the error as its reason; the others still load.
   void LoadAll();
 
-  // Loads or replaces model `name`. With `file`, imports those bytes (and
-  // `config_json`, if any) and, only once they load, stores them in the
-  // repository (replacing config.json, or removing it when no config is
-  // given) and swaps the new model in. Without `file`, reloads from the
-  // repository, with `config_json` (stored on success) overriding config.json.
-  // A failed load leaves a serving model and its files untouched. Fails with
-  // InvalidArgument for a bad name, config or model file, Unimplemented for
-  // unsupported ops, NotFound when reloading a model the repository lacks.
-  absl::Status Load(const std::string& name, std::optional<absl::string_view> file,
-                    std::optional<std::string> config_json);
+  // (Re)loads the versions of `name` its version policy selects from the
+  // repository and stops serving the others. `config_json` (stored when a
+  // version loads) overrides config.json. A version that fails keeps serving
+  // what it served before. Fails with NotFound for a model the repository
+  // lacks, InvalidArgument for a bad name or config, and the first version's
+  // error when one fails.
+  absl::Status Load(const std::string& name, std::optional<std::string> config_json);
 
-  // Stops serving `name` (files stay; LoadAll or Load brings it back).
+  // Installs a verified file as a version of `request.name`: imports it (or
+  // finds its graph in the cache) and builds the model first; only then moves
+  // the file into the repository, stores the config, serves the version and
+  // applies the version policy. Any failure before the move leaves the
+  // repository and what is served untouched, and removes the staged file.
+  absl::StatusOr<UploadResult> Upload(UploadRequest request);
+
+  // Stops serving every version of `name` (files stay; Load brings them back).
   // NotFound when neither the registry nor the repository knows it.
   absl::Status Unload(const std::string& name);
 
-  // The model to run a request on. NotFound for an unknown model,
-  // FailedPrecondition (with the reason) for one that is not ready.
-  absl::StatusOr<ServingModel> Get(absl::string_view name) const;
+  // Stops serving and removes the files of one version (version > 0) or of
+  // the whole model. Remaining versions are served as the policy says.
+  // NotFound when there is nothing to delete.
+  absl::Status Delete(const std::string& name, int64_t version);
 
-  bool IsReady(absl::string_view name) const;
+  // The model to run a request on: `version` empty means the highest READY
+  // version. NotFound for an unknown model or version, InvalidArgument for a
+  // malformed version, FailedPrecondition (with the reason) for one that is
+  // not ready.
+  absl::StatusOr<ServingModel> Get(absl::string_view name, absl::string_view version = "") const;
 
-  // Every model in the registry or the repository, sorted by name; models on
-  // disk that were never loaded are UNAVAILABLE with reason "not loaded".
+  bool IsReady(absl::string_view name, absl::string_view version = "") const;
+
+  // Every version the registry or the repository knows, sorted by name and
+  // version; versions on disk that are not loaded are UNAVAILABLE with why.
   std::vector<ModelIndexEntry> Index() const;
 
-  // Statistics of `name` (or of every model the registry has seen when empty).
-  // NotFound for an unknown name.
-  absl::StatusOr<std::vector<std::pair<std::string, StatsSnapshot>>> Statistics(
-      absl::string_view name) const;
+  // Statistics of the versions of `name` (every model when empty; every
+  // version when `version` is 0). NotFound for an unknown name or version.
+  absl::StatusOr<std::vector<VersionStatistics>> Statistics(absl::string_view name,
+                                                            int64_t version = 0) const;
+
+  // The path of a model file the server holds with this content, if any.
+  std::optional<std::string> FindFile(const std::string& sha256, uint64_t size) const;
+
+  const cache::CompiledGraphCache& cache() const { return *options_.cache; }
+  ModelRepository& repository() const { return *repository_; }
 
  private:
-  struct Entry {
+  struct Version {
     ModelState state = ModelState::kUnavailable;
     std::string reason;
     std::shared_ptr<const runtime::Model> model;
     std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
+    std::shared_ptr<cache::PlanCounters> counters = std::make_shared<cache::PlanCounters>();
     std::string sha256;
+    LoadInfo load;
+    uint64_t weight_bytes = 0;
+  };
+  struct Entry {
+    std::map<int64_t, Version> versions;
+  };
+  // A model built from a file, not yet serving.
+  struct Built {
+    std::shared_ptr<const runtime::Model> model;
+    std::shared_ptr<cache::PlanCounters> counters;
+    std::string sha256;
+    uint64_t size = 0;
+    LoadInfo load;
+    uint64_t weight_bytes = 0;
   };
 
-  absl::StatusOr<std::unique_ptr<runtime::Model>> Build(absl::string_view bytes,
-                                                        const std::optional<std::string>& config);
-  absl::Status LoadLocked(const std::string& name, std::optional<absl::string_view> file,
-                          std::optional<std::string> config_json);
-  void MarkFailed(const std::string& name, const absl::Status& status, bool create);
+  // An imported graph on its way into the disk cache: the import child's
+  // answer file, or the serialized graph of an in-process import. The file is
+  // removed unless committed.
+  struct PendingGraph {
+    std::string answer_path;
+    std::optional<cache::SerializedGraph> serialized;
+    PendingGraph() = default;
+    PendingGraph(const PendingGraph&) = delete;
+    PendingGraph& operator=(const PendingGraph&) = delete;
+    ~PendingGraph();
+  };
+
+  // The graph of the model file with this SHA-256: from the disk cache, or
+  // imported (then left in `pending` for CommitGraph).
+  absl::StatusOr<ir::Graph> ObtainGraph(const std::string& path, const std::string& sha256,
+                                        const std::string& label, LoadInfo* info,
+                                        PendingGraph* pending);
+  // Puts a graph whose model passed every load check into the disk cache.
+  void CommitGraph(const std::string& sha256, PendingGraph& pending);
+  // Builds the model in the file at `path`; `known_sha256` is its SHA-256
+  // when the caller has just checked it (an upload), else it is computed.
+  absl::StatusOr<Built> Build(const std::string& name, int64_t version, const std::string& path,
+                              const ModelConfig& config,
+                              const std::optional<std::string>& known_sha256 = std::nullopt);
+  // Loads the versions the policy selects (those already READY only when
+  // `reload_ready`; never `just_loaded`), stops serving the rest. Returns the
+  // first failure. load_mu_ held.
+  absl::Status ApplyPolicyLocked(const std::string& name, const ModelConfig& config,
+                                 bool reload_ready, int64_t just_loaded = 0);
+  absl::Status LoadFromRepositoryLocked(const std::string& name,
+                                        std::optional<std::string> config_json, bool reload_ready);
+  // Makes `built` the serving model of `name`:`version`. mu_ not held.
+  void Serve(const std::string& name, int64_t version, Built built, const std::string& path);
+  // Records a failed load; a READY version keeps serving.
+  void MarkFailed(const std::string& name, int64_t version, const absl::Status& status);
+  // Stops serving one version, keeping its entry with `reason`. mu_ held.
+  void StopServingLocked(Version& v, const std::string& reason);
 
   ModelRepository* repository_;
   RegistryOptions options_;
 
-  // Serializes loads and unloads (imports can take seconds); requests only
-  // ever take mu_, briefly, so they never wait behind an import.
+  // Serializes loads, uploads, unloads and deletes (imports can take
+  // seconds); requests only ever take mu_, briefly, so they never wait
+  // behind an import.
   std::mutex load_mu_;
   mutable std::mutex mu_;
   std::map<std::string, Entry, std::less<>> entries_;
+  // Model files by content: SHA-256 -> (path, size), for "do you have it".
+  std::map<std::string, std::pair<std::string, uint64_t>> files_;
 };
 
 }  // namespace kiln::server

@@ -6,15 +6,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <random>
-#include <sstream>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cache/file_io.h"
 #include "engine/common/status_macros.h"
 
 namespace kiln::server {
@@ -23,87 +24,37 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxModelNameLength = 128;
-constexpr char kVersionDir[] = "1";
+constexpr int64_t kMaxVersion = int64_t{1} << 53;  // exact in a JSON number
 constexpr char kModelFile[] = "model.pt";
 constexpr char kConfigFile[] = "config.json";
-// Temp files start with this prefix so Open() can sweep them after a crash.
-constexpr char kTempPrefix[] = ".kiln-tmp-";
-
-absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
-}
+constexpr char kStagingDir[] = ".kiln-uploads";
+// Deleted directories are renamed to this prefix first, then removed.
+constexpr char kTrashPrefix[] = ".kiln-trash-";
+// Kept uploads (to resume) older than this are removed at start-up.
+constexpr auto kStaleUploadAge = std::chrono::hours(24);
 
 absl::Status FsError(absl::string_view what, const fs::path& path, const std::error_code& ec) {
   return absl::InternalError(absl::StrCat(what, " '", path.string(), "': ", ec.message()));
 }
 
-// Closes a file descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-absl::Status FsyncDirectory(const fs::path& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoError("cannot open directory", dir.string());
-  if (::fsync(fd.get()) != 0) return ErrnoError("cannot fsync directory", dir.string());
-  return absl::OkStatus();
-}
-
-std::string RandomSuffix() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return absl::StrCat(::getpid(), "-", rng());
-}
-
-absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) {
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError("cannot write", path);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError("cannot open", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return ErrnoError("cannot read", path);
-  return std::move(ss).str();
-}
-
-absl::Status CreateDirectories(const fs::path& dir) {
+// Creates `dir` (and missing parents) and makes each new entry durable by
+// fsyncing the directory that holds it.
+absl::Status CreateDirectoriesDurably(const fs::path& dir) {
+  std::vector<fs::path> missing;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return FsError("cannot create directory", dir, ec);
+  for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (!fs::create_directory(*it, ec) && ec) return FsError("cannot create directory", *it, ec);
+    const fs::path parent = it->parent_path().empty() ? fs::path(".") : it->parent_path();
+    RETURN_IF_ERROR(cache::FsyncDirectory(parent.string()));
+  }
   return absl::OkStatus();
 }
 
-// Removes leftover temp files directly inside `dir`.
-void SweepTempFiles(const fs::path& dir) {
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    const std::string file = entry.path().filename().string();
-    if (file.rfind(kTempPrefix, 0) == 0) fs::remove(entry.path(), ec);
-  }
-}
+bool IsVersionDir(const std::string& name) { return ParseVersion(name).ok(); }
 
 }  // namespace
 
@@ -114,8 +65,11 @@ absl::Status ValidateModelName(absl::string_view name) {
                                                    " characters long, at most ",
                                                    kMaxModelNameLength, " allowed"));
   }
-  if (name == "." || name == "..") {
-    return absl::InvalidArgumentError(absl::StrCat("model name '", name, "' is not allowed"));
+  if (name.front() == '.') {
+    // Covers "." and "..", and keeps hidden entries (staging area, Kubernetes'
+    // "..data") from ever being taken for models.
+    return absl::InvalidArgumentError(
+        absl::StrCat("model name '", absl::CHexEscape(name), "' must not start with '.'"));
   }
   for (char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -130,39 +84,54 @@ absl::Status ValidateModelName(absl::string_view name) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
-  const fs::path target(path);
-  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  const std::string temp =
-      (dir / absl::StrCat(kTempPrefix, target.filename().string(), "-", RandomSuffix())).string();
+absl::StatusOr<int64_t> ParseVersion(absl::string_view text) {
+  int64_t version = 0;
+  const bool digits_only =
+      !text.empty() && text.size() <= 16 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits_only || text[0] == '0' || !absl::SimpleAtoi(text, &version) || version < 1 ||
+      version > kMaxVersion) {
+    // Printable or not, the text is the client's; quote only safe lengths.
+    return absl::InvalidArgumentError(
+        absl::StrCat("version '", absl::CHexEscape(text.substr(0, 32)),
+                     "' is not a positive integer (1, 2, ...)"));
+  }
+  return version;
+}
 
-  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return ErrnoError("cannot create", temp);
-  absl::Status status = WriteAll(fd.get(), bytes, temp);
-  if (status.ok() && ::fsync(fd.get()) != 0) status = ErrnoError("cannot fsync", temp);
-  if (status.ok() && ::close(fd.release()) != 0) status = ErrnoError("cannot close", temp);
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("cannot rename into", path);
-  }
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
-  // Without this the rename itself may be lost on power failure.
-  return FsyncDirectory(dir);
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
+  return cache::WriteFileAtomically(path, bytes);
 }
 
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const std::string& root) {
-  RETURN_IF_ERROR(CreateDirectories(root));
+  RETURN_IF_ERROR(CreateDirectoriesDurably(root));
+  std::unique_ptr<ModelRepository> repo(new ModelRepository(root));
+  RETURN_IF_ERROR(CreateDirectoriesDurably(repo->StagingDir()));
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
     std::error_code entry_ec;
-    if (!entry.is_directory(entry_ec)) continue;
-    SweepTempFiles(entry.path());
-    SweepTempFiles(entry.path() / kVersionDir);
+    if (name.rfind(kTrashPrefix, 0) == 0) {
+      fs::remove_all(entry.path(), entry_ec);  // a delete that a crash interrupted
+      continue;
+    }
+    if (!entry.is_directory(entry_ec) || !ValidateModelName(name).ok()) continue;
+    cache::SweepTempFiles(entry.path().string());
+    for (const fs::directory_entry& version : fs::directory_iterator(entry.path(), entry_ec)) {
+      if (IsVersionDir(version.path().filename().string())) {
+        cache::SweepTempFiles(version.path().string());
+      }
+    }
   }
   if (ec) return FsError("cannot list model repository", root, ec);
-  return std::unique_ptr<ModelRepository>(new ModelRepository(root));
+  cache::SweepTempFiles(repo->StagingDir());
+  const auto now = fs::file_time_type::clock::now();
+  for (const fs::directory_entry& entry : fs::directory_iterator(repo->StagingDir(), ec)) {
+    std::error_code entry_ec;
+    const auto mtime = fs::last_write_time(entry.path(), entry_ec);
+    if (!entry_ec && now - mtime > kStaleUploadAge) fs::remove(entry.path(), entry_ec);
+  }
+  return repo;
 }
 
 std::vector<std::string> ModelRepository::List() const {
@@ -177,43 +146,92 @@ std::vector<std::string> ModelRepository::List() const {
   return names;
 }
 
-bool ModelRepository::HasModel(absl::string_view name) const {
+std::vector<int64_t> ModelRepository::Versions(absl::string_view name) const {
+  std::vector<int64_t> versions;
+  if (!ValidateModelName(name).ok()) return versions;
   std::error_code ec;
-  return ValidateModelName(name).ok() && fs::is_regular_file(ModelPath(name), ec);
+  for (const fs::directory_entry& entry :
+       fs::directory_iterator(fs::path(root_) / std::string(name), ec)) {
+    absl::StatusOr<int64_t> version = ParseVersion(entry.path().filename().string());
+    std::error_code file_ec;
+    if (version.ok() && fs::is_regular_file(entry.path() / kModelFile, file_ec)) {
+      versions.push_back(*version);
+    }
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
 }
 
-std::string ModelRepository::ModelPath(absl::string_view name) const {
-  return (fs::path(root_) / std::string(name) / kVersionDir / kModelFile).string();
+bool ModelRepository::HasModel(absl::string_view name) const { return !Versions(name).empty(); }
+
+std::string ModelRepository::ModelPath(absl::string_view name, int64_t version) const {
+  return (fs::path(root_) / std::string(name) / std::to_string(version) / kModelFile).string();
 }
 
 std::string ModelRepository::ConfigPath(absl::string_view name) const {
   return (fs::path(root_) / std::string(name) / kConfigFile).string();
 }
 
-absl::StatusOr<std::string> ModelRepository::ReadModel(absl::string_view name) const {
+std::string ModelRepository::StagingDir() const {
+  return (fs::path(root_) / kStagingDir).string();
+}
+
+absl::StatusOr<std::string> ModelRepository::ReadModel(absl::string_view name,
+                                                       int64_t version) const {
   RETURN_IF_ERROR(ValidateModelName(name));
-  if (!HasModel(name)) {
-    return absl::NotFoundError(
-        absl::StrCat("model '", name, "' has no file ", ModelPath(name), " in the repository"));
+  const std::string path = ModelPath(name, version);
+  absl::StatusOr<std::string> bytes = cache::ReadFileToString(path);
+  if (absl::IsNotFound(bytes.status())) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' has no version ", version,
+                                            " (no file ", path, ")"));
   }
-  return ReadFile(ModelPath(name));
+  return bytes;
 }
 
 absl::StatusOr<std::optional<std::string>> ModelRepository::ReadConfig(
     absl::string_view name) const {
   RETURN_IF_ERROR(ValidateModelName(name));
-  const std::string path = ConfigPath(name);
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::optional<std::string>();
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  return std::optional<std::string>(std::move(text));
+  absl::StatusOr<std::string> text = cache::ReadFileToString(ConfigPath(name));
+  if (absl::IsNotFound(text.status())) return std::optional<std::string>();
+  if (!text.ok()) return text.status();
+  return std::optional<std::string>(*std::move(text));
 }
 
-absl::Status ModelRepository::WriteModel(absl::string_view name, absl::string_view bytes) {
+absl::Status ModelRepository::WriteModel(absl::string_view name, int64_t version,
+                                         absl::string_view bytes) {
   RETURN_IF_ERROR(ValidateModelName(name));
-  const fs::path path(ModelPath(name));
-  RETURN_IF_ERROR(CreateDirectories(path.parent_path()));
+  if (version < 1) return absl::InvalidArgumentError(absl::StrCat("bad version ", version));
+  const fs::path path(ModelPath(name, version));
+  RETURN_IF_ERROR(CreateDirectoriesDurably(path.parent_path()));
   return WriteFileAtomically(path.string(), bytes);
+}
+
+absl::Status ModelRepository::InstallModel(absl::string_view name, int64_t version,
+                                           const std::string& staged_path) {
+  RETURN_IF_ERROR(ValidateModelName(name));
+  if (version < 1) return absl::InvalidArgumentError(absl::StrCat("bad version ", version));
+  const fs::path path(ModelPath(name, version));
+  RETURN_IF_ERROR(CreateDirectoriesDurably(path.parent_path()));
+  if (::rename(staged_path.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename '", staged_path, "' to '",
+                                            path.string(), "': ", std::strerror(errno)));
+  }
+  // The rename is durable once both directories are.
+  RETURN_IF_ERROR(cache::FsyncDirectory(path.parent_path().string()));
+  return cache::FsyncDirectory(StagingDir());
+}
+
+absl::StatusOr<std::string> ModelRepository::CloneToStaging(const std::string& path) const {
+  const std::string temp =
+      (fs::path(StagingDir()) / absl::StrCat(cache::kTempPrefix, "clone-", cache::UniqueSuffix()))
+          .string();
+  // Files are only ever replaced by rename, never written in place, so two
+  // names for one inode never see each other's changes.
+  if (::link(path.c_str(), temp.c_str()) == 0) return temp;
+  std::error_code ec;
+  fs::copy_file(path, temp, ec);
+  if (ec) return FsError("cannot copy", path, ec);
+  return temp;
 }
 
 absl::Status ModelRepository::WriteConfig(absl::string_view name,
@@ -221,12 +239,37 @@ absl::Status ModelRepository::WriteConfig(absl::string_view name,
   RETURN_IF_ERROR(ValidateModelName(name));
   const fs::path path(ConfigPath(name));
   if (json.has_value()) {
-    RETURN_IF_ERROR(CreateDirectories(path.parent_path()));
+    RETURN_IF_ERROR(CreateDirectoriesDurably(path.parent_path()));
     return WriteFileAtomically(path.string(), *json);
   }
   std::error_code ec;
-  if (fs::remove(path, ec) && !ec) return FsyncDirectory(path.parent_path());
+  if (fs::remove(path, ec) && !ec) return cache::FsyncDirectory(path.parent_path().string());
   if (ec) return FsError("cannot remove", path, ec);
+  return absl::OkStatus();
+}
+
+absl::Status ModelRepository::Delete(absl::string_view name, int64_t version) {
+  RETURN_IF_ERROR(ValidateModelName(name));
+  const fs::path model_dir = fs::path(root_) / std::string(name);
+  const fs::path target = version > 0 ? model_dir / std::to_string(version) : model_dir;
+  std::error_code ec;
+  if (!fs::exists(target, ec)) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "'",
+                                            version > 0 ? absl::StrCat(" version ", version) : "",
+                                            " is not in the repository"));
+  }
+  // One rename takes it out of the repository; removing the trash may then
+  // be interrupted without consequence (Open finishes it).
+  const fs::path trash =
+      fs::path(root_) / absl::StrCat(kTrashPrefix, name, "-", cache::UniqueSuffix());
+  if (::rename(target.c_str(), trash.c_str()) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot move '", target.string(), "' out: ", std::strerror(errno)));
+  }
+  RETURN_IF_ERROR(cache::FsyncDirectory(target.parent_path().string()));
+  if (target.parent_path() != fs::path(root_)) RETURN_IF_ERROR(cache::FsyncDirectory(root_));
+  fs::remove_all(trash, ec);
+  if (ec) return FsError("cannot remove", trash, ec);
   return absl::OkStatus();
 }
 

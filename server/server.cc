@@ -12,6 +12,8 @@
 #include "server/inference_service.h"
 #include "server/model_registry.h"
 #include "server/model_repository.h"
+#include "server/repository_service.h"
+#include "server/upload_store.h"
 
 namespace kiln::server {
 namespace {
@@ -39,11 +41,28 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 1, got ", options.threads));
   }
 
+  if (options.import_timeout_s < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("import timeout must be >= 1 s, got ", options.import_timeout_s));
+  }
+
   std::unique_ptr<Server> server(new Server());
   server->host_ = options.host;
   ASSIGN_OR_RETURN(server->repository_, ModelRepository::Open(options.model_repository));
+  cache::CacheOptions cache_options;
+  cache_options.dir = options.cache_dir;
+  cache_options.memory_bytes = options.cache_bytes;
   RegistryOptions registry_options;
+  ASSIGN_OR_RETURN(registry_options.cache, cache::CompiledGraphCache::Create(cache_options));
   registry_options.compile.num_threads = options.threads;
+  registry_options.import_worker = options.import_worker;
+  registry_options.import_limits.memory_bytes = options.import_memory_bytes;
+  registry_options.import_limits.timeout_s = options.import_timeout_s;
+  spdlog::info("imports run {}", options.import_worker.empty()
+                                     ? std::string("in this process")
+                                     : absl::StrCat("in a child process (limits: ",
+                                                    options.import_memory_bytes >> 20, " MiB, ",
+                                                    options.import_timeout_s, " s)"));
   server->registry_ =
       std::make_unique<ModelRegistry>(server->repository_.get(), std::move(registry_options));
   // Load before listening, so ServerReady is true from the first request on.
@@ -52,6 +71,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   ServiceOptions service_options;
   service_options.max_upload_bytes = options.max_upload_bytes;
   server->service_ = std::make_unique<InferenceService>(server->registry_.get(), service_options);
+  server->uploads_ = std::make_unique<UploadStore>(server->repository_->StagingDir());
+  server->repository_service_ = std::make_unique<RepositoryService>(
+      server->registry_.get(), server->uploads_.get(), options.max_upload_bytes);
 
   const int64_t wanted = std::max<int64_t>(
       kMinMessageBytes,
@@ -66,6 +88,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->repository_service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

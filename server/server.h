@@ -1,5 +1,6 @@
-// The Kiln server as a library: opens the model repository, loads its models,
-// and serves GRPCInferenceService on HOST:PORT. kilnd's main() is flag
+// The Kiln server as a library: opens the model repository and the
+// compiled-graph cache, loads the models, and serves GRPCInferenceService and
+// Kiln's ModelRepositoryService on HOST:PORT. kilnd's main() is flag
 // parsing around this class; tests run it in-process on 127.0.0.1:0.
 #pragma once
 
@@ -19,14 +20,23 @@ namespace kiln::server {
 class InferenceService;
 class ModelRegistry;
 class ModelRepository;
+class RepositoryService;
+class UploadStore;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8001;  // 0: let the OS pick a free port
   std::string model_repository = "./var/models";
-  std::string cache_dir;  // reserved for the compiled-graph cache
-  int threads = 1;        // intra-op threads per request
+  // Compiled-graph cache: disk directory (empty: none) and memory bound.
+  std::string cache_dir;
+  uint64_t cache_bytes = 1ull << 30;
+  int threads = 1;  // intra-op threads per request
   uint64_t max_upload_bytes = 512ull << 20;
+  // The binary to run with --import-worker for isolated imports (kilnd passes
+  // itself); empty imports in the server's own process.
+  std::string import_worker;
+  uint64_t import_memory_bytes = 8ull << 30;
+  int import_timeout_s = 600;
 };
 
 class Server {
@@ -58,7 +68,9 @@ class Server {
   int port_ = 0;
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<ModelRegistry> registry_;
+  std::unique_ptr<UploadStore> uploads_;
   std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<RepositoryService> repository_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
 };
 

@@ -1,7 +1,8 @@
 // kiln: command-line client for a Kiln server (or any KServe v2 gRPC server).
-//   kiln [--server host:port] upload FILE --name NAME [--config JSON_FILE]
-//   kiln models | metadata NAME | unload NAME | stats [NAME] | health
-//   kiln infer NAME --input x=img.npy [--input y=b.npy] [--output NAME] --output-dir out/
+//   kiln [--server host:port] upload FILE --name NAME [--config JSON_FILE] [--version V]
+//   kiln models | metadata NAME | unload NAME | delete NAME [--version V] | stats [NAME] | health
+//   kiln infer NAME [--version V] --input x=img.npy [--input y=b.npy] [--output NAME]
+//              --output-dir out/
 // Errors go to stderr as "kiln: error: ..." with exit status 1.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -21,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/cli/inspect_command.h"
 #include "client/inference_client.h"
 #include "client/npy.h"
 #include "engine/common/status_macros.h"
@@ -60,15 +62,64 @@ double Ms(const kiln::client::Duration& d) {
   return d.count == 0 ? 0.0 : static_cast<double>(d.ns) / static_cast<double>(d.count) / 1e6;
 }
 
+std::string Short(const std::string& sha256) { return sha256.substr(0, 16); }
+
 absl::Status Upload(InferenceClient& client, const std::string& file, const std::string& name,
-                    const std::string& config_file) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(file));
+                    const std::string& config_file, int64_t version, size_t chunk_bytes,
+                    bool single_message) {
   std::optional<std::string> config;
   if (!config_file.empty()) {
     ASSIGN_OR_RETURN(config, ReadFile(config_file));
   }
-  RETURN_IF_ERROR(client.Upload(name, bytes, std::move(config)));
-  std::printf("uploaded '%s' (%zu bytes): READY\n", name.c_str(), bytes.size());
+  if (single_message) {
+    ASSIGN_OR_RETURN(std::string bytes, ReadFile(file));
+    RETURN_IF_ERROR(client.Upload(name, bytes, std::move(config), version > 0 ? version : 1));
+    std::printf("uploaded '%s' (%zu bytes, one message): READY\n", name.c_str(), bytes.size());
+    return absl::OkStatus();
+  }
+  kiln::client::UploadOptions options;
+  options.version = version;
+  options.config_json = std::move(config);
+  if (chunk_bytes > 0) options.chunk_bytes = chunk_bytes;
+  if (!std::ifstream(file)) {
+    return absl::NotFoundError(absl::StrCat("cannot open '", file, "': ", std::strerror(errno)));
+  }
+  ASSIGN_OR_RETURN(kiln::client::UploadResult result, client.UploadFile(name, file, options));
+  std::string how;
+  if (result.already_on_server) {
+    how = "the server already had this file, nothing sent";
+  } else if (result.resumed_from > 0) {
+    how = absl::StrCat("resumed at byte ", result.resumed_from, ", ", result.bytes_sent,
+                       " bytes sent");
+  } else {
+    how = absl::StrCat(result.bytes_sent, " bytes sent");
+  }
+  std::printf("uploaded '%s' version %lld (%llu bytes, sha256 %s; %s%s): READY in %.1f ms\n",
+              name.c_str(), static_cast<long long>(result.version),
+              static_cast<unsigned long long>(result.size), Short(result.sha256).c_str(),
+              how.c_str(), result.unchanged ? "; unchanged" : "", result.load_ms);
+  // What the load found (Kiln servers publish it in the model's metadata).
+  absl::StatusOr<kiln::client::ModelMetadata> metadata =
+      client.Metadata(name, absl::StrCat(result.version));
+  if (metadata.ok()) {
+    for (const char* key : {"fallback_ops", "verify", "verify.fallback_ops"}) {
+      auto it = metadata->properties.find(key);
+      if (it == metadata->properties.end()) continue;
+      std::printf("  %s: %s\n", key,
+                  it->second.empty() && std::string(key) == "fallback_ops" ? "none (all native)"
+                                                                           : it->second.c_str());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Delete(InferenceClient& client, const std::string& name, int64_t version) {
+  RETURN_IF_ERROR(client.Delete(name, version));
+  if (version > 0) {
+    std::printf("deleted '%s' version %lld\n", name.c_str(), static_cast<long long>(version));
+  } else {
+    std::printf("deleted '%s'\n", name.c_str());
+  }
   return absl::OkStatus();
 }
 
@@ -89,8 +140,9 @@ absl::Status Models(InferenceClient& client) {
   return absl::OkStatus();
 }
 
-absl::Status Metadata(InferenceClient& client, const std::string& name) {
-  ASSIGN_OR_RETURN(auto metadata, client.Metadata(name));
+absl::Status Metadata(InferenceClient& client, const std::string& name,
+                      const std::string& version) {
+  ASSIGN_OR_RETURN(auto metadata, client.Metadata(name, version));
   std::printf("model:    %s\n", metadata.name.c_str());
   std::printf("platform: %s\n", metadata.platform.c_str());
   std::printf("versions: %s\n", absl::StrJoin(metadata.versions, ", ").c_str());
@@ -103,6 +155,12 @@ absl::Status Metadata(InferenceClient& client, const std::string& name) {
                 ShapeString(t.shape).c_str());
   }
   for (const auto& [key, value] : metadata.properties) {
+    if (key == "graph") {  // many lines: `kiln inspect NAME --remote` shows it
+      std::printf("property  graph = (%zu lines; kiln inspect %s --remote)\n",
+                  static_cast<size_t>(std::count(value.begin(), value.end(), '\n')),
+                  metadata.name.c_str());
+      continue;
+    }
     std::printf("property  %s = %s\n", key.c_str(), value.c_str());
   }
   return absl::OkStatus();
@@ -110,7 +168,8 @@ absl::Status Metadata(InferenceClient& client, const std::string& name) {
 
 absl::Status Infer(InferenceClient& client, const std::string& name,
                    const std::vector<std::string>& input_args,
-                   const std::vector<std::string>& requested, const std::string& output_dir) {
+                   const std::vector<std::string>& requested, const std::string& output_dir,
+                   const std::string& version) {
   std::vector<kiln::client::NamedTensor> inputs;
   for (const std::string& arg : input_args) {
     const size_t eq = arg.find('=');
@@ -121,7 +180,7 @@ absl::Status Infer(InferenceClient& client, const std::string& name,
     ASSIGN_OR_RETURN(kiln::Tensor tensor, kiln::client::ReadNpy(arg.substr(eq + 1)));
     inputs.push_back({arg.substr(0, eq), std::move(tensor)});
   }
-  ASSIGN_OR_RETURN(auto outputs, client.Infer(name, inputs, requested));
+  ASSIGN_OR_RETURN(auto outputs, client.Infer(name, inputs, requested, version));
 
   std::error_code ec;
   fs::create_directories(output_dir, ec);
@@ -145,8 +204,12 @@ absl::Status Unload(InferenceClient& client, const std::string& name) {
   return absl::OkStatus();
 }
 
+double Mb(uint64_t bytes) { return static_cast<double>(bytes) / 1e6; }
+
 absl::Status Stats(InferenceClient& client, const std::string& name) {
   ASSIGN_OR_RETURN(auto stats, client.Statistics(name));
+  // Kiln's load and cache figures; other servers do not have the RPC.
+  absl::StatusOr<kiln::client::CacheStatistics> cache = client.GetCacheStatistics(name);
   for (const auto& s : stats) {
     std::string last = "never";
     if (s.last_inference_ms > 0) {
@@ -162,8 +225,43 @@ absl::Status Stats(InferenceClient& client, const std::string& name) {
     std::printf("  avg ms: request %.3f  decode %.3f  infer %.3f  encode %.3f  failed %.3f\n",
                 Ms(s.success), Ms(s.compute_input), Ms(s.compute_infer), Ms(s.compute_output),
                 Ms(s.fail));
+    if (!cache.ok()) continue;
+    for (const auto& c : cache->models) {
+      if (c.name != s.name || absl::StrCat(c.version) != s.version) continue;
+      char import[64] = "";
+      if (c.import_ms > 0) std::snprintf(import, sizeof(import), ", import %.1f ms", c.import_ms);
+      std::printf("  load %.1f ms (graph from %s%s), sha256 %s, weights %.1f MB\n", c.load_ms,
+                  c.graph_source.c_str(), import, Short(c.sha256).c_str(), Mb(c.weight_bytes));
+      std::printf("  plans: memory hits %llu, disk hits %llu, misses %llu, evictions %llu, "
+                  "compiled/loaded %llu in %.1f ms, %.1f MB held\n",
+                  static_cast<unsigned long long>(c.plan_memory_hits),
+                  static_cast<unsigned long long>(c.plan_disk_hits),
+                  static_cast<unsigned long long>(c.plan_misses),
+                  static_cast<unsigned long long>(c.plan_evictions),
+                  static_cast<unsigned long long>(c.compile_count), c.compile_ms,
+                  Mb(c.bytes_held));
+    }
   }
   if (stats.empty()) std::printf("no models\n");
+  if (cache.ok() && name.empty()) {
+    const auto& t = cache->totals;
+    std::printf("cache: %.1f of %.1f MB in memory (%llu plans, %llu evictions); disk %s",
+                Mb(t.memory_bytes), Mb(t.memory_limit_bytes),
+                static_cast<unsigned long long>(t.memory_entries),
+                static_cast<unsigned long long>(t.evictions),
+                t.disk_dir.empty() ? "off" : t.disk_dir.c_str());
+    if (!t.disk_dir.empty()) {
+      std::printf(": graphs %llu hits / %llu misses, plans %llu hits / %llu misses, %llu writes, "
+                  "%llu corrupt removed",
+                  static_cast<unsigned long long>(t.disk_graph_hits),
+                  static_cast<unsigned long long>(t.disk_graph_misses),
+                  static_cast<unsigned long long>(t.disk_plan_hits),
+                  static_cast<unsigned long long>(t.disk_plan_misses),
+                  static_cast<unsigned long long>(t.disk_writes),
+                  static_cast<unsigned long long>(t.disk_corrupt));
+    }
+    std::printf("\n");
+  }
   return absl::OkStatus();
 }
 
@@ -188,21 +286,39 @@ int main(int argc, char** argv) {
                  "Server address host:port (default: $KILN_SERVER or 127.0.0.1:8001)");
   app.require_subcommand(1);
 
-  std::string file, name, config_file, output_dir = ".";
+  std::string file, name, config_file, output_dir = ".", version;
   std::vector<std::string> input_args, output_names;
+  int64_t upload_version = 0;
+  size_t chunk_bytes = 0;
+  bool single_message = false;
 
-  CLI::App* upload = app.add_subcommand("upload", "Upload a TorchScript file as a model");
+  CLI::App* upload = app.add_subcommand(
+      "upload", "Upload a TorchScript file as a new model version (streamed, verified, resumable)");
   upload->add_option("FILE", file, "TorchScript archive (torch.jit.save)")->required();
   upload->add_option("--name", name, "Model name")->required();
   upload->add_option("--config", config_file, "Load configuration JSON file");
+  upload->add_option("--version", upload_version,
+                     "Version to install (default: the next one)")
+      ->check(CLI::PositiveNumber);
+  upload->add_option("--chunk-bytes", chunk_bytes, "Bytes per streamed chunk (default 1 MiB)")
+      ->check(CLI::PositiveNumber);
+  upload->add_flag("--single-message", single_message,
+                   "Send the file in one RepositoryModelLoad message (Triton's way)");
+
+  CLI::App* remove = app.add_subcommand("delete", "Stop serving a model and delete its files");
+  remove->add_option("NAME", name, "Model name")->required();
+  remove->add_option("--version", upload_version, "Only this version")
+      ->check(CLI::PositiveNumber);
 
   CLI::App* models = app.add_subcommand("models", "List the server's models");
 
   CLI::App* metadata = app.add_subcommand("metadata", "Show a model's inputs and outputs");
   metadata->add_option("NAME", name, "Model name")->required();
+  metadata->add_option("--version", version, "Model version (default: the latest ready)");
 
   CLI::App* infer = app.add_subcommand("infer", "Run a model on .npy inputs");
   infer->add_option("NAME", name, "Model name")->required();
+  infer->add_option("--version", version, "Model version (default: the latest ready)");
   infer->add_option("--input", input_args, "NAME=FILE.npy (repeatable)")->required();
   infer->add_option("--output", output_names, "Output to return (repeatable; default: all)");
   infer->add_option("--output-dir", output_dir, "Where to write <output>.npy")
@@ -211,24 +327,51 @@ int main(int argc, char** argv) {
   CLI::App* unload = app.add_subcommand("unload", "Stop serving a model (files stay)");
   unload->add_option("NAME", name, "Model name")->required();
 
-  CLI::App* stats = app.add_subcommand("stats", "Show inference statistics");
+  CLI::App* stats =
+      app.add_subcommand("stats", "Show inference, load and compiled-graph cache statistics");
   stats->add_option("NAME", name, "Model name (default: all)");
 
   CLI::App* health = app.add_subcommand("health", "Check that the server is live and ready");
 
+  std::string dot_file;
+  bool remote = false, strict = false;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "Show the graph Kiln imports from a TorchScript file (offline) or a served model");
+  inspect->add_option("MODEL", file, "TorchScript file, or a model name with --remote")
+      ->required();
+  inspect->add_option("--dot", dot_file, "Also write the graph as Graphviz to this file");
+  inspect->add_flag("--strict", strict, "Fail listing every op without a native translation");
+  inspect->add_flag("--remote", remote, "Ask the server for the graph of the model MODEL");
+  inspect->add_option("--version", version, "With --remote: the model version");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (inspect->parsed() && !remote) {
+    // Offline, no server: the importer's binary next to this one does it.
+    std::vector<std::string> args = {file};
+    if (!dot_file.empty()) args.insert(args.end(), {"--dot", dot_file});
+    if (strict) args.push_back("--strict");
+    absl::Status s = kiln::cli::RunInspectBinary(args);
+    std::fprintf(stderr, "kiln: error: %s: %s\n", absl::StatusCodeToString(s.code()).c_str(),
+                 std::string(s.message()).c_str());
+    return 1;
+  }
 
   absl::StatusOr<std::unique_ptr<InferenceClient>> client = InferenceClient::Connect(server);
   absl::Status status = client.status();
   if (status.ok()) {
     InferenceClient& c = **client;
-    if (upload->parsed()) status = Upload(c, file, name, config_file);
+    if (upload->parsed()) {
+      status = Upload(c, file, name, config_file, upload_version, chunk_bytes, single_message);
+    }
+    if (remove->parsed()) status = Delete(c, name, upload_version);
     if (models->parsed()) status = Models(c);
-    if (metadata->parsed()) status = Metadata(c, name);
-    if (infer->parsed()) status = Infer(c, name, input_args, output_names, output_dir);
+    if (metadata->parsed()) status = Metadata(c, name, version);
+    if (infer->parsed()) status = Infer(c, name, input_args, output_names, output_dir, version);
     if (unload->parsed()) status = Unload(c, name);
     if (stats->parsed()) status = Stats(c, name);
     if (health->parsed()) status = Health(c);
+    if (inspect->parsed()) status = kiln::cli::InspectRemote(c, file, version);
   }
   if (!status.ok()) {
     std::string hint;

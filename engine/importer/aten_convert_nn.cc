@@ -31,7 +31,8 @@ std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
 
 ConvertResult EmitConv(const TorchNode& node, ImportContext& ctx, std::vector<int64_t> stride,
                        std::vector<int64_t> padding, std::vector<int64_t> dilation,
-                       int64_t groups) {
+                       int64_t groups, bool transposed = false,
+                       std::vector<int64_t> output_padding = {}) {
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
   ASSIGN_OR_RETURN(ir::ValueId w, ctx.Input(node, 1));
   ASSIGN_OR_RETURN(ir::ValueId b, ctx.OptionalInput(node, 2));
@@ -42,9 +43,23 @@ ConvertResult EmitConv(const TorchNode& node, ImportContext& ctx, std::vector<in
   attrs.SetInts("padding", std::move(padding));
   attrs.SetInts("dilation", std::move(dilation));
   attrs.SetInt("groups", groups);
-  return One(ctx.Emit(node, OpKind::kConv, std::move(inputs), std::move(attrs)));
+  if (transposed) attrs.SetInts("output_padding", std::move(output_padding));
+  return One(ctx.Emit(node, transposed ? OpKind::kConvTranspose : OpKind::kConv, std::move(inputs),
+                      std::move(attrs)));
 }
 
+// The number of spatial dims of a conv or pool: from the op's name
+// (max_pool3d), else from a constant weight's rank, else from `fallback`.
+size_t SpatialDims(const TorchNode& node, const ImportContext& ctx, size_t fallback) {
+  const std::string kind = node.kind().toUnqualString();
+  for (char d : {'1', '2', '3'}) {
+    if (kind.find(std::string(1, d) + "d") != std::string::npos) return d - '0';
+  }
+  if (std::optional<at::Tensor> w = ctx.ConstTensor(node, 1); w && w->dim() >= 3) {
+    return static_cast<size_t>(w->dim() - 2);
+  }
+  return fallback;
+}
 // Optional per-channel affine parameter of batch_norm: the input, or a constant
 // filled with `fill` shaped like `like` (a running statistic).
 absl::StatusOr<ir::ValueId> AffineOrFill(ImportContext& ctx, const TorchNode& node, size_t i,
@@ -68,46 +83,47 @@ ConvertResult ConvertSoftmaxLike(OpKind op, const TorchNode& node, ImportContext
 
 // _convolution(input, weight, bias, stride, padding, dilation, transposed,
 //              output_padding, groups, benchmark, deterministic, cudnn_enabled[, allow_tf32])
-// is what tracing records for every nn.ConvNd.
+// is what tracing records for every nn.ConvNd and nn.ConvTransposeNd, 1-D to 3-D.
 ConvertResult ConvertConvolution(const TorchNode& node, ImportContext& ctx) {
   if (node.inputs().size() < 9) {
     return ctx.InvalidArgument(node, absl::StrCat("expected at least 9 inputs, got ",
                                                   node.inputs().size()));
   }
   ASSIGN_OR_RETURN(bool transposed, ctx.ConstBool(node, 6));
-  if (transposed) return ctx.Unimplemented(node, "transposed convolution is not supported");
   ASSIGN_OR_RETURN(std::vector<int64_t> stride, ctx.ConstInts(node, 3));
-  size_t spatial = stride.size();
-  if (std::optional<at::Tensor> w = ctx.ConstTensor(node, 1)) spatial = w->dim() - 2;
-  if (spatial != 2) {
-    return ctx.Unimplemented(node, absl::StrCat(spatial, "-D convolution is not supported (2-D only)"));
+  const size_t spatial = SpatialDims(node, ctx, stride.size());
+  if (spatial < 1 || spatial > 3) {
+    return ctx.Unimplemented(node, absl::StrCat(spatial, "-D convolution is not supported"));
   }
   ASSIGN_OR_RETURN(stride, IntsPerDim(ctx, node, 3, spatial));
   ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(ctx, node, 4, spatial));
   ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(ctx, node, 5, spatial));
+  ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, IntsPerDim(ctx, node, 7, spatial));
   ASSIGN_OR_RETURN(int64_t groups, ctx.ConstInt(node, 8));
-  return EmitConv(node, ctx, std::move(stride), std::move(padding), std::move(dilation), groups);
+  return EmitConv(node, ctx, std::move(stride), std::move(padding), std::move(dilation), groups,
+                  transposed, std::move(output_padding));
 }
 
-// conv2d(input, weight, bias, stride, padding, dilation, groups); padding may
-// also be the string "valid" or "same" (conv2d.padding overload).
+// conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups); padding
+// may also be the string "valid" or "same" (the .padding overloads).
 ConvertResult ConvertConv2d(const TorchNode& node, ImportContext& ctx) {
   if (node.inputs().size() != 7) {
     return ctx.InvalidArgument(node, absl::StrCat("expected 7 inputs, got ", node.inputs().size()));
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> stride, IntsPerDim(ctx, node, 3, 2));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(ctx, node, 5, 2));
+  const size_t spatial = SpatialDims(node, ctx, 2);
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, IntsPerDim(ctx, node, 3, spatial));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(ctx, node, 5, spatial));
   ASSIGN_OR_RETURN(int64_t groups, ctx.ConstInt(node, 6));
   std::vector<int64_t> padding;
   std::optional<c10::IValue> pad = ctx.ConstantOf(node.inputs()[4]);
   if (pad && pad->isString()) {
-    padding = {0, 0};
+    padding.assign(spatial, 0);
     if (pad->toStringRef() == "same") {
       std::optional<at::Tensor> w = ctx.ConstTensor(node, 1);
-      if (!w || w->dim() != 4) {
-        return ctx.Unimplemented(node, "padding='same' needs a constant 4-D weight");
+      if (!w || w->dim() != static_cast<int64_t>(spatial) + 2) {
+        return ctx.Unimplemented(node, "padding='same' needs a constant weight");
       }
-      for (int d = 0; d < 2; ++d) {
+      for (size_t d = 0; d < spatial; ++d) {
         // PyTorch pads total//2 before and the rest after; Kiln's Conv pads symmetrically.
         int64_t total = dilation[d] * (w->size(2 + d) - 1);
         if (total % 2 != 0) {
@@ -119,9 +135,22 @@ ConvertResult ConvertConv2d(const TorchNode& node, ImportContext& ctx) {
       return ctx.InvalidArgument(node, absl::StrCat("unknown padding '", pad->toStringRef(), "'"));
     }
   } else {
-    ASSIGN_OR_RETURN(padding, IntsPerDim(ctx, node, 4, 2));
+    ASSIGN_OR_RETURN(padding, IntsPerDim(ctx, node, 4, spatial));
   }
   return EmitConv(node, ctx, std::move(stride), std::move(padding), std::move(dilation), groups);
+}
+
+// conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding,
+// groups, dilation), as scripted modules call them.
+ConvertResult ConvertConvTransposeNd(const TorchNode& node, ImportContext& ctx) {
+  const size_t spatial = SpatialDims(node, ctx, 2);
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, IntsPerDim(ctx, node, 3, spatial));
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(ctx, node, 4, spatial));
+  ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, IntsPerDim(ctx, node, 5, spatial));
+  ASSIGN_OR_RETURN(int64_t groups, ctx.ConstInt(node, 6));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(ctx, node, 7, spatial));
+  return EmitConv(node, ctx, std::move(stride), std::move(padding), std::move(dilation), groups,
+                  /*transposed=*/true, std::move(output_padding));
 }
 
 // linear(input, weight, bias=None).
@@ -172,18 +201,20 @@ ConvertResult ConvertMatMul(const TorchNode& node, ImportContext& ctx) {
   return One(ctx.Emit(node, OpKind::kMatMul, {a, b}));
 }
 
-// max_pool2d(self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False).
+// max_pool{1,2,3}d[_with_indices](self, kernel_size, stride=[], padding=0,
+// dilation=1, ceil_mode=False).
 ConvertResult ConvertMaxPool2d(const TorchNode& node, ImportContext& ctx) {
+  const size_t spatial = SpatialDims(node, ctx, 2);
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, IntsPerDim(ctx, node, 1, 2));
+  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, IntsPerDim(ctx, node, 1, spatial));
   ASSIGN_OR_RETURN(std::vector<int64_t> stride, ctx.ConstInts(node, 2));
   if (stride.empty()) {
     stride = kernel;  // PyTorch's default stride is the kernel size
   } else {
-    ASSIGN_OR_RETURN(stride, IntsPerDim(ctx, node, 2, 2));
+    ASSIGN_OR_RETURN(stride, IntsPerDim(ctx, node, 2, spatial));
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(ctx, node, 3, 2));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(ctx, node, 4, 2));
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(ctx, node, 3, spatial));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(ctx, node, 4, spatial));
   ASSIGN_OR_RETURN(bool ceil_mode, ctx.ConstBool(node, 5));
   ir::Attributes attrs;
   attrs.SetInts("kernel", std::move(kernel));
@@ -191,25 +222,32 @@ ConvertResult ConvertMaxPool2d(const TorchNode& node, ImportContext& ctx) {
   attrs.SetInts("padding", std::move(padding));
   attrs.SetInts("dilation", std::move(dilation));
   attrs.SetBool("ceil_mode", ceil_mode);
+  if (node.outputs().size() == 2) {  // max_poolNd_with_indices
+    ir::NodeId n = ctx.graph().AddNode(
+        OpKind::kMaxPoolWithIndices, {x}, std::move(attrs), node.kind().toQualString(),
+        {node.outputs()[0]->debugName(), node.outputs()[1]->debugName()});
+    return ctx.graph().node(n).outputs;
+  }
   return One(ctx.Emit(node, OpKind::kMaxPool, {x}, std::move(attrs)));
 }
 
-// avg_pool2d(self, kernel_size, stride=[], padding=0, ceil_mode=False,
-//            count_include_pad=True, divisor_override=None).
+// avg_pool{1,2,3}d(self, kernel_size, stride=[], padding=0, ceil_mode=False,
+//                  count_include_pad=True[, divisor_override=None]).
 ConvertResult ConvertAvgPool2d(const TorchNode& node, ImportContext& ctx) {
+  const size_t spatial = SpatialDims(node, ctx, 2);
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, IntsPerDim(ctx, node, 1, 2));
+  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, IntsPerDim(ctx, node, 1, spatial));
   ASSIGN_OR_RETURN(std::vector<int64_t> stride, ctx.ConstInts(node, 2));
   if (stride.empty()) {
     stride = kernel;
   } else {
-    ASSIGN_OR_RETURN(stride, IntsPerDim(ctx, node, 2, 2));
+    ASSIGN_OR_RETURN(stride, IntsPerDim(ctx, node, 2, spatial));
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(ctx, node, 3, 2));
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(ctx, node, 3, spatial));
   ASSIGN_OR_RETURN(bool ceil_mode, ctx.ConstBool(node, 4));
   ASSIGN_OR_RETURN(bool count_include_pad, ctx.ConstBool(node, 5));
   int64_t divisor_override = 0;
-  if (!ctx.IsNone(node, 6)) {
+  if (!ctx.IsNone(node, 6)) {  // avg_pool1d has no divisor_override
     ASSIGN_OR_RETURN(divisor_override, ctx.ConstInt(node, 6));
     if (divisor_override <= 0) return ctx.InvalidArgument(node, "divisor_override must be > 0");
   }
@@ -223,12 +261,27 @@ ConvertResult ConvertAvgPool2d(const TorchNode& node, ImportContext& ctx) {
   return One(ctx.Emit(node, OpKind::kAvgPool, {x}, std::move(attrs)));
 }
 
-// adaptive_avg_pool2d(self, output_size).
+// adaptive_{avg,max}_pool{1,2,3}d(self, output_size).
 ConvertResult ConvertAdaptiveAvgPool2d(const TorchNode& node, ImportContext& ctx) {
+  const size_t spatial = SpatialDims(node, ctx, 2);
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> output_size, IntsPerDim(ctx, node, 1, 2));
+  // None entries (keep that input size) arrive as -1 from a scripted Optional list.
+  std::vector<int64_t> output_size;
+  std::optional<c10::IValue> c = ctx.ConstantOf(node.inputs()[1]);
+  if (c && c->isList()) {
+    for (const c10::IValue& v : c->toListRef()) output_size.push_back(v.isNone() ? -1 : v.toInt());
+    if (output_size.size() == 1 && spatial > 1) output_size.assign(spatial, output_size[0]);
+  } else {
+    ASSIGN_OR_RETURN(output_size, IntsPerDim(ctx, node, 1, spatial));
+  }
   ir::Attributes attrs;
   attrs.SetInts("output_size", std::move(output_size));
+  if (node.outputs().size() == 2) {  // adaptive_max_poolNd -> (values, indices)
+    ir::NodeId n = ctx.graph().AddNode(
+        OpKind::kAdaptiveMaxPool, {x}, std::move(attrs), node.kind().toQualString(),
+        {node.outputs()[0]->debugName(), node.outputs()[1]->debugName()});
+    return ctx.graph().node(n).outputs;
+  }
   return One(ctx.Emit(node, OpKind::kAdaptiveAvgPool, {x}, std::move(attrs)));
 }
 

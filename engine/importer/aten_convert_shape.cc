@@ -1,5 +1,5 @@
-// Converters for shape aten ops: flatten, view/reshape, cat, and t() of a
-// constant (folded at import, since Kiln IR has no transpose op).
+// Converters for shape aten ops: flatten, view/reshape and cat (the other shape
+// and indexing ops are in aten_convert_index.cc).
 #include <string>
 #include <vector>
 
@@ -20,12 +20,16 @@ ConvertResult ConvertFlatten(const TorchNode& node, ImportContext& ctx) {
   return std::vector<ir::ValueId>{ctx.Emit(node, ir::OpKind::kFlatten, {x}, std::move(attrs))};
 }
 
-// view(self, size) / reshape(self, shape). The shape must be a constant: a
-// shape computed from aten::size at run time is Unimplemented (ConstInts says
-// which element).
+// view(self, size) / reshape(self, shape). A shape computed at run time (from
+// aten::size, as in shufflenet's channel shuffle) becomes input 1, which the
+// executor folds to a constant when the input shapes fix it.
 ConvertResult ConvertReshape(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> shape, ctx.ConstInts(node, 1));
+  ASSIGN_OR_RETURN(ImportContext::IntsArg arg, ctx.IntsInput(node, 1));
+  if (!arg.values.has_value()) {
+    return std::vector<ir::ValueId>{ctx.Emit(node, ir::OpKind::kReshape, {x, arg.value})};
+  }
+  std::vector<int64_t> shape = *std::move(arg.values);
   int inferred = 0;
   for (int64_t d : shape) {
     if (d == -1) {
@@ -53,23 +57,6 @@ ConvertResult ConvertCat(const TorchNode& node, ImportContext& ctx) {
   attrs.SetInt("axis", dim);
   return std::vector<ir::ValueId>{ctx.Emit(node, ir::OpKind::kConcat, std::move(inputs),
                                            std::move(attrs))};
-}
-
-// t(self) of a constant, e.g. the weight in addmm(bias, x, t(weight)) that
-// older traces of nn.Linear record: transposed once at import.
-ConvertResult ConvertTranspose2d(const TorchNode& node, ImportContext& ctx) {
-  std::optional<at::Tensor> constant = ctx.ConstTensor(node, 0);
-  if (!constant) {
-    return ctx.Unimplemented(node, "transposing a tensor computed at run time is not supported "
-                                   "(only constants are transposed, at import)");
-  }
-  if (constant->dim() > 2) {
-    return ctx.InvalidArgument(node, absl::StrCat("expects a tensor of rank <= 2, got rank ",
-                                                  constant->dim()));
-  }
-  ASSIGN_OR_RETURN(ir::ValueId id, ctx.AddTensorConstant(constant->t().contiguous(),
-                                                         node.outputs()[0]->debugName()));
-  return std::vector<ir::ValueId>{id};
 }
 
 }  // namespace kiln::importer

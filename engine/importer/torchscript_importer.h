@@ -16,18 +16,30 @@ struct ImportOptions {
   std::vector<std::string> input_names;
   // Output names by position; default "output0", "output1", ...
   std::vector<std::string> output_names;
+  // Unsupported ops are an error listing all of them, instead of Fallback
+  // nodes that run libtorch's implementation.
+  bool strict = false;
+  // Op kinds ("aten::gelu") to run through the fallback even though Kiln
+  // translates them (serving a model whose native translation diverges).
+  std::vector<std::string> force_fallback;
 };
 
 // Loads `bytes` with torch::jit::load, freezes, inlines and cleans the graph,
-// then translates every node through the aten op table. Graph inputs are named
-// after forward()'s parameters (self dropped). Fails with InvalidArgument when
-// libtorch cannot read the archive, and with Unimplemented listing every
-// unsupported op kind at once.
+// then translates every node through the aten op table; control flow becomes
+// If and Loop nodes with blocks, run-time ints, floats, bools and lists
+// become values of those kinds, and an op Kiln cannot translate a Fallback
+// node (see FallbackOps). Graph inputs are named after forward()'s parameters
+// (self dropped; a tuple parameter "p" becomes "p.0", "p.1", ...). Fails with
+// InvalidArgument when libtorch cannot read the archive, and, with
+// options.strict, with Unimplemented listing every unsupported op at once.
 absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
                                             const ImportOptions& options = {});
 
 // Same, reading the archive from a file.
 absl::StatusOr<ir::Graph> ImportTorchScriptFile(const std::string& path,
                                                 const ImportOptions& options = {});
+
+// The source ops ("aten::cumsum") of the graph's Fallback nodes, sorted, once each.
+std::vector<std::string> FallbackOps(const ir::Graph& graph);
 
 }  // namespace kiln::importer

@@ -1,10 +1,17 @@
-// Kiln's graph IR: a DAG of typed nodes over named, typed values.
+// Kiln's graph IR: typed nodes over named, typed values, in nested blocks.
 //
-// Nodes are kept in topological order. Every node records the op kind, its typed
-// attributes and the name of the source op it came from (for example
-// "aten::_convolution"), so a graph can be printed, diffed and compared
-// structurally. Weights are Constant nodes holding a Tensor attribute. Nothing
-// here knows libtorch or protobuf.
+// A graph is a main block of nodes in execution order. Control-flow nodes (If,
+// Loop) own sub-blocks, TorchScript-style: a block has parameters (values
+// defined on entry), nodes, and results (values yielded on exit). A value is
+// visible after its definition in its own block and in the blocks nested in
+// it. Every node records the op kind, its typed attributes and the name of the
+// source op it came from (for example "aten::_convolution"), so a graph can be
+// printed, diffed and compared structurally. Weights are Constant nodes holding
+// a Tensor attribute. Nothing here knows libtorch or protobuf.
+//
+// Values are tensors by default; ValueKind names the others (ints, floats,
+// bools, lists, None) that TorchScript computes at run time, such as shapes
+// from aten::size and loop counters.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +48,35 @@ const std::vector<OpKind>& AllOpKinds();
 
 using ValueId = int32_t;
 using NodeId = int32_t;
+using BlockId = int32_t;
 constexpr ValueId kNoValue = -1;  // an absent optional input
-constexpr NodeId kNoNode = -1;    // producer of a graph input
+constexpr NodeId kNoNode = -1;    // producer of a graph input or block parameter
+constexpr BlockId kMainBlock = 0;
+
+// What a value holds. At run time an int, float or bool is a 0-dim tensor of
+// INT64, FP64 or BOOL, and an int/float/bool list a 1-D tensor of that dtype,
+// so constants, kernels and the memory planner handle them like any tensor;
+// `type` describes that tensor. A tensor list is held by the executor; its
+// `type` describes the elements where known. Tuples have no kind: their arity
+// is static, so the importer flattens them.
+enum class ValueKind : uint8_t {
+  kTensor,
+  kInt,
+  kFloat,
+  kBool,
+  kIntList,
+  kFloatList,
+  kBoolList,
+  kTensorList,
+  kNone,
+};
+
+// "Tensor", "int", "float", "bool", "int[]", "float[]", "bool[]", "Tensor[]", "None".
+const std::string& ValueKindName(ValueKind kind);
+bool IsScalarKind(ValueKind kind);      // int, float, bool
+bool IsScalarListKind(ValueKind kind);  // int[], float[], bool[]
+// The run-time dtype of a scalar or scalar-list kind (INT64, FP64, BOOL); kUnknown otherwise.
+DType ScalarKindDType(ValueKind kind);
 
 // Element type and shape of a value. `dims` is nullopt when even the rank is
 // unknown; a dim of -1 is dynamic.
@@ -92,6 +126,8 @@ struct Value {
   std::string name;  // source name (debug name or graph input name)
   TensorType type;
   NodeId producer = kNoNode;
+  ValueKind kind = ValueKind::kTensor;
+  bool optional = false;  // may be None at run time (an Optional[Tensor] argument)
 };
 
 struct Node {
@@ -100,20 +136,61 @@ struct Node {
   std::vector<ValueId> outputs;
   Attributes attrs;
   std::string source_op;  // e.g. "aten::_convolution"; empty when made by a pass
+  BlockId block = kMainBlock;   // the block this node is in
+  std::vector<BlockId> blocks;  // sub-blocks: If (then, else), Loop (body)
 };
 
+// A sequence of nodes with parameters and results. The main block's results
+// are the graph outputs (Graph::outputs()), so its `results` stay empty.
+struct Block {
+  NodeId owner = kNoNode;        // the If/Loop node owning it; kNoNode for the main block
+  std::vector<ValueId> params;   // defined on entry (Loop body: iteration number, carried values)
+  std::vector<NodeId> nodes;     // in execution order
+  std::vector<ValueId> results;  // yielded on exit (Loop body: continue flag, carried values)
+};
+
+// nodes() lists every node, nested ones included, in creation order: a
+// control-flow node comes before the nodes of its blocks, so every value is
+// defined before any use in that order. For a graph without blocks it is the
+// execution order. Passes that move or fuse nodes must keep them in one block
+// (Node::block).
 class Graph {
  public:
+  Graph();
+
   // Adds a named graph input.
-  ValueId AddInput(std::string name, TensorType type);
-  // Adds a Constant node holding `value`; returns its output value.
-  ValueId AddConstant(Tensor value, std::string name = "");
-  // Appends a node; creates `num_outputs` output values (named `output_names`
-  // where given, else "%<id>"); returns the node id.
+  ValueId AddInput(std::string name, TensorType type, ValueKind kind = ValueKind::kTensor);
+  // Adds a Constant node holding `value`; returns its output value. Scalars
+  // and scalar lists are 0-dim and 1-D tensors with a scalar `kind`.
+  ValueId AddConstant(Tensor value, std::string name = "", ValueKind kind = ValueKind::kTensor);
+  // Appends a node to the insertion block; creates its output values (named
+  // `output_names` where given, else "%<id>"): the op's fixed output count, or
+  // for ops with a variable count (If, Loop, ListUnpack, Fallback) one per
+  // output name. Returns the node id.
   NodeId AddNode(OpKind kind, std::vector<ValueId> inputs, Attributes attrs = {},
                  std::string source_op = "", std::vector<std::string> output_names = {});
+  // Same, with `num_outputs` outputs, for ops with a variable output count.
+  NodeId AddNodeWithOutputs(OpKind kind, std::vector<ValueId> inputs, int num_outputs,
+                            Attributes attrs = {}, std::string source_op = "",
+                            std::vector<std::string> output_names = {});
   // Marks `value` as a graph output called `name`.
   void AddOutput(ValueId value, std::string name);
+
+  // ---- blocks ----
+  // Adds an empty sub-block to `node` (If: then, else; Loop: body).
+  BlockId AddBlock(NodeId node);
+  // Adds a parameter to `block`.
+  ValueId AddBlockParam(BlockId block, std::string name, TensorType type,
+                        ValueKind kind = ValueKind::kTensor);
+  void SetBlockResults(BlockId block, std::vector<ValueId> results);
+  // Where AddNode and AddConstant append (the main block unless set).
+  void SetInsertionBlock(BlockId block) { insertion_block_ = block; }
+  BlockId insertion_block() const { return insertion_block_; }
+  const std::vector<Block>& blocks() const { return blocks_; }
+  const Block& block(BlockId id) const { return blocks_[id]; }
+  Block& mutable_block(BlockId id) { return blocks_[id]; }
+  // True when some node owns a sub-block.
+  bool HasControlFlow() const { return blocks_.size() > 1; }
 
   const std::vector<Value>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -129,12 +206,15 @@ class Graph {
   // Returns the constant tensor behind `id`, or nullptr when it is not a Constant's output.
   const Tensor* ConstantValue(ValueId id) const;
 
-  // Rewires every use of `from` (node inputs and graph outputs) to `to`.
+  // Rewires every use of `from` (node inputs, block results and graph
+  // outputs) to `to`.
   void ReplaceAllUses(ValueId from, ValueId to);
 
   // Returns a copy without nodes whose outputs are unused (graph outputs are
-  // used); value ids are renumbered, names and types kept.
-  Graph Compacted() const;
+  // used; Raise nodes, and control flow containing them, always are); value
+  // ids are renumbered, names, kinds and types kept. With `remap`, sets
+  // (*remap)[old id] to the new id, or kNoValue for a dropped value.
+  Graph Compacted(std::vector<ValueId>* remap = nullptr) const;
 
   // Total bytes held by Constant tensors.
   size_t ConstantBytes() const;
@@ -144,22 +224,33 @@ class Graph {
 
   std::vector<Value> values_;
   std::vector<Node> nodes_;
+  std::vector<Block> blocks_;
+  BlockId insertion_block_ = kMainBlock;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
   std::vector<std::string> output_names_;
 };
 
+// The printed type of a value: "FP32[1, 3]" for a tensor ("FP32[1, 3]?" when
+// optional), "int", "float[]", "int[5]" (a list of known length), "Tensor[]", "None".
+std::string ValueTypeString(const Value& value);
+
 // Prints `graph` as text: one line per node with outputs and their types, op
-// kind, inputs, attributes and source op.
+// kind, inputs, attributes and source op; sub-blocks indented below their node.
 std::string PrintGraph(const Graph& graph);
 
+// Graphviz (dot) text: one box per node, edges along values (labelled with
+// their types), sub-blocks as clusters.
+std::string PrintGraphviz(const Graph& graph);
+
 // Checks structural invariants: ids in range, every input defined before its
-// use, op arities, graph outputs defined. Returns InvalidArgument naming the
-// node on the first violation.
+// use and visible in its block, op arities, block shapes of If and Loop, graph
+// outputs defined. Returns InvalidArgument naming the node on the first
+// violation.
 absl::Status VerifyGraph(const Graph& graph);
 
-// Structural equality: same ops, wiring, attributes (tensor attributes compared
-// bytewise), types and names in the same order.
+// Structural equality: same ops, wiring, blocks, attributes (tensor attributes
+// compared bytewise), kinds, types and names in the same order.
 bool StructurallyEqual(const Graph& a, const Graph& b);
 
 }  // namespace kiln::ir

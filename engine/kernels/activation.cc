@@ -1,7 +1,9 @@
 // Unary activations: Relu, Clip, Sigmoid, Tanh, Gelu (erf and tanh forms),
-// Silu, HardSigmoid, HardSwish. One shared Prepare (same dims out as in), one
-// Eval template over a per-op functor; the formulas follow PyTorch's CPU
-// kernels term by term so float32 results agree to rounding.
+// Silu, HardSigmoid, HardSwish, LeakyRelu, Elu (also selu and celu), Mish,
+// Softplus, LogSigmoid, HardShrink, SoftShrink, Threshold, and PRelu (with a
+// per-channel weight). One shared Prepare (same dims out as in), one Eval
+// template over a per-op functor; the formulas follow PyTorch's CPU kernels
+// term by term so float32 results agree to rounding.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,6 +22,9 @@ struct UnaryParams {
   float lo = -std::numeric_limits<float>::infinity();  // Clip
   float hi = std::numeric_limits<float>::infinity();   // Clip
   bool gelu_tanh = false;                              // Gelu approximate="tanh"
+  // LeakyRelu (a = slope), Elu (a = alpha * scale, b = scale, c = input_scale),
+  // Softplus (a = beta, b = threshold), shrinks (a = lambda), Threshold (a, b).
+  float a = 0.0f, b = 0.0f, c = 0.0f;
 };
 
 absl::Status PrepareUnary(PrepareContext& ctx) {
@@ -53,6 +58,42 @@ absl::Status PrepareGelu(PrepareContext& ctx) {
                       "\"");
   }
   params->gelu_tanh = approximate == "tanh";
+  ctx.state = std::move(params);
+  return absl::OkStatus();
+}
+
+// Reads the attributes of the parameterised activations.
+absl::Status PrepareParams(PrepareContext& ctx) {
+  RETURN_IF_ERROR(PrepareUnary(ctx));
+  auto params = std::make_shared<UnaryParams>();
+  const ir::Attributes& attrs = ctx.node.attrs;
+  switch (ctx.node.kind) {
+    case ir::OpKind::kLeakyRelu:
+      params->a = static_cast<float>(attrs.GetFloat("negative_slope", 0.01));
+      break;
+    case ir::OpKind::kElu: {
+      const double alpha = attrs.GetFloat("alpha", 1.0);
+      const double scale = attrs.GetFloat("scale", 1.0);
+      params->a = static_cast<float>(alpha * scale);
+      params->b = static_cast<float>(scale);
+      params->c = static_cast<float>(attrs.GetFloat("input_scale", 1.0));
+      break;
+    }
+    case ir::OpKind::kSoftplus:
+      params->a = static_cast<float>(attrs.GetFloat("beta", 1.0));
+      params->b = static_cast<float>(attrs.GetFloat("threshold", 20.0));
+      break;
+    case ir::OpKind::kHardShrink:
+    case ir::OpKind::kSoftShrink:
+      params->a = static_cast<float>(attrs.GetFloat("lambd", 0.5));
+      break;
+    case ir::OpKind::kThreshold:
+      params->a = static_cast<float>(attrs.GetFloat("threshold", 0.0));
+      params->b = static_cast<float>(attrs.GetFloat("value", 0.0));
+      break;
+    default:
+      break;
+  }
   ctx.state = std::move(params);
   return absl::OkStatus();
 }
@@ -110,6 +151,48 @@ struct HardSwishOp {
   }
 };
 
+struct LeakyReluOp {
+  static constexpr int kCost = 1;
+  static float Apply(float x, const UnaryParams& p) { return x > 0.0f ? x : x * p.a; }
+};
+struct EluOp {
+  static constexpr int kCost = 20;
+  static float Apply(float x, const UnaryParams& p) {
+    return x <= 0.0f ? std::expm1(x * p.c) * p.a : x * p.b;
+  }
+};
+struct MishOp {
+  static constexpr int kCost = 40;
+  static float Apply(float x, const UnaryParams&) { return x * std::tanh(std::log1p(std::exp(x))); }
+};
+struct SoftplusOp {
+  static constexpr int kCost = 40;
+  static float Apply(float x, const UnaryParams& p) {
+    return x * p.a > p.b ? x : std::log1p(std::exp(x * p.a)) / p.a;
+  }
+};
+struct LogSigmoidOp {
+  static constexpr int kCost = 40;
+  // min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|.
+  static float Apply(float x, const UnaryParams&) {
+    return std::min(x, 0.0f) - std::log1p(std::exp(-std::abs(x)));
+  }
+};
+struct HardShrinkOp {
+  static constexpr int kCost = 1;
+  static float Apply(float x, const UnaryParams& p) { return (x >= -p.a && x <= p.a) ? 0.0f : x; }
+};
+struct SoftShrinkOp {
+  static constexpr int kCost = 1;
+  static float Apply(float x, const UnaryParams& p) {
+    return x > p.a ? x - p.a : (x < -p.a ? x + p.a : 0.0f);
+  }
+};
+struct ThresholdOp {
+  static constexpr int kCost = 1;
+  static float Apply(float x, const UnaryParams& p) { return x <= p.a ? p.b : x; }
+};
+
 template <typename Op>
 absl::Status EvalUnary(EvalContext& ctx) {
   const UnaryParams& params = StateAs<UnaryParams>(ctx);
@@ -127,6 +210,53 @@ absl::Status EvalGelu(EvalContext& ctx) {
                                              : EvalUnary<GeluErfOp>(ctx);
 }
 
+// ---------------------------------------------------------------- PRelu
+
+// x > 0 ? x : w * x with w one value, or one per channel (dim 1; dim 0 of a 1-D input).
+struct PReluPlan {
+  int64_t outer = 1, channels = 1, inner = 1;
+};
+
+absl::Status PreparePRelu(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
+  const Dims& x = ctx.inputs[0].dims;
+  const int64_t w = NumElements(ctx.inputs[1].dims);
+  auto plan = std::make_shared<PReluPlan>();
+  plan->inner = NumElements(x);
+  if (w != 1) {
+    const size_t cdim = x.size() >= 2 ? 1 : 0;
+    if (x.empty() || x[cdim] != w) {
+      return InvalidArg(ctx.node, "weight has ", w, " values, expected 1 or the ",
+                        x.empty() ? 0 : x[cdim], " channels of input ", DimsToString(x));
+    }
+    plan->outer = NumElements(Dims(x.begin(), x.begin() + cdim));
+    plan->channels = w;
+    plan->inner = NumElements(Dims(x.begin() + cdim + 1, x.end()));
+  }
+  ctx.outputs = {TensorInfo{DType::kF32, x}};
+  ctx.state = std::move(plan);
+  return absl::OkStatus();
+}
+
+absl::Status EvalPRelu(EvalContext& ctx) {
+  const PReluPlan& p = StateAs<PReluPlan>(ctx);
+  const float* x = ctx.inputs[0]->data<float>();
+  const float* w = ctx.inputs[1]->data<float>();
+  float* y = ctx.outputs[0]->data<float>();
+  const int64_t planes = p.outer * p.channels;
+  ParallelFor(planes, ctx.num_threads, planes * p.inner, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const float a = w[q % p.channels];
+      const float* src = x + q * p.inner;
+      float* dst = y + q * p.inner;
+      for (int64_t i = 0; i < p.inner; ++i) dst[i] = src[i] > 0.0f ? src[i] : a * src[i];
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> ActivationKernels() {
@@ -139,6 +269,15 @@ absl::Span<const KernelDef> ActivationKernels() {
       {ir::OpKind::kSilu, DType::kF32, PrepareUnary, EvalUnary<SiluOp>},
       {ir::OpKind::kHardSigmoid, DType::kF32, PrepareUnary, EvalUnary<HardSigmoidOp>},
       {ir::OpKind::kHardSwish, DType::kF32, PrepareUnary, EvalUnary<HardSwishOp>},
+      {ir::OpKind::kLeakyRelu, DType::kF32, PrepareParams, EvalUnary<LeakyReluOp>},
+      {ir::OpKind::kElu, DType::kF32, PrepareParams, EvalUnary<EluOp>},
+      {ir::OpKind::kMish, DType::kF32, PrepareUnary, EvalUnary<MishOp>},
+      {ir::OpKind::kSoftplus, DType::kF32, PrepareParams, EvalUnary<SoftplusOp>},
+      {ir::OpKind::kLogSigmoid, DType::kF32, PrepareUnary, EvalUnary<LogSigmoidOp>},
+      {ir::OpKind::kHardShrink, DType::kF32, PrepareParams, EvalUnary<HardShrinkOp>},
+      {ir::OpKind::kSoftShrink, DType::kF32, PrepareParams, EvalUnary<SoftShrinkOp>},
+      {ir::OpKind::kThreshold, DType::kF32, PrepareParams, EvalUnary<ThresholdOp>},
+      {ir::OpKind::kPRelu, DType::kF32, PreparePRelu, EvalPRelu},
   };
   return kKernels;
 }

@@ -1,5 +1,8 @@
-// 2-D convolution (NCHW input, OIHW weight, optional bias), three algorithms
-// chosen once in Prepare:
+// Convolution over 1, 2 or 3 spatial dims (NC[D]HW input, OI[D]HW weight,
+// optional bias). 1-D and 2-D are the 3-D case with unit leading dims (a 1-D
+// input is one row, a 2-D input one depth slice), so one plan serves all, and
+// the 2-D fast paths below apply whenever the depth is trivial. Three
+// algorithms, chosen once in Prepare:
 //
 //   kPointwise  1x1 kernel, stride 1, no padding: the input plane already is the
 //               [C, H*W] matrix, so each (image, group) is one GEMM
@@ -13,7 +16,8 @@
 //               output range, a contiguous or strided axpy with no bounds
 //               checks, while the output row stays in L1.
 //   kIm2col     everything else: per (image, group), im2col into the workspace
-//               ([C/g * kH * kW, OH * OW], padding written as zeros) and one GEMM.
+//               ([C/g * kD * kH * kW, OD * OH * OW], padding written as zeros)
+//               and one GEMM.
 //
 // The bias is fused: the output is pre-filled with it and the GEMM accumulates
 // with beta = 1 (depthwise starts each row from it). The valid output column
@@ -31,6 +35,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
@@ -42,9 +47,10 @@ enum class ConvAlgo { kPointwise, kDepthwise, kIm2col };
 
 struct ConvPlan {
   ConvAlgo algo = ConvAlgo::kIm2col;
-  int64_t n = 0, c = 0, h = 0, w = 0;  // input
-  int64_t o = 0, kh = 0, kw = 0;       // weight
-  int64_t oh = 0, ow = 0;              // output
+  int64_t n = 0, c = 0, d = 1, h = 0, w = 0;  // input
+  int64_t o = 0, kd = 1, kh = 0, kw = 0;      // weight
+  int64_t od = 1, oh = 0, ow = 0;             // output
+  int64_t sd = 1, pd = 0, dd = 1;             // depth stride, padding, dilation
   int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   int64_t groups = 1, cg = 0, og = 0;  // channels per group
   bool has_bias = false;
@@ -73,41 +79,50 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
   const Dims& x = ctx.inputs[0].dims;
   const Dims& w = ctx.inputs[1].dims;
-  if (w.size() != 4) {
-    if (w.size() == 3 || w.size() == 5) {
-      return Unimplemented(node, "only 2-D convolution is implemented, weight is ",
-                           DimsToString(w));
-    }
-    return InvalidArg(node, "expected 4-D weight, got ", DimsToString(w));
+  if (w.size() < 3 || w.size() > 5) {
+    return InvalidArg(node, "expected a 3-D, 4-D or 5-D weight, got ", DimsToString(w));
   }
-  // A 3-D input is PyTorch's unbatched [C, H, W].
-  if (x.size() != 4 && x.size() != 3) {
-    return InvalidArg(node, "expected 4-D input, got ", DimsToString(x));
+  const size_t spatial = w.size() - 2;
+  // Batched [N, C, spatial...] or unbatched [C, spatial...].
+  if (x.size() != spatial + 2 && x.size() != spatial + 1) {
+    return InvalidArg(node, "expected ", spatial + 2, "-D input, got ", DimsToString(x));
   }
   auto padding_attr = node.attrs.map().find("padding");
   if (padding_attr != node.attrs.map().end() &&
       std::holds_alternative<std::string>(padding_attr->second)) {
     return Unimplemented(node, "string padding is not supported; expected explicit ints");
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialAttr(node, "stride", 2, 1));
-  ASSIGN_OR_RETURN(std::vector<int64_t> padding, SpatialAttr(node, "padding", 2, 0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, SpatialAttr(node, "dilation", 2, 1));
-  for (int i = 0; i < 2; ++i) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialAttr(node, "stride", spatial, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, SpatialAttr(node, "padding", spatial, 0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, SpatialAttr(node, "dilation", spatial, 1));
+  for (size_t i = 0; i < spatial; ++i) {
     if (stride[i] < 1 || dilation[i] < 1 || padding[i] < 0) {
-      return InvalidArg(node, "invalid stride [", stride[0], ", ", stride[1], "], padding [",
-                        padding[0], ", ", padding[1], "] or dilation [", dilation[0], ", ",
-                        dilation[1], "]");
+      return InvalidArg(node, "invalid stride [", absl::StrJoin(stride, ", "), "], padding [",
+                        absl::StrJoin(padding, ", "), "] or dilation [",
+                        absl::StrJoin(dilation, ", "), "]");
     }
   }
+  // Lift to 3 spatial dims: missing leading dims have size 1 and trivial windows.
+  const size_t lift = 3 - spatial;
+  stride.insert(stride.begin(), lift, 1);
+  padding.insert(padding.begin(), lift, 0);
+  dilation.insert(dilation.begin(), lift, 1);
+  const size_t off = x.size() - spatial - 1;  // 1 when batched
+  Dims xs(x.begin() + off + 1, x.end());
+  Dims ks(w.begin() + 2, w.end());
+  xs.insert(xs.begin(), lift, 1);
+  ks.insert(ks.begin(), lift, 1);
+
   auto p = std::make_shared<ConvPlan>();
-  const size_t off = x.size() - 3;  // 1 when batched
   p->n = off ? x[0] : 1;
   p->c = x[off];
-  p->h = x[off + 1];
-  p->w = x[off + 2];
+  p->d = xs[0];
+  p->h = xs[1];
+  p->w = xs[2];
   p->o = w[0];
-  p->kh = w[2];
-  p->kw = w[3];
+  p->kd = ks[0];
+  p->kh = ks[1];
+  p->kw = ks[2];
   p->groups = node.attrs.GetInt("groups", 1);
   if (p->groups < 1 || p->c % p->groups != 0 || p->o % p->groups != 0 || w[1] * p->groups != p->c) {
     return InvalidArg(node, "input ", DimsToString(x), " and weight ", DimsToString(w),
@@ -115,18 +130,24 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   }
   p->cg = p->c / p->groups;
   p->og = p->o / p->groups;
-  p->sh = stride[0];
-  p->sw = stride[1];
-  p->ph = padding[0];
-  p->pw = padding[1];
-  p->dh = dilation[0];
-  p->dw = dilation[1];
+  p->sd = stride[0];
+  p->sh = stride[1];
+  p->sw = stride[2];
+  p->pd = padding[0];
+  p->ph = padding[1];
+  p->pw = padding[2];
+  p->dd = dilation[0];
+  p->dh = dilation[1];
+  p->dw = dilation[2];
+  const int64_t span_d = p->dd * (p->kd - 1) + 1;
   const int64_t span_h = p->dh * (p->kh - 1) + 1;
   const int64_t span_w = p->dw * (p->kw - 1) + 1;
-  if (p->kh < 1 || p->kw < 1 || p->h + 2 * p->ph < span_h || p->w + 2 * p->pw < span_w) {
-    return InvalidArg(node, "kernel ", DimsToString(w), " (dilated ", span_h, "x", span_w,
-                      ") does not fit the padded input ", DimsToString(x));
+  if (p->kd < 1 || p->kh < 1 || p->kw < 1 || p->d + 2 * p->pd < span_d ||
+      p->h + 2 * p->ph < span_h || p->w + 2 * p->pw < span_w) {
+    return InvalidArg(node, "kernel ", DimsToString(w), " (dilated) does not fit the padded input ",
+                      DimsToString(x));
   }
+  p->od = (p->d + 2 * p->pd - span_d) / p->sd + 1;
   p->oh = (p->h + 2 * p->ph - span_h) / p->sh + 1;
   p->ow = (p->w + 2 * p->pw - span_w) / p->sw + 1;
   if (HasInput(ctx, 2)) {
@@ -144,9 +165,11 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     p->ow_hi.push_back(hi);
   }
 
-  if (p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0) {
+  const bool flat = p->d == 1 && p->kd == 1 && p->pd == 0;  // a single depth slice
+  if (p->kd == 1 && p->kh == 1 && p->kw == 1 && p->sd == 1 && p->sh == 1 && p->sw == 1 &&
+      p->pd == 0 && p->ph == 0 && p->pw == 0) {
     p->algo = ConvAlgo::kPointwise;
-  } else if (p->groups == p->c && p->o == p->c) {
+  } else if (flat && p->groups == p->c && p->o == p->c) {
     p->algo = ConvAlgo::kDepthwise;
     p->dw3x3 = p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 && p->sh == p->sw &&
                (p->sw == 1 || p->sw == 2);
@@ -157,10 +180,14 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     }
   } else {
     p->algo = ConvAlgo::kIm2col;
-    ctx.workspace_bytes =
-        static_cast<size_t>(p->cg * p->kh * p->kw * p->oh * p->ow) * sizeof(float);
+    ctx.workspace_bytes = static_cast<size_t>(p->cg * p->kd * p->kh * p->kw * p->od * p->oh *
+                                              p->ow) *
+                          sizeof(float);
   }
-  Dims out = off ? Dims{p->n, p->o, p->oh, p->ow} : Dims{p->o, p->oh, p->ow};
+  Dims out(x.begin(), x.begin() + off);
+  out.push_back(p->o);
+  const Dims out_spatial = {p->od, p->oh, p->ow};
+  out.insert(out.end(), out_spatial.begin() + lift, out_spatial.end());
   ctx.outputs = {TensorInfo{DType::kF32, out}};
   ctx.state = std::move(p);
   return absl::OkStatus();
@@ -187,37 +214,48 @@ void FillBias(const float* bias, int64_t rows, int64_t cols, float* out) {
   for (int64_t r = 0; r < rows; ++r) std::fill(out + r * cols, out + (r + 1) * cols, bias[r]);
 }
 
-// col[(c, i, j), (y, x)] = input[c, y * sh - ph + i * dh, x * sw - pw + j * dw], 0 in the padding.
+// col[(c, a, i, j), (z, y, x)] = input[c, z * sd - pd + a * dd, y * sh - ph + i * dh,
+// x * sw - pw + j * dw], 0 in the padding.
 void Im2Col(const ConvPlan& p, const float* in, float* col, int num_threads) {
-  const int64_t taps = p.kh * p.kw;
+  const int64_t taps = p.kd * p.kh * p.kw;
   const int64_t rows = p.cg * taps;
   const int64_t plane = p.oh * p.ow;
-  ParallelFor(rows, num_threads, rows * plane, [&](int64_t begin, int64_t end) {
+  const int64_t volume = p.od * plane;
+  ParallelFor(rows, num_threads, rows * volume, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t c = r / taps;
+      const int64_t a = (r / (p.kh * p.kw)) % p.kd;
       const int64_t i = (r / p.kw) % p.kh;
       const int64_t j = r % p.kw;
-      const float* src_plane = in + c * p.h * p.w;
       const int64_t lo = p.ow_lo[j], hi = p.ow_hi[j];
       const int64_t shift = j * p.dw - p.pw;
-      float* dst = col + r * plane;
-      for (int64_t y = 0; y < p.oh; ++y, dst += p.ow) {
-        const int64_t iy = y * p.sh - p.ph + i * p.dh;
-        if (iy < 0 || iy >= p.h) {
-          std::fill(dst, dst + p.ow, 0.0f);
+      float* dst = col + r * volume;
+      for (int64_t z = 0; z < p.od; ++z) {
+        const int64_t iz = z * p.sd - p.pd + a * p.dd;
+        if (iz < 0 || iz >= p.d) {
+          std::fill(dst, dst + plane, 0.0f);
+          dst += plane;
           continue;
         }
-        std::fill(dst, dst + lo, 0.0f);
-        std::fill(dst + hi, dst + p.ow, 0.0f);
-        if (hi == lo) continue;
-        // First valid input column, then every sw-th one.
-        const float* src = src_plane + iy * p.w + lo * p.sw + shift;
-        float* d = dst + lo;
-        const int64_t len = hi - lo;
-        if (p.sw == 1) {
-          std::memcpy(d, src, len * sizeof(float));
-        } else {
-          for (int64_t t = 0; t < len; ++t) d[t] = src[t * p.sw];
+        const float* src_plane = in + (c * p.d + iz) * p.h * p.w;
+        for (int64_t y = 0; y < p.oh; ++y, dst += p.ow) {
+          const int64_t iy = y * p.sh - p.ph + i * p.dh;
+          if (iy < 0 || iy >= p.h) {
+            std::fill(dst, dst + p.ow, 0.0f);
+            continue;
+          }
+          std::fill(dst, dst + lo, 0.0f);
+          std::fill(dst + hi, dst + p.ow, 0.0f);
+          if (hi == lo) continue;
+          // First valid input column, then every sw-th one.
+          const float* src = src_plane + iy * p.w + lo * p.sw + shift;
+          float* d = dst + lo;
+          const int64_t len = hi - lo;
+          if (p.sw == 1) {
+            std::memcpy(d, src, len * sizeof(float));
+          } else {
+            for (int64_t t = 0; t < len; ++t) d[t] = src[t * p.sw];
+          }
         }
       }
     }
@@ -312,8 +350,9 @@ absl::Status EvalConv(EvalContext& ctx) {
   const float* bias =
       ctx.inputs.size() > 2 && ctx.inputs[2] != nullptr ? ctx.inputs[2]->data<float>() : nullptr;
   float* y = ctx.outputs[0]->data<float>();
-  const int64_t in_plane = p.h * p.w;
-  const int64_t out_plane = p.oh * p.ow;
+  // Depthwise runs only with a single depth slice, where these are the planes.
+  const int64_t in_plane = p.d * p.h * p.w;
+  const int64_t out_plane = p.od * p.oh * p.ow;
   const float beta = p.has_bias ? 1.0f : 0.0f;
 
   if (p.algo == ConvAlgo::kDepthwise) {
@@ -337,7 +376,7 @@ absl::Status EvalConv(EvalContext& ctx) {
   }
 
   float* col = static_cast<float*>(ctx.workspace);
-  const int64_t k = p.cg * p.kh * p.kw;
+  const int64_t k = p.cg * p.kd * p.kh * p.kw;
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {
       const float* xg = x + (n * p.c + g * p.cg) * in_plane;
@@ -355,11 +394,170 @@ absl::Status EvalConv(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- ConvTranspose
+//
+// The adjoint of Conv: per (image, group), one GEMM
+// col[Cout/g * taps, D*H*W] = W_g^T [Cout/g * taps, Cin/g] * X_g [Cin/g, D*H*W],
+// then col2im scatters each column into the output at
+// (z * sd - pd + a * dd, y * sh - ph + i * dh, x * sw - pw + j * dw), skipping
+// positions outside it, onto the pre-filled bias. Output channels are
+// independent, so col2im runs in parallel over them.
+
+struct ConvTransposePlan {
+  int64_t n = 1, c = 0, d = 1, h = 1, w = 1;      // input
+  int64_t o = 0, kd = 1, kh = 1, kw = 1;          // output channels, kernel
+  int64_t od = 1, oh = 1, ow = 1;                 // output
+  int64_t sd = 1, sh = 1, sw = 1, pd = 0, ph = 0, pw = 0, dd = 1, dh = 1, dw = 1;
+  int64_t groups = 1, cg = 0, og = 0;
+  bool has_bias = false;
+};
+
+absl::Status PrepareConvTranspose(PrepareContext& ctx) {
+  const ir::Node& node = ctx.node;
+  RETURN_IF_ERROR(CheckInputCount(ctx, 2, 3));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
+  const Dims& x = ctx.inputs[0].dims;
+  const Dims& w = ctx.inputs[1].dims;
+  if (w.size() < 3 || w.size() > 5) {
+    return InvalidArg(node, "expected a 3-D, 4-D or 5-D weight, got ", DimsToString(w));
+  }
+  const size_t spatial = w.size() - 2;
+  if (x.size() != spatial + 2 && x.size() != spatial + 1) {
+    return InvalidArg(node, "expected ", spatial + 2, "-D input, got ", DimsToString(x));
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialAttr(node, "stride", spatial, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, SpatialAttr(node, "padding", spatial, 0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, SpatialAttr(node, "dilation", spatial, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> out_pad, SpatialAttr(node, "output_padding", spatial, 0));
+  for (size_t i = 0; i < spatial; ++i) {
+    if (stride[i] < 1 || dilation[i] < 1 || padding[i] < 0 || out_pad[i] < 0 ||
+        out_pad[i] >= std::max(stride[i], dilation[i])) {
+      return InvalidArg(node, "invalid stride [", absl::StrJoin(stride, ", "), "], padding [",
+                        absl::StrJoin(padding, ", "), "], dilation [", absl::StrJoin(dilation, ", "),
+                        "] or output_padding [", absl::StrJoin(out_pad, ", "), "]");
+    }
+  }
+  const size_t lift = 3 - spatial;
+  stride.insert(stride.begin(), lift, 1);
+  padding.insert(padding.begin(), lift, 0);
+  dilation.insert(dilation.begin(), lift, 1);
+  out_pad.insert(out_pad.begin(), lift, 0);
+  const size_t off = x.size() - spatial - 1;
+  Dims xs(x.begin() + off + 1, x.end());
+  Dims ks(w.begin() + 2, w.end());
+  xs.insert(xs.begin(), lift, 1);
+  ks.insert(ks.begin(), lift, 1);
+  auto p = std::make_shared<ConvTransposePlan>();
+  p->n = off ? x[0] : 1;
+  p->c = x[off];
+  p->groups = node.attrs.GetInt("groups", 1);
+  if (p->groups < 1 || w[0] != p->c || p->c % p->groups != 0) {
+    return InvalidArg(node, "input ", DimsToString(x), " and weight ", DimsToString(w),
+                      " do not match groups=", p->groups);
+  }
+  p->cg = p->c / p->groups;
+  p->og = w[1];
+  p->o = p->og * p->groups;
+  p->d = xs[0], p->h = xs[1], p->w = xs[2];
+  p->kd = ks[0], p->kh = ks[1], p->kw = ks[2];
+  p->sd = stride[0], p->sh = stride[1], p->sw = stride[2];
+  p->pd = padding[0], p->ph = padding[1], p->pw = padding[2];
+  p->dd = dilation[0], p->dh = dilation[1], p->dw = dilation[2];
+  p->od = (p->d - 1) * p->sd - 2 * p->pd + p->dd * (p->kd - 1) + out_pad[0] + 1;
+  p->oh = (p->h - 1) * p->sh - 2 * p->ph + p->dh * (p->kh - 1) + out_pad[1] + 1;
+  p->ow = (p->w - 1) * p->sw - 2 * p->pw + p->dw * (p->kw - 1) + out_pad[2] + 1;
+  if (p->od < 1 || p->oh < 1 || p->ow < 1) {
+    return InvalidArg(node, "padding leaves an empty output for input ", DimsToString(x));
+  }
+  if (HasInput(ctx, 2)) {
+    RETURN_IF_ERROR(CheckDType(ctx, 2, DType::kF32));
+    if (ctx.inputs[2].dims != Dims{p->o}) {
+      return InvalidArg(node, "expected bias [", p->o, "], got ", DimsToString(ctx.inputs[2].dims));
+    }
+    p->has_bias = true;
+  }
+  ctx.workspace_bytes = static_cast<size_t>(p->og * p->kd * p->kh * p->kw * p->d * p->h * p->w) *
+                        sizeof(float);
+  Dims out(x.begin(), x.begin() + off);
+  out.push_back(p->o);
+  const Dims out_spatial = {p->od, p->oh, p->ow};
+  out.insert(out.end(), out_spatial.begin() + lift, out_spatial.end());
+  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+// Adds col [og * taps, D*H*W] into the output planes [og, OD*OH*OW].
+void Col2Im(const ConvTransposePlan& p, const float* col, float* out, int num_threads) {
+  const int64_t taps = p.kd * p.kh * p.kw;
+  const int64_t in_volume = p.d * p.h * p.w;
+  const int64_t out_volume = p.od * p.oh * p.ow;
+  ParallelFor(p.og, num_threads, p.og * taps * in_volume, [&](int64_t begin, int64_t end) {
+    for (int64_t co = begin; co < end; ++co) {
+      float* dst = out + co * out_volume;
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t a = t / (p.kh * p.kw), i = (t / p.kw) % p.kh, j = t % p.kw;
+        const float* src = col + (co * taps + t) * in_volume;
+        for (int64_t z = 0; z < p.d; ++z) {
+          const int64_t oz = z * p.sd - p.pd + a * p.dd;
+          if (oz < 0 || oz >= p.od) continue;
+          for (int64_t y = 0; y < p.h; ++y) {
+            const int64_t oy = y * p.sh - p.ph + i * p.dh;
+            if (oy < 0 || oy >= p.oh) continue;
+            const float* row = src + (z * p.h + y) * p.w;
+            float* drow = dst + (oz * p.oh + oy) * p.ow;
+            for (int64_t x = 0; x < p.w; ++x) {
+              const int64_t ox = x * p.sw - p.pw + j * p.dw;
+              if (ox >= 0 && ox < p.ow) drow[ox] += row[x];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+absl::Status EvalConvTranspose(EvalContext& ctx) {
+  const ConvTransposePlan& p = StateAs<ConvTransposePlan>(ctx);
+  const float* x = ctx.inputs[0]->data<float>();
+  const float* w = ctx.inputs[1]->data<float>();
+  const float* bias = p.has_bias ? ctx.inputs[2]->data<float>() : nullptr;
+  float* y = ctx.outputs[0]->data<float>();
+  float* col = static_cast<float*>(ctx.workspace);
+  const int64_t taps = p.kd * p.kh * p.kw;
+  const int64_t in_volume = p.d * p.h * p.w;
+  const int64_t out_volume = p.od * p.oh * p.ow;
+  const int64_t m = p.og * taps;
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const float* xg = x + (n * p.c + g * p.cg) * in_volume;
+      const float* wg = w + g * p.cg * m;  // [cg, og * taps]
+      float* yg = y + (n * p.o + g * p.og) * out_volume;
+      if (bias != nullptr) {
+        FillBias(bias + g * p.og, p.og, out_volume, yg);
+      } else {
+        std::fill(yg, yg + p.og * out_volume, 0.0f);
+      }
+      if (m == 0 || in_volume == 0) continue;
+      if (p.cg == 0) {
+        std::fill(col, col + m * in_volume, 0.0f);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, in_volume, p.cg, 1.0f, wg, m, xg,
+                    in_volume, 0.0f, col, in_volume);
+      }
+      Col2Im(p, col, yg, ctx.num_threads);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> ConvKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kConv, DType::kF32, PrepareConv, EvalConv},
+      {ir::OpKind::kConvTranspose, DType::kF32, PrepareConvTranspose, EvalConvTranspose},
   };
   return kKernels;
 }

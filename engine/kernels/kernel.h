@@ -29,10 +29,16 @@ struct TensorInfo {
 struct PrepareContext {
   const ir::Node& node;
   std::vector<TensorInfo> inputs;   // one per node input
-  std::vector<TensorInfo> outputs;  // filled by Prepare, one per node output
+  // Filled by Prepare, one per node output. Prepare may set an output's
+  // `constant` when the operand types alone fix its value (aten::size); the
+  // tensor must live as long as `state`, and the executor folds the node.
+  std::vector<TensorInfo> outputs;
   size_t workspace_bytes = 0;       // scratch needed by Eval
   std::shared_ptr<void> state;      // kernel-private, read by Eval
   int num_threads = 1;
+  // Set by Prepare when only Eval can know the outputs' dims (the libtorch
+  // fallback): Eval then gets empty output tensors and assigns them.
+  bool dynamic_outputs = false;
 };
 
 struct EvalContext {
@@ -66,12 +72,34 @@ absl::Span<const KernelDef> PoolKernels();
 absl::Span<const KernelDef> NormKernels();
 absl::Span<const KernelDef> ShapeKernels();
 absl::Span<const KernelDef> ReduceKernels();
+// Op coverage families (issue 3).
+absl::Span<const KernelDef> UnaryKernels();       // unary.cc: elementwise math
+absl::Span<const KernelDef> MovementKernels();    // movement.cc: permute, slice, pad, ...
+absl::Span<const KernelDef> IndexingKernels();    // gather.cc: index_select, gather, index
+absl::Span<const KernelDef> CastKernels();        // cast.cc: casts and fills
+absl::Span<const KernelDef> ResizeKernels();      // resize.cc: interpolation
+absl::Span<const KernelDef> SortKernels();        // sort.cc: topk, sort
+absl::Span<const KernelDef> AttentionKernels();   // attention.cc: multi-head attention
+absl::Span<const KernelDef> RecurrentKernels();   // recurrent.cc: LSTM, GRU, RNN
+absl::Span<const KernelDef> ScalarKernels();  // scalar_ops.cc: metadata, int/float/bool math, scalar lists
 
 // Every kernel of every family.
 const std::vector<KernelDef>& AllKernels();
 
 // The kernel for `op` whose dtype is `dtype` (or kUnknown); nullptr when none.
+// Installed kernels are searched after the families.
 const KernelDef* FindKernel(ir::OpKind op, DType dtype);
+
+// Adds a kernel from outside the families: the libtorch fallback
+// (engine/fallback) installs its kernel this way, so builds without libtorch
+// still link and run the native ops. Install at startup, before compiling.
+void InstallKernel(const KernelDef& kernel);
+
+// Ops on values other than tensors (scalar_ops.cc), and ops the executor runs
+// itself (control flow, None, tensor lists) or through an installed kernel
+// (Fallback). The float sweep and the "every op has a float kernel" rule do
+// not apply to them.
+bool IsNonTensorOp(ir::OpKind op);
 
 // Message prefix for kernel errors: "node (Conv, aten::_convolution): ".
 std::string NodeContext(const ir::Node& node);

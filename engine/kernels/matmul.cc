@@ -1,5 +1,6 @@
-// MatMul (torch.matmul semantics for every rank combination) and Linear
-// (x[..., K] * W[N, K]^T + b[N]), both on OpenBLAS.
+// MatMul (torch.matmul semantics for every rank combination), Linear
+// (x[..., K] * W[N, K]^T + b[N]) and Einsum, all on OpenBLAS; Sgemm (gemm.h)
+// serves the other families.
 //
 // MatMul: Prepare reduces the operands to a list of (A, B, C) offsets for
 // [M, K] x [K, N] products, following torch.matmul: a 1-D left operand is a
@@ -19,13 +20,18 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/gemm.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
+#include "engine/kernels/movement.h"
 
 namespace kiln::kernels {
 namespace {
@@ -218,14 +224,277 @@ absl::Status EvalLinear(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- Einsum
+//
+// Labels are parsed once in Prepare ("..." becomes one private label per
+// covered dim; an implicit output lists the labels used once, sorted). Two
+// operands whose labels split into batch (both, kept), k (both, summed), m
+// (first only, kept) and n (second only, kept) become one batched GEMM: each
+// operand is permuted into [batch, m, k] / [batch, k, n] in the workspace when
+// not already in that order, and the [batch, m, n] product permuted into the
+// output's order. Every other equation (one or three operands, a label summed
+// inside one operand, repeated labels) runs as a direct loop over all label
+// values with double accumulation.
+
+struct EinsumPlan {
+  std::vector<std::string> in_labels;  // per operand, one char per dim
+  std::string out_labels;
+  std::vector<int64_t> sizes;  // per label (indexed by char)
+  bool gemm = false;
+  // GEMM path.
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool permute_a = false, permute_b = false, permute_out = false;
+  GatherPlan plan_a, plan_b, plan_out;
+  size_t a_bytes = 0, b_bytes = 0;
+};
+
+absl::Status ParseEinsum(const PrepareContext& ctx, EinsumPlan* p) {
+  std::string eq = ctx.node.attrs.GetString("equation");
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms = absl::StrSplit(lhs, ',');
+  if (terms.size() != ctx.inputs.size()) {
+    return InvalidArg(ctx.node, "equation '", eq, "' has ", terms.size(), " operands, got ",
+                      ctx.inputs.size(), " inputs");
+  }
+  // "..." expands to private labels '0', '1', ... aligned from the right.
+  size_t ellipsis_rank = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const size_t dots = terms[i].find("...");
+    const size_t letters = terms[i].size() - (dots == std::string::npos ? 0 : 3);
+    const size_t rank = ctx.inputs[i].dims.size();
+    if (dots == std::string::npos ? letters != rank : letters > rank) {
+      return InvalidArg(ctx.node, "operand ", i, " '", terms[i], "' does not match its ", rank,
+                        " dims");
+    }
+    if (dots != std::string::npos) ellipsis_rank = std::max(ellipsis_rank, rank - letters);
+  }
+  std::string ell;
+  for (size_t d = 0; d < ellipsis_rank; ++d) ell.push_back(static_cast<char>('0' + d));
+  auto expand = [&](const std::string& term, size_t rank) {
+    const size_t dots = term.find("...");
+    if (dots == std::string::npos) return term;
+    const size_t covered = rank - (term.size() - 3);
+    return term.substr(0, dots) + ell.substr(ellipsis_rank - covered) + term.substr(dots + 3);
+  };
+  p->sizes.assign(128, -1);
+  std::vector<int> count(128, 0);
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const std::string labels = expand(terms[i], ctx.inputs[i].dims.size());
+    for (size_t d = 0; d < labels.size(); ++d) {
+      const unsigned char c = static_cast<unsigned char>(labels[d]);
+      if (c >= 128 || !(std::isalpha(c) || std::isdigit(c))) {
+        return InvalidArg(ctx.node, "invalid label '", std::string(1, labels[d]), "' in '", eq, "'");
+      }
+      const int64_t size = ctx.inputs[i].dims[d];
+      if (p->sizes[c] >= 0 && p->sizes[c] != size) {
+        return Unimplemented(ctx.node, "label '", std::string(1, labels[d]), "' has sizes ",
+                             p->sizes[c], " and ", size, " (broadcasting is not supported)");
+      }
+      p->sizes[c] = size;
+      ++count[c];
+    }
+    p->in_labels.push_back(labels);
+  }
+  if (arrow != std::string::npos) {
+    const std::string rhs = eq.substr(arrow + 2);
+    p->out_labels = rhs.find("...") == std::string::npos ? rhs : expand(rhs, rhs.size() - 3 + ellipsis_rank);
+  } else {
+    p->out_labels = ell;
+    for (int c = 'A'; c <= 'z'; ++c) {
+      if (std::isalpha(c) && count[c] == 1) p->out_labels.push_back(static_cast<char>(c));
+    }
+  }
+  for (char c : p->out_labels) {
+    if (p->sizes[static_cast<unsigned char>(c)] < 0) {
+      return InvalidArg(ctx.node, "output label '", std::string(1, c), "' is not in any operand");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Fills the GEMM path of `p` when the equation has that shape.
+void PlanEinsumGemm(const PrepareContext& ctx, EinsumPlan* p) {
+  if (p->in_labels.size() != 2) return;
+  const std::string& la = p->in_labels[0];
+  const std::string& lb = p->in_labels[1];
+  const std::string& lo = p->out_labels;
+  auto has = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
+  auto unique = [](const std::string& s) {
+    std::string t = s;
+    std::sort(t.begin(), t.end());
+    return std::adjacent_find(t.begin(), t.end()) == t.end();
+  };
+  if (!unique(la) || !unique(lb) || !unique(lo)) return;
+  std::string batch, m, n, k;
+  for (char c : la) {
+    if (has(lb, c)) {
+      (has(lo, c) ? batch : k).push_back(c);
+    } else if (has(lo, c)) {
+      m.push_back(c);
+    } else {
+      return;  // summed within A alone
+    }
+  }
+  for (char c : lb) {
+    if (!has(la, c)) {
+      if (!has(lo, c)) return;
+      n.push_back(c);
+    }
+  }
+  auto size_of = [&](const std::string& labels) {
+    int64_t s = 1;
+    for (char c : labels) s *= p->sizes[static_cast<unsigned char>(c)];
+    return s;
+  };
+  auto perm_to = [](const std::string& from, const std::string& to) {
+    std::vector<int64_t> perm;
+    for (char c : to) perm.push_back(static_cast<int64_t>(from.find(c)));
+    return perm;
+  };
+  auto dims_of = [&](const std::string& labels) {
+    Dims d;
+    for (char c : labels) d.push_back(p->sizes[static_cast<unsigned char>(c)]);
+    return d;
+  };
+  p->gemm = true;
+  p->batch = size_of(batch);
+  p->m = size_of(m);
+  p->n = size_of(n);
+  p->k = size_of(k);
+  const std::string want_a = batch + m + k, want_b = batch + k + n, got = batch + m + n;
+  p->permute_a = want_a != la;
+  p->permute_b = want_b != lb;
+  p->permute_out = got != lo;
+  if (p->permute_a) p->plan_a = MakePermutePlan(ctx.inputs[0].dims, perm_to(la, want_a), 4);
+  if (p->permute_b) p->plan_b = MakePermutePlan(ctx.inputs[1].dims, perm_to(lb, want_b), 4);
+  if (p->permute_out) p->plan_out = MakePermutePlan(dims_of(got), perm_to(got, lo), 4);
+  p->a_bytes = p->permute_a ? static_cast<size_t>(p->batch * p->m * p->k) * 4 : 0;
+  p->b_bytes = p->permute_b ? static_cast<size_t>(p->batch * p->k * p->n) * 4 : 0;
+}
+
+absl::Status PrepareEinsum(PrepareContext& ctx) {
+  if (ctx.inputs.empty()) return InvalidArg(ctx.node, "expected at least 1 input");
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    if (!ctx.inputs[i].present) return InvalidArg(ctx.node, "input ", i, " is absent");
+    RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
+  }
+  auto p = std::make_shared<EinsumPlan>();
+  RETURN_IF_ERROR(ParseEinsum(ctx, p.get()));
+  PlanEinsumGemm(ctx, p.get());
+  Dims out;
+  for (char c : p->out_labels) out.push_back(p->sizes[static_cast<unsigned char>(c)]);
+  if (p->gemm) {
+    ctx.workspace_bytes =
+        p->a_bytes + p->b_bytes +
+        (p->permute_out ? static_cast<size_t>(p->batch * p->m * p->n) * 4 : 0);
+  }
+  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+// out[o...] = sum over the other labels of the product of the operands.
+void EinsumDirect(const EinsumPlan& p, EvalContext& ctx) {
+  std::string all = p.out_labels;
+  for (const std::string& l : p.in_labels) {
+    for (char c : l) {
+      if (all.find(c) == std::string::npos) all.push_back(c);
+    }
+  }
+  const size_t n_out = p.out_labels.size();
+  // Stride of each label of `all` in each operand (0 when absent; summed when repeated).
+  std::vector<std::vector<int64_t>> strides(p.in_labels.size(), std::vector<int64_t>(all.size(), 0));
+  for (size_t i = 0; i < p.in_labels.size(); ++i) {
+    const Dims& dims = ctx.inputs[i]->dims();
+    int64_t stride = 1;
+    for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+      strides[i][all.find(p.in_labels[i][d])] += stride;
+      stride *= dims[d];
+    }
+  }
+  std::vector<int64_t> size(all.size());
+  for (size_t j = 0; j < all.size(); ++j) size[j] = p.sizes[static_cast<unsigned char>(all[j])];
+  float* y = ctx.outputs[0]->data<float>();
+  const int64_t total_out = ctx.outputs[0]->num_elements();
+  int64_t inner_total = 1;
+  for (size_t j = n_out; j < all.size(); ++j) inner_total *= size[j];
+  std::vector<int64_t> idx(all.size(), 0);
+  for (int64_t o = 0; o < total_out; ++o) {
+    double acc = 0.0;
+    for (size_t j = n_out; j < all.size(); ++j) idx[j] = 0;
+    for (int64_t t = 0; t < inner_total; ++t) {
+      double prod = 1.0;
+      for (size_t i = 0; i < p.in_labels.size(); ++i) {
+        int64_t off = 0;
+        for (size_t j = 0; j < all.size(); ++j) off += idx[j] * strides[i][j];
+        prod *= ctx.inputs[i]->data<float>()[off];
+      }
+      acc += prod;
+      for (size_t j = all.size(); j-- > n_out;) {
+        if (++idx[j] < size[j]) break;
+        idx[j] = 0;
+      }
+    }
+    y[o] = static_cast<float>(acc);
+    for (size_t j = n_out; j-- > 0;) {
+      if (++idx[j] < size[j]) break;
+      idx[j] = 0;
+    }
+  }
+}
+
+absl::Status EvalEinsum(EvalContext& ctx) {
+  const EinsumPlan& p = StateAs<EinsumPlan>(ctx);
+  if (!p.gemm) {
+    EinsumDirect(p, ctx);
+    return absl::OkStatus();
+  }
+  char* ws = static_cast<char*>(ctx.workspace);
+  const float* a = ctx.inputs[0]->data<float>();
+  const float* b = ctx.inputs[1]->data<float>();
+  if (p.permute_a) {
+    RunGather(p.plan_a, a, ws, ctx.num_threads);
+    a = reinterpret_cast<const float*>(ws);
+  }
+  if (p.permute_b) {
+    RunGather(p.plan_b, b, ws + p.a_bytes, ctx.num_threads);
+    b = reinterpret_cast<const float*>(ws + p.a_bytes);
+  }
+  float* c = p.permute_out ? reinterpret_cast<float*>(ws + p.a_bytes + p.b_bytes)
+                           : ctx.outputs[0]->data<float>();
+  for (int64_t i = 0; i < p.batch; ++i) {
+    Sgemm(false, false, p.m, p.n, p.k, 1.0f, a + i * p.m * p.k, p.k, b + i * p.k * p.n, p.n, 0.0f,
+          c + i * p.m * p.n, p.n);
+  }
+  if (p.permute_out) RunGather(p.plan_out, c, ctx.outputs[0]->raw_data(), ctx.num_threads);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> MatMulKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kMatMul, DType::kF32, PrepareMatMul, EvalMatMul},
       {ir::OpKind::kLinear, DType::kF32, PrepareLinear, EvalLinear},
+      {ir::OpKind::kEinsum, DType::kF32, PrepareEinsum, EvalEinsum},
   };
   return kKernels;
+}
+
+void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) {
+    // OpenBLAS rejects a zero leading dim; the product is empty: C = beta * C.
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    }
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace kiln::kernels

@@ -1,4 +1,5 @@
-// Normalisation: BatchNorm (inference, running statistics) and LayerNorm.
+// Normalisation: BatchNorm (inference, running statistics), LayerNorm and
+// GroupNorm (also instance norm).
 //
 // BatchNorm folds each channel into y = x * scale + shift with
 // scale = weight / sqrt(var + eps) and shift = bias - mean * scale, computed in
@@ -150,12 +151,90 @@ absl::Status EvalLayerNorm(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- GroupNorm
+
+// x [N, C, *] in G groups of C/G channels: each (image, group) is one
+// contiguous block, normalised with its own mean and biased variance (two
+// passes in double), then scaled per channel. instance_norm is GroupNorm with
+// one group per channel.
+struct GroupNormPlan {
+  int64_t n = 0, c = 0, groups = 1, inner = 1;
+  float eps = 1e-5f;
+  bool has_weight = false, has_bias = false;
+};
+
+absl::Status PrepareGroupNorm(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 3));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const Dims& x = ctx.inputs[0].dims;
+  if (x.size() < 2) {
+    return InvalidArg(ctx.node, "expected input with at least 2 dims [N, C, ...], got ",
+                      DimsToString(x));
+  }
+  auto p = std::make_shared<GroupNormPlan>();
+  p->n = x[0];
+  p->c = x[1];
+  p->inner = NumElements(Dims(x.begin() + 2, x.end()));
+  p->groups = ctx.node.attrs.GetInt("groups", 1);
+  if (p->groups == -1) p->groups = p->c;  // instance norm: one group per channel
+  p->eps = static_cast<float>(ctx.node.attrs.GetFloat("eps", 1e-5));
+  if (p->groups < 1 || p->c % p->groups != 0) {
+    return InvalidArg(ctx.node, "channels ", p->c, " are not divisible into ", p->groups, " groups");
+  }
+  for (size_t i = 1; i < 3; ++i) {
+    if (!HasInput(ctx, i)) continue;
+    RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
+    if (ctx.inputs[i].dims != Dims{p->c}) {
+      return InvalidArg(ctx.node, "expected ", i == 1 ? "weight" : "bias", " [", p->c, "], got ",
+                        DimsToString(ctx.inputs[i].dims));
+    }
+  }
+  p->has_weight = HasInput(ctx, 1);
+  p->has_bias = HasInput(ctx, 2);
+  ctx.outputs = {TensorInfo{DType::kF32, x}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+absl::Status EvalGroupNorm(EvalContext& ctx) {
+  const GroupNormPlan& p = StateAs<GroupNormPlan>(ctx);
+  const float* x = ctx.inputs[0]->data<float>();
+  const float* weight = p.has_weight ? ctx.inputs[1]->data<float>() : nullptr;
+  const float* bias = p.has_bias ? ctx.inputs[2]->data<float>() : nullptr;
+  float* y = ctx.outputs[0]->data<float>();
+  const int64_t cg = p.c / p.groups;
+  const int64_t block = cg * p.inner;
+  const int64_t blocks = p.n * p.groups;
+  if (block == 0) return absl::OkStatus();
+  ParallelFor(blocks, ctx.num_threads, blocks * block * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const float* src = x + b * block;
+      float* dst = y + b * block;
+      const double mean = AccurateSum(src, block) / static_cast<double>(block);
+      double sq = 0.0;
+      for (int64_t i = 0; i < block; ++i) sq += (src[i] - mean) * (src[i] - mean);
+      const float rstd = static_cast<float>(1.0 / std::sqrt(sq / block + p.eps));
+      const float m = static_cast<float>(mean);
+      const int64_t c0 = (b % p.groups) * cg;
+      for (int64_t c = 0; c < cg; ++c) {
+        const float scale = rstd * (weight ? weight[c0 + c] : 1.0f);
+        const float shift = (bias ? bias[c0 + c] : 0.0f) - m * scale;
+        const float* s = src + c * p.inner;
+        float* d = dst + c * p.inner;
+        for (int64_t i = 0; i < p.inner; ++i) d[i] = s[i] * scale + shift;
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> NormKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kBatchNorm, DType::kF32, PrepareBatchNorm, EvalBatchNorm},
       {ir::OpKind::kLayerNorm, DType::kF32, PrepareLayerNorm, EvalLayerNorm},
+      {ir::OpKind::kGroupNorm, DType::kF32, PrepareGroupNorm, EvalGroupNorm},
   };
   return kKernels;
 }

@@ -1,24 +1,32 @@
-// 2-D pooling over NCHW (or unbatched CHW) planes: MaxPool, AvgPool and
-// AdaptiveAvgPool, matching PyTorch's CPU kernels:
+// Pooling over 1, 2 or 3 spatial dims of NC[D][H]W (or unbatched C[D][H]W)
+// inputs: MaxPool, MaxPoolWithIndices, AvgPool, AdaptiveAvgPool and
+// AdaptiveMaxPool, matching PyTorch's CPU kernels. The number of spatial dims
+// is the length of attr kernel (output_size for the adaptive pools); 1-D and
+// 2-D pools run as 3-D pools with unit leading dims, so the 2-D inner loops
+// below serve all three.
 //
 //   Output size: floor((in + 2p - d(k-1) - 1 [+ s-1 with ceil_mode]) / s) + 1,
 //     and with ceil_mode the last window must start inside the input or the
 //     left padding, else it is dropped (PyTorch's pooling_output_shape).
 //   MaxPool: padding never wins (taps outside the input are skipped) and NaN
-//     propagates. Computed row by row: for each kernel tap, a max over the
-//     tap's valid output column range (precomputed), so the inner loop has no
-//     bounds tests.
+//     propagates. Each output slice is the max over the depth taps of 2-D
+//     maxima computed row by row: for each kernel tap, a max over the tap's
+//     valid output column range (precomputed), so the inner loop has no bounds
+//     tests. MaxPoolWithIndices also returns the argmax as a flat index into
+//     the input's spatial volume, from a plain window loop.
 //   AvgPool: the window is clipped to input + padding for count_include_pad's
 //     divisor and to the input for the sum; divisor_override replaces both.
-//   AdaptiveAvgPool: window [floor(i*In/Out), ceil((i+1)*In/Out)), bounds
-//     precomputed in Prepare; 1x1 output is a plain plane mean.
-// All three run in parallel over planes.
+//   Adaptive pools: window [floor(i*In/Out), ceil((i+1)*In/Out)) per dim,
+//     bounds precomputed in Prepare; a 1x1 average is a plain plane mean.
+//     AdaptiveMaxPool returns values and flat argmax indices.
+// All run in parallel over planes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
@@ -28,15 +36,16 @@ namespace {
 
 struct PoolPlan {
   int64_t planes = 0;  // N * C
-  int64_t h = 0, w = 0, oh = 0, ow = 0;
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t d = 1, h = 1, w = 1, od = 1, oh = 1, ow = 1;
+  int64_t kd = 1, kh = 1, kw = 1, sd = 1, sh = 1, sw = 1, pd = 0, ph = 0, pw = 0;
+  int64_t dd = 1, dh = 1, dw = 1;
   // MaxPool: valid output column range per kernel column (see conv.cc).
   std::vector<int64_t> ow_lo, ow_hi;
   // AvgPool.
   bool count_include_pad = true;
   int64_t divisor_override = 0;
-  // AdaptiveAvgPool: window bounds per output row / column.
-  std::vector<int64_t> h_start, h_end, w_start, w_end;
+  // Adaptive pools: window bounds per output index of each dim.
+  std::vector<int64_t> d_start, d_end, h_start, h_end, w_start, w_end;
 };
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -51,83 +60,96 @@ int64_t PoolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64
   return out;
 }
 
-// Reads the input as [planes, H, W] and fills the shared part of the plan.
-absl::Status PrepareInput(PrepareContext& ctx, PoolPlan* p) {
+// Reads the input as [planes, D, H, W] for `spatial` (1..3) spatial dims.
+absl::Status PrepareInput(PrepareContext& ctx, PoolPlan* p, size_t spatial) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
   RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
   const Dims& x = ctx.inputs[0].dims;
-  if (x.size() != 4 && x.size() != 3) {
-    return InvalidArg(ctx.node, "expected 4-D input, got ", DimsToString(x));
+  if (x.size() != spatial + 2 && x.size() != spatial + 1) {
+    return InvalidArg(ctx.node, "expected ", spatial + 2, "-D input, got ", DimsToString(x));
   }
-  p->planes = NumElements(Dims(x.begin(), x.end() - 2));
-  p->h = x[x.size() - 2];
-  p->w = x[x.size() - 1];
+  p->planes = NumElements(Dims(x.begin(), x.end() - spatial));
+  Dims s(x.end() - spatial, x.end());
+  s.insert(s.begin(), 3 - spatial, 1);
+  p->d = s[0];
+  p->h = s[1];
+  p->w = s[2];
   return absl::OkStatus();
 }
 
-// Kernel, stride, padding and dilation attributes of MaxPool / AvgPool plus
-// the output size, validated as PyTorch's pool2d_shape_check does.
-absl::Status PrepareWindow(PrepareContext& ctx, PoolPlan* p, bool with_dilation) {
+// The output: the input's leading dims and the pooled spatial dims.
+void SetOutputs(PrepareContext& ctx, std::shared_ptr<PoolPlan> p, size_t spatial,
+                bool with_indices) {
+  Dims out = ctx.inputs[0].dims;
+  const int64_t sizes[3] = {p->od, p->oh, p->ow};
+  for (size_t i = 0; i < spatial; ++i) out[out.size() - spatial + i] = sizes[3 - spatial + i];
+  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  if (with_indices) ctx.outputs.push_back(TensorInfo{DType::kInt64, out});
+  ctx.state = std::move(p);
+}
+
+// Kernel, stride, padding and dilation attributes of the windowed pools plus
+// the output size, validated as PyTorch's pool shape checks do.
+absl::Status PrepareWindow(PrepareContext& ctx, PoolPlan* p, bool with_dilation, size_t* spatial) {
   const ir::Node& node = ctx.node;
   const std::vector<int64_t> kernel_attr = node.attrs.GetInts("kernel");
-  if (kernel_attr.size() != 2 && kernel_attr.size() != 1) {
-    if (kernel_attr.empty()) return InvalidArg(node, "missing attribute 'kernel'");
-    return Unimplemented(node, "only 2-D pooling is implemented, kernel has ", kernel_attr.size(),
-                         " dims");
+  if (kernel_attr.empty() || kernel_attr.size() > 3) {
+    return InvalidArg(node, "attribute 'kernel' must have 1 to 3 values, got ",
+                      kernel_attr.size());
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, SpatialAttr(node, "kernel", 2, 1));
+  const size_t s = kernel_attr.size();
+  *spatial = s;
+  RETURN_IF_ERROR(PrepareInput(ctx, p, s));
+  std::vector<int64_t> kernel = kernel_attr;
   // An empty stride means stride = kernel (PyTorch's default).
-  ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialAttr(node, "stride", 2, 0));
-  if (node.attrs.GetInts("stride").empty()) stride = kernel;
-  ASSIGN_OR_RETURN(std::vector<int64_t> padding, SpatialAttr(node, "padding", 2, 0));
-  std::vector<int64_t> dilation = {1, 1};
+  std::vector<int64_t> stride = kernel;
+  if (!node.attrs.GetInts("stride").empty()) {
+    ASSIGN_OR_RETURN(stride, SpatialAttr(node, "stride", s, 1));
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, SpatialAttr(node, "padding", s, 0));
+  std::vector<int64_t> dilation(s, 1);
   if (with_dilation) {
-    ASSIGN_OR_RETURN(dilation, SpatialAttr(node, "dilation", 2, 1));
+    ASSIGN_OR_RETURN(dilation, SpatialAttr(node, "dilation", s, 1));
   }
   const bool ceil_mode = node.attrs.GetBool("ceil_mode", false);
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < s; ++i) {
     if (kernel[i] < 1 || stride[i] < 1 || dilation[i] < 1) {
       return InvalidArg(node, "kernel, stride and dilation must be positive, got kernel [",
-                        kernel[0], ", ", kernel[1], "], stride [", stride[0], ", ", stride[1],
-                        "], dilation [", dilation[0], ", ", dilation[1], "]");
+                        absl::StrJoin(kernel, ", "), "], stride [", absl::StrJoin(stride, ", "),
+                        "], dilation [", absl::StrJoin(dilation, ", "), "]");
     }
     if (padding[i] < 0 || padding[i] > kernel[i] / 2) {
-      return InvalidArg(node, "padding [", padding[0], ", ", padding[1],
-                        "] must be non-negative and at most half of kernel [", kernel[0], ", ",
-                        kernel[1], "]");
+      return InvalidArg(node, "padding [", absl::StrJoin(padding, ", "),
+                        "] must be non-negative and at most half of kernel [",
+                        absl::StrJoin(kernel, ", "), "]");
     }
   }
-  p->kh = kernel[0];
-  p->kw = kernel[1];
-  p->sh = stride[0];
-  p->sw = stride[1];
-  p->ph = padding[0];
-  p->pw = padding[1];
-  p->dh = dilation[0];
-  p->dw = dilation[1];
+  const size_t lift = 3 - s;
+  kernel.insert(kernel.begin(), lift, 1);
+  stride.insert(stride.begin(), lift, 1);
+  padding.insert(padding.begin(), lift, 0);
+  dilation.insert(dilation.begin(), lift, 1);
+  p->kd = kernel[0], p->kh = kernel[1], p->kw = kernel[2];
+  p->sd = stride[0], p->sh = stride[1], p->sw = stride[2];
+  p->pd = padding[0], p->ph = padding[1], p->pw = padding[2];
+  p->dd = dilation[0], p->dh = dilation[1], p->dw = dilation[2];
+  p->od = PoolOutputSize(p->d, p->kd, p->pd, p->sd, p->dd, ceil_mode);
   p->oh = PoolOutputSize(p->h, p->kh, p->ph, p->sh, p->dh, ceil_mode);
   p->ow = PoolOutputSize(p->w, p->kw, p->pw, p->sw, p->dw, ceil_mode);
-  if (p->oh < 1 || p->ow < 1) {
+  if (p->od < 1 || p->oh < 1 || p->ow < 1) {
     return InvalidArg(node, "input ", DimsToString(ctx.inputs[0].dims),
-                      " is too small for the pooling window: output would be ", p->oh, "x", p->ow);
+                      " is too small for the pooling window: output would be ", p->od, "x", p->oh,
+                      "x", p->ow);
   }
   return absl::OkStatus();
-}
-
-void SetOutput(PrepareContext& ctx, std::shared_ptr<PoolPlan> p) {
-  Dims out = ctx.inputs[0].dims;
-  out[out.size() - 2] = p->oh;
-  out[out.size() - 1] = p->ow;
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
-  ctx.state = std::move(p);
 }
 
 // ---------------------------------------------------------------- MaxPool
 
-absl::Status PrepareMaxPool(PrepareContext& ctx) {
+absl::Status PrepareMaxPoolPlan(PrepareContext& ctx, bool with_indices) {
   auto p = std::make_shared<PoolPlan>();
-  RETURN_IF_ERROR(PrepareInput(ctx, p.get()));
-  RETURN_IF_ERROR(PrepareWindow(ctx, p.get(), /*with_dilation=*/true));
+  size_t spatial = 0;
+  RETURN_IF_ERROR(PrepareWindow(ctx, p.get(), /*with_dilation=*/true, &spatial));
   for (int64_t j = 0; j < p->kw; ++j) {
     // Output columns x with 0 <= x * sw - pw + j * dw < w.
     const int64_t offset = j * p->dw - p->pw;
@@ -137,18 +159,22 @@ absl::Status PrepareMaxPool(PrepareContext& ctx) {
     p->ow_lo.push_back(lo);
     p->ow_hi.push_back(hi);
   }
-  SetOutput(ctx, std::move(p));
+  SetOutputs(ctx, std::move(p), spatial, with_indices);
   return absl::OkStatus();
+}
+
+absl::Status PrepareMaxPool(PrepareContext& ctx) { return PrepareMaxPoolPlan(ctx, false); }
+absl::Status PrepareMaxPoolWithIndices(PrepareContext& ctx) {
+  return PrepareMaxPoolPlan(ctx, true);
 }
 
 // max that lets NaN through, as PyTorch's max pooling does.
 inline float MaxNan(float acc, float v) { return (v > acc || v != v) ? v : acc; }
 
+// Accumulates the 2-D max pool of input plane `in` into output plane `out`.
 void MaxPoolPlane(const PoolPlan& p, const float* in, float* out) {
-  constexpr float kLowest = -std::numeric_limits<float>::infinity();
   for (int64_t y = 0; y < p.oh; ++y) {
     float* dst = out + y * p.ow;
-    std::fill(dst, dst + p.ow, kLowest);
     for (int64_t i = 0; i < p.kh; ++i) {
       const int64_t iy = y * p.sh - p.ph + i * p.dh;
       if (iy < 0 || iy >= p.h) continue;
@@ -174,10 +200,64 @@ absl::Status EvalMaxPool(EvalContext& ctx) {
   const float* x = ctx.inputs[0]->data<float>();
   float* y = ctx.outputs[0]->data<float>();
   const int64_t in_plane = p.h * p.w, out_plane = p.oh * p.ow;
-  ParallelFor(p.planes, ctx.num_threads, p.planes * out_plane * p.kh * p.kw,
+  const int64_t in_volume = p.d * in_plane, out_volume = p.od * out_plane;
+  ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * p.kd * p.kh * p.kw,
               [&](int64_t begin, int64_t end) {
                 for (int64_t q = begin; q < end; ++q) {
-                  MaxPoolPlane(p, x + q * in_plane, y + q * out_plane);
+                  for (int64_t z = 0; z < p.od; ++z) {
+                    float* dst = y + q * out_volume + z * out_plane;
+                    std::fill(dst, dst + out_plane, -std::numeric_limits<float>::infinity());
+                    for (int64_t a = 0; a < p.kd; ++a) {
+                      const int64_t iz = z * p.sd - p.pd + a * p.dd;
+                      if (iz < 0 || iz >= p.d) continue;
+                      MaxPoolPlane(p, x + q * in_volume + iz * in_plane, dst);
+                    }
+                  }
+                }
+              });
+  return absl::OkStatus();
+}
+
+// Values and flat spatial indices, one window at a time (PyTorch's rule: a
+// larger value or a NaN takes over).
+absl::Status EvalMaxPoolWithIndices(EvalContext& ctx) {
+  const PoolPlan& p = StateAs<PoolPlan>(ctx);
+  const float* x = ctx.inputs[0]->data<float>();
+  float* y = ctx.outputs[0]->data<float>();
+  int64_t* idx = ctx.outputs[1]->data<int64_t>();
+  const int64_t in_volume = p.d * p.h * p.w, out_volume = p.od * p.oh * p.ow;
+  ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * p.kd * p.kh * p.kw,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t q = begin; q < end; ++q) {
+                  const float* in = x + q * in_volume;
+                  int64_t o = q * out_volume;
+                  for (int64_t z = 0; z < p.od; ++z) {
+                    for (int64_t yy = 0; yy < p.oh; ++yy) {
+                      for (int64_t xx = 0; xx < p.ow; ++xx, ++o) {
+                        float best = -std::numeric_limits<float>::infinity();
+                        int64_t at = -1;
+                        for (int64_t a = 0; a < p.kd; ++a) {
+                          const int64_t iz = z * p.sd - p.pd + a * p.dd;
+                          if (iz < 0 || iz >= p.d) continue;
+                          for (int64_t i = 0; i < p.kh; ++i) {
+                            const int64_t iy = yy * p.sh - p.ph + i * p.dh;
+                            if (iy < 0 || iy >= p.h) continue;
+                            for (int64_t j = 0; j < p.kw; ++j) {
+                              const int64_t ix = xx * p.sw - p.pw + j * p.dw;
+                              if (ix < 0 || ix >= p.w) continue;
+                              const int64_t k = (iz * p.h + iy) * p.w + ix;
+                              if (at < 0 || in[k] > best || in[k] != in[k]) {
+                                best = in[k];
+                                at = k;
+                              }
+                            }
+                          }
+                        }
+                        y[o] = best;
+                        idx[o] = at;
+                      }
+                    }
+                  }
                 }
               });
   return absl::OkStatus();
@@ -187,44 +267,55 @@ absl::Status EvalMaxPool(EvalContext& ctx) {
 
 absl::Status PrepareAvgPool(PrepareContext& ctx) {
   auto p = std::make_shared<PoolPlan>();
-  RETURN_IF_ERROR(PrepareInput(ctx, p.get()));
-  RETURN_IF_ERROR(PrepareWindow(ctx, p.get(), /*with_dilation=*/false));
+  size_t spatial = 0;
+  RETURN_IF_ERROR(PrepareWindow(ctx, p.get(), /*with_dilation=*/false, &spatial));
   p->count_include_pad = ctx.node.attrs.GetBool("count_include_pad", true);
   p->divisor_override = ctx.node.attrs.GetInt("divisor_override", 0);
   if (p->divisor_override < 0) {
     return InvalidArg(ctx.node, "divisor_override must be positive (0 = none), got ",
                       p->divisor_override);
   }
-  SetOutput(ctx, std::move(p));
+  SetOutputs(ctx, std::move(p), spatial, false);
   return absl::OkStatus();
 }
 
-void AvgPoolPlane(const PoolPlan& p, const float* in, float* out) {
-  for (int64_t y = 0; y < p.oh; ++y) {
-    int64_t y0 = y * p.sh - p.ph;
-    int64_t y1 = std::min(y0 + p.kh, p.h + p.ph);
-    const int64_t pool_h = y1 - y0;
-    y0 = std::max<int64_t>(y0, 0);
-    y1 = std::min(y1, p.h);
-    for (int64_t x = 0; x < p.ow; ++x) {
-      int64_t x0 = x * p.sw - p.pw;
-      int64_t x1 = std::min(x0 + p.kw, p.w + p.pw);
-      const int64_t pool_size = pool_h * (x1 - x0);
-      x0 = std::max<int64_t>(x0, 0);
-      x1 = std::min(x1, p.w);
-      if (y0 >= y1 || x0 >= x1) {
-        out[y * p.ow + x] = 0.0f;  // the window lies entirely in the padding
-        continue;
+// Window [lo, hi) of output index `o` along a dim, clipped to input + padding
+// (its length is the padded window size), then to the input.
+struct Window {
+  int64_t lo, hi, padded;
+};
+inline Window ClipWindow(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t n) {
+  int64_t lo = o * stride - pad;
+  int64_t hi = std::min(lo + k, n + pad);
+  const int64_t padded = hi - lo;
+  return {std::max<int64_t>(lo, 0), std::min(hi, n), padded};
+}
+
+void AvgPoolVolume(const PoolPlan& p, const float* in, float* out) {
+  for (int64_t z = 0; z < p.od; ++z) {
+    const Window wz = ClipWindow(z, p.sd, p.pd, p.kd, p.d);
+    for (int64_t y = 0; y < p.oh; ++y) {
+      const Window wy = ClipWindow(y, p.sh, p.ph, p.kh, p.h);
+      for (int64_t x = 0; x < p.ow; ++x) {
+        const Window wx = ClipWindow(x, p.sw, p.pw, p.kw, p.w);
+        float* dst = out + (z * p.oh + y) * p.ow + x;
+        if (wz.lo >= wz.hi || wy.lo >= wy.hi || wx.lo >= wx.hi) {
+          *dst = 0.0f;  // the window lies entirely in the padding
+          continue;
+        }
+        float sum = 0.0f;
+        for (int64_t iz = wz.lo; iz < wz.hi; ++iz) {
+          for (int64_t iy = wy.lo; iy < wy.hi; ++iy) {
+            const float* row = in + (iz * p.h + iy) * p.w;
+            for (int64_t ix = wx.lo; ix < wx.hi; ++ix) sum += row[ix];
+          }
+        }
+        const int64_t divisor =
+            p.divisor_override != 0 ? p.divisor_override
+            : p.count_include_pad   ? wz.padded * wy.padded * wx.padded
+                                    : (wz.hi - wz.lo) * (wy.hi - wy.lo) * (wx.hi - wx.lo);
+        *dst = sum / static_cast<float>(divisor);
       }
-      float sum = 0.0f;
-      for (int64_t iy = y0; iy < y1; ++iy) {
-        const float* row = in + iy * p.w;
-        for (int64_t ix = x0; ix < x1; ++ix) sum += row[ix];
-      }
-      const int64_t divisor = p.divisor_override != 0 ? p.divisor_override
-                              : p.count_include_pad   ? pool_size
-                                                      : (y1 - y0) * (x1 - x0);
-      out[y * p.ow + x] = sum / static_cast<float>(divisor);
     }
   }
 }
@@ -233,77 +324,127 @@ absl::Status EvalAvgPool(EvalContext& ctx) {
   const PoolPlan& p = StateAs<PoolPlan>(ctx);
   const float* x = ctx.inputs[0]->data<float>();
   float* y = ctx.outputs[0]->data<float>();
-  const int64_t in_plane = p.h * p.w, out_plane = p.oh * p.ow;
-  ParallelFor(p.planes, ctx.num_threads, p.planes * out_plane * p.kh * p.kw,
+  const int64_t in_volume = p.d * p.h * p.w, out_volume = p.od * p.oh * p.ow;
+  ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * p.kd * p.kh * p.kw,
               [&](int64_t begin, int64_t end) {
                 for (int64_t q = begin; q < end; ++q) {
-                  AvgPoolPlane(p, x + q * in_plane, y + q * out_plane);
+                  AvgPoolVolume(p, x + q * in_volume, y + q * out_volume);
                 }
               });
   return absl::OkStatus();
 }
 
-// ---------------------------------------------------------------- AdaptiveAvgPool
+// ---------------------------------------------------------------- adaptive pools
 
-absl::Status PrepareAdaptiveAvgPool(PrepareContext& ctx) {
+absl::Status PrepareAdaptive(PrepareContext& ctx, bool with_indices) {
   auto p = std::make_shared<PoolPlan>();
-  RETURN_IF_ERROR(PrepareInput(ctx, p.get()));
   std::vector<int64_t> size = ctx.node.attrs.GetInts("output_size");
-  if (size.size() == 1) size.assign(2, size[0]);
-  if (size.size() != 2) {
-    return Unimplemented(ctx.node, "only 2-D adaptive pooling is implemented, output_size has ",
-                         size.size(), " values");
+  if (size.empty() || size.size() > 3) {
+    return InvalidArg(ctx.node, "attribute 'output_size' must have 1 to 3 values, got ",
+                      size.size());
   }
-  // -1 stands for PyTorch's None: keep the input size.
-  if (size[0] == -1) size[0] = p->h;
-  if (size[1] == -1) size[1] = p->w;
-  if (size[0] < 1 || size[1] < 1) {
-    return InvalidArg(ctx.node, "output_size must be positive, got [", size[0], ", ", size[1], "]");
+  const size_t spatial = size.size();
+  RETURN_IF_ERROR(PrepareInput(ctx, p.get(), spatial));
+  size.insert(size.begin(), 3 - spatial, 1);
+  const int64_t in[3] = {p->d, p->h, p->w};
+  for (int i = 0; i < 3; ++i) {
+    if (size[i] == -1) size[i] = in[i];  // -1 stands for PyTorch's None: keep the input size
+    if (size[i] < 1) {
+      return InvalidArg(ctx.node, "output_size must be positive, got [",
+                        absl::StrJoin(ctx.node.attrs.GetInts("output_size"), ", "), "]");
+    }
+    if (in[i] < 1) {
+      return InvalidArg(ctx.node, "expected non-empty spatial dims, got ",
+                        DimsToString(ctx.inputs[0].dims));
+    }
   }
-  if (p->h < 1 || p->w < 1) {
-    return InvalidArg(ctx.node, "expected non-empty spatial dims, got ",
-                      DimsToString(ctx.inputs[0].dims));
-  }
-  p->oh = size[0];
-  p->ow = size[1];
-  for (int64_t i = 0; i < p->oh; ++i) {
-    p->h_start.push_back(i * p->h / p->oh);
-    p->h_end.push_back(((i + 1) * p->h + p->oh - 1) / p->oh);
-  }
-  for (int64_t j = 0; j < p->ow; ++j) {
-    p->w_start.push_back(j * p->w / p->ow);
-    p->w_end.push_back(((j + 1) * p->w + p->ow - 1) / p->ow);
-  }
-  SetOutput(ctx, std::move(p));
+  p->od = size[0];
+  p->oh = size[1];
+  p->ow = size[2];
+  auto windows = [](int64_t n, int64_t out, std::vector<int64_t>& start, std::vector<int64_t>& end) {
+    for (int64_t i = 0; i < out; ++i) {
+      start.push_back(i * n / out);
+      end.push_back(((i + 1) * n + out - 1) / out);
+    }
+  };
+  windows(p->d, p->od, p->d_start, p->d_end);
+  windows(p->h, p->oh, p->h_start, p->h_end);
+  windows(p->w, p->ow, p->w_start, p->w_end);
+  SetOutputs(ctx, std::move(p), spatial, with_indices);
   return absl::OkStatus();
 }
+
+absl::Status PrepareAdaptiveAvgPool(PrepareContext& ctx) { return PrepareAdaptive(ctx, false); }
+absl::Status PrepareAdaptiveMaxPool(PrepareContext& ctx) { return PrepareAdaptive(ctx, true); }
 
 absl::Status EvalAdaptiveAvgPool(EvalContext& ctx) {
   const PoolPlan& p = StateAs<PoolPlan>(ctx);
   const float* x = ctx.inputs[0]->data<float>();
   float* y = ctx.outputs[0]->data<float>();
-  const int64_t in_plane = p.h * p.w, out_plane = p.oh * p.ow;
-  if (out_plane == 1) {
+  const int64_t in_volume = p.d * p.h * p.w, out_volume = p.od * p.oh * p.ow;
+  if (out_volume == 1) {
     // Global average pooling (resnet, mobilenet heads): one mean per plane.
-    ParallelFor(p.planes, ctx.num_threads, p.planes * in_plane, [&](int64_t begin, int64_t end) {
+    ParallelFor(p.planes, ctx.num_threads, p.planes * in_volume, [&](int64_t begin, int64_t end) {
       for (int64_t q = begin; q < end; ++q) {
-        y[q] = static_cast<float>(AccurateSum(x + q * in_plane, in_plane) / in_plane);
+        y[q] = static_cast<float>(AccurateSum(x + q * in_volume, in_volume) / in_volume);
       }
     });
     return absl::OkStatus();
   }
-  ParallelFor(p.planes, ctx.num_threads, p.planes * in_plane, [&](int64_t begin, int64_t end) {
+  ParallelFor(p.planes, ctx.num_threads, p.planes * in_volume, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
-      const float* src = x + q * in_plane;
-      float* dst = y + q * out_plane;
-      for (int64_t i = 0; i < p.oh; ++i) {
-        for (int64_t j = 0; j < p.ow; ++j) {
-          float sum = 0.0f;
-          for (int64_t iy = p.h_start[i]; iy < p.h_end[i]; ++iy) {
-            for (int64_t ix = p.w_start[j]; ix < p.w_end[j]; ++ix) sum += src[iy * p.w + ix];
+      const float* src = x + q * in_volume;
+      float* dst = y + q * out_volume;
+      for (int64_t a = 0; a < p.od; ++a) {
+        for (int64_t i = 0; i < p.oh; ++i) {
+          for (int64_t j = 0; j < p.ow; ++j) {
+            float sum = 0.0f;
+            for (int64_t iz = p.d_start[a]; iz < p.d_end[a]; ++iz) {
+              for (int64_t iy = p.h_start[i]; iy < p.h_end[i]; ++iy) {
+                const float* row = src + (iz * p.h + iy) * p.w;
+                for (int64_t ix = p.w_start[j]; ix < p.w_end[j]; ++ix) sum += row[ix];
+              }
+            }
+            const int64_t count = (p.d_end[a] - p.d_start[a]) * (p.h_end[i] - p.h_start[i]) *
+                                  (p.w_end[j] - p.w_start[j]);
+            dst[(a * p.oh + i) * p.ow + j] = sum / static_cast<float>(count);
           }
-          const int64_t count = (p.h_end[i] - p.h_start[i]) * (p.w_end[j] - p.w_start[j]);
-          dst[i * p.ow + j] = sum / static_cast<float>(count);
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status EvalAdaptiveMaxPool(EvalContext& ctx) {
+  const PoolPlan& p = StateAs<PoolPlan>(ctx);
+  const float* x = ctx.inputs[0]->data<float>();
+  float* y = ctx.outputs[0]->data<float>();
+  int64_t* idx = ctx.outputs[1]->data<int64_t>();
+  const int64_t in_volume = p.d * p.h * p.w, out_volume = p.od * p.oh * p.ow;
+  ParallelFor(p.planes, ctx.num_threads, p.planes * in_volume, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const float* src = x + q * in_volume;
+      for (int64_t a = 0; a < p.od; ++a) {
+        for (int64_t i = 0; i < p.oh; ++i) {
+          for (int64_t j = 0; j < p.ow; ++j) {
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t at = -1;
+            for (int64_t iz = p.d_start[a]; iz < p.d_end[a]; ++iz) {
+              for (int64_t iy = p.h_start[i]; iy < p.h_end[i]; ++iy) {
+                for (int64_t ix = p.w_start[j]; ix < p.w_end[j]; ++ix) {
+                  const int64_t k = (iz * p.h + iy) * p.w + ix;
+                  if (at < 0 || src[k] > best || src[k] != src[k]) {
+                    best = src[k];
+                    at = k;
+                  }
+                }
+              }
+            }
+            const int64_t o = q * out_volume + (a * p.oh + i) * p.ow + j;
+            y[o] = best;
+            idx[o] = at;
+          }
         }
       }
     }
@@ -316,8 +457,11 @@ absl::Status EvalAdaptiveAvgPool(EvalContext& ctx) {
 absl::Span<const KernelDef> PoolKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kMaxPool, DType::kF32, PrepareMaxPool, EvalMaxPool},
+      {ir::OpKind::kMaxPoolWithIndices, DType::kF32, PrepareMaxPoolWithIndices,
+       EvalMaxPoolWithIndices},
       {ir::OpKind::kAvgPool, DType::kF32, PrepareAvgPool, EvalAvgPool},
       {ir::OpKind::kAdaptiveAvgPool, DType::kF32, PrepareAdaptiveAvgPool, EvalAdaptiveAvgPool},
+      {ir::OpKind::kAdaptiveMaxPool, DType::kF32, PrepareAdaptiveMaxPool, EvalAdaptiveMaxPool},
   };
   return kKernels;
 }

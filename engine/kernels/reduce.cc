@@ -1,4 +1,6 @@
-// Softmax, LogSoftmax and Mean.
+// Softmax, LogSoftmax, Mean, the other reductions over axes (Sum, Prod,
+// ReduceMax/Min, ArgMax/Min, Var, Std, Norm, LogSumExp, ReduceAll/Any) and
+// the cumulative CumSum and CumProd.
 //
 // Softmax views the input as [outer, axis, inner]. It is numerically stable:
 // it subtracts the maximum along the axis before exp, so no exp overflows and
@@ -22,6 +24,8 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
+#include "engine/kernels/movement.h"
+#include "engine/kernels/typed.h"
 
 namespace kiln::kernels {
 namespace {
@@ -249,6 +253,362 @@ absl::Status EvalMean(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- reductions over axes
+//
+// Sum, Prod, ReduceMax, ReduceMin, ArgMax, ArgMin, Var, Std, Norm, LogSumExp,
+// ReduceAll and ReduceAny share one plan: the kept dims first, the reduced
+// dims last, so that every output element reduces one contiguous row. When
+// the reduced dims are not already trailing, Eval first permutes the input
+// into the workspace (one copy, as cheap as the reduction itself). Float rows
+// accumulate in double, as PyTorch's CPU kernels accumulate float in double.
+
+struct AxesPlan;
+using RowFn = void (*)(const void* row, int64_t len, void* out, int64_t r, const AxesPlan& p);
+
+struct AxesPlan {
+  int64_t rows = 1, len = 1;
+  bool permute = false;
+  GatherPlan perm;
+  RowFn fn = nullptr;
+  double correction = 1.0;  // Var, Std
+  double p = 2.0;           // Norm
+  DType in_dtype = DType::kUnknown;
+};
+
+// Reduced-dims flags from attr `axes` (or `axis` for ArgMax/ArgMin; absent or
+// empty: every dim) and the output dims.
+absl::Status PlanAxes(PrepareContext& ctx, AxesPlan* plan, Dims* out) {
+  const Dims& x = ctx.inputs[0].dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank > kMaxRank) return Unimplemented(ctx.node, "more than ", kMaxRank, " dims");
+  const ir::Attributes& attrs = ctx.node.attrs;
+  std::vector<int64_t> axes;
+  const bool single = ctx.node.kind == ir::OpKind::kArgMax || ctx.node.kind == ir::OpKind::kArgMin;
+  if (single) {
+    if (attrs.Has("axis")) axes = {attrs.GetInt("axis")};
+  } else {
+    axes = attrs.GetInts("axes");
+  }
+  std::vector<bool> reduce(rank, axes.empty());
+  for (int64_t a : axes) {
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, a, rank));
+    if (rank == 0) continue;
+    if (reduce[axis]) return InvalidArg(ctx.node, "axis ", a, " appears more than once");
+    reduce[axis] = true;
+  }
+  const bool keepdim = attrs.GetBool("keepdim", false);
+  std::vector<int64_t> order;
+  out->clear();
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduce[i]) {
+      order.push_back(i);
+      out->push_back(x[i]);
+      plan->rows *= x[i];
+    } else if (keepdim) {
+      out->push_back(1);
+    }
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    if (reduce[i]) {
+      order.push_back(i);
+      plan->len *= x[i];
+    }
+  }
+  // No copy needed when the dims that matter (size > 1) are already in order.
+  int64_t prev = -1;
+  for (int64_t i : order) {
+    if (x[i] == 1) continue;
+    if (i < prev) plan->permute = true;
+    prev = i;
+  }
+  if (plan->permute) {
+    plan->perm = MakePermutePlan(x, order, DTypeSize(ctx.inputs[0].dtype));
+    ctx.workspace_bytes = static_cast<size_t>(NumElements(x)) * DTypeSize(ctx.inputs[0].dtype);
+  }
+  return absl::OkStatus();
+}
+
+template <typename T, typename Acc>
+void SumRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&) {
+  const T* x = static_cast<const T*>(row);
+  if constexpr (std::is_same_v<T, float>) {
+    static_cast<float*>(out)[r] = static_cast<float>(AccurateSum(x, len));
+  } else {
+    Acc acc = 0;
+    for (int64_t i = 0; i < len; ++i) acc += static_cast<Acc>(x[i]);
+    static_cast<Acc*>(out)[r] = acc;
+  }
+}
+
+template <typename T, typename Acc>
+void ProdRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&) {
+  const T* x = static_cast<const T*>(row);
+  Acc acc = 1;
+  for (int64_t i = 0; i < len; ++i) acc *= static_cast<Acc>(x[i]);
+  static_cast<T*>(out)[r] = static_cast<T>(acc);
+}
+
+// Extremes propagate NaN; the index is the first occurrence (the first NaN if any).
+template <typename T, bool kMax>
+std::pair<T, int64_t> Extreme(const T* x, int64_t len) {
+  T best = x[0];
+  int64_t at = 0;
+  for (int64_t i = 1; i < len; ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (best != best) break;
+      if (x[i] != x[i]) {
+        best = x[i];
+        at = i;
+        break;
+      }
+    }
+    if (kMax ? x[i] > best : x[i] < best) {
+      best = x[i];
+      at = i;
+    }
+  }
+  return {best, at};
+}
+
+template <typename T, bool kMax>
+void ExtremeRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&) {
+  static_cast<T*>(out)[r] = Extreme<T, kMax>(static_cast<const T*>(row), len).first;
+}
+
+template <typename T, bool kMax>
+void ArgRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&) {
+  static_cast<int64_t*>(out)[r] = Extreme<T, kMax>(static_cast<const T*>(row), len).second;
+}
+
+// Two-pass variance in double; n - correction <= 0 gives inf or NaN like PyTorch.
+template <bool kStd>
+void VarRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan& p) {
+  const float* x = static_cast<const float*>(row);
+  const double mean = AccurateSum(x, len) / static_cast<double>(len);
+  double sq = 0.0;
+  for (int64_t i = 0; i < len; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const double var = sq / std::max(0.0, static_cast<double>(len) - p.correction);
+  static_cast<float*>(out)[r] = static_cast<float>(kStd ? std::sqrt(var) : var);
+}
+
+void NormRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan& p) {
+  const float* x = static_cast<const float*>(row);
+  double acc = 0.0;
+  if (std::isinf(p.p)) {
+    acc = p.p > 0 ? 0.0 : std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < len; ++i) {
+      const double a = std::abs(x[i]);
+      if (a != a) {
+        acc = a;
+        break;
+      }
+      acc = p.p > 0 ? std::max(acc, a) : std::min(acc, a);
+    }
+  } else if (p.p == 0) {
+    for (int64_t i = 0; i < len; ++i) acc += x[i] != 0.0f ? 1.0 : 0.0;
+  } else if (p.p == 1) {
+    for (int64_t i = 0; i < len; ++i) acc += std::abs(x[i]);
+  } else if (p.p == 2) {
+    for (int64_t i = 0; i < len; ++i) acc += static_cast<double>(x[i]) * x[i];
+    acc = std::sqrt(acc);
+  } else {
+    for (int64_t i = 0; i < len; ++i) acc += std::pow(std::abs(static_cast<double>(x[i])), p.p);
+    acc = std::pow(acc, 1.0 / p.p);
+  }
+  static_cast<float*>(out)[r] = static_cast<float>(acc);
+}
+
+// log(sum(exp(x - m))) + m, with an infinite max treated as 0 as PyTorch does.
+void LogSumExpRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&) {
+  const float* x = static_cast<const float*>(row);
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < len; ++i) m = std::max(m, static_cast<double>(x[i]));
+  if (std::isinf(m)) m = 0.0;
+  double sum = 0.0;
+  for (int64_t i = 0; i < len; ++i) sum += std::exp(x[i] - m);
+  static_cast<float*>(out)[r] = static_cast<float>(std::log(sum) + m);
+}
+
+template <bool kAll>
+void LogicalRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan& p) {
+  const DType dtype = p.in_dtype;
+  bool acc = kAll;
+  for (int64_t i = 0; i < len; ++i) {
+    const bool v = LoadAsDouble(row, dtype, i) != 0.0;
+    if (kAll ? !v : v) {
+      acc = !kAll;
+      break;
+    }
+  }
+  static_cast<bool*>(out)[r] = acc;
+}
+
+// Output dtype and row function for the node's op and input dtype; nullptr when unsupported.
+std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
+  using K = ir::OpKind;
+  const bool f32 = t == DType::kF32, i64 = t == DType::kInt64;
+  switch (op) {
+    case K::kSum:
+      if (f32) return {t, SumRow<float, double>};
+      if (t == DType::kF64) return {t, SumRow<double, double>};
+      if (i64) return {t, SumRow<int64_t, int64_t>};
+      if (t == DType::kInt32) return {DType::kInt64, SumRow<int32_t, int64_t>};
+      if (t == DType::kBool) return {DType::kInt64, SumRow<bool, int64_t>};
+      if (t == DType::kUInt8) return {DType::kInt64, SumRow<uint8_t, int64_t>};
+      break;
+    case K::kProd:
+      if (f32) return {t, ProdRow<float, double>};
+      if (i64) return {t, ProdRow<int64_t, int64_t>};
+      break;
+    case K::kReduceMax:
+      if (f32) return {t, ExtremeRow<float, true>};
+      if (i64) return {t, ExtremeRow<int64_t, true>};
+      break;
+    case K::kReduceMin:
+      if (f32) return {t, ExtremeRow<float, false>};
+      if (i64) return {t, ExtremeRow<int64_t, false>};
+      break;
+    case K::kArgMax:
+      if (f32) return {DType::kInt64, ArgRow<float, true>};
+      if (i64) return {DType::kInt64, ArgRow<int64_t, true>};
+      break;
+    case K::kArgMin:
+      if (f32) return {DType::kInt64, ArgRow<float, false>};
+      if (i64) return {DType::kInt64, ArgRow<int64_t, false>};
+      break;
+    case K::kVar:
+      if (f32) return {t, VarRow<false>};
+      break;
+    case K::kStd:
+      if (f32) return {t, VarRow<true>};
+      break;
+    case K::kNorm:
+      if (f32) return {t, NormRow};
+      break;
+    case K::kLogSumExp:
+      if (f32) return {t, LogSumExpRow};
+      break;
+    case K::kReduceAll:
+      if (IsPlainDType(t)) return {DType::kBool, LogicalRow<true>};
+      break;
+    case K::kReduceAny:
+      if (IsPlainDType(t)) return {DType::kBool, LogicalRow<false>};
+      break;
+    default:
+      break;
+  }
+  return {DType::kUnknown, nullptr};
+}
+
+absl::Status PrepareReduce(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  const ir::OpKind op = ctx.node.kind;
+  const DType t = ctx.inputs[0].dtype;
+  auto [out_dtype, fn] = SelectRow(op, t);
+  if (fn == nullptr) {
+    return Unimplemented(ctx.node, "input dtype ", DTypeName(t), " is not supported");
+  }
+  auto plan = std::make_shared<AxesPlan>();
+  plan->fn = fn;
+  plan->correction = ctx.node.attrs.GetFloat("correction", 1.0);
+  plan->p = ctx.node.attrs.GetFloat("p", 2.0);
+  plan->in_dtype = t;
+  Dims out;
+  RETURN_IF_ERROR(PlanAxes(ctx, plan.get(), &out));
+  const bool needs_element = op == ir::OpKind::kReduceMax || op == ir::OpKind::kReduceMin ||
+                             op == ir::OpKind::kArgMax || op == ir::OpKind::kArgMin;
+  if (needs_element && plan->len == 0 && plan->rows > 0) {
+    return InvalidArg(ctx.node, "cannot reduce an empty dim of input ",
+                      DimsToString(ctx.inputs[0].dims), " to an extreme value");
+  }
+  ctx.outputs = {TensorInfo{out_dtype, out}};
+  ctx.state = std::move(plan);
+  return absl::OkStatus();
+}
+
+absl::Status EvalReduce(EvalContext& ctx) {
+  const AxesPlan& p = StateAs<AxesPlan>(ctx);
+  const void* src = ctx.inputs[0]->raw_data();
+  if (p.permute) {
+    RunGather(p.perm, src, ctx.workspace, ctx.num_threads);
+    src = ctx.workspace;
+  }
+  const size_t elem = DTypeSize(ctx.inputs[0]->dtype());
+  const char* base = static_cast<const char*>(src);
+  void* out = ctx.outputs[0]->raw_data();
+  ParallelFor(p.rows, ctx.num_threads, p.rows * p.len * 2, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) p.fn(base + r * p.len * elem, p.len, out, r, p);
+  });
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- CumSum, CumProd
+
+struct ScanPlan {
+  int64_t outer = 1, n = 1, inner = 1;
+  DType in = DType::kF32;
+};
+
+absl::Status PrepareScan(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  const DType t = ctx.inputs[0].dtype;
+  const bool sum = ctx.node.kind == ir::OpKind::kCumSum;
+  DType out_dtype;
+  if (t == DType::kF32 || t == DType::kInt64) {
+    out_dtype = t;
+  } else if (sum && (t == DType::kBool || t == DType::kInt32 || t == DType::kUInt8)) {
+    out_dtype = DType::kInt64;  // integer sums widen to int64, as in PyTorch
+  } else {
+    return Unimplemented(ctx.node, "input dtype ", DTypeName(t), " is not supported");
+  }
+  const Dims& x = ctx.inputs[0].dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("axis", 0), rank));
+  auto p = std::make_shared<ScanPlan>();
+  p->in = t;
+  if (rank > 0) {
+    p->outer = NumElements(Dims(x.begin(), x.begin() + axis));
+    p->n = x[axis];
+    p->inner = NumElements(Dims(x.begin() + axis + 1, x.end()));
+  }
+  ctx.outputs = {TensorInfo{out_dtype, x}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+template <bool kSum>
+absl::Status EvalScan(EvalContext& ctx) {
+  const ScanPlan& p = StateAs<ScanPlan>(ctx);
+  const void* x = ctx.inputs[0]->raw_data();
+  void* y = ctx.outputs[0]->raw_data();
+  const bool is_float = p.in == DType::kF32;
+  ParallelFor(p.outer * p.inner, ctx.num_threads, p.outer * p.inner * p.n,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t c = begin; c < end; ++c) {
+                  const int64_t o = c / p.inner, j = c % p.inner;
+                  const int64_t base = o * p.n * p.inner + j;
+                  if (is_float) {
+                    double acc = kSum ? 0.0 : 1.0;
+                    for (int64_t i = 0; i < p.n; ++i) {
+                      const int64_t k = base + i * p.inner;
+                      acc = kSum ? acc + static_cast<const float*>(x)[k]
+                                 : acc * static_cast<const float*>(x)[k];
+                      static_cast<float*>(y)[k] = static_cast<float>(acc);
+                    }
+                  } else {
+                    int64_t acc = kSum ? 0 : 1;
+                    for (int64_t i = 0; i < p.n; ++i) {
+                      const int64_t k = base + i * p.inner;
+                      const int64_t v = LoadAsInt64(x, p.in, k);
+                      acc = kSum ? acc + v : acc * v;
+                      static_cast<int64_t*>(y)[k] = acc;
+                    }
+                  }
+                }
+              });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> ReduceKernels() {
@@ -256,6 +616,21 @@ absl::Span<const KernelDef> ReduceKernels() {
       {ir::OpKind::kSoftmax, DType::kF32, PrepareSoftmax, EvalSoftmax</*kLog=*/false>},
       {ir::OpKind::kLogSoftmax, DType::kF32, PrepareSoftmax, EvalSoftmax</*kLog=*/true>},
       {ir::OpKind::kMean, DType::kF32, PrepareMean, EvalMean},
+      // Any dtype: Prepare picks the typed row (see SelectRow).
+      {ir::OpKind::kSum, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kProd, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kReduceMax, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kReduceMin, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kArgMax, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kArgMin, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kVar, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kStd, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kNorm, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kLogSumExp, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kReduceAll, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kReduceAny, DType::kUnknown, PrepareReduce, EvalReduce},
+      {ir::OpKind::kCumSum, DType::kUnknown, PrepareScan, EvalScan</*kSum=*/true>},
+      {ir::OpKind::kCumProd, DType::kUnknown, PrepareScan, EvalScan</*kSum=*/false>},
   };
   return kKernels;
 }

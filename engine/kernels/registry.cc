@@ -1,3 +1,6 @@
+#include <deque>
+#include <mutex>
+
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/kernel.h"
 
@@ -8,13 +11,31 @@ const std::vector<KernelDef>& AllKernels() {
     auto* v = new std::vector<KernelDef>();
     // The one list of kernel families.
     for (auto family : {ElementwiseKernels(), ActivationKernels(), MatMulKernels(), ConvKernels(),
-                        PoolKernels(), NormKernels(), ShapeKernels(), ReduceKernels()}) {
+                        PoolKernels(), NormKernels(), ShapeKernels(), ReduceKernels(),
+                        ScalarKernels(), UnaryKernels(), MovementKernels(), IndexingKernels(),
+                        CastKernels(), ResizeKernels(), SortKernels(), AttentionKernels(),
+                        RecurrentKernels()}) {
       v->insert(v->end(), family.begin(), family.end());
     }
     return v;
   }();
   return *all;
 }
+
+namespace {
+
+// Kernels added by InstallKernel. A deque keeps the addresses FindKernel
+// returned valid while more are installed.
+std::mutex& InstalledMutex() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+std::deque<KernelDef>& Installed() {
+  static auto* kernels = new std::deque<KernelDef>();
+  return *kernels;
+}
+
+}  // namespace
 
 const KernelDef* FindKernel(ir::OpKind op, DType dtype) {
   const KernelDef* any = nullptr;
@@ -23,7 +44,48 @@ const KernelDef* FindKernel(ir::OpKind op, DType dtype) {
     if (k.dtype == dtype) return &k;
     if (k.dtype == DType::kUnknown) any = &k;
   }
-  return any;
+  if (any != nullptr) return any;
+  std::lock_guard<std::mutex> lock(InstalledMutex());
+  for (const KernelDef& k : Installed()) {
+    if (k.op == op && (k.dtype == dtype || k.dtype == DType::kUnknown)) return &k;
+  }
+  return nullptr;
+}
+
+void InstallKernel(const KernelDef& kernel) {
+  std::lock_guard<std::mutex> lock(InstalledMutex());
+  for (KernelDef& k : Installed()) {
+    if (k.op == kernel.op && k.dtype == kernel.dtype) {
+      k = kernel;  // reinstalling replaces
+      return;
+    }
+  }
+  Installed().push_back(kernel);
+}
+
+bool IsNonTensorOp(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::kIf:
+    case ir::OpKind::kLoop:
+    case ir::OpKind::kRaise:
+    case ir::OpKind::kNone:
+    case ir::OpKind::kIsNone:
+    case ir::OpKind::kSize:
+    case ir::OpKind::kRank:
+    case ir::OpKind::kNumel:
+    case ir::OpKind::kScalarBinary:
+    case ir::OpKind::kScalarUnary:
+    case ir::OpKind::kToScalar:
+    case ir::OpKind::kListConstruct:
+    case ir::OpKind::kListUnpack:
+    case ir::OpKind::kListGetItem:
+    case ir::OpKind::kListLen:
+    case ir::OpKind::kListAppend:
+    case ir::OpKind::kFallback:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string NodeContext(const ir::Node& node) {

@@ -24,10 +24,21 @@ absl::Status PrepareIdentity(PrepareContext& ctx) {
 }
 
 // PyTorch view semantics: one -1 is inferred, 0 is a literal empty dim.
+// The shape is attribute `shape`, or input 1 (an int list computed at run
+// time, e.g. from aten::size), whose value the executor supplies as a constant.
 absl::Status PrepareReshape(PrepareContext& ctx) {
-  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
-  if (!ctx.node.attrs.Has("shape")) return InvalidArg(ctx.node, "missing attribute 'shape'");
-  Dims shape = ctx.node.attrs.GetInts("shape");
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 2));
+  Dims shape;
+  if (HasInput(ctx, 1)) {
+    const Tensor* value = ctx.inputs[1].constant;
+    if (value == nullptr || value->dtype() != DType::kInt64 || value->rank() != 1) {
+      return InvalidArg(ctx.node, "input 1 (shape) must be a known int list");
+    }
+    shape.assign(value->data<int64_t>(), value->data<int64_t>() + value->num_elements());
+  } else {
+    if (!ctx.node.attrs.Has("shape")) return InvalidArg(ctx.node, "missing attribute 'shape'");
+    shape = ctx.node.attrs.GetInts("shape");
+  }
   const int64_t total = NumElements(ctx.inputs[0].dims);
   int64_t known = 1;
   int infer = -1;
@@ -157,6 +168,87 @@ absl::Status EvalConcat(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- more views (op coverage)
+
+// squeeze(): drops every size-1 dim; squeeze(dim): drops `axes` that have size 1.
+absl::Status PrepareSqueeze(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  const Dims& x = ctx.inputs[0].dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  std::vector<bool> drop(rank, false);
+  if (!ctx.node.attrs.Has("axes")) {
+    for (int64_t i = 0; i < rank; ++i) drop[i] = x[i] == 1;
+  } else {
+    for (int64_t a : ctx.node.attrs.GetInts("axes")) {
+      ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, a, rank));
+      if (rank > 0) drop[axis] = x[axis] == 1;  // a dim that is not 1 stays, as in PyTorch
+    }
+  }
+  Dims out;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!drop[i]) out.push_back(x[i]);
+  }
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, out}};
+  return absl::OkStatus();
+}
+
+// unsqueeze(dim): dim counts in the output's rank (-1 appends).
+absl::Status PrepareUnsqueeze(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  Dims out = ctx.inputs[0].dims;
+  const int64_t rank = static_cast<int64_t>(out.size()) + 1;
+  const int64_t a = ctx.node.attrs.GetInt("axis", 0);
+  if (a < -rank || a >= rank) {
+    return InvalidArg(ctx.node, "axis ", a, " is out of range for a ", rank, "-D output");
+  }
+  out.insert(out.begin() + (a < 0 ? a + rank : a), 1);
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, out}};
+  return absl::OkStatus();
+}
+
+// unflatten(dim, sizes): dim `axis` becomes `sizes` (one -1 inferred).
+absl::Status PrepareUnflatten(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  const Dims& x = ctx.inputs[0].dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("axis", 0), rank));
+  Dims sizes = ctx.node.attrs.GetInts("sizes");
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return InvalidArg(ctx.node, "invalid sizes [", absl::StrJoin(sizes, ", "), "]");
+    } else {
+      known *= sizes[i];
+    }
+  }
+  const int64_t n = rank == 0 ? 1 : x[axis];
+  if (infer >= 0 && known > 0 && n % known == 0) sizes[infer] = n / known;
+  if (NumElements(sizes) != n || sizes.empty()) {
+    return InvalidArg(ctx.node, "sizes [", absl::StrJoin(ctx.node.attrs.GetInts("sizes"), ", "),
+                      "] do not multiply to dim ", axis, " of size ", n);
+  }
+  Dims out(x.begin(), x.begin() + axis);
+  out.insert(out.end(), sizes.begin(), sizes.end());
+  if (rank > 0) out.insert(out.end(), x.begin() + axis + 1, x.end());
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, out}};
+  return absl::OkStatus();
+}
+
+// view_as(other): the dims of input 1, same element count.
+absl::Status PrepareReshapeLike(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
+  const Dims& want = ctx.inputs[1].dims;
+  if (NumElements(want) != NumElements(ctx.inputs[0].dims)) {
+    return InvalidArg(ctx.node, "cannot view ", DimsToString(ctx.inputs[0].dims), " as ",
+                      DimsToString(want));
+  }
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, want}};
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> ShapeKernels() {
@@ -166,6 +258,13 @@ absl::Span<const KernelDef> ShapeKernels() {
       {ir::OpKind::kReshape, DType::kUnknown, PrepareReshape, EvalView, /*aliases_input0=*/true},
       {ir::OpKind::kFlatten, DType::kUnknown, PrepareFlatten, EvalView, /*aliases_input0=*/true},
       {ir::OpKind::kConcat, DType::kUnknown, PrepareConcat, EvalConcat},
+      {ir::OpKind::kSqueeze, DType::kUnknown, PrepareSqueeze, EvalView, /*aliases_input0=*/true},
+      {ir::OpKind::kUnsqueeze, DType::kUnknown, PrepareUnsqueeze, EvalView,
+       /*aliases_input0=*/true},
+      {ir::OpKind::kUnflatten, DType::kUnknown, PrepareUnflatten, EvalView,
+       /*aliases_input0=*/true},
+      {ir::OpKind::kReshapeLike, DType::kUnknown, PrepareReshapeLike, EvalView,
+       /*aliases_input0=*/true},
   };
   return kKernels;
 }

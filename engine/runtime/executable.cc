@@ -2,48 +2,75 @@
 //
 // Stages of Compile:
 //  1. Passes: the pipeline rewrites a copy of the graph (engine/passes).
-//  2. Prepare: in topological order, each node's kernel checks its operands and
-//     computes its output dtype and dims (this is Kiln's shape and dtype
-//     inference), workspace size and private state (prepacked weights).
-//  3. Plan: every value gets a slot: the caller's input, a constant, or an
-//     offset in one arena. Views (reshape, flatten) share their input's bytes,
-//     so a buffer lives until the last use of any value aliasing it. Buffers are
-//     placed greedily, largest first, at the lowest offset that does not overlap
-//     a buffer alive at the same time (TFLite's greedy-by-size planner). One
-//     workspace region, sized for the hungriest kernel, follows the buffers.
-// Run binds the caller's inputs, executes the steps in order and copies the
-// graph outputs out of the arena.
+//  2. Prepare: the main block is walked in order with what the signature
+//     fixes about each value. A node whose operands are all known (dtypes and
+//     dims; for int/float/bool operands, their values) is prepared now: its
+//     kernel checks its operands and computes its output dtypes and dims
+//     (Kiln's shape inference), workspace and private state (prepacked
+//     weights). A node whose operands are all constants and whose outputs are
+//     small is evaluated now and becomes a constant (shape arithmetic:
+//     size -> floor_divide -> view). An If whose condition is known inlines
+//     the taken block. Everything else (If on a run-time condition, Loop,
+//     nodes inside their blocks, tensor lists, the libtorch fallback and
+//     whatever consumes their results) becomes a dynamic step.
+//  3. Plan: every statically prepared value gets a slot: the caller's input, a
+//     constant, or an offset in one arena. Views (reshape, flatten) share
+//     their input's bytes, so a buffer lives until the last use of any value
+//     aliasing it; a buffer the dynamic path reads lives to the end of the
+//     run. Buffers are placed greedily, largest first, at the lowest offset
+//     that does not overlap a buffer alive at the same time (TFLite's
+//     greedy-by-size planner). One workspace region, sized for the hungriest
+//     kernel, follows the buffers.
+// Run binds the caller's inputs and executes the steps in order. Static steps
+// write into their planned buffers; dynamic steps prepare with the operands
+// they actually got (cached per node by operand types and scalar values),
+// allocate their outputs and run; If and Loop run their blocks' steps. A
+// graph without dynamic steps runs exactly the static plan.
 #include "engine/runtime/executable.h"
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/passes/pass.h"
+#include "engine/runtime/executable_internal.h"
 
 namespace kiln::runtime {
 
-struct Executable::Step {
-  ir::NodeId node;
-  const kernels::KernelDef* kernel;
-  std::shared_ptr<void> state;
-};
+using internal::AlignUp;
+using internal::AtNode;
+using internal::BoolTensor;
+using internal::IsScalarValue;
+using internal::IsTensorListOp;
+using internal::Truth;
+using internal::Where;
 
-struct Executable::Slot {
-  enum class Kind { kUnused, kInput, kConstant, kArena } kind = Kind::kUnused;
-  int input_index = -1;      // kInput
-  const Tensor* constant = nullptr;  // kConstant (owned by graph_)
-  size_t offset = 0;         // kArena: byte offset of the root buffer
-  DType dtype = DType::kUnknown;
-  Dims dims;
-};
+std::string internal::InfoKey(const std::vector<kernels::TensorInfo>& infos) {
+  std::string key;
+  for (const kernels::TensorInfo& i : infos) {
+    if (!i.present) {
+      key += "N;";
+      continue;
+    }
+    absl::StrAppend(&key, static_cast<int>(i.dtype), DimsToString(i.dims));
+    if (i.constant != nullptr && i.constant->byte_size() <= 256) {
+      key += '=';
+      key.append(static_cast<const char*>(i.constant->raw_data()), i.constant->byte_size());
+    }
+    key += ';';
+  }
+  return key;
+}
 
 namespace {
 
-constexpr size_t kAlign = 64;
+// Outputs up to this many elements are computed at compile time when all
+// operands are constants: enough for shape arithmetic, too small to duplicate
+// weights.
+constexpr int64_t kMaxFoldElements = 4096;
 
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // A buffer to place: its size and the steps during which it is alive.
 struct Buffer {
@@ -84,11 +111,399 @@ size_t PlaceBuffers(std::vector<Buffer>& buffers) {
 
 std::string SignatureString(const std::vector<kernels::TensorInfo>& infos) {
   std::string s;
-  for (const auto& i : infos) absl::StrAppend(&s, DTypeName(i.dtype), DimsToString(i.dims), " ");
+  for (const auto& i : infos) {
+    if (!i.present) {
+      absl::StrAppend(&s, "None ");
+    } else {
+      absl::StrAppend(&s, DTypeName(i.dtype), DimsToString(i.dims), " ");
+    }
+  }
   return s;
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------ compile
+
+class Executable::Compiler {
+ public:
+  explicit Compiler(Executable* exe)
+      : exe_(exe), g_(exe->graph_), slots_(exe->slots_), root_(g_.values().size()) {
+    for (size_t v = 0; v < root_.size(); ++v) root_[v] = static_cast<ir::ValueId>(v);
+  }
+
+  absl::Status Run(const std::vector<kernels::TensorInfo>& inputs) {
+    slots_.assign(g_.values().size(), Slot{});
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const ir::ValueId v = g_.inputs()[i];
+      Slot& s = slots_[v];
+      if (!inputs[i].present) {
+        if (!g_.value(v).optional) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("input ", i, " ('", g_.value(v).name, "') is required"));
+        }
+        s.kind = Slot::Kind::kNone;
+        continue;
+      }
+      s.kind = Slot::Kind::kInput;
+      s.input_index = static_cast<int>(i);
+      s.dtype = inputs[i].dtype;
+      s.dims = inputs[i].dims;
+      SetType(v);
+    }
+    exe_->main_ = std::make_unique<Program>();
+    RETURN_IF_ERROR(CompileBlock(ir::kMainBlock, *exe_->main_, /*static_ok=*/true));
+    Plan();
+    for (ir::ValueId v : g_.outputs()) {
+      const Slot& s = slots_[v];
+      kernels::TensorInfo info;
+      if (s.kind == Slot::Kind::kNone) {
+        info.present = false;
+      } else if (s.kind != Slot::Kind::kDynamic) {
+        info.dtype = s.dtype;
+        info.dims = s.dims;
+      }
+      exe_->output_infos_.push_back(std::move(info));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  bool IsStatic(ir::ValueId v) const {
+    const Slot::Kind k = slots_[v].kind;
+    return k == Slot::Kind::kInput || k == Slot::Kind::kConstant || k == Slot::Kind::kArena ||
+           k == Slot::Kind::kNone;
+  }
+
+  void SetType(ir::ValueId v) {
+    g_.mutable_value(v).type = ir::TensorType{slots_[v].dtype, slots_[v].dims};
+  }
+
+  void MakeConstant(ir::ValueId v, Tensor value) {
+    exe_->folded_.push_back(std::move(value));
+    Slot& s = slots_[v];
+    s.kind = Slot::Kind::kConstant;
+    s.constant = &exe_->folded_.back();
+    s.dtype = s.constant->dtype();
+    s.dims = s.constant->dims();
+    SetType(v);
+  }
+
+  // `to` stands for `from` (the output of an inlined If).
+  void Alias(ir::ValueId to, ir::ValueId from, Program& program, ir::NodeId node) {
+    if (slots_[from].kind == Slot::Kind::kDynamic) {
+      slots_[to].kind = Slot::Kind::kDynamic;
+      if (program.steps.empty() || program.steps.back().kind != Step::Kind::kForward ||
+          program.steps.back().node != node) {
+        Step step;
+        step.kind = Step::Kind::kForward;
+        step.node = node;
+        program.steps.push_back(std::move(step));
+      }
+      program.steps.back().forwards.push_back({to, from});
+      return;
+    }
+    slots_[to] = slots_[from];
+    root_[to] = root_[from];
+    if (slots_[to].kind != Slot::Kind::kNone) SetType(to);
+  }
+
+  void MarkDynamic(const ir::Node& node) {
+    for (ir::ValueId v : node.outputs) slots_[v].kind = Slot::Kind::kDynamic;
+  }
+
+  // Compiles the nodes of block `b` into `program`. With `static_ok`, nodes
+  // may be prepared now and planned in the arena (the main block and
+  // branches inlined into it); without, every node is a dynamic step.
+  absl::Status CompileBlock(ir::BlockId b, Program& program, bool static_ok) {
+    for (ir::ValueId p : g_.block(b).params) slots_[p].kind = Slot::Kind::kDynamic;
+    for (ir::NodeId id : g_.block(b).nodes) {
+      const ir::Node& node = g_.node(id);
+      switch (node.kind) {
+        case ir::OpKind::kConstant: {
+          Slot& s = slots_[node.outputs[0]];
+          s.kind = Slot::Kind::kConstant;
+          s.constant = node.attrs.GetTensor("value");
+          s.dtype = s.constant->dtype();
+          s.dims = s.constant->dims();
+          continue;
+        }
+        case ir::OpKind::kNone:
+          slots_[node.outputs[0]].kind = Slot::Kind::kNone;
+          continue;
+        case ir::OpKind::kIsNone: {
+          const ir::ValueId in = node.inputs[0];
+          if (in == ir::kNoValue || (static_ok && IsStatic(in))) {
+            MakeConstant(node.outputs[0],
+                         BoolTensor(in == ir::kNoValue || slots_[in].kind == Slot::Kind::kNone));
+            continue;
+          }
+          break;  // a builtin step below
+        }
+        case ir::OpKind::kIf: {
+          const ir::ValueId cond = node.inputs[0];
+          if (static_ok && slots_[cond].kind == Slot::Kind::kConstant) {
+            absl::StatusOr<bool> taken = Truth(RtValue{*slots_[cond].constant, nullptr, false});
+            if (!taken.ok()) return Annotate(taken.status(), Where(g_, id));
+            const ir::BlockId block = node.blocks[*taken ? 0 : 1];
+            RETURN_IF_ERROR(CompileBlock(block, program, static_ok));
+            const auto& results = g_.block(block).results;
+            for (size_t i = 0; i < node.outputs.size(); ++i) {
+              Alias(node.outputs[i], results[i], program, id);
+            }
+            continue;
+          }
+          Step step;
+          step.kind = Step::Kind::kIf;
+          step.node = id;
+          step.blocks.resize(2);
+          RETURN_IF_ERROR(CompileBlock(node.blocks[0], step.blocks[0], false));
+          RETURN_IF_ERROR(CompileBlock(node.blocks[1], step.blocks[1], false));
+          MarkDynamic(node);
+          program.steps.push_back(std::move(step));
+          ++exe_->num_dynamic_steps_;
+          continue;
+        }
+        case ir::OpKind::kLoop: {
+          Step step;
+          step.kind = Step::Kind::kLoop;
+          step.node = id;
+          step.blocks.resize(1);
+          RETURN_IF_ERROR(CompileBlock(node.blocks[0], step.blocks[0], false));
+          MarkDynamic(node);
+          program.steps.push_back(std::move(step));
+          ++exe_->num_dynamic_steps_;
+          continue;
+        }
+        default:
+          break;
+      }
+      if (node.kind == ir::OpKind::kIsNone || node.kind == ir::OpKind::kRaise ||
+          IsTensorListOp(g_, node)) {
+        Step step;
+        step.kind = Step::Kind::kBuiltin;
+        step.node = id;
+        MarkDynamic(node);
+        program.steps.push_back(std::move(step));
+        ++exe_->num_dynamic_steps_;
+        continue;
+      }
+      RETURN_IF_ERROR(CompileKernelNode(id, program, static_ok));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CompileKernelNode(ir::NodeId id, Program& program, bool static_ok) {
+    const ir::Node& node = g_.node(id);
+    bool can_prepare = static_ok;
+    for (ir::ValueId v : node.inputs) {
+      if (!can_prepare || v == ir::kNoValue) continue;
+      if (!IsStatic(v) || g_.value(v).kind == ir::ValueKind::kTensorList ||
+          (IsScalarValue(g_.value(v)) && slots_[v].kind != Slot::Kind::kConstant &&
+           slots_[v].kind != Slot::Kind::kNone)) {
+        can_prepare = false;
+      }
+    }
+    if (!can_prepare) {
+      Step step;
+      step.kind = Step::Kind::kDynamicKernel;
+      step.node = id;
+      step.cache = std::make_shared<PrepareCache>();
+      MarkDynamic(node);
+      program.steps.push_back(std::move(step));
+      ++exe_->num_dynamic_steps_;
+      return absl::OkStatus();
+    }
+
+    kernels::PrepareContext ctx{node, {}, {}, 0, nullptr, exe_->options_.num_threads};
+    bool all_constant = true;
+    for (ir::ValueId v : node.inputs) {
+      kernels::TensorInfo info;
+      if (v == ir::kNoValue || slots_[v].kind == Slot::Kind::kNone) {
+        info.present = false;
+      } else {
+        info.dtype = slots_[v].dtype;
+        info.dims = slots_[v].dims;
+        info.constant = slots_[v].constant;
+        all_constant &= info.constant != nullptr;
+      }
+      ctx.inputs.push_back(std::move(info));
+    }
+    const DType dtype = ctx.inputs.empty() ? DType::kUnknown : ctx.inputs[0].dtype;
+    const kernels::KernelDef* kernel = kernels::FindKernel(node.kind, dtype);
+    if (kernel == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          Where(g_, id), "no kernel for input dtype ", DTypeName(dtype),
+          node.kind == ir::OpKind::kFallback ? " (this build has no libtorch fallback)" : ""));
+    }
+    ctx.outputs.resize(node.outputs.size());
+    absl::Status s = kernel->prepare(ctx);
+    if (!s.ok()) return AtNode(id, s);
+    if (ctx.outputs.size() != node.outputs.size()) {
+      return absl::InternalError(absl::StrCat(Where(g_, id), "prepare gave ", ctx.outputs.size(),
+                                              " outputs for ", node.outputs.size()));
+    }
+
+    if (ctx.dynamic_outputs) {
+      // Only a run can tell the output dims: a dynamic step, seeded with this
+      // preparation.
+      Step step;
+      step.kind = Step::Kind::kDynamicKernel;
+      step.node = id;
+      step.cache = std::make_shared<PrepareCache>();
+      auto prepared = std::make_shared<Prepared>();
+      prepared->kernel = kernel;
+      prepared->outputs = ctx.outputs;
+      prepared->workspace_bytes = ctx.workspace_bytes;
+      prepared->state = ctx.state;
+      prepared->dynamic_outputs = true;
+      step.cache->entries.emplace(internal::InfoKey(ctx.inputs), std::move(prepared));
+      MarkDynamic(node);
+      program.steps.push_back(std::move(step));
+      ++exe_->num_dynamic_steps_;
+      return absl::OkStatus();
+    }
+
+    // Values fixed by the operand types (aten::size).
+    bool published = true;
+    for (const kernels::TensorInfo& out : ctx.outputs) published &= out.constant != nullptr;
+    if (published) {
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        MakeConstant(node.outputs[o], *ctx.outputs[o].constant);
+      }
+      return absl::OkStatus();
+    }
+
+    int64_t out_elements = 0;
+    for (const kernels::TensorInfo& out : ctx.outputs) out_elements += NumElements(out.dims);
+    if (all_constant && out_elements <= kMaxFoldElements) {
+      return Fold(id, *kernel, ctx);
+    }
+
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      Slot& slot = slots_[node.outputs[o]];
+      slot.kind = Slot::Kind::kArena;
+      slot.dtype = ctx.outputs[o].dtype;
+      slot.dims = ctx.outputs[o].dims;
+      SetType(node.outputs[o]);
+    }
+    if (kernel->aliases_input0) {
+      const ir::ValueId in_root = root_[node.inputs[0]];
+      root_[node.outputs[0]] = in_root;
+      // A view of an input or constant lives in the caller's or graph's memory.
+      const Slot& src = slots_[in_root];
+      if (src.kind != Slot::Kind::kArena) {
+        Slot& out = slots_[node.outputs[0]];
+        out.kind = src.kind;
+        out.input_index = src.input_index;
+        out.constant = src.constant;
+      }
+    }
+    workspace_ = std::max(workspace_, AlignUp(ctx.workspace_bytes));
+    Step step;
+    step.kind = Step::Kind::kKernel;
+    step.node = id;
+    step.kernel = kernel;
+    step.state = std::move(ctx.state);
+    program.steps.push_back(std::move(step));
+    return absl::OkStatus();
+  }
+
+  // Evaluates a node whose operands are all constants; its outputs become constants.
+  absl::Status Fold(ir::NodeId id, const kernels::KernelDef& kernel,
+                    kernels::PrepareContext& ctx) {
+    const ir::Node& node = g_.node(id);
+    std::vector<Tensor> outs;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (kernel.aliases_input0 && o == 0) {
+        outs.push_back(slots_[node.inputs[0]].constant->Reshaped(ctx.outputs[0].dims));
+      } else {
+        outs.push_back(Tensor::Zeros(ctx.outputs[o].dtype, ctx.outputs[o].dims));
+      }
+    }
+    if (!kernel.aliases_input0) {
+      Tensor workspace = Tensor::Zeros(DType::kUInt8, {static_cast<int64_t>(
+                                                          std::max<size_t>(ctx.workspace_bytes, 1))});
+      kernels::EvalContext ectx{node, {}, {}, workspace.raw_data(), ctx.state.get(),
+                                exe_->options_.num_threads};
+      for (ir::ValueId v : node.inputs) {
+        ectx.inputs.push_back(v == ir::kNoValue || slots_[v].kind == Slot::Kind::kNone
+                                  ? nullptr
+                                  : slots_[v].constant);
+      }
+      for (Tensor& t : outs) ectx.outputs.push_back(&t);
+      absl::Status s = kernel.eval(ectx);
+      if (!s.ok()) return AtNode(id, s);
+    }
+    for (size_t o = 0; o < node.outputs.size(); ++o) MakeConstant(node.outputs[o], outs[o]);
+    return absl::OkStatus();
+  }
+
+  // Every value a node reads, in its blocks too.
+  void CollectUses(ir::NodeId id, std::vector<ir::ValueId>& uses) const {
+    const ir::Node& node = g_.node(id);
+    for (ir::ValueId v : node.inputs) {
+      if (v != ir::kNoValue) uses.push_back(v);
+    }
+    for (ir::BlockId b : node.blocks) {
+      for (ir::NodeId inner : g_.block(b).nodes) CollectUses(inner, uses);
+      for (ir::ValueId r : g_.block(b).results) uses.push_back(r);
+    }
+  }
+
+  // Stage 3: lifetimes of root buffers, in main-program step indices.
+  void Plan() {
+    const auto& steps = exe_->main_->steps;
+    const int end = static_cast<int>(steps.size());
+    std::vector<int> buffer_of(g_.values().size(), -1);
+    std::vector<Buffer> buffers;
+    std::vector<ir::ValueId> uses;
+    for (int st = 0; st < end; ++st) {
+      const Step& step = steps[st];
+      const ir::Node& node = g_.node(step.node);
+      if (step.kind == Step::Kind::kKernel) {
+        for (ir::ValueId v : node.outputs) {
+          if (root_[v] != v || slots_[v].kind != Slot::Kind::kArena) continue;
+          buffer_of[v] = static_cast<int>(buffers.size());
+          const size_t bytes =
+              static_cast<size_t>(NumElements(slots_[v].dims)) * DTypeSize(slots_[v].dtype);
+          buffers.push_back(Buffer{AlignUp(std::max<size_t>(bytes, 1)), st, st});
+        }
+      }
+      uses.clear();
+      if (step.kind == Step::Kind::kForward) {
+        for (const auto& [to, from] : step.forwards) uses.push_back(from);
+      } else {
+        CollectUses(step.node, uses);
+      }
+      // The dynamic path may keep a view of a static buffer (a list element,
+      // a branch result, a reshape) past this step: keep it to the end.
+      const int last = step.kind == Step::Kind::kKernel ? st : end;
+      for (ir::ValueId v : uses) {
+        if (buffer_of[root_[v]] < 0) continue;
+        Buffer& b = buffers[buffer_of[root_[v]]];
+        b.last = std::max(b.last, last);
+      }
+    }
+    for (ir::ValueId v : g_.outputs()) {
+      if (buffer_of[root_[v]] >= 0) buffers[buffer_of[root_[v]]].last = end;
+    }
+    const size_t buffer_bytes = PlaceBuffers(buffers);
+    for (size_t v = 0; v < slots_.size(); ++v) {
+      Slot& s = slots_[v];
+      if (s.kind == Slot::Kind::kArena) s.offset = buffers[buffer_of[root_[v]]].offset;
+    }
+    exe_->arena_bytes_ = buffer_bytes + workspace_;
+    exe_->workspace_offset_ = buffer_bytes;
+  }
+
+ private:
+  Executable* exe_;
+  ir::Graph& g_;
+  std::vector<Slot>& slots_;
+  std::vector<ir::ValueId> root_;
+  size_t workspace_ = 0;
+};
 
 Executable::~Executable() = default;
 
@@ -104,118 +519,9 @@ absl::StatusOr<std::unique_ptr<Executable>> Executable::Compile(
                                                    " inputs, got ", inputs.size()));
   }
   RETURN_IF_ERROR(ir::VerifyGraph(g));
-  RETURN_IF_ERROR(passes::RunPipeline(g));
-
-  const int num_values = static_cast<int>(g.values().size());
-  exe->slots_.assign(num_values, Slot{});
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ir::ValueId v = g.inputs()[i];
-    Slot& s = exe->slots_[v];
-    s.kind = Slot::Kind::kInput;
-    s.input_index = static_cast<int>(i);
-    s.dtype = inputs[i].dtype;
-    s.dims = inputs[i].dims;
-    g.mutable_value(v).type = ir::TensorType{s.dtype, s.dims};
-  }
-
-  // Stage 2: prepare every node; records each value's root buffer for views.
-  std::vector<ir::ValueId> root(num_values);
-  for (int v = 0; v < num_values; ++v) root[v] = v;
-  size_t workspace = 0;
-  for (size_t n = 0; n < g.nodes().size(); ++n) {
-    const ir::Node& node = g.node(static_cast<ir::NodeId>(n));
-    if (node.kind == ir::OpKind::kConstant) {
-      Slot& s = exe->slots_[node.outputs[0]];
-      s.kind = Slot::Kind::kConstant;
-      s.constant = node.attrs.GetTensor("value");
-      s.dtype = s.constant->dtype();
-      s.dims = s.constant->dims();
-      continue;
-    }
-    kernels::PrepareContext ctx{node, {}, {}, 0, nullptr, options.num_threads};
-    for (ir::ValueId v : node.inputs) {
-      kernels::TensorInfo info;
-      if (v == ir::kNoValue) {
-        info.present = false;
-      } else {
-        info.dtype = exe->slots_[v].dtype;
-        info.dims = exe->slots_[v].dims;
-        info.constant = exe->slots_[v].constant;
-      }
-      ctx.inputs.push_back(std::move(info));
-    }
-    DType dtype = ctx.inputs.empty() ? DType::kUnknown : ctx.inputs[0].dtype;
-    const kernels::KernelDef* kernel = kernels::FindKernel(node.kind, dtype);
-    const std::string where = absl::StrCat("node ", n, " (", ir::OpName(node.kind),
-                                           node.source_op.empty() ? "" : ", ", node.source_op,
-                                           "): ");
-    if (kernel == nullptr) {
-      return absl::UnimplementedError(
-          absl::StrCat(where, "no kernel for input dtype ", DTypeName(dtype)));
-    }
-    ctx.outputs.resize(node.outputs.size());
-    absl::Status s = kernel->prepare(ctx);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("node ", n, ": ", s.message()));
-    }
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      Slot& slot = exe->slots_[node.outputs[o]];
-      slot.kind = Slot::Kind::kArena;
-      slot.dtype = ctx.outputs[o].dtype;
-      slot.dims = ctx.outputs[o].dims;
-      g.mutable_value(node.outputs[o]).type = ir::TensorType{slot.dtype, slot.dims};
-    }
-    if (kernel->aliases_input0) {
-      ir::ValueId in_root = root[node.inputs[0]];
-      root[node.outputs[0]] = in_root;
-      // A view of an input or constant lives in the caller's or graph's memory.
-      const Slot& src = exe->slots_[in_root];
-      if (src.kind != Slot::Kind::kArena) {
-        Slot& out = exe->slots_[node.outputs[0]];
-        out.kind = src.kind;
-        out.input_index = src.input_index;
-        out.constant = src.constant;
-      }
-    }
-    workspace = std::max(workspace, AlignUp(ctx.workspace_bytes));
-    exe->steps_.push_back(Step{static_cast<ir::NodeId>(n), kernel, std::move(ctx.state)});
-  }
-
-  // Stage 3: lifetimes of root buffers, in step indices.
-  std::vector<int> buffer_of(num_values, -1);
-  std::vector<Buffer> buffers;
-  for (size_t st = 0; st < exe->steps_.size(); ++st) {
-    const ir::Node& node = g.node(exe->steps_[st].node);
-    for (ir::ValueId v : node.outputs) {
-      if (root[v] != v || exe->slots_[v].kind != Slot::Kind::kArena) continue;
-      buffer_of[v] = static_cast<int>(buffers.size());
-      const size_t bytes =
-          static_cast<size_t>(NumElements(exe->slots_[v].dims)) * DTypeSize(exe->slots_[v].dtype);
-      buffers.push_back(Buffer{AlignUp(std::max<size_t>(bytes, 1)), static_cast<int>(st),
-                               static_cast<int>(st)});
-    }
-    for (ir::ValueId v : node.inputs) {
-      if (v == ir::kNoValue || buffer_of[root[v]] < 0) continue;
-      Buffer& b = buffers[buffer_of[root[v]]];
-      b.last = std::max(b.last, static_cast<int>(st));
-    }
-  }
-  const int end = static_cast<int>(exe->steps_.size());
-  for (ir::ValueId v : g.outputs()) {
-    if (buffer_of[root[v]] >= 0) buffers[buffer_of[root[v]]].last = end;
-  }
-  const size_t buffer_bytes = PlaceBuffers(buffers);
-  for (int v = 0; v < num_values; ++v) {
-    Slot& s = exe->slots_[v];
-    if (s.kind == Slot::Kind::kArena) s.offset = buffers[buffer_of[root[v]]].offset;
-  }
-  exe->arena_bytes_ = buffer_bytes + workspace;
-  exe->workspace_offset_ = buffer_bytes;
-
-  for (ir::ValueId v : g.outputs()) {
-    exe->output_infos_.push_back(
-        kernels::TensorInfo{exe->slots_[v].dtype, exe->slots_[v].dims, nullptr, true});
-  }
+  if (options.run_passes) RETURN_IF_ERROR(passes::RunPipeline(g));
+  Compiler compiler(exe.get());
+  RETURN_IF_ERROR(compiler.Run(inputs));
   exe->signature_ = SignatureString(inputs);
   return exe;
 }
@@ -224,19 +530,41 @@ std::unique_ptr<Executable::Arena> Executable::NewArena() const {
   auto arena = std::make_unique<Arena>();
   arena->memory = Tensor::Zeros(DType::kUInt8, Dims{static_cast<int64_t>(arena_bytes_)});
   uint8_t* base = arena->memory.data<uint8_t>();
-  arena->views.resize(slots_.size());
+  arena->values.resize(slots_.size());
   for (size_t v = 0; v < slots_.size(); ++v) {
     const Slot& s = slots_[v];
     if (s.kind == Slot::Kind::kArena) {
-      arena->views[v] = Tensor::Wrap(s.dtype, s.dims, base + s.offset);
+      arena->values[v].tensor = Tensor::Wrap(s.dtype, s.dims, base + s.offset);
     } else if (s.kind == Slot::Kind::kConstant) {
-      arena->views[v] = Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(s.constant->raw_data()));
+      arena->values[v].tensor =
+          Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(s.constant->raw_data()));
+    } else if (s.kind == Slot::Kind::kNone) {
+      arena->values[v].none = true;
     }
   }
   return arena;
 }
 
 absl::StatusOr<std::vector<Tensor>> Executable::Run(const std::vector<Tensor>& inputs) const {
+  std::vector<RunValue> values;
+  values.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    values.push_back(t.dtype() == DType::kUnknown ? RunValue::None() : RunValue::Of(t));
+  }
+  ASSIGN_OR_RETURN(std::vector<RunValue> outs, RunValues(values));
+  std::vector<Tensor> result;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (outs[i].kind == RunValue::Kind::kTensorList) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output ", i, " is a tensor list; use RunValues"));
+    }
+    result.push_back(std::move(outs[i].tensor));  // None: an undefined tensor
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
+    const std::vector<RunValue>& inputs) const {
   const ir::Graph& g = graph_;
   if (inputs.size() != g.inputs().size()) {
     return absl::InvalidArgumentError(
@@ -244,10 +572,18 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(const std::vector<Tensor>& i
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Slot& s = slots_[g.inputs()[i]];
-    if (inputs[i].dtype() != s.dtype || inputs[i].dims() != s.dims) {
+    const bool none = inputs[i].kind == RunValue::Kind::kNone;
+    if (inputs[i].kind == RunValue::Kind::kTensorList) {
+      return absl::UnimplementedError(absl::StrCat("input ", i, ": tensor-list inputs are not supported"));
+    }
+    if (none != (s.kind == Slot::Kind::kNone) ||
+        (!none && (inputs[i].tensor.dtype() != s.dtype || inputs[i].tensor.dims() != s.dims))) {
+      auto describe = [](bool is_none, DType d, const Dims& dims) {
+        return is_none ? std::string("None") : absl::StrCat(DTypeName(d), DimsToString(dims));
+      };
       return absl::InvalidArgumentError(absl::StrCat(
-          "input ", i, ": compiled for ", DTypeName(s.dtype), DimsToString(s.dims), ", got ",
-          DTypeName(inputs[i].dtype()), DimsToString(inputs[i].dims())));
+          "input ", i, ": compiled for ", describe(s.kind == Slot::Kind::kNone, s.dtype, s.dims),
+          ", got ", describe(none, inputs[i].tensor.dtype(), inputs[i].tensor.dims())));
     }
   }
 
@@ -260,35 +596,37 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(const std::vector<Tensor>& i
     }
   }
   if (!arena) arena = NewArena();
-  std::vector<Tensor>& views = arena->views;
   // Bind the caller's inputs, and views of them, to their slots.
   for (size_t v = 0; v < slots_.size(); ++v) {
     const Slot& s = slots_[v];
     if (s.kind != Slot::Kind::kInput) continue;
-    const Tensor& in = inputs[s.input_index];
-    views[v] = Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(in.raw_data()));
+    const Tensor& in = inputs[s.input_index].tensor;
+    arena->values[v].tensor = Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(in.raw_data()));
   }
-  void* workspace = arena->memory.data<uint8_t>() + workspace_offset_;
 
-  absl::Status status;
-  for (const Step& step : steps_) {
-    if (step.kernel->aliases_input0) continue;
-    const ir::Node& node = g.node(step.node);
-    kernels::EvalContext ctx{node, {}, {}, workspace, step.state.get(), options_.num_threads};
-    ctx.inputs.reserve(node.inputs.size());
-    for (ir::ValueId v : node.inputs) ctx.inputs.push_back(v == ir::kNoValue ? nullptr : &views[v]);
-    ctx.outputs.reserve(node.outputs.size());
-    for (ir::ValueId v : node.outputs) ctx.outputs.push_back(&views[v]);
-    status = step.kernel->eval(ctx);
-    if (!status.ok()) {
-      status = absl::Status(status.code(), absl::StrCat("node ", step.node, ": ", status.message()));
-      break;
+  absl::Status status = RunProgram(*main_, *arena);
+  std::vector<RunValue> outputs;
+  if (status.ok()) {
+    for (ir::ValueId v : g.outputs()) {
+      const RtValue& value = arena->values[v];
+      if (value.none) {
+        outputs.push_back(RunValue::None());
+      } else if (value.list != nullptr) {
+        std::vector<Tensor> list;
+        for (const Tensor& t : *value.list) list.push_back(t.Clone());
+        outputs.push_back(RunValue::List(std::move(list)));
+      } else {
+        outputs.push_back(RunValue::Of(value.tensor.Clone()));
+      }
     }
   }
-
-  std::vector<Tensor> outputs;
-  if (status.ok()) {
-    for (ir::ValueId v : g.outputs()) outputs.push_back(views[v].Clone());
+  if (num_dynamic_steps_ > 0) {
+    // Drop what the dynamic path allocated, so an idle arena holds only its plan.
+    for (size_t v = 0; v < slots_.size(); ++v) {
+      if (slots_[v].kind == Slot::Kind::kDynamic || slots_[v].kind == Slot::Kind::kUnused) {
+        arena->values[v] = RtValue{};
+      }
+    }
   }
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
@@ -297,6 +635,46 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(const std::vector<Tensor>& i
   }
   if (!status.ok()) return status;
   return outputs;
+}
+
+absl::Status Executable::RunProgram(const Program& program, Arena& arena) const {
+  const ir::Graph& g = graph_;
+  std::vector<RtValue>& values = arena.values;
+  void* workspace = arena.memory.data<uint8_t>() + workspace_offset_;
+  for (const Step& step : program.steps) {
+    switch (step.kind) {
+      case Step::Kind::kKernel: {
+        if (step.kernel->aliases_input0) continue;
+        const ir::Node& node = g.node(step.node);
+        kernels::EvalContext ctx{node, {}, {}, workspace, step.state.get(), options_.num_threads};
+        ctx.inputs.reserve(node.inputs.size());
+        for (ir::ValueId v : node.inputs) {
+          ctx.inputs.push_back(v == ir::kNoValue || values[v].none ? nullptr : &values[v].tensor);
+        }
+        ctx.outputs.reserve(node.outputs.size());
+        for (ir::ValueId v : node.outputs) ctx.outputs.push_back(&values[v].tensor);
+        absl::Status s = step.kernel->eval(ctx);
+        if (!s.ok()) return AtNode(step.node, s);
+        break;
+      }
+      case Step::Kind::kDynamicKernel:
+        RETURN_IF_ERROR(RunDynamicKernel(step, arena));
+        break;
+      case Step::Kind::kIf:
+        RETURN_IF_ERROR(RunIf(step, arena));
+        break;
+      case Step::Kind::kLoop:
+        RETURN_IF_ERROR(RunLoop(step, arena));
+        break;
+      case Step::Kind::kBuiltin:
+        RETURN_IF_ERROR(RunBuiltin(step, arena));
+        break;
+      case Step::Kind::kForward:
+        for (const auto& [to, from] : step.forwards) values[to] = values[from];
+        break;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kiln::runtime

@@ -1,9 +1,16 @@
-// A graph compiled for one concrete input signature: every value's dtype and
-// dims resolved, kernels chosen and prepared (weights prepacked), buffers
-// planned into one arena. Run() is thread-safe; each call takes an arena from a
-// small pool so concurrent requests never share scratch memory.
+// A graph compiled for one concrete input signature. Whatever the signature
+// fixes is resolved at compile time: dtypes and dims, shape arithmetic
+// (aten::size and what is computed from it, folded into constants), branches
+// whose condition depends on shapes only, kernels chosen and prepared
+// (weights prepacked), buffers planned into one arena. What depends on tensor
+// values (a branch on x.sum(), a loop, a shape read from data, a libtorch
+// fallback op) runs on a dynamic path that prepares per run, caching each
+// node's preparation by its operands' types. Run() is thread-safe; each call
+// takes an arena from a small pool so concurrent requests never share scratch
+// memory.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,46 +25,89 @@ namespace kiln::runtime {
 
 struct CompileOptions {
   int num_threads = 1;
+  // False when `graph` already went through the pass pipeline (a compiled plan
+  // read back from the cache): only Prepare and planning run.
+  bool run_passes = true;
+};
+
+// A graph input or output at run time: a tensor (scalars are 0-dim tensors,
+// see ir::ValueKind), a list of tensors, or None (an absent optional input).
+struct RunValue {
+  enum class Kind { kTensor, kTensorList, kNone };
+  Kind kind = Kind::kTensor;
+  Tensor tensor;
+  std::vector<Tensor> list;
+
+  static RunValue Of(Tensor t) { return RunValue{Kind::kTensor, std::move(t), {}}; }
+  static RunValue List(std::vector<Tensor> l) {
+    return RunValue{Kind::kTensorList, Tensor(), std::move(l)};
+  }
+  static RunValue None() { return RunValue{Kind::kNone, Tensor(), {}}; }
 };
 
 class Executable {
  public:
-  // Compiles `graph` for `inputs` (one per graph input, concrete dtype and dims).
-  // Fails with InvalidArgument naming the node when an op rejects its operands,
-  // Unimplemented when no kernel exists for an op and dtype.
+  // Compiles `graph` for `inputs` (one per graph input, concrete dtype and
+  // dims; `present == false` for an optional input given as None). Fails with
+  // InvalidArgument naming the node when an op rejects its operands,
+  // Unimplemented when no kernel exists for an op and dtype. Errors inside
+  // blocks, or on values known only at run time, surface from Run.
   static absl::StatusOr<std::unique_ptr<Executable>> Compile(
       const ir::Graph& graph, const std::vector<kernels::TensorInfo>& inputs,
       const CompileOptions& options);
 
   // Runs on `inputs` (graph input order; dtypes and dims must match the
-  // signature compiled for) and returns the graph outputs in order.
+  // signature compiled for; an undefined tensor stands for None) and returns
+  // the graph outputs in order. A tensor-list output is InvalidArgument here;
+  // RunValues returns it.
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs) const;
 
+  // Same, with tensor lists and None among inputs and outputs.
+  absl::StatusOr<std::vector<RunValue>> RunValues(const std::vector<RunValue>& inputs) const;
+
+  // Per graph output: dtype and dims when the compile fixed them; dtype
+  // kUnknown when only a run tells (the output of a branch, loop or fallback).
   const std::vector<kernels::TensorInfo>& output_infos() const { return output_infos_; }
   size_t arena_bytes() const { return arena_bytes_; }
   const ir::Graph& graph() const { return graph_; }
   const std::string& signature() const { return signature_; }
+  // True when every node runs from the static plan (no branch, loop or
+  // fallback left for run time).
+  bool is_static() const { return num_dynamic_steps_ == 0; }
+  // Steps on the dynamic path (nested ones included) and constants folded at compile time.
+  int num_dynamic_steps() const { return num_dynamic_steps_; }
+  int num_folded() const { return static_cast<int>(folded_.size()); }
 
   ~Executable();
 
  private:
   struct Step;
+  struct Program;
   struct Slot;
-  // Per-run memory: the arena and a tensor view of every value's slot in it.
-  struct Arena {
-    Tensor memory;
-    std::vector<Tensor> views;
-  };
+  struct PrepareCache;
+  struct Prepared;
+  struct Arena;
+  class Compiler;
   Executable() = default;
   std::unique_ptr<Arena> NewArena() const;
+  absl::Status RunProgram(const Program& program, Arena& arena) const;
+  absl::Status RunDynamicKernel(const Step& step, Arena& arena) const;
+  absl::Status RunIf(const Step& step, Arena& arena) const;
+  absl::Status RunLoop(const Step& step, Arena& arena) const;
+  absl::Status RunBuiltin(const Step& step, Arena& arena) const;
+  absl::StatusOr<std::shared_ptr<const Prepared>> PrepareAtRunTime(
+      const Step& step, const std::vector<kernels::TensorInfo>& infos,
+      const std::string& key) const;
 
   ir::Graph graph_;  // the compiled (optimized) graph
   CompileOptions options_;
-  std::vector<Step> steps_;
+  std::unique_ptr<Program> main_;
   std::vector<Slot> slots_;  // one per value: where its bytes live at run time
+  std::deque<Tensor> folded_;  // values computed at compile time
   std::vector<kernels::TensorInfo> output_infos_;
   size_t arena_bytes_ = 0;
   size_t workspace_offset_ = 0;
+  int num_dynamic_steps_ = 0;
   std::string signature_;
 
   mutable std::mutex pool_mu_;

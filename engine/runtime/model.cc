@@ -1,5 +1,6 @@
 #include "engine/runtime/model.h"
 
+#include <deque>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -33,7 +34,7 @@ std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<T
   for (int64_t probe : {64, 65}) {
     std::vector<kernels::TensorInfo> sig;
     for (const TensorSpec& in : inputs) {
-      if (!in.dims || in.dtype == DType::kUnknown) return outs;
+      if (!in.dims || in.dtype == DType::kUnknown || in.optional) return outs;
       Dims dims = *in.dims;
       for (int64_t& d : dims) {
         if (d < 0) d = probe;
@@ -47,6 +48,8 @@ std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<T
   for (size_t i = 0; i < outs.size(); ++i) {
     const auto& a = probes[0][i];
     const auto& b = probes[1][i];
+    // Only a run tells the type of a branch's, loop's or fallback's output.
+    if (a.dtype == DType::kUnknown || b.dtype == DType::kUnknown || !a.present) continue;
     outs[i].dtype = a.dtype;
     if (a.dims.size() != b.dims.size()) continue;
     Dims dims = a.dims;
@@ -84,7 +87,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
   std::vector<ir::TensorType> implied = passes::InferInputContract(graph);
   std::set<std::string> seen;
   for (size_t i = 0; i < gin.size(); ++i) {
-    TensorSpec spec{graph.value(gin[i]).name, implied[i].dtype, implied[i].dims};
+    const ir::Value& value = graph.value(gin[i]);
+    TensorSpec spec{value.name, implied[i].dtype, implied[i].dims, value.optional};
+    if (ir::IsScalarKind(value.kind)) {
+      // An int/float/bool argument: one element, 0-dim or [1] (Infer takes both).
+      spec.dtype = ir::ScalarKindDType(value.kind);
+      spec.dims = Dims{1};
+    } else if (value.kind != ir::ValueKind::kTensor) {
+      return absl::UnimplementedError(absl::StrCat("input '", value.name, "' is a ",
+                                                   ir::ValueKindName(value.kind),
+                                                   "; inputs must be tensors or scalars"));
+    }
     if (i < options.inputs.size()) {
       const TensorSpec& decl = options.inputs[i];
       if (decl.dtype != DType::kUnknown) spec.dtype = decl.dtype;
@@ -111,6 +124,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
 
 absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutable(
     const std::vector<kernels::TensorInfo>& signature) const {
+  if (options_.executables != nullptr) {
+    return options_.executables->Get(graph_, signature, options_.compile);
+  }
   const std::string key = SignatureKey(signature);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -133,6 +149,7 @@ size_t Model::num_compiled() const {
 absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     const std::vector<NamedTensor>& inputs, const std::vector<std::string>& requested) const {
   std::vector<const Tensor*> bound(inputs_.size(), nullptr);
+  std::deque<Tensor> scalars;  // scalar inputs reshaped to 0-dim
   for (const NamedTensor& in : inputs) {
     size_t idx = 0;
     while (idx < inputs_.size() && inputs_[idx].name != in.name) ++idx;
@@ -148,6 +165,16 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     }
     const TensorSpec& spec = inputs_[idx];
     const Tensor& t = in.tensor;
+    if (ir::IsScalarKind(graph_.value(graph_.inputs()[idx]).kind)) {
+      if (t.dtype() != spec.dtype || t.num_elements() != 1 || t.rank() > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", in.name, "': expected one ", DTypeName(spec.dtype), " value (shape [] or [1]), got ",
+            DTypeName(t.dtype()), DimsToString(t.dims())));
+      }
+      scalars.push_back(t.Reshaped({}));
+      bound[idx] = &scalars.back();
+      continue;
+    }
     if (t.dtype() != spec.dtype) {
       return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "': expected datatype ",
                                                      DTypeName(spec.dtype), ", got ",
@@ -167,7 +194,7 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     bound[idx] = &t;
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (bound[i] == nullptr) {
+    if (bound[i] == nullptr && !inputs_[i].optional) {
       return absl::InvalidArgumentError(absl::StrCat("missing input '", inputs_[i].name,
                                                      "' (", SpecString(inputs_[i]), ")"));
     }
@@ -190,15 +217,29 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   }
 
   std::vector<kernels::TensorInfo> signature;
-  std::vector<Tensor> args;
+  std::vector<RunValue> args;
   for (const Tensor* t : bound) {
+    if (t == nullptr) {  // an optional input left out
+      signature.push_back(kernels::TensorInfo{DType::kUnknown, {}, nullptr, false});
+      args.push_back(RunValue::None());
+      continue;
+    }
     signature.push_back(kernels::TensorInfo{t->dtype(), t->dims(), nullptr, true});
-    args.push_back(*t);
+    args.push_back(RunValue::Of(*t));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe, GetExecutable(signature));
-  ASSIGN_OR_RETURN(std::vector<Tensor> outs, exe->Run(args));
+  ASSIGN_OR_RETURN(std::vector<RunValue> outs, exe->RunValues(args));
   std::vector<NamedTensor> result;
-  for (size_t i : wanted) result.push_back(NamedTensor{names[i], outs[i]});
+  for (size_t i : wanted) {
+    RunValue& out = outs[i];
+    if (out.kind == RunValue::Kind::kTensor) {
+      result.push_back(NamedTensor{names[i], std::move(out.tensor)});
+    } else if (out.kind == RunValue::Kind::kTensorList) {
+      for (size_t k = 0; k < out.list.size(); ++k) {
+        result.push_back(NamedTensor{absl::StrCat(names[i], ".", k), std::move(out.list[k])});
+      }
+    }
+  }
   return result;
 }
 

@@ -23,6 +23,8 @@ struct TensorSpec {
   std::string name;
   DType dtype = DType::kUnknown;
   std::optional<Dims> dims;
+  // An input that may be left out of a request (an Optional[Tensor] argument).
+  bool optional = false;
 };
 
 struct NamedTensor {
@@ -30,8 +32,23 @@ struct NamedTensor {
   Tensor tensor;
 };
 
+// Where a Model gets its executables. Without one, a Model compiles each
+// signature once and keeps it for its lifetime; a server passes a shared cache
+// bounded in bytes and backed by disk (engine/cache) instead.
+class ExecutableProvider {
+ public:
+  virtual ~ExecutableProvider() = default;
+  // Returns the executable of `graph` for `signature`, compiling on a miss.
+  // Fails as Executable::Compile does.
+  virtual absl::StatusOr<std::shared_ptr<const Executable>> Get(
+      const ir::Graph& graph, const std::vector<kernels::TensorInfo>& signature,
+      const CompileOptions& options) const = 0;
+};
+
 struct ModelOptions {
   CompileOptions compile;
+  // Null: the model's own per-signature map.
+  std::shared_ptr<const ExecutableProvider> executables;
   // Declarations from the load config; they override what the graph implies.
   // Matched by name; an empty name in `inputs` at position i renames nothing.
   std::vector<TensorSpec> inputs;
@@ -48,11 +65,20 @@ class Model {
   const std::vector<TensorSpec>& outputs() const { return outputs_; }
   const ir::Graph& graph() const { return graph_; }
 
+  // What the load found out about the model, for its metadata (the ops that
+  // run through the libtorch fallback, the verified import's differences).
+  const std::map<std::string, std::string>& properties() const { return properties_; }
+  void set_property(const std::string& key, std::string value) {
+    properties_[key] = std::move(value);
+  }
+
   // Checks `inputs` against the contract (unknown, missing or duplicate name,
   // dtype, rank, fixed dims: InvalidArgument naming the input with expected
   // versus got), compiles for their signature on first use, runs, and returns
   // the requested outputs (all when `requested` is empty; an unknown name is
-  // InvalidArgument).
+  // InvalidArgument). An optional input may be left out; an int/float/bool
+  // input takes a 0-dim or one-element tensor. An output that is a tensor list
+  // comes back as "<name>.0", "<name>.1", ...; one that is None is left out.
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::vector<NamedTensor>& inputs,
                                                  const std::vector<std::string>& requested) const;
 
@@ -69,6 +95,7 @@ class Model {
   ModelOptions options_;
   std::vector<TensorSpec> inputs_;
   std::vector<TensorSpec> outputs_;
+  std::map<std::string, std::string> properties_;
 
   mutable std::mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const Executable>> executables_;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "engine/fallback/fallback.h"
 #include "engine/importer/torchscript_importer.h"
 #include "engine/runtime/model.h"
 
@@ -129,11 +130,15 @@ int main(int argc, char** argv) {
 
   at::set_num_threads(threads);
   openblas_set_num_threads(threads);
+  kiln::fallback::InstallFallbackKernel(threads);
 
   const std::vector<Case> cases = {
       {"mlp", {1, 16}},
       {"resnet18", {1, 3, 224, 224}},
       {"mobilenet_v2", {1, 3, 224, 224}},
+      {"shufflenet_v2_x0_5", {1, 3, 224, 224}},  // shapes computed at run time, folded
+      {"shufflenet_v2_x1_0", {1, 3, 224, 224}},
+      {"control_flow", {4, 8}},  // scripted if/for/while; select and stack fall back
   };
   std::printf("threads=%d iters=%d (batch 1, median ms)\n", threads, iters);
   std::printf("%-14s %10s %10s %8s %12s\n", "model", "kiln_ms", "torch_ms", "ratio", "max_abs_diff");

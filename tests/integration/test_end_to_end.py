@@ -160,13 +160,46 @@ class EndToEndTest(unittest.TestCase):
         self.infer_and_compare("mlp", ["x"])
         self.assertFalse(os.path.exists(os.path.join(self.repo, "broken", "1", "model.pt")))
 
-    def test_unsupported_ops_are_all_listed(self):
-        r = self.kiln("upload", fixture("unsupported.pt"), "--name", "unsupported", check=False)
+    def test_unsupported_ops_are_all_listed_in_strict_mode(self):
+        config = os.path.join(self.tmp, "strict.json")
+        with open(config, "w") as f:
+            f.write('{"strict": true}')
+        r = self.kiln("upload", fixture("unsupported.pt"), "--name", "unsupported_strict",
+                      "--config", config, check=False)
         self.assertNotEqual(r.returncode, 0)
         msg = r.stderr + r.stdout
-        self.assertIn("aten::cumsum", msg)
-        self.assertIn("aten::flip", msg)
+        self.assertIn("aten::i0", msg)
+        self.assertIn("aten::logcumsumexp", msg)
         self.assertTrue(self.server.alive())
+
+    def test_unsupported_ops_serve_through_the_fallback(self):
+        r = self.upload("unsupported")
+        self.assertIn("fallback_ops: aten::i0,aten::logcumsumexp", r.stdout)
+        self.infer_and_compare("unsupported", ["x"])
+        self.assertTrue(self.server.alive())
+
+    def test_scripted_control_flow_matches_libtorch(self):
+        config = os.path.join(self.tmp, "control_flow.json")
+        with open(config, "w") as f:
+            f.write('{"verify": {"inputs": [{"name": "x", "dims": [4, 8]}]}}')
+        r = self.kiln("upload", fixture("control_flow.pt"), "--name", "control_flow",
+                      "--config", config)
+        self.assertIn("verify: passed", r.stdout)
+        self.infer_and_compare("control_flow", ["x"])
+
+    def test_shufflenet_matches_libtorch_and_inspect_shows_the_graph(self):
+        r = self.upload("shufflenet_v2_x0_5")
+        self.assertIn("verify: passed", r.stdout)
+        self.infer_and_compare("shufflenet_v2_x0_5", ["x"])
+        remote = self.kiln("inspect", "shufflenet_v2_x0_5", "--remote").stdout
+        self.assertIn("Reshape(", remote)
+        self.assertIn("fallback ops: none", remote)
+        dot = os.path.join(self.tmp, "shufflenet.dot")
+        offline = self.kiln("inspect", fixture("shufflenet_v2_x0_5.pt"), "--dot", dot).stdout
+        self.assertIn("ScalarBinary", offline)
+        self.assertIn("op histogram", offline)
+        with open(dot) as f:
+            self.assertIn("digraph kiln", f.read())
 
     def test_unknown_model(self):
         r = self.kiln("infer", "no_such_model", "--input", f"x={fixture('mlp.input.x.npy')}",

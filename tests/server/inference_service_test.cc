@@ -362,12 +362,46 @@ TEST_F(InferenceServiceTest, FailedUploadKeepsServingModelAndItsFile) {
   EXPECT_FALSE(fs::exists(repo_ + "/broken/1/model.pt"));
 }
 
-TEST_F(InferenceServiceTest, UnsupportedOpsAreAllListed) {
+TEST_F(InferenceServiceTest, StrictConfigListsEveryUnsupportedOp) {
   REQUIRE_FIXTURE("unsupported.pt");
-  absl::Status status = UploadFixture("unsupported", "unsupported.pt");
+  absl::Status status = UploadFixture("unsupported", "unsupported.pt", R"({"strict": true})");
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("aten::cumsum"));
-  EXPECT_THAT(status.message(), HasSubstr("aten::flip"));
+  EXPECT_THAT(status.message(), HasSubstr("unsupported ops: aten::i0, aten::logcumsumexp"));
+  EXPECT_FALSE(fs::exists(repo_ + "/unsupported/1/model.pt"));
+}
+
+// Without "strict", ops Kiln does not translate run through libtorch: the
+// model serves libtorch's numbers, and its metadata says which ops fell back
+// and how the verified import compared.
+TEST_F(InferenceServiceTest, UnsupportedOpsServeThroughTheFallback) {
+  REQUIRE_FIXTURE("unsupported.pt");
+  UploadAndCompare("unsupported");
+  auto metadata = client_->Metadata("unsupported");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  EXPECT_EQ(metadata->properties["fallback_ops"], "aten::i0,aten::logcumsumexp");
+  EXPECT_THAT(metadata->properties["verify"], HasSubstr("skipped"));  // scripted: no input shape
+  EXPECT_THAT(metadata->properties["graph"], HasSubstr("Fallback(%x)"));
+  // Given a sample shape, the load verifies against libtorch and publishes the difference.
+  ASSERT_TRUE(UploadFixture("unsupported2", "unsupported.pt",
+                            R"({"verify": {"inputs": [{"name": "x", "dims": [2, 8]}]}})")
+                  .ok());
+  auto verified = client_->Metadata("unsupported2");
+  ASSERT_TRUE(verified.ok());
+  EXPECT_THAT(verified->properties["verify"], HasSubstr("passed on x=FP32[2, 8]"));
+  EXPECT_EQ(verified->properties["verify.max_abs_diff.output0"], "0");
+}
+
+TEST_F(InferenceServiceTest, VerifiedImportPublishesTheDifferencePerOutput) {
+  REQUIRE_FIXTURE("mlp.pt");
+  UploadAndCompare("mlp");
+  auto metadata = client_->Metadata("mlp");
+  ASSERT_TRUE(metadata.ok());
+  EXPECT_THAT(metadata->properties["verify"], HasSubstr("passed on x=FP32[1, 16]"));
+  EXPECT_TRUE(metadata->properties.count("verify.max_abs_diff.output0"));
+  EXPECT_EQ(metadata->properties["fallback_ops"], "");
+  absl::Status bad = UploadFixture("mlp2", "mlp.pt", R"({"verify": {"on_mismatch": "maybe"}})");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("verify.on_mismatch"));
 }
 
 TEST_F(InferenceServiceTest, UnloadReloadAndRestartFromRepository) {

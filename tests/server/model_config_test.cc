@@ -53,5 +53,70 @@ TEST(ModelConfigTest, RejectsBadConfigsWithWhere) {
   }
 }
 
+TEST(ModelConfigTest, VersionPolicyDefaultsToLatestOne) {
+  auto config = ParseModelConfig("{}");
+  ASSERT_TRUE(config.ok());
+  EXPECT_THAT(config->version_policy.Select({1, 2, 5}), ElementsAre(5));
+  EXPECT_THAT(config->version_policy.Select({}), ::testing::IsEmpty());
+}
+
+TEST(ModelConfigTest, ParsesTritonVersionPolicies) {
+  auto latest = ParseModelConfig(R"({"version_policy": {"latest": {"num_versions": 2}}})");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_THAT(latest->version_policy.Select({3, 1, 2}), ElementsAre(2, 3));
+  EXPECT_EQ(latest->version_policy.ToString(), "latest 2");
+  auto all = ParseModelConfig(R"({"version_policy": {"all": {}}})");
+  ASSERT_TRUE(all.ok());
+  EXPECT_THAT(all->version_policy.Select({2, 1}), ElementsAre(1, 2));
+  auto specific = ParseModelConfig(R"({"version_policy": {"specific": {"versions": [1, 4]}}})");
+  ASSERT_TRUE(specific.ok());
+  EXPECT_THAT(specific->version_policy.Select({1, 2, 3}), ElementsAre(1));
+}
+
+TEST(ModelConfigTest, RejectsBadVersionPolicies) {
+  for (const char* json : {
+           R"({"version_policy": "latest"})",
+           R"({"version_policy": {"latest": {"num_versions": 0}}})",
+           R"({"version_policy": {"latest": {"count": 2}}})",
+           R"({"version_policy": {"all": {"x": 1}}})",
+           R"({"version_policy": {"specific": {"versions": []}}})",
+           R"({"version_policy": {"specific": {"versions": [0]}}})",
+           R"({"version_policy": {"all": {}, "latest": {}}})",
+       }) {
+    auto config = ParseModelConfig(json);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << json;
+    EXPECT_THAT(config.status().message(), HasSubstr("version_policy")) << json;
+  }
+}
+
+TEST(ModelConfigTest, StrictAndVerify) {
+  auto defaults = ParseModelConfig("{}");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->strict);
+  EXPECT_TRUE(defaults->verify.enabled);
+  EXPECT_EQ(defaults->verify.tolerance, 1e-4);
+  EXPECT_FALSE(defaults->verify.fallback_on_mismatch);
+
+  auto config = ParseModelConfig(R"({"strict": true, "verify": {"tolerance": 0.001,
+      "on_mismatch": "fallback", "inputs": [{"name": "x", "dims": [1, 3, 64, 64]}]}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->strict);
+  EXPECT_EQ(config->verify.tolerance, 0.001);
+  EXPECT_TRUE(config->verify.fallback_on_mismatch);
+  ASSERT_EQ(config->verify.inputs.size(), 1u);
+  EXPECT_THAT(*config->verify.inputs[0].dims, ElementsAre(1, 3, 64, 64));
+  auto off = ParseModelConfig(R"({"verify": false})");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->verify.enabled);
+
+  for (const char* json : {R"({"strict": 1})", R"({"verify": 3})",
+                           R"({"verify": {"on_mismatch": "ignore"}})",
+                           R"({"verify": {"tolerance": -1}})", R"({"verify": {"sample": []}})",
+                           R"({"verify": {"inputs": [{"dims": [1]}]}})"}) {
+    auto bad = ParseModelConfig(json);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << json;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::server

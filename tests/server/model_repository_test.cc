@@ -52,7 +52,7 @@ std::vector<std::string> FilesIn(const fs::path& dir) {
 TEST(ModelNameTest, AcceptsSafeNames) {
   for (const std::string& name :
        {std::string("resnet18"), std::string("a"), std::string("Model-v2.1_final"),
-        std::string("...x"), std::string(128, 'm')}) {
+        std::string("x..."), std::string(128, 'm')}) {
     EXPECT_TRUE(ValidateModelName(name).ok()) << name;
   }
 }
@@ -61,12 +61,23 @@ TEST(ModelNameTest, RejectsUnsafeNames) {
   for (const std::string& name :
        {std::string(""), std::string("."), std::string(".."), std::string("a/b"),
         std::string("../etc"), std::string("a\\b"), std::string("with space"), std::string("ü"),
-        std::string("nul\0x", 5), std::string(129, 'm')}) {
+        std::string("nul\0x", 5), std::string(129, 'm'), std::string(".hidden"),
+        std::string("..data"), std::string(".kiln-uploads"), std::string("/abs")}) {
     absl::Status status = ValidateModelName(name);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
   }
   EXPECT_THAT(ValidateModelName(std::string(129, 'm')).message(), HasSubstr("at most 128"));
   EXPECT_THAT(ValidateModelName("a/b").message(), HasSubstr("character 47"));
+  EXPECT_THAT(ValidateModelName("..").message(), HasSubstr("must not start with '.'"));
+}
+
+TEST(VersionTest, ParsesPositiveIntegersOnly) {
+  EXPECT_EQ(ParseVersion("1").value_or(0), 1);
+  EXPECT_EQ(ParseVersion("42").value_or(0), 42);
+  for (const char* bad : {"", "0", "-1", "01", "1.0", " 1", "1 ", "+1", "1/..", "..", "a",
+                          "99999999999999999999", "9007199254740993"}) {
+    EXPECT_EQ(ParseVersion(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 TEST(AtomicWriteTest, CreatesAndReplacesWithoutLeavingTempFiles) {
@@ -111,20 +122,23 @@ TEST(AtomicWriteTest, MissingDirectoryIsInternalError) {
   EXPECT_THAT(status.message(), HasSubstr("cannot create"));
 }
 
-TEST(ModelRepositoryTest, WritesTritonLayoutAndListsModels) {
+TEST(ModelRepositoryTest, WritesTritonLayoutAndListsModelsAndVersions) {
   TempDir dir;
   auto repo = ModelRepository::Open(dir.path() + "/models");
   ASSERT_TRUE(repo.ok()) << repo.status();
   EXPECT_THAT((*repo)->List(), IsEmpty());
 
-  ASSERT_TRUE((*repo)->WriteModel("b_model", "BBB").ok());
-  ASSERT_TRUE((*repo)->WriteModel("a_model", "AAA").ok());
+  ASSERT_TRUE((*repo)->WriteModel("b_model", 1, "BBB").ok());
+  ASSERT_TRUE((*repo)->WriteModel("a_model", 1, "AAA").ok());
+  ASSERT_TRUE((*repo)->WriteModel("a_model", 3, "AAA3").ok());
   ASSERT_TRUE((*repo)->WriteConfig("a_model", std::string(R"({"inputs":[]})")).ok());
   EXPECT_EQ(Slurp(dir.path() + "/models/a_model/1/model.pt"), "AAA");
+  EXPECT_EQ(Slurp(dir.path() + "/models/a_model/3/model.pt"), "AAA3");
   EXPECT_EQ(Slurp(dir.path() + "/models/a_model/config.json"), R"({"inputs":[]})");
   EXPECT_THAT((*repo)->List(), ElementsAre("a_model", "b_model"));
+  EXPECT_THAT((*repo)->Versions("a_model"), ElementsAre(1, 3));
 
-  auto model = (*repo)->ReadModel("b_model");
+  auto model = (*repo)->ReadModel("b_model", 1);
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(*model, "BBB");
   auto config = (*repo)->ReadConfig("a_model");
@@ -136,33 +150,83 @@ TEST(ModelRepositoryTest, WritesTritonLayoutAndListsModels) {
 
   ASSERT_TRUE((*repo)->WriteConfig("a_model", std::nullopt).ok());
   EXPECT_FALSE(fs::exists(dir.path() + "/models/a_model/config.json"));
-  EXPECT_EQ((*repo)->ReadModel("missing").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ((*repo)->WriteModel("../escape", "x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*repo)->ReadModel("missing", 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*repo)->ReadModel("b_model", 2).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*repo)->WriteModel("../escape", 1, "x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(dir.path() + "/escape"));
 }
 
-TEST(ModelRepositoryTest, ListSkipsInvalidNamesAndDirectoriesWithoutModel) {
+TEST(ModelRepositoryTest, ListSkipsInvalidNamesHiddenEntriesAndDirectoriesWithoutModel) {
   TempDir dir;
   fs::create_directories(dir.path() + "/empty_dir/1");
   fs::create_directories(dir.path() + "/bad name/1");
   std::ofstream(dir.path() + "/bad name/1/model.pt") << "x";
+  fs::create_directories(dir.path() + "/..data/1");  // a Kubernetes volume's bookkeeping
+  std::ofstream(dir.path() + "/..data/1/model.pt") << "x";
   std::ofstream(dir.path() + "/stray_file") << "x";
   fs::create_directories(dir.path() + "/good/1");
   std::ofstream(dir.path() + "/good/1/model.pt") << "x";
+  fs::create_directories(dir.path() + "/good/not_a_version");
+  std::ofstream(dir.path() + "/good/not_a_version/model.pt") << "x";
+  fs::create_directories(dir.path() + "/good/007");
+  std::ofstream(dir.path() + "/good/007/model.pt") << "x";
   auto repo = ModelRepository::Open(dir.path());
   ASSERT_TRUE(repo.ok());
   EXPECT_THAT((*repo)->List(), ElementsAre("good"));
+  EXPECT_THAT((*repo)->Versions("good"), ElementsAre(1));
 }
 
-TEST(ModelRepositoryTest, OpenSweepsLeftoverTempFiles) {
+TEST(ModelRepositoryTest, OpenSweepsLeftoverTempFilesAndHalfDeletedModels) {
   TempDir dir;
   fs::create_directories(dir.path() + "/m/1");
   std::ofstream(dir.path() + "/m/1/model.pt") << "x";
   std::ofstream(dir.path() + "/m/1/.kiln-tmp-model.pt-123") << "partial";
   std::ofstream(dir.path() + "/m/.kiln-tmp-config.json-9") << "partial";
+  fs::create_directories(dir.path() + "/.kiln-trash-old-1/2");
+  std::ofstream(dir.path() + "/.kiln-trash-old-1/2/model.pt") << "x";
+  fs::create_directories(dir.path() + "/.kiln-uploads");
+  std::ofstream(dir.path() + "/.kiln-uploads/.kiln-tmp-load-5") << "partial";
+  std::ofstream(dir.path() + "/.kiln-uploads/abc-10.part") << "kept";  // resumable: stays
   auto repo = ModelRepository::Open(dir.path());
   ASSERT_TRUE(repo.ok());
   EXPECT_THAT(FilesIn(dir.path() + "/m/1"), ElementsAre("model.pt"));
   EXPECT_THAT(FilesIn(dir.path() + "/m"), ElementsAre("1"));
+  EXPECT_THAT(FilesIn(dir.path()), ElementsAre(".kiln-uploads", "m"));
+  EXPECT_THAT(FilesIn(dir.path() + "/.kiln-uploads"), ElementsAre("abc-10.part"));
+}
+
+TEST(ModelRepositoryTest, InstallMovesAStagedFileIntoPlace) {
+  TempDir dir;
+  auto repo = ModelRepository::Open(dir.path());
+  ASSERT_TRUE(repo.ok());
+  const std::string staged = (*repo)->StagingDir() + "/upload.part";
+  std::ofstream(staged) << "new model";
+  ASSERT_TRUE((*repo)->InstallModel("m", 2, staged).ok());
+  EXPECT_FALSE(fs::exists(staged));
+  EXPECT_EQ(Slurp(dir.path() + "/m/2/model.pt"), "new model");
+
+  auto clone = (*repo)->CloneToStaging(dir.path() + "/m/2/model.pt");
+  ASSERT_TRUE(clone.ok()) << clone.status();
+  ASSERT_TRUE((*repo)->InstallModel("m", 3, *clone).ok());
+  EXPECT_EQ(Slurp(dir.path() + "/m/3/model.pt"), "new model");
+  EXPECT_THAT((*repo)->Versions("m"), ElementsAre(2, 3));
+}
+
+TEST(ModelRepositoryTest, DeleteRemovesAVersionOrTheWholeModel) {
+  TempDir dir;
+  auto repo = ModelRepository::Open(dir.path());
+  ASSERT_TRUE(repo.ok());
+  ASSERT_TRUE((*repo)->WriteModel("m", 1, "one").ok());
+  ASSERT_TRUE((*repo)->WriteModel("m", 2, "two").ok());
+  ASSERT_TRUE((*repo)->WriteConfig("m", std::string("{}")).ok());
+  ASSERT_TRUE((*repo)->Delete("m", 1).ok());
+  EXPECT_THAT((*repo)->Versions("m"), ElementsAre(2));
+  EXPECT_EQ((*repo)->Delete("m", 1).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE((*repo)->Delete("m", 0).ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/m"));
+  EXPECT_THAT((*repo)->List(), IsEmpty());
+  EXPECT_EQ((*repo)->Delete("../m", 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(FilesIn(dir.path()), ElementsAre(".kiln-uploads"));
 }
 
 }  // namespace

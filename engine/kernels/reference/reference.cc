@@ -4,6 +4,8 @@
 // against the PyTorch documentation line by line.
 #include "engine/kernels/reference/reference.h"
 
+#include "engine/kernels/reference/ref_util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -546,6 +548,9 @@ absl::StatusOr<std::vector<Tensor>> Concat(const Node& node, const std::vector<c
 
 absl::StatusOr<std::vector<Tensor>> RunReference(const ir::Node& node,
                                                  const std::vector<const Tensor*>& inputs) {
+  // The op-coverage ops (and the N-d forms of Conv and the pools) live in
+  // the per-family reference files; they answer first.
+  if (MaybeOutputs coverage = CoverageReference(node, inputs)) return *std::move(coverage);
   const ir::OpArity arity = ir::GetOpArity(node.kind);
   if (static_cast<int>(inputs.size()) < arity.min_inputs) return Error(node, "too few inputs");
   for (int i = 0; i < arity.min_inputs; ++i) {

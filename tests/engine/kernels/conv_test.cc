@@ -10,6 +10,7 @@ namespace {
 
 using testing::Absent;
 using testing::Attrs;
+using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using testing::F32;
 using ::testing::FloatNear;
@@ -165,10 +166,20 @@ TEST(ConvKernelTest, RejectsKernelLargerThanPaddedInput) {
   EXPECT_EQ(g.Prepare().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(ConvKernelTest, OneDimConvIsUnimplemented) {
+TEST(ConvKernelTest, OneDimConvRunsAsARow) {
+  // x = [1, 2, 3, 4, 5], w = [1, 0, -1], padding 1: y[i] = x[i-1] - x[i+1].
+  SingleOpGraph g(ir::OpKind::kConv, {F32({1, 1, 5}, {1, 2, 3, 4, 5}), F32({1, 1, 3}, {1, 0, -1})},
+                  Attrs().Ints("padding", {1}), {1});
+  auto out = g.Run();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].dims(), (Dims{1, 1, 5}));
+  EXPECT_THAT(Values((*out)[0]), ElementsAre(-2, -2, -2, -2, 4));
+}
+
+TEST(ConvKernelTest, RejectsWeightOfWrongRank) {
   SingleOpGraph g(ir::OpKind::kConv,
-                  {Tensor::Zeros(DType::kF32, {1, 2, 8}), Tensor::Zeros(DType::kF32, {3, 2, 3})});
-  EXPECT_EQ(g.Prepare().code(), absl::StatusCode::kUnimplemented);
+                  {Tensor::Zeros(DType::kF32, {1, 2, 8}), Tensor::Zeros(DType::kF32, {3, 2})});
+  EXPECT_EQ(g.Prepare().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -127,7 +127,8 @@ TEST(ElementwiseKernelTest, RejectsMixedDtypes) {
   SingleOpGraph g(ir::OpKind::kAdd, {F32({3}, {1, 2, 3}), i64});
   absl::Status s = g.Prepare();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("input 1 has dtype INT64, expected FP32"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("operands have different dtypes: FP32 and INT64"));
 }
 
 }  // namespace

@@ -69,5 +69,30 @@ TEST(PipelineTest, RunsEveryPassAndCanDisableByName) {
             (std::vector<std::string>{"eliminate_identity", "dead_code_elimination"}));
 }
 
+// Passes see nodes inside blocks too: an Identity in a branch is removed and
+// the block yields its input; a dead node in a loop body goes.
+TEST(PipelineTest, RewritesInsideBlocksAndKeepsThemValid) {
+  ir::Graph g;
+  ir::ValueId x = g.AddInput("x", {});
+  ir::ValueId c = g.AddInput("c", ir::TensorType{DType::kBool, Dims{}}, ir::ValueKind::kBool);
+  ir::NodeId n = g.AddNodeWithOutputs(ir::OpKind::kIf, {c}, 1);
+  ir::BlockId then_block = g.AddBlock(n);
+  g.SetInsertionBlock(then_block);
+  ir::ValueId r = g.node(g.AddNode(ir::OpKind::kRelu, {x})).outputs[0];
+  ir::ValueId id = g.node(g.AddNode(ir::OpKind::kIdentity, {r}, {}, "aten::dropout")).outputs[0];
+  g.AddNode(ir::OpKind::kSigmoid, {r});  // dead
+  g.SetBlockResults(then_block, {id});
+  ir::BlockId else_block = g.AddBlock(n);
+  g.SetBlockResults(else_block, {x});
+  g.SetInsertionBlock(ir::kMainBlock);
+  g.AddOutput(g.node(n).outputs[0], "output0");
+  ASSERT_TRUE(RunPipeline(g).ok());
+  EXPECT_TRUE(ir::VerifyGraph(g).ok()) << ir::PrintGraph(g);
+  EXPECT_EQ(CountOps(g, ir::OpKind::kIdentity), 0);
+  EXPECT_EQ(CountOps(g, ir::OpKind::kSigmoid), 0);
+  const ir::Block& then_after = g.block(g.node(g.value(g.outputs()[0]).producer).blocks[0]);
+  EXPECT_EQ(g.node(g.value(then_after.results[0]).producer).kind, ir::OpKind::kRelu);
+}
+
 }  // namespace
 }  // namespace kiln::passes

@@ -1,0 +1,161 @@
+#include "engine/cache/cache_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cache/file_io.h"
+#include "engine/common/status_macros.h"
+#include "kiln/v1/graph.pb.h"
+
+namespace kiln::cache {
+namespace {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'C', 'F', '0', '2'};
+constexpr size_t kPrefixBytes = 8 + 8 + 8;
+constexpr size_t kAlign = 64;
+
+std::string LittleEndian(uint64_t v, int bytes) {
+  std::string out(bytes, '\0');
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
+uint64_t ReadLittleEndian(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+absl::Status WriteCacheFile(const std::string& path, absl::string_view kind, absl::string_view key,
+                            const std::vector<absl::string_view>& payload) {
+  uint64_t payload_size = 0;
+  for (absl::string_view piece : payload) payload_size += piece.size();
+  v1::CacheFileHeader header;
+  header.set_format(kCacheFormat);
+  header.set_kind(std::string(kind));
+  header.set_key(std::string(key));
+  header.set_payload_size(payload_size);
+  const std::string header_bytes = header.SerializeAsString();
+  const std::string header_size = LittleEndian(header_bytes.size(), 4);
+
+  uint32_t crc = Crc32c(header_size);
+  crc = Crc32c(header_bytes, crc);
+  for (absl::string_view piece : payload) crc = Crc32c(piece, crc);
+  const std::string checksum = LittleEndian(crc, 8);
+  const uint64_t body_size = 4 + header_bytes.size() + payload_size;
+  const std::string prefix =
+      absl::StrCat(absl::string_view(kMagic, sizeof(kMagic)), LittleEndian(body_size, 8), checksum);
+  // Pieces, not one string: a payload may be hundreds of megabytes of weights.
+  std::vector<absl::string_view> pieces = {prefix, header_size, header_bytes};
+  pieces.insert(pieces.end(), payload.begin(), payload.end());
+  return WriteFileAtomically(path, pieces);
+}
+
+absl::StatusOr<Payload> ReadCacheFile(const std::string& path, absl::string_view kind,
+                                      absl::string_view key) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no file '", path, "'"));
+    return absl::InternalError(absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("cannot stat '", path, "': ", std::strerror(errno)));
+  }
+  const size_t file_size = static_cast<size_t>(st.st_size);
+  auto corrupt = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("cache file '", path, "' is corrupt: ", why));
+  };
+  // The payload's place in the file is known only after reading the header
+  // size, so read that first, then the whole file at an offset that puts the
+  // payload on a 64-byte boundary in memory.
+  char head[kPrefixBytes + 4];
+  if (file_size < sizeof(head) ||
+      ::pread(fd, head, sizeof(head), 0) != static_cast<ssize_t>(sizeof(head))) {
+    ::close(fd);
+    return corrupt(absl::StrCat("only ", file_size, " bytes"));
+  }
+  const uint64_t header_size = ReadLittleEndian(head + kPrefixBytes, 4);
+  const size_t payload_offset = kPrefixBytes + 4 + header_size;
+  const size_t pad = (kAlign - payload_offset % kAlign) % kAlign;
+  const size_t alloc = (pad + file_size + kAlign - 1) / kAlign * kAlign;
+  char* raw = static_cast<char*>(std::aligned_alloc(kAlign, std::max(alloc, kAlign)));
+  if (raw == nullptr) {
+    ::close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", alloc, " bytes for '", path, "'"));
+  }
+  std::shared_ptr<const char> buffer(raw, [](const char* p) { std::free(const_cast<char*>(p)); });
+  char* file = raw + pad;
+  size_t done = 0;
+  while (done < file_size) {
+    const ssize_t n = ::pread(fd, file + done, file_size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done != file_size) return corrupt("shrank while being read");
+
+  if (std::memcmp(file, kMagic, sizeof(kMagic)) != 0) return corrupt("bad magic");
+  const uint64_t body_size = ReadLittleEndian(file + 8, 8);
+  if (body_size != file_size - kPrefixBytes) {
+    return corrupt(absl::StrCat("body is ", file_size - kPrefixBytes, " bytes, header says ",
+                                body_size, " (truncated?)"));
+  }
+  const absl::string_view body(file + kPrefixBytes, body_size);
+  if (ReadLittleEndian(file + 16, 8) != Crc32c(body)) return corrupt("checksum mismatch");
+  if (header_size > body.size() - 4) return corrupt("header size out of range");
+  v1::CacheFileHeader header;
+  if (!header.ParseFromArray(body.data() + 4, static_cast<int>(header_size))) {
+    return corrupt("unreadable header");
+  }
+  const size_t payload_size = body.size() - 4 - header_size;
+  if (header.payload_size() != payload_size) return corrupt("payload size mismatch");
+  if (header.format() != kCacheFormat || header.kind() != kind || header.key() != key) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cache file '", path, "' is stale: written for format ", header.format(),
+                     " kind '", header.kind(), "' key '", header.key(), "', wanted format ",
+                     kCacheFormat, " kind '", kind, "' key '", key, "'"));
+  }
+  Payload payload;
+  payload.owner_ = std::move(buffer);
+  payload.data_ = file + payload_offset;
+  payload.size_ = payload_size;
+  return payload;
+}
+
+absl::StatusOr<std::string> PeekCacheFileKey(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("no file '", path, "'"));
+  char head[kPrefixBytes + 4];
+  std::string header;
+  bool ok = ::pread(fd, head, sizeof(head), 0) == static_cast<ssize_t>(sizeof(head)) &&
+            std::memcmp(head, kMagic, sizeof(kMagic)) == 0;
+  if (ok) {
+    const uint64_t size = ReadLittleEndian(head + kPrefixBytes, 4);
+    ok = size < (1 << 20);
+    if (ok) {
+      header.resize(size);
+      ok = ::pread(fd, header.data(), size, sizeof(head)) == static_cast<ssize_t>(size);
+    }
+  }
+  ::close(fd);
+  v1::CacheFileHeader parsed;
+  if (!ok || !parsed.ParseFromString(header)) {
+    return absl::DataLossError(absl::StrCat("cache file '", path, "' has no readable header"));
+  }
+  return parsed.key();
+}
+
+}  // namespace kiln::cache

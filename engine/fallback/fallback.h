@@ -1,0 +1,17 @@
+// Kiln's libtorch fallback: runs an op Kiln does not translate natively
+// through libtorch's own operator registry, as one Fallback node of the plan
+// (engine/importer/fallback_convert.cc emits them). This library and the
+// importer are the only Kiln code that links libtorch; the runtime knows the
+// fallback only as a kernel installed at startup, so builds without libtorch
+// still run every native op.
+#pragma once
+
+namespace kiln::fallback {
+
+// Installs the Fallback kernel into the kernel registry
+// (kernels::InstallKernel). Idempotent; call once at startup, before models
+// are compiled. Also sets libtorch's intra-op threads to `num_threads` when
+// it is positive.
+void InstallFallbackKernel(int num_threads = 0);
+
+}  // namespace kiln::fallback

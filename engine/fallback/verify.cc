@@ -1,0 +1,415 @@
+// Verified import (see verify.h).
+//
+// Both sides run the same prepared torch graph: libtorch through its
+// interpreter (torch::jit::Code on the frozen, inlined graph the importer
+// translated, so every torch value has a Kiln counterpart), Kiln through the
+// model being loaded. Samples are drawn from the model's input contract with
+// a fixed seed: floats N(0, 1), integers in [0, 4), bools at random; dims the
+// contract leaves open are 1 for the first (batch) dim, 224 for the spatial
+// dims of an image-like rank-4 input, else 8.
+//
+// To find the first diverging node, the graph is imported again with an
+// ImportTrace, every traced value becomes an extra output of the Kiln graph,
+// and a clone of every traced value (taken right after it is computed, so a
+// later in-place op cannot change it) an extra output of the torch graph.
+// One run of each then gives every intermediate value; the first, in graph
+// order, past the tolerance is the divergence.
+#include "engine/fallback/verify.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
+#include "engine/importer/import_context.h"
+#include "engine/importer/prepared_module.h"
+
+namespace kiln::fallback {
+namespace {
+
+absl::StatusOr<c10::ScalarType> TorchDType(DType d) {
+  switch (d) {
+    case DType::kBool: return c10::ScalarType::Bool;
+    case DType::kUInt8: return c10::ScalarType::Byte;
+    case DType::kInt8: return c10::ScalarType::Char;
+    case DType::kInt16: return c10::ScalarType::Short;
+    case DType::kInt32: return c10::ScalarType::Int;
+    case DType::kInt64: return c10::ScalarType::Long;
+    case DType::kF16: return c10::ScalarType::Half;
+    case DType::kBF16: return c10::ScalarType::BFloat16;
+    case DType::kF32: return c10::ScalarType::Float;
+    case DType::kF64: return c10::ScalarType::Double;
+    case DType::kUnknown: break;
+  }
+  return absl::InvalidArgumentError("unknown dtype");
+}
+
+// A copy of a Kiln tensor as an at::Tensor.
+absl::StatusOr<at::Tensor> CopyToTorch(const Tensor& t) {
+  ASSIGN_OR_RETURN(c10::ScalarType st, TorchDType(t.dtype()));
+  return at::from_blob(const_cast<void*>(t.raw_data()),
+                       std::vector<int64_t>(t.dims().begin(), t.dims().end()),
+                       at::TensorOptions().dtype(st))
+      .clone();
+}
+
+std::string Describe(const at::Tensor& t) {
+  auto dtype = importer::DTypeFromTorch(t.scalar_type());
+  return absl::StrCat(dtype.ok() ? DTypeName(*dtype) : std::string(c10::toString(t.scalar_type())),
+                      DimsToString(Dims(t.sizes().begin(), t.sizes().end())));
+}
+
+// Compares Kiln's value with libtorch's.
+OutputCheck Compare(const std::string& name, const at::Tensor& kiln, const at::Tensor& ref,
+                    double tolerance) {
+  OutputCheck check;
+  check.name = name;
+  if (kiln.sizes() != ref.sizes() || kiln.scalar_type() != ref.scalar_type()) {
+    check.passed = false;
+    check.problem = absl::StrCat("Kiln gives ", Describe(kiln), ", libtorch ", Describe(ref));
+    return check;
+  }
+  if (kiln.numel() == 0) return check;
+  const at::Tensor a = kiln.to(at::kDouble);
+  const at::Tensor b = ref.to(at::kDouble);
+  const at::Tensor both_nan = at::isnan(a).logical_and(at::isnan(b));
+  at::Tensor diff = (a - b).abs().masked_fill(both_nan, 0.0);
+  diff = diff.nan_to_num(std::numeric_limits<double>::infinity());
+  check.max_abs_diff = diff.max().item<double>();
+  check.max_abs_ref = b.abs().masked_fill(at::isnan(b), 0.0).max().item<double>();
+  const bool exact = !ref.is_floating_point();
+  check.passed = exact ? check.max_abs_diff == 0
+                       : check.max_abs_diff <= tolerance * check.max_abs_ref + 1e-6;
+  return check;
+}
+
+// Values of one side, flattened: a tensor list gives its elements, None nothing.
+std::vector<at::Tensor> Flatten(const c10::IValue& v) {
+  if (v.isTensor()) return {v.toTensor()};
+  if (v.isTensorList()) return v.toTensorVector();
+  if (v.isInt()) return {at::scalar_tensor(v.toInt(), at::kLong)};
+  if (v.isDouble()) return {at::scalar_tensor(v.toDouble(), at::kDouble)};
+  if (v.isBool()) return {at::scalar_tensor(v.toBool(), at::kBool)};
+  return {};
+}
+
+absl::StatusOr<std::vector<at::Tensor>> Flatten(const runtime::RunValue& v) {
+  std::vector<at::Tensor> out;
+  if (v.kind == runtime::RunValue::Kind::kTensor) {
+    ASSIGN_OR_RETURN(at::Tensor t, CopyToTorch(v.tensor));
+    out.push_back(std::move(t));
+  } else if (v.kind == runtime::RunValue::Kind::kTensorList) {
+    for (const Tensor& e : v.list) {
+      ASSIGN_OR_RETURN(at::Tensor t, CopyToTorch(e));
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+struct Samples {
+  std::vector<kernels::TensorInfo> signature;
+  std::vector<runtime::RunValue> kiln;
+  std::vector<c10::IValue> torch;
+  std::string text;
+};
+
+// Sample inputs from the contract (and the overrides); a reason when none can be made.
+absl::StatusOr<Samples> MakeSamples(const runtime::Model& model, const ir::Graph& graph,
+                                    const VerifyOptions& options, std::string* skip) {
+  Samples s;
+  std::mt19937_64 rng(options.seed);
+  std::vector<std::string> text;
+  for (size_t i = 0; i < model.inputs().size(); ++i) {
+    runtime::TensorSpec spec = model.inputs()[i];
+    for (const runtime::TensorSpec& o : options.samples) {
+      if (o.name != spec.name) continue;
+      if (o.dtype != DType::kUnknown) spec.dtype = o.dtype;
+      if (o.dims) spec.dims = o.dims;
+    }
+    const ir::Value& value = graph.value(graph.inputs()[i]);
+    if (ir::IsScalarKind(value.kind)) {
+      // An int/float/bool argument: a small positive value.
+      Tensor t = Tensor::Zeros(spec.dtype, {});
+      c10::IValue iv;
+      if (spec.dtype == DType::kInt64) {
+        *t.data<int64_t>() = 2;
+        iv = c10::IValue(int64_t{2});
+      } else if (spec.dtype == DType::kF64) {
+        *t.data<double>() = 0.5;
+        iv = c10::IValue(0.5);
+      } else {
+        *t.data<bool>() = true;
+        iv = c10::IValue(true);
+      }
+      s.signature.push_back(kernels::TensorInfo{t.dtype(), t.dims(), nullptr, true});
+      s.kiln.push_back(runtime::RunValue::Of(t));
+      s.torch.push_back(iv);
+      text.push_back(absl::StrCat(spec.name, "=", DTypeName(spec.dtype)));
+      continue;
+    }
+    if (!spec.dims.has_value() || spec.dtype == DType::kUnknown) {
+      *skip = absl::StrCat("input '", spec.name,
+                           "' has no known shape; give it in the load config's verify.inputs");
+      return s;
+    }
+    Dims dims = *spec.dims;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d] >= 0) continue;
+      const bool image = dims.size() == 4 && d >= 2 && (*spec.dims)[1] > 0;
+      dims[d] = d == 0 ? 1 : image ? 224 : 8;
+    }
+    Tensor t = Tensor::Zeros(spec.dtype, dims);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::uniform_int_distribution<int> small(0, 3);
+    ASSIGN_OR_RETURN(c10::ScalarType st, TorchDType(spec.dtype));
+    at::Tensor tt = at::from_blob(t.raw_data(), std::vector<int64_t>(dims.begin(), dims.end()),
+                                  at::TensorOptions().dtype(st));
+    if (IsFloatingPoint(spec.dtype)) {
+      at::Tensor values = at::empty(tt.sizes(), at::kDouble);
+      double* p = values.data_ptr<double>();
+      for (int64_t k = 0; k < values.numel(); ++k) p[k] = normal(rng);
+      tt.copy_(values);
+    } else {
+      at::Tensor values = at::empty(tt.sizes(), at::kLong);
+      int64_t* p = values.data_ptr<int64_t>();
+      for (int64_t k = 0; k < values.numel(); ++k) p[k] = small(rng);
+      tt.copy_(spec.dtype == DType::kBool ? values.remainder(2) : values);
+    }
+    s.signature.push_back(kernels::TensorInfo{t.dtype(), t.dims(), nullptr, true});
+    s.torch.push_back(tt.clone());  // libtorch's own copy: its in-place ops must not reach Kiln's
+    s.kiln.push_back(runtime::RunValue::Of(std::move(t)));
+    text.push_back(absl::StrCat(spec.name, "=", DTypeName(spec.dtype), DimsToString(dims)));
+  }
+  s.text = absl::StrJoin(text, ", ");
+  return s;
+}
+
+// Runs the torch graph (input 0 is the frozen module) on the samples.
+std::vector<c10::IValue> RunTorch(const std::shared_ptr<torch::jit::Graph>& graph,
+                                  const importer::PreparedModule& prepared,
+                                  const std::vector<c10::IValue>& inputs) {
+  c10::InferenceMode inference;
+  torch::jit::Code code(graph, "kiln_verify");
+  torch::jit::Stack stack;
+  stack.push_back(prepared.frozen._ivalue());
+  for (const c10::IValue& v : inputs) {
+    stack.push_back(v.isTensor() ? c10::IValue(v.toTensor().clone()) : v);
+  }
+  torch::jit::InterpreterState(code).run(stack);
+  return stack;
+}
+
+// Whether two graphs have the same nodes and wiring (attributes and names may differ).
+bool SameStructure(const ir::Graph& a, const ir::Graph& b) {
+  if (a.nodes().size() != b.nodes().size() || a.values().size() != b.values().size() ||
+      a.inputs() != b.inputs() || a.outputs() != b.outputs()) {
+    return false;
+  }
+  for (size_t n = 0; n < a.nodes().size(); ++n) {
+    const ir::Node& x = a.nodes()[n];
+    const ir::Node& y = b.nodes()[n];
+    if (x.kind != y.kind || x.inputs != y.inputs || x.outputs != y.outputs ||
+        x.blocks != y.blocks) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The first traced node whose outputs diverge, as the report's divergence.
+// The values compared are the served graph's own (the import is repeated only
+// to learn which torch value each ir value stands for).
+absl::Status Bisect(importer::PreparedModule& prepared, const importer::ImportOptions& import,
+                    const ir::Graph& served, const Samples& samples,
+                    const VerifyOptions& options, VerifyReport& report) {
+  importer::ImportTrace trace;
+  ASSIGN_OR_RETURN(ir::Graph graph,
+                   importer::ImportTorchGraph(*prepared.graph, import, /*has_self=*/true, &trace));
+  if (SameStructure(graph, served)) graph = served;
+  torch::jit::Graph& tg = *prepared.graph;
+  std::vector<std::pair<const importer::ImportTrace::Entry*, size_t>> order;
+  for (const importer::ImportTrace::Entry& entry : trace.nodes) {
+    for (size_t o = 0; o < entry.outputs.size(); ++o) {
+      graph.AddOutput(entry.outputs[o].second, absl::StrCat("trace.", order.size()));
+      torch::jit::Value* v = const_cast<torch::jit::Value*>(entry.outputs[o].first);
+      torch::jit::WithInsertPoint guard(v->node()->next());
+      torch::jit::Value* none = tg.insertConstant(c10::IValue());
+      torch::jit::Node* clone = tg.create(c10::aten::clone, {v, none});
+      tg.insertNode(clone);
+      clone->output()->setType(v->type());
+      tg.registerOutput(clone->output());
+      order.push_back({&entry, o});
+    }
+  }
+  const size_t first_trace = graph.outputs().size() - order.size();
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
+                   runtime::Executable::Compile(graph, samples.signature, {}));
+  ASSIGN_OR_RETURN(std::vector<runtime::RunValue> kiln, exe->RunValues(samples.kiln));
+  const std::vector<c10::IValue> torch = RunTorch(prepared.graph, prepared, samples.torch);
+  const size_t torch_first = torch.size() - order.size();
+  for (size_t k = 0; k < order.size(); ++k) {
+    const auto& [entry, o] = order[k];
+    ASSIGN_OR_RETURN(std::vector<at::Tensor> mine, Flatten(kiln[first_trace + k]));
+    const c10::IValue& ref = torch[torch_first + k];
+    if (mine.size() != 1 || !ref.isTensor()) continue;
+    OutputCheck check = Compare("", mine[0], ref.toTensor(), options.tolerance);
+    if (check.passed) continue;
+    const std::string kind = entry->node->kind().toQualString();
+    report.divergent_op = kind;
+    report.divergence = absl::StrCat(
+        "node ", entry->index, " (", kind, ") output %", entry->outputs[o].first->debugName(),
+        ": ",
+        check.problem.empty()
+            ? absl::StrFormat("max |diff| %.3g (max |ref| %.3g)", check.max_abs_diff,
+                              check.max_abs_ref)
+            : check.problem);
+    return absl::OkStatus();
+  }
+  report.divergence = "the outputs differ, but no intermediate value of forward()'s top level does";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VerifyReport> VerifyOnceImpl(std::string_view model_bytes,
+                                            const importer::ImportOptions& import,
+                                            const runtime::Model& model,
+                                            const VerifyOptions& options) {
+  VerifyReport report;
+  importer::PreparedModule prepared = importer::LoadAndPrepare(model_bytes);
+  std::string skip;
+  ASSIGN_OR_RETURN(Samples samples, MakeSamples(model, model.graph(), options, &skip));
+  if (!skip.empty()) {
+    report.skipped = true;
+    report.skip_reason = skip;
+    return report;
+  }
+  report.samples = samples.text;
+
+  std::vector<c10::IValue> torch;
+  try {
+    torch = RunTorch(prepared.graph, prepared, samples.torch);
+  } catch (const std::exception& e) {
+    // The model itself rejects the sample (a fixed image size, a value range).
+    report.skipped = true;
+    std::string what = e.what();
+    if (const c10::Error* ce = dynamic_cast<const c10::Error*>(&e)) {
+      what = ce->what_without_backtrace();
+    }
+    report.skip_reason = absl::StrCat("libtorch rejected the sample inputs (", samples.text,
+                                      "): ", what.substr(0, what.find('\n')),
+                                      "; give their shapes in the load config's verify.inputs");
+    return report;
+  }
+  // Compiled here rather than through the model, so the sample's signature
+  // takes no room in the model's plan cache and counts as no request.
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
+                   runtime::Executable::Compile(model.graph(), samples.signature, {}));
+  ASSIGN_OR_RETURN(std::vector<runtime::RunValue> kiln, exe->RunValues(samples.kiln));
+  const ir::Graph& graph = model.graph();
+  if (kiln.size() != torch.size()) {
+    return absl::InternalError(absl::StrCat("Kiln's graph has ", kiln.size(),
+                                            " outputs, libtorch's ", torch.size()));
+  }
+  for (size_t k = 0; k < kiln.size(); ++k) {
+    ASSIGN_OR_RETURN(std::vector<at::Tensor> mine, Flatten(kiln[k]));
+    std::vector<at::Tensor> ref = Flatten(torch[k]);
+    const std::string& name = graph.output_names()[k];
+    if (mine.size() != ref.size()) {
+      OutputCheck check;
+      check.name = name;
+      check.passed = false;
+      check.problem = absl::StrCat("Kiln gives ", mine.size(), " tensors, libtorch ", ref.size());
+      report.outputs.push_back(check);
+      report.passed = false;
+      continue;
+    }
+    for (size_t e = 0; e < mine.size(); ++e) {
+      OutputCheck check = Compare(mine.size() == 1 && kiln[k].kind == runtime::RunValue::Kind::kTensor
+                                      ? name
+                                      : absl::StrCat(name, ".", e),
+                                  mine[e], ref[e], options.tolerance);
+      report.passed &= check.passed;
+      report.outputs.push_back(std::move(check));
+    }
+  }
+  if (!report.passed) {
+    importer::ImportOptions named = import;
+    named.input_names.clear();
+    for (ir::ValueId v : graph.inputs()) named.input_names.push_back(graph.value(v).name);
+    named.output_names = graph.output_names();
+    absl::Status s = Bisect(prepared, named, graph, samples, options, report);
+    if (!s.ok()) report.divergence = absl::StrCat("(cannot locate: ", s.message(), ")");
+  }
+  return report;
+}
+
+}  // namespace
+
+std::string VerifyReport::Summary() const {
+  if (skipped) return absl::StrCat("skipped: ", skip_reason);
+  std::vector<std::string> parts;
+  for (const OutputCheck& o : outputs) {
+    parts.push_back(o.problem.empty()
+                        ? absl::StrFormat("%s max |diff| %.3g", o.name, o.max_abs_diff)
+                        : absl::StrCat(o.name, ": ", o.problem));
+  }
+  std::string s = absl::StrCat(passed ? "passed" : "FAILED", " on ", samples, ": ",
+                               absl::StrJoin(parts, ", "));
+  if (!divergence.empty()) absl::StrAppend(&s, "; first divergence: ", divergence);
+  if (!forced_fallback.empty()) {
+    absl::StrAppend(&s, "; served through the fallback: ", absl::StrJoin(forced_fallback, ", "));
+  }
+  return s;
+}
+
+absl::StatusOr<VerifyReport> VerifyOnce(std::string_view model_bytes,
+                                        const importer::ImportOptions& import,
+                                        const runtime::Model& model,
+                                        const VerifyOptions& options) {
+  try {
+    return VerifyOnceImpl(model_bytes, import, model, options);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("verification failed in libtorch: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("verification failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<VerifiedModel> VerifyModel(std::string_view model_bytes,
+                                          const importer::ImportOptions& import,
+                                          std::unique_ptr<runtime::Model> model,
+                                          const ModelBuilder& build,
+                                          const VerifyOptions& options) {
+  ASSIGN_OR_RETURN(VerifyReport report, VerifyOnce(model_bytes, import, *model, options));
+  importer::ImportOptions forced = import;
+  std::vector<std::string> added;
+  while (!report.passed && static_cast<int>(added.size()) < options.fallback_on_mismatch &&
+         report.divergent_op.rfind("aten::", 0) == 0 &&
+         std::find(forced.force_fallback.begin(), forced.force_fallback.end(),
+                   report.divergent_op) == forced.force_fallback.end()) {
+    forced.force_fallback.push_back(report.divergent_op);
+    added.push_back(report.divergent_op);
+    ASSIGN_OR_RETURN(ir::Graph graph, importer::ImportTorchScript(model_bytes, forced));
+    ASSIGN_OR_RETURN(model, build(std::move(graph)));
+    ASSIGN_OR_RETURN(report, VerifyOnce(model_bytes, forced, *model, options));
+  }
+  report.forced_fallback = added;
+  if (!report.passed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "verified import failed: Kiln's outputs differ from libtorch's (", report.Summary(),
+        "). Set \"verify\": {\"on_mismatch\": \"fallback\"} in the load config to serve the "
+        "diverging ops through libtorch"));
+  }
+  return VerifiedModel{std::move(model), std::move(report)};
+}
+
+}  // namespace kiln::fallback

@@ -1,0 +1,302 @@
+// Converters for elementwise math beyond add/sub/mul/div: binary ops with
+// tensor or scalar operands (pow, maximum, remainder, comparisons, logical
+// ops), where and masked_fill, clamp, division with a rounding mode, the
+// fused helpers addcmul/addcdiv/lerp, and the parameterised activations.
+//
+// Scalar operands become 0-dim values (a Python int as INT64, a float as
+// FP64, as the scalar table types them); the kernels let such a scalar take
+// the tensor operand's dtype, as PyTorch's type promotion does.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/importer/aten_op_table.h"
+
+namespace kiln::importer {
+namespace {
+
+using ir::OpKind;
+
+std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
+
+// Input `i` as a tensor, or as a 0-dim scalar value.
+absl::StatusOr<ir::ValueId> Operand(const TorchNode& node, ImportContext& ctx, size_t i) {
+  if (ctx.IsScalarLike(node, i)) return ctx.ScalarInput(node, i);
+  return ctx.Input(node, i);
+}
+
+// A float attribute from a constant Scalar argument, with a default when absent.
+absl::StatusOr<double> FloatArg(const TorchNode& node, ImportContext& ctx, size_t i, double def) {
+  if (i >= node.inputs().size() || ctx.IsNone(node, i)) return def;
+  return ctx.ConstDouble(node, i);
+}
+
+ir::Attributes FloatAttrs(std::initializer_list<std::pair<const char*, double>> values) {
+  ir::Attributes attrs;
+  for (const auto& [name, v] : values) attrs.SetFloat(name, v);
+  return attrs;
+}
+
+}  // namespace
+
+ConvertResult ConvertBinaryOp(ir::OpKind op, const TorchNode& node, ImportContext& ctx) {
+  if (node.inputs().size() < 2) return ctx.InvalidArgument(node, "expected 2 operands");
+  ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 0));
+  ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 1));
+  return One(ctx.Emit(node, op, {a, b}));
+}
+
+// __and__ / bitwise_and and friends, bitwise_not: logical on BOOL (the masks
+// models combine); the kernels reject integer operands, whose bitwise meaning
+// differs.
+ConvertResult ConvertBitwise(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = node.kind().toUnqualString();
+  if (kind == "bitwise_not") {
+    ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+    ir::Attributes attrs;
+    attrs.SetBool("bitwise", true);
+    return One(ctx.Emit(node, OpKind::kLogicalNot, {x}, std::move(attrs)));
+  }
+  const OpKind op = kind.find("and") != std::string::npos  ? OpKind::kLogicalAnd
+                    : kind.find("xor") != std::string::npos ? OpKind::kLogicalXor
+                                                            : OpKind::kLogicalOr;
+  ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 0));
+  ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 1));
+  ir::Attributes attrs;
+  attrs.SetBool("bitwise", true);
+  return One(ctx.Emit(node, op, {a, b}, std::move(attrs)));
+}
+
+// greater, less_equal, ...: aliases of gt, le, ...
+ConvertResult ConvertComparisonAlias(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = node.kind().toUnqualString();
+  const OpKind op = kind == "greater"         ? OpKind::kGreater
+                    : kind == "greater_equal" ? OpKind::kGreaterEqual
+                    : kind == "less"          ? OpKind::kLess
+                    : kind == "less_equal"    ? OpKind::kLessEqual
+                                              : OpKind::kNotEqual;
+  return ConvertBinaryOp(op, node, ctx);
+}
+
+// div(self, other, *, rounding_mode): "floor" is FloorDiv, "trunc" is Div then Trunc.
+ConvertResult ConvertDiv(const TorchNode& node, ImportContext& ctx) {
+  if (node.inputs().size() < 3 || ctx.IsNone(node, 2)) return ConvertBinary(OpKind::kDiv, node, ctx);
+  ASSIGN_OR_RETURN(std::string mode, ctx.ConstString(node, 2));
+  ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 0));
+  ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 1));
+  if (mode == "floor") return One(ctx.Emit(node, OpKind::kFloorDiv, {a, b}));
+  if (mode == "trunc") {
+    ir::ValueId q = ctx.Emit(node, OpKind::kDiv, {a, b}, {}, ".quotient");
+    return One(ctx.Emit(node, OpKind::kTrunc, {q}));
+  }
+  return ctx.InvalidArgument(node, absl::StrCat("unknown rounding_mode '", mode, "'"));
+}
+
+// floor_divide(self, other): floor rounding since PyTorch 1.13.
+ConvertResult ConvertFloorDivide(const TorchNode& node, ImportContext& ctx) {
+  return ConvertBinaryOp(OpKind::kFloorDiv, node, ctx);
+}
+
+// rsub(self, other, alpha=1) = other - alpha * self.
+ConvertResult ConvertRsub(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, Operand(node, ctx, 0));
+  ASSIGN_OR_RETURN(ir::ValueId other, Operand(node, ctx, 1));
+  ASSIGN_OR_RETURN(double alpha, FloatArg(node, ctx, 2, 1.0));
+  if (alpha != 1.0) {
+    ir::ValueId s = ctx.AddFloat(alpha, node.output()->debugName() + ".alpha");
+    self = ctx.Emit(node, OpKind::kMul, {self, s}, {}, ".scaled");
+  }
+  return One(ctx.Emit(node, OpKind::kSub, {other, self}));
+}
+
+// where(condition, self, other); self and other may be scalars.
+ConvertResult ConvertWhere(const TorchNode& node, ImportContext& ctx) {
+  if (node.inputs().size() != 3) {
+    return ctx.Unimplemented(node, "where(condition) (the indices of non-zeros) has a "
+                                   "data-dependent shape");
+  }
+  ASSIGN_OR_RETURN(ir::ValueId cond, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 1));
+  ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 2));
+  return One(ctx.Emit(node, OpKind::kWhere, {cond, a, b}));
+}
+
+// masked_fill(self, mask, value) = where(mask, value, self).
+ConvertResult ConvertMaskedFill(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId mask, ctx.Input(node, 1));
+  ASSIGN_OR_RETURN(ir::ValueId value, Operand(node, ctx, 2));
+  return One(ctx.Emit(node, OpKind::kWhere, {mask, value, self}));
+}
+
+// clamp(self, min?, max?), clamp_min(self, min), clamp_max(self, max), and their
+// in-place forms: Clip with constant bounds, Maximum/Minimum with tensor bounds.
+ConvertResult ConvertClamp(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = node.kind().toUnqualString();
+  const bool only_min = kind.rfind("clamp_min", 0) == 0;
+  const bool only_max = kind.rfind("clamp_max", 0) == 0;
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  const size_t min_i = only_max ? 99 : 1;
+  const size_t max_i = only_min ? 99 : (only_max ? 1 : 2);
+  auto is_tensor_bound = [&](size_t i) {
+    return i < node.inputs().size() && !ctx.IsNone(node, i) && !ctx.IsScalarLike(node, i) &&
+           !ctx.ConstantOf(node.inputs()[i]).has_value();
+  };
+  if (is_tensor_bound(min_i) || is_tensor_bound(max_i)) {
+    ir::ValueId y = x;
+    if (min_i < node.inputs().size() && !ctx.IsNone(node, min_i)) {
+      ASSIGN_OR_RETURN(ir::ValueId lo, Operand(node, ctx, min_i));
+      y = ctx.Emit(node, OpKind::kMaximum, {y, lo}, {}, ".lower");
+    }
+    if (max_i < node.inputs().size() && !ctx.IsNone(node, max_i)) {
+      ASSIGN_OR_RETURN(ir::ValueId hi, Operand(node, ctx, max_i));
+      y = ctx.Emit(node, OpKind::kMinimum, {y, hi});
+    }
+    return One(y);
+  }
+  ir::Attributes attrs;
+  if (min_i < node.inputs().size() && !ctx.IsNone(node, min_i)) {
+    ASSIGN_OR_RETURN(double lo, ctx.ConstDouble(node, min_i));
+    attrs.SetFloat("min", lo);
+  }
+  if (max_i < node.inputs().size() && !ctx.IsNone(node, max_i)) {
+    ASSIGN_OR_RETURN(double hi, ctx.ConstDouble(node, max_i));
+    attrs.SetFloat("max", hi);
+  }
+  return One(ctx.Emit(node, OpKind::kClip, {x}, std::move(attrs)));
+}
+
+// addcmul(self, t1, t2, value=1) = self + value * t1 * t2; addcdiv with t1 / t2.
+ConvertResult ConvertAddcmulDiv(const TorchNode& node, ImportContext& ctx) {
+  const bool div = std::string(node.kind().toUnqualString()).rfind("addcdiv", 0) == 0;
+  ASSIGN_OR_RETURN(ir::ValueId self, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId t1, ctx.Input(node, 1));
+  ASSIGN_OR_RETURN(ir::ValueId t2, ctx.Input(node, 2));
+  ASSIGN_OR_RETURN(double value, FloatArg(node, ctx, 3, 1.0));
+  ir::ValueId p = ctx.Emit(node, div ? OpKind::kDiv : OpKind::kMul, {t1, t2}, {}, ".product");
+  if (value != 1.0) {
+    ir::ValueId v = ctx.AddFloat(value, node.output()->debugName() + ".value");
+    p = ctx.Emit(node, OpKind::kMul, {p, v}, {}, ".scaled");
+  }
+  return One(ctx.Emit(node, OpKind::kAdd, {self, p}));
+}
+
+// lerp(self, end, weight): PyTorch's two-sided form, exact at both ends:
+// weight < 0.5 ? self + weight * (end - self) : end - (end - self) * (1 - weight).
+ConvertResult ConvertLerp(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId end, ctx.Input(node, 1));
+  if (!ctx.IsScalarLike(node, 2) && !ctx.ConstantOf(node.inputs()[2]).has_value()) {
+    return ctx.Unimplemented(node, "lerp with a tensor weight");
+  }
+  ASSIGN_OR_RETURN(double w, ctx.ConstDouble(node, 2));
+  const std::string name = node.output()->debugName();
+  ir::ValueId diff = ctx.Emit(node, OpKind::kSub, {end, self}, {}, ".diff");
+  if (std::abs(w) < 0.5) {
+    ir::ValueId s = ctx.Emit(node, OpKind::kMul, {diff, ctx.AddFloat(w, name + ".weight")}, {},
+                             ".step");
+    return One(ctx.Emit(node, OpKind::kAdd, {self, s}));
+  }
+  ir::ValueId s = ctx.Emit(node, OpKind::kMul, {diff, ctx.AddFloat(1.0 - w, name + ".weight")}, {},
+                           ".step");
+  return One(ctx.Emit(node, OpKind::kSub, {end, s}));
+}
+
+// square(self) = self * self.
+ConvertResult ConvertSquare(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  return One(ctx.Emit(node, OpKind::kMul, {x, x}));
+}
+
+// ---------------------------------------------------------------- activations
+
+ConvertResult ConvertLeakyRelu(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(double slope, FloatArg(node, ctx, 1, 0.01));
+  return One(ctx.Emit(node, OpKind::kLeakyRelu, {x}, FloatAttrs({{"negative_slope", slope}})));
+}
+
+// elu(self, alpha, scale, input_scale), selu(self), celu(self, alpha).
+ConvertResult ConvertElu(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = node.kind().toUnqualString();
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  double alpha = 1.0, scale = 1.0, input_scale = 1.0;
+  if (kind.rfind("selu", 0) == 0) {
+    alpha = 1.6732632423543772848170429916717;
+    scale = 1.0507009873554804934193349852946;
+  } else if (kind.rfind("celu", 0) == 0) {
+    ASSIGN_OR_RETURN(alpha, FloatArg(node, ctx, 1, 1.0));
+    input_scale = 1.0 / alpha;
+  } else {
+    ASSIGN_OR_RETURN(alpha, FloatArg(node, ctx, 1, 1.0));
+    ASSIGN_OR_RETURN(scale, FloatArg(node, ctx, 2, 1.0));
+    ASSIGN_OR_RETURN(input_scale, FloatArg(node, ctx, 3, 1.0));
+  }
+  return One(ctx.Emit(node, OpKind::kElu, {x},
+                      FloatAttrs({{"alpha", alpha}, {"scale", scale}, {"input_scale", input_scale}})));
+}
+
+ConvertResult ConvertSoftplus(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(double beta, FloatArg(node, ctx, 1, 1.0));
+  ASSIGN_OR_RETURN(double threshold, FloatArg(node, ctx, 2, 20.0));
+  return One(ctx.Emit(node, OpKind::kSoftplus, {x},
+                      FloatAttrs({{"beta", beta}, {"threshold", threshold}})));
+}
+
+// hardshrink / softshrink(self, lambd=0.5).
+ConvertResult ConvertShrink(const TorchNode& node, ImportContext& ctx) {
+  const bool hard = std::string(node.kind().toUnqualString()).rfind("hard", 0) == 0;
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(double lambd, FloatArg(node, ctx, 1, 0.5));
+  return One(ctx.Emit(node, hard ? OpKind::kHardShrink : OpKind::kSoftShrink, {x},
+                      FloatAttrs({{"lambd", lambd}})));
+}
+
+// threshold(self, threshold, value): x <= threshold becomes value.
+ConvertResult ConvertThreshold(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(double threshold, ctx.ConstDouble(node, 1));
+  ASSIGN_OR_RETURN(double value, ctx.ConstDouble(node, 2));
+  return One(ctx.Emit(node, OpKind::kThreshold, {x},
+                      FloatAttrs({{"threshold", threshold}, {"value", value}})));
+}
+
+ConvertResult ConvertPrelu(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId w, ctx.Input(node, 1));
+  return One(ctx.Emit(node, OpKind::kPRelu, {x, w}));
+}
+
+// glu(self, dim=-1) = a * sigmoid(b) for the two halves a, b along dim.
+ConvertResult ConvertGlu(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  int64_t dim = -1;
+  if (node.inputs().size() > 1) {
+    ASSIGN_OR_RETURN(dim, ctx.ConstInt(node, 1));
+  }
+  ir::ValueId half[2];
+  for (int64_t k = 0; k < 2; ++k) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    attrs.SetInt("chunks", 2);
+    attrs.SetInt("index", k);
+    half[k] = ctx.Emit(node, OpKind::kChunk, {x}, std::move(attrs), k == 0 ? ".a" : ".b");
+  }
+  ir::ValueId gate = ctx.Emit(node, OpKind::kSigmoid, {half[1]}, {}, ".gate");
+  return One(ctx.Emit(node, OpKind::kMul, {half[0], gate}));
+}
+
+// softmin(self, dim) = softmax(-self, dim) (aten::softmin exists in scripted code).
+ConvertResult ConvertSoftmin(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(int64_t dim, ctx.ConstInt(node, 1));
+  ir::ValueId neg = ctx.Emit(node, OpKind::kNeg, {x}, {}, ".neg");
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  return One(ctx.Emit(node, OpKind::kSoftmax, {neg}, std::move(attrs)));
+}
+
+}  // namespace kiln::importer

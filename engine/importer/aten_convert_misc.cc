@@ -1,0 +1,533 @@
+// Converters for creation ops (folded to constants when their sizes are
+// constant), casts, einsum and the small linear-algebra helpers, group and
+// instance norm, interpolation, the recurrent layers and the fused attention
+// ops that freezing leaves in transformer models.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/eye.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/linspace.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/importer/aten_op_table.h"
+
+namespace kiln::importer {
+namespace {
+
+using ir::OpKind;
+
+std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
+
+std::string Kind(const TorchNode& node) { return node.kind().toUnqualString(); }
+
+int ArgIndex(const TorchNode& node, const char* name) {
+  const c10::FunctionSchema* schema = node.maybeSchema();
+  if (schema == nullptr) return -1;
+  for (size_t i = 0; i < schema->arguments().size(); ++i) {
+    if (schema->arguments()[i].name() == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The ScalarType argument called `name` (an int constant), or nullopt when absent or None.
+absl::StatusOr<std::optional<c10::ScalarType>> ScalarTypeArg(const TorchNode& node,
+                                                             ImportContext& ctx, const char* name) {
+  const int i = ArgIndex(node, name);
+  if (i < 0 || ctx.IsNone(node, i)) return std::optional<c10::ScalarType>();
+  ASSIGN_OR_RETURN(int64_t v, ctx.ConstInt(node, i));
+  return std::optional<c10::ScalarType>(static_cast<c10::ScalarType>(v));
+}
+
+// A constant Scalar argument as a c10::Scalar (int stays int, float float).
+absl::StatusOr<c10::Scalar> ScalarArg(const TorchNode& node, ImportContext& ctx, size_t i) {
+  std::optional<c10::IValue> c = ctx.ConstantOf(node.inputs()[i]);
+  if (!c) return ctx.Unimplemented(node, absl::StrCat("argument ", i, " is computed at run time"));
+  if (c->isInt()) return c10::Scalar(c->toInt());
+  if (c->isDouble()) return c10::Scalar(c->toDouble());
+  if (c->isBool()) return c10::Scalar(c->toBool());
+  if (c->isTensor() && c->toTensor().dim() == 0) return c->toTensor().item();
+  return ctx.InvalidArgument(node, absl::StrCat("argument ", i, " is not a number"));
+}
+
+// Creation ops compute their constant with libtorch itself, so dtype
+// inference (arange(5) is int64, arange(0.5) float) is PyTorch's.
+absl::StatusOr<ir::ValueId> Folded(const TorchNode& node, ImportContext& ctx, const at::Tensor& t) {
+  return ctx.AddTensorConstant(t, node.output()->debugName());
+}
+
+at::TensorOptions Options(const std::optional<c10::ScalarType>& dtype) {
+  at::TensorOptions options;
+  if (dtype) options = options.dtype(*dtype);
+  return options;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- creation
+
+// arange(end | start, end[, step], *, dtype, ...).
+ConvertResult ConvertArange(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
+  const std::string overload = node.maybeSchema() ? node.maybeSchema()->overload_name() : "";
+  const size_t n_args = overload.empty() ? 1 : overload == "start" ? 2 : 3;
+  bool constant = true;
+  for (size_t i = 0; i < n_args; ++i) constant &= ctx.ConstantOf(node.inputs()[i]).has_value();
+  if (!constant) {
+    // A bound computed at run time (arange(x.size(1))): an Arange node; the
+    // result is int64 unless a float is involved, as in PyTorch.
+    std::vector<ir::ValueId> args;
+    bool floating = false;
+    for (size_t i = 0; i < n_args; ++i) {
+      ASSIGN_OR_RETURN(ir::ValueId a, ctx.ScalarInput(node, i));
+      floating |= ctx.KindOf(a) == ir::ValueKind::kFloat;
+      args.push_back(a);
+    }
+    if (n_args == 1) args.insert(args.begin(), ctx.AddInt(0));
+    if (n_args < 3) args.push_back(ctx.AddInt(1));
+    DType d = floating ? DType::kF32 : DType::kInt64;
+    if (dtype) {
+      ASSIGN_OR_RETURN(d, DTypeFromTorch(*dtype));
+    }
+    ir::Attributes attrs;
+    attrs.SetString("dtype", DTypeName(d));
+    return One(ctx.Emit(node, OpKind::kArange, std::move(args), std::move(attrs)));
+  }
+  at::Tensor t;
+  if (overload.empty()) {
+    ASSIGN_OR_RETURN(c10::Scalar end, ScalarArg(node, ctx, 0));
+    t = at::arange(end, Options(dtype));
+  } else {
+    ASSIGN_OR_RETURN(c10::Scalar start, ScalarArg(node, ctx, 0));
+    ASSIGN_OR_RETURN(c10::Scalar end, ScalarArg(node, ctx, 1));
+    c10::Scalar step(1);
+    if (overload == "start_step") {
+      ASSIGN_OR_RETURN(step, ScalarArg(node, ctx, 2));
+    }
+    t = at::arange(start, end, step, Options(dtype));
+  }
+  ASSIGN_OR_RETURN(ir::ValueId id, Folded(node, ctx, t));
+  return One(id);
+}
+
+// zeros / ones / full / empty(size[, fill_value], *, dtype, ...): a constant.
+// empty is zero-filled (its contents are unspecified).
+ConvertResult ConvertFull(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = Kind(node);
+  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
+  c10::Scalar value(0);
+  if (kind == "ones") value = c10::Scalar(1);
+  if (kind == "full") {
+    ASSIGN_OR_RETURN(value, ScalarArg(node, ctx, 1));
+  }
+  ASSIGN_OR_RETURN(ImportContext::IntsArg size, ctx.IntsInput(node, 0));
+  // full's dtype follows the fill value when not given (float -> default float).
+  c10::ScalarType st = dtype.value_or(kind == "full" && value.isIntegral(false) ? c10::kLong
+                                      : kind == "full" && value.isBoolean()     ? c10::kBool
+                                                                                : c10::kFloat);
+  if (!size.values.has_value()) {
+    // A size computed at run time (an LSTM's zero state): a Fill node.
+    ASSIGN_OR_RETURN(DType kd, DTypeFromTorch(st));
+    ir::Attributes attrs;
+    attrs.SetFloat("value", value.toDouble());
+    attrs.SetString("dtype", DTypeName(kd));
+    return One(ctx.Emit(node, OpKind::kFill, {ir::kNoValue, size.value}, std::move(attrs)));
+  }
+  ASSIGN_OR_RETURN(ir::ValueId id, Folded(node, ctx, at::full(*size.values, value, at::TensorOptions().dtype(st))));
+  return One(id);
+}
+
+// zeros_like / ones_like / full_like / empty_like / rand-free *_like(self[, fill], *, dtype).
+ConvertResult ConvertFullLike(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = Kind(node);
+  ASSIGN_OR_RETURN(ir::ValueId like, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
+  double value = kind == "ones_like" ? 1.0 : 0.0;
+  if (kind == "full_like") {
+    ASSIGN_OR_RETURN(value, ctx.ConstDouble(node, 1));
+  }
+  ir::Attributes attrs;
+  attrs.SetFloat("value", value);
+  if (dtype) {
+    ASSIGN_OR_RETURN(DType d, DTypeFromTorch(*dtype));
+    attrs.SetString("dtype", DTypeName(d));
+  }
+  return One(ctx.Emit(node, OpKind::kFill, {like}, std::move(attrs)));
+}
+
+// new_zeros / new_ones / new_full / new_empty(self, size[, fill], *, dtype):
+// self's dtype unless given, the given size.
+ConvertResult ConvertNewFull(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = Kind(node);
+  ASSIGN_OR_RETURN(ir::ValueId like, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
+  double value = kind == "new_ones" ? 1.0 : 0.0;
+  if (kind == "new_full") {
+    ASSIGN_OR_RETURN(value, ctx.ConstDouble(node, 2));
+  }
+  ir::Attributes attrs;
+  attrs.SetFloat("value", value);
+  if (dtype) {
+    ASSIGN_OR_RETURN(DType d, DTypeFromTorch(*dtype));
+    attrs.SetString("dtype", DTypeName(d));
+  }
+  ASSIGN_OR_RETURN(ImportContext::IntsArg size, ctx.IntsInput(node, 1));
+  if (!size.values.has_value()) {
+    return One(ctx.Emit(node, OpKind::kFill, {like, size.value}, std::move(attrs)));
+  }
+  attrs.SetInts("shape", *std::move(size.values));
+  return One(ctx.Emit(node, OpKind::kFill, {like}, std::move(attrs)));
+}
+
+// linspace(start, end, steps, *, dtype) and eye(n[, m], *, dtype): constants.
+ConvertResult ConvertLinspaceEye(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
+  at::Tensor t;
+  if (Kind(node) == "linspace") {
+    ASSIGN_OR_RETURN(c10::Scalar start, ScalarArg(node, ctx, 0));
+    ASSIGN_OR_RETURN(c10::Scalar end, ScalarArg(node, ctx, 1));
+    ASSIGN_OR_RETURN(int64_t steps, ctx.ConstInt(node, 2));
+    t = at::linspace(start, end, steps, Options(dtype));
+  } else {
+    ASSIGN_OR_RETURN(int64_t n, ctx.ConstInt(node, 0));
+    const bool has_m = node.maybeSchema() && node.maybeSchema()->overload_name() == "m";
+    int64_t m = n;
+    if (has_m) {
+      ASSIGN_OR_RETURN(m, ctx.ConstInt(node, 1));
+    }
+    t = at::eye(n, m, Options(dtype));
+  }
+  ASSIGN_OR_RETURN(ir::ValueId id, Folded(node, ctx, t));
+  return One(id);
+}
+
+// ---------------------------------------------------------------- casts
+
+// to(self, dtype | other | device, ...): a Cast, or the input itself when no
+// dtype is given (device moves); type_as(self, other).
+ConvertResult ConvertTo(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  const std::string overload = node.maybeSchema() ? node.maybeSchema()->overload_name() : "";
+  if (Kind(node) == "type_as" || overload == "other") {
+    ASSIGN_OR_RETURN(ir::ValueId like, ctx.Input(node, 1));
+    return One(ctx.Emit(node, OpKind::kCast, {x, like}));
+  }
+  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
+  if (!dtype) return One(x);
+  ASSIGN_OR_RETURN(DType d, DTypeFromTorch(*dtype));
+  ir::Attributes attrs;
+  attrs.SetString("dtype", DTypeName(d));
+  return One(ctx.Emit(node, OpKind::kCast, {x}, std::move(attrs)));
+}
+
+// ---------------------------------------------------------------- linear algebra
+
+// einsum(equation, tensors, path=None).
+ConvertResult ConvertEinsum(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(std::string equation, ctx.ConstString(node, 0));
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> inputs, ctx.TensorListInput(node, 1));
+  ir::Attributes attrs;
+  attrs.SetString("equation", equation);
+  return One(ctx.Emit(node, OpKind::kEinsum, std::move(inputs), std::move(attrs)));
+}
+
+// baddbmm(self, batch1, batch2, beta=1, alpha=1) = beta * self + alpha * bmm.
+ConvertResult ConvertBaddbmm(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId a, ctx.Input(node, 1));
+  ASSIGN_OR_RETURN(ir::ValueId b, ctx.Input(node, 2));
+  double beta = 1.0, alpha = 1.0;
+  if (node.inputs().size() > 3) {
+    ASSIGN_OR_RETURN(beta, ctx.ConstDouble(node, 3));
+  }
+  if (node.inputs().size() > 4) {
+    ASSIGN_OR_RETURN(alpha, ctx.ConstDouble(node, 4));
+  }
+  const std::string name = node.output()->debugName();
+  ir::ValueId product = ctx.Emit(node, OpKind::kMatMul, {a, b}, {}, ".bmm");
+  if (alpha != 1.0) {
+    product = ctx.Emit(node, OpKind::kMul, {product, ctx.AddFloat(alpha, name + ".alpha")}, {},
+                       ".bmm_scaled");
+  }
+  if (beta == 0.0) return One(ctx.Emit(node, OpKind::kIdentity, {product}));
+  if (beta != 1.0) {
+    self = ctx.Emit(node, OpKind::kMul, {self, ctx.AddFloat(beta, name + ".beta")}, {},
+                    ".self_scaled");
+  }
+  return One(ctx.Emit(node, OpKind::kAdd, {product, self}));
+}
+
+// mv, dot: MatMul (1-D operands); outer(a, b) = a[:, None] * b.
+ConvertResult ConvertVectorProduct(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId a, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId b, ctx.Input(node, 1));
+  const std::string kind = Kind(node);
+  if (kind == "outer" || kind == "ger") {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", 1);
+    ir::ValueId column = ctx.Emit(node, OpKind::kUnsqueeze, {a}, std::move(attrs), ".column");
+    return One(ctx.Emit(node, OpKind::kMul, {column, b}));
+  }
+  return One(ctx.Emit(node, OpKind::kMatMul, {a, b}));
+}
+
+// ---------------------------------------------------------------- normalization
+
+// group_norm(input, num_groups, weight?, bias?, eps, cudnn_enabled).
+ConvertResult ConvertGroupNorm(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(int64_t groups, ctx.ConstInt(node, 1));
+  ASSIGN_OR_RETURN(ir::ValueId weight, ctx.OptionalInput(node, 2));
+  ASSIGN_OR_RETURN(ir::ValueId bias, ctx.OptionalInput(node, 3));
+  ASSIGN_OR_RETURN(double eps, ctx.ConstDouble(node, 4));
+  ir::Attributes attrs;
+  attrs.SetInt("groups", groups);
+  attrs.SetFloat("eps", eps);
+  std::vector<ir::ValueId> inputs = {x, weight, bias};
+  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  return One(ctx.Emit(node, OpKind::kGroupNorm, std::move(inputs), std::move(attrs)));
+}
+
+// instance_norm(input, weight?, bias?, running_mean?, running_var?,
+// use_input_stats, momentum, eps, cudnn_enabled): with input statistics it is a
+// GroupNorm with one group per channel (the group count comes from the
+// weight, or from the input's channels, which only the kernel knows).
+ConvertResult ConvertInstanceNorm(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(bool use_input_stats, ctx.ConstBool(node, 5));
+  if (!use_input_stats) {
+    return ctx.Unimplemented(node, "instance_norm with running statistics");
+  }
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId weight, ctx.OptionalInput(node, 1));
+  ASSIGN_OR_RETURN(ir::ValueId bias, ctx.OptionalInput(node, 2));
+  ASSIGN_OR_RETURN(double eps, ctx.ConstDouble(node, 7));
+  ir::Attributes attrs;
+  attrs.SetInt("groups", -1);  // one per channel
+  attrs.SetFloat("eps", eps);
+  std::vector<ir::ValueId> inputs = {x, weight, bias};
+  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  return One(ctx.Emit(node, OpKind::kGroupNorm, std::move(inputs), std::move(attrs)));
+}
+
+// ---------------------------------------------------------------- interpolation
+
+// upsample_{nearest,linear,bilinear,bicubic,trilinear}{1,2,3}d and
+// _upsample_nearest_exact*: .vec(input, output_size?, [align_corners,]
+// scale_factors?) or (self, output_size, [align_corners,] scales...).
+ConvertResult ConvertUpsample(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = Kind(node);
+  std::string mode;
+  if (kind.find("nearest_exact") != std::string::npos) {
+    mode = "nearest_exact";
+  } else if (kind.find("nearest") != std::string::npos) {
+    mode = "nearest";
+  } else if (kind.find("bicubic") != std::string::npos) {
+    mode = "cubic";
+  } else {
+    mode = "linear";
+  }
+  const bool nearest = mode.rfind("nearest", 0) == 0;
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  ir::Attributes attrs;
+  attrs.SetString("mode", mode);
+  size_t i = 2;
+  if (!nearest) {
+    ASSIGN_OR_RETURN(bool align, ctx.ConstBool(node, 2));
+    attrs.SetBool("align_corners", align);
+    i = 3;
+  }
+  const bool vec = node.maybeSchema() && node.maybeSchema()->overload_name() == "vec";
+  std::vector<double> scales;
+  ir::ValueId scales_value = ir::kNoValue;
+  if (vec) {
+    if (i < node.inputs().size() && !ctx.IsNone(node, i)) {
+      std::optional<c10::IValue> c = ctx.ConstantOf(node.inputs()[i]);
+      if (c && c->isDoubleList()) {
+        scales = c->toDoubleVector();
+      } else {
+        // Built at run time (scripted F.interpolate appends to a list): input 2.
+        ASSIGN_OR_RETURN(scales_value, ctx.AnyValue(node.inputs()[i], ctx.Where(node)));
+        if (ctx.KindOf(scales_value) != ir::ValueKind::kFloatList) {
+          return ctx.Unimplemented(node, "scale factors of an unexpected kind");
+        }
+      }
+    }
+  } else {
+    for (size_t k = i; k < node.inputs().size(); ++k) {
+      if (ctx.IsNone(node, k)) {
+        scales.clear();
+        break;
+      }
+      ASSIGN_OR_RETURN(double s, ctx.ConstDouble(node, k));
+      scales.push_back(s);
+    }
+  }
+  ir::ValueId sizes = ir::kNoValue;
+  if (!ctx.IsNone(node, 1) && scales_value == ir::kNoValue) {
+    // The size may be computed from the input's shape (segmentation heads
+    // upsample to the input's height and width).
+    ASSIGN_OR_RETURN(ImportContext::IntsArg size, ctx.IntsInput(node, 1));
+    if (size.values.has_value()) {
+      attrs.SetInts("sizes", *std::move(size.values));
+    } else {
+      sizes = size.value;
+    }
+  } else if (scales.empty() && scales_value == ir::kNoValue) {
+    return ctx.InvalidArgument(node, "has neither an output size nor scale factors");
+  }
+  // Scales also set the coordinate mapping (PyTorch uses 1/scale, not in/out).
+  if (!scales.empty()) attrs.SetFloats("scales", scales);
+  if (scales_value != ir::kNoValue) {
+    return One(ctx.Emit(node, OpKind::kResize, {x, ir::kNoValue, scales_value}, std::move(attrs)));
+  }
+  if (sizes != ir::kNoValue) return One(ctx.Emit(node, OpKind::kResize, {x, sizes}, std::move(attrs)));
+  return One(ctx.Emit(node, OpKind::kResize, {x}, std::move(attrs)));
+}
+
+// ---------------------------------------------------------------- recurrent
+
+// lstm(input, hx[], params[], has_biases, num_layers, dropout, train,
+// bidirectional, batch_first); gru / rnn_tanh / rnn_relu(input, hx, params[], ...).
+// An initial state made by aten::zeros is dropped (the kernel starts from zero).
+ConvertResult ConvertRecurrent(const TorchNode& node, ImportContext& ctx) {
+  const std::string kind = Kind(node);
+  const bool lstm = kind == "lstm";
+  if (node.maybeSchema() && node.maybeSchema()->overload_name() == "data") {
+    return ctx.Unimplemented(node, "packed sequences");
+  }
+  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+  std::vector<ir::ValueId> states;
+  if (lstm) {
+    ASSIGN_OR_RETURN(states, ctx.TensorListInput(node, 1));
+  } else {
+    ASSIGN_OR_RETURN(ir::ValueId h, ctx.Input(node, 1));
+    states = {h};
+  }
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> params, ctx.TensorListInput(node, 2));
+  ASSIGN_OR_RETURN(bool has_biases, ctx.ConstBool(node, 3));
+  ASSIGN_OR_RETURN(int64_t num_layers, ctx.ConstInt(node, 4));
+  ASSIGN_OR_RETURN(bool train, ctx.ConstBool(node, 6));
+  ASSIGN_OR_RETURN(bool bidirectional, ctx.ConstBool(node, 7));
+  ASSIGN_OR_RETURN(bool batch_first, ctx.ConstBool(node, 8));
+  if (train) return ctx.Unimplemented(node, "training mode (dropout between layers)");
+  ir::Attributes attrs;
+  if (!lstm) attrs.SetString("cell", kind == "gru" ? "gru" : kind == "rnn_relu" ? "relu" : "tanh");
+  attrs.SetInt("num_layers", num_layers);
+  attrs.SetBool("bidirectional", bidirectional);
+  attrs.SetBool("batch_first", batch_first);
+  attrs.SetBool("has_biases", has_biases);
+  attrs.SetBool("has_state", true);
+  std::vector<ir::ValueId> inputs = {x};
+  inputs.insert(inputs.end(), states.begin(), states.end());
+  inputs.insert(inputs.end(), params.begin(), params.end());
+  std::vector<std::string> names;
+  for (const torch::jit::Value* out : node.outputs()) names.push_back(out->debugName());
+  ir::NodeId n = ctx.graph().AddNode(lstm ? OpKind::kLSTM : OpKind::kRNN, std::move(inputs),
+                                     std::move(attrs), node.kind().toQualString(), names);
+  return ctx.graph().node(n).outputs;
+}
+
+// ---------------------------------------------------------------- attention
+
+// _native_multi_head_attention(query, key, value, embed_dim, num_head,
+// qkv_weight, qkv_bias, proj_weight, proj_bias, mask=None, need_weights=True,
+// average_attn_weights=True, mask_type=None) -> (output, weights).
+ConvertResult ConvertNativeMha(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId q, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(ir::ValueId k, ctx.Input(node, 1));
+  ASSIGN_OR_RETURN(ir::ValueId v, ctx.Input(node, 2));
+  ASSIGN_OR_RETURN(int64_t heads, ctx.ConstInt(node, 4));
+  ASSIGN_OR_RETURN(ir::ValueId w_in, ctx.Input(node, 5));
+  ASSIGN_OR_RETURN(ir::ValueId b_in, ctx.OptionalInput(node, 6));
+  ASSIGN_OR_RETURN(ir::ValueId w_out, ctx.Input(node, 7));
+  ASSIGN_OR_RETURN(ir::ValueId b_out, ctx.OptionalInput(node, 8));
+  ASSIGN_OR_RETURN(ir::ValueId mask, ctx.OptionalInput(node, 9));
+  ir::Attributes attrs;
+  attrs.SetInt("num_heads", heads);
+  if (node.inputs().size() > 10) {
+    ASSIGN_OR_RETURN(bool need, ctx.ConstBool(node, 10));
+    attrs.SetBool("need_weights", need);
+  } else {
+    attrs.SetBool("need_weights", true);
+  }
+  if (node.inputs().size() > 11) {
+    ASSIGN_OR_RETURN(bool average, ctx.ConstBool(node, 11));
+    attrs.SetBool("average_weights", average);
+  }
+  if (node.inputs().size() > 12 && !ctx.IsNone(node, 12)) {
+    ASSIGN_OR_RETURN(int64_t mask_type, ctx.ConstInt(node, 12));
+    attrs.SetInt("mask_type", mask_type);
+  }
+  std::vector<ir::ValueId> inputs = {q, k, v, w_in, w_out, b_in, b_out, mask};
+  while (inputs.size() > 5 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  ir::NodeId n = ctx.graph().AddNode(
+      OpKind::kMultiHeadAttention, std::move(inputs), std::move(attrs), node.kind().toQualString(),
+      {node.outputs()[0]->debugName(), node.outputs()[1]->debugName()});
+  return ctx.graph().node(n).outputs;
+}
+
+// _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias,
+// proj_weight, proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1,
+// norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2,
+// mask=None, mask_type=None): nn.TransformerEncoderLayer's fast path, spelled
+// out as attention, residual adds, LayerNorms and the feed-forward block.
+ConvertResult ConvertTransformerEncoderLayer(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId src, ctx.Input(node, 0));
+  ASSIGN_OR_RETURN(int64_t embed_dim, ctx.ConstInt(node, 1));
+  ASSIGN_OR_RETURN(int64_t heads, ctx.ConstInt(node, 2));
+  std::vector<ir::ValueId> w(18, ir::kNoValue);
+  for (size_t i : {3, 4, 5, 6, 10, 11, 12, 13, 14, 15, 16, 17}) {
+    ASSIGN_OR_RETURN(w[i], ctx.Input(node, i));
+  }
+  ASSIGN_OR_RETURN(bool use_gelu, ctx.ConstBool(node, 7));
+  ASSIGN_OR_RETURN(bool norm_first, ctx.ConstBool(node, 8));
+  ASSIGN_OR_RETURN(double eps, ctx.ConstDouble(node, 9));
+  ASSIGN_OR_RETURN(ir::ValueId mask, ctx.OptionalInput(node, 18));
+  auto layer_norm = [&](ir::ValueId x, size_t wi, const char* suffix) {
+    ir::Attributes attrs;
+    attrs.SetInts("normalized_shape", {embed_dim});
+    attrs.SetFloat("eps", eps);
+    return ctx.Emit(node, OpKind::kLayerNorm, {x, w[wi], w[wi + 1]}, std::move(attrs), suffix);
+  };
+  auto attention = [&](ir::ValueId x) {
+    ir::Attributes attrs;
+    attrs.SetInt("num_heads", heads);
+    attrs.SetBool("need_weights", false);
+    if (node.inputs().size() > 19 && !ctx.IsNone(node, 19)) {
+      absl::StatusOr<int64_t> mask_type = ctx.ConstInt(node, 19);
+      if (mask_type.ok()) attrs.SetInt("mask_type", *mask_type);
+    }
+    std::vector<ir::ValueId> inputs = {x, x, x, w[3], w[5], w[4], w[6], mask};
+    while (inputs.back() == ir::kNoValue) inputs.pop_back();
+    const std::string base = node.output()->debugName();
+    ir::NodeId n = ctx.graph().AddNode(OpKind::kMultiHeadAttention, std::move(inputs),
+                                       std::move(attrs), node.kind().toQualString(),
+                                       {base + ".attn", base + ".attn_weights"});
+    return ctx.graph().node(n).outputs[0];
+  };
+  auto feed_forward = [&](ir::ValueId x) {
+    ir::ValueId h = ctx.Emit(node, OpKind::kLinear, {x, w[14], w[15]}, {}, ".ffn1");
+    if (use_gelu) {
+      ir::Attributes attrs;
+      attrs.SetString("approximate", "none");
+      h = ctx.Emit(node, OpKind::kGelu, {h}, std::move(attrs), ".act");
+    } else {
+      h = ctx.Emit(node, OpKind::kRelu, {h}, {}, ".act");
+    }
+    return ctx.Emit(node, OpKind::kLinear, {h, w[16], w[17]}, {}, ".ffn2");
+  };
+  ir::ValueId x = src;
+  if (norm_first) {
+    x = ctx.Emit(node, OpKind::kAdd, {x, attention(layer_norm(x, 10, ".norm1"))}, {}, ".res1");
+    x = ctx.Emit(node, OpKind::kAdd, {x, feed_forward(layer_norm(x, 12, ".norm2"))});
+  } else {
+    x = layer_norm(ctx.Emit(node, OpKind::kAdd, {x, attention(x)}, {}, ".res1"), 10, ".norm1");
+    x = layer_norm(ctx.Emit(node, OpKind::kAdd, {x, feed_forward(x)}, {}, ".res2"), 12, "");
+  }
+  return One(x);
+}
+
+}  // namespace kiln::importer

@@ -1,0 +1,195 @@
+// Emits a Fallback node for a torch node Kiln does not translate natively:
+// the operator runs through libtorch's registry at run time
+// (engine/fallback/fallback_kernel.cc). The node records
+//   op, overload   the operator's name ("aten::cumsum", "")
+//   schema         its schema, for messages and the printed graph
+//   args           per schema argument, ';'-separated: "in" (the next ir
+//                  input), "list:N" (the next N ir inputs form a list; an
+//                  absent input is a None element), "const" (attribute
+//                  "arg<i>"), "none"
+//   arg<i>         constant arguments (bool, int, float, str, int[], float[])
+//   unpack         for a Tensor[] result that is only unpacked: its length
+// so the IR stays free of libtorch types.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
+#include "engine/importer/translator.h"
+
+namespace kiln::importer {
+namespace {
+
+using torch::jit::Value;
+
+// Encodes a constant argument as an attribute; false when it has no ir form.
+bool EncodeConstant(const c10::IValue& c, const std::string& name, ir::Attributes& attrs) {
+  if (c.isBool()) {
+    attrs.SetBool(name, c.toBool());
+  } else if (c.isInt()) {
+    attrs.SetInt(name, c.toInt());
+  } else if (c.isDouble()) {
+    attrs.SetFloat(name, c.toDouble());
+  } else if (c.isString()) {
+    attrs.SetString(name, c.toStringRef());
+  } else if (c.isIntList()) {
+    attrs.SetInts(name, c.toIntVector());
+  } else if (c.isDoubleList()) {
+    attrs.SetFloats(name, c.toDoubleVector());
+  } else if (c.isBoolList()) {
+    std::vector<int64_t> v;
+    for (bool b : c.toBoolList()) v.push_back(b ? 1 : 0);
+    attrs.SetInts(name, std::move(v));
+  } else if (c.isDevice()) {
+    attrs.SetString(name, c.toDevice().str());
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool IsListOfTensors(const c10::TypePtr& type) {
+  auto list = type->cast<c10::ListType>();
+  if (list == nullptr) return false;
+  c10::TypePtr element = list->getElementType();
+  if (auto opt = element->cast<c10::OptionalType>()) element = opt->getElementType();
+  return element->kind() == c10::TypeKind::TensorType;
+}
+
+}  // namespace
+
+ConvertResult ConvertFallback(const TorchNode& node, ImportContext& ctx) {
+  const c10::FunctionSchema* schema = node.maybeSchema();
+  if (schema == nullptr) {
+    return ctx.Unimplemented(node, "has no operator schema, so it cannot run through libtorch");
+  }
+  const auto& args = schema->arguments();
+  if (args.size() != node.inputs().size() || schema->is_vararg()) {
+    return ctx.Unimplemented(node, "its inputs do not match its schema");
+  }
+  ir::Attributes attrs;
+  attrs.SetString("op", schema->name());
+  attrs.SetString("overload", schema->overload_name());
+  attrs.SetString("schema", c10::toString(*schema));
+  std::vector<std::string> spec;
+  std::vector<ir::ValueId> inputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value* v = node.inputs()[i];
+    const std::string attr = absl::StrCat("arg", i);
+    std::optional<c10::IValue> c = ctx.ConstantOf(v);
+    if (c.has_value() && !c->isTensor() && !c->isTensorList() && !c->isList()) {
+      if (c->isNone()) {
+        spec.push_back("none");
+      } else if (EncodeConstant(*c, attr, attrs)) {
+        spec.push_back("const");
+      } else {
+        return ctx.Unimplemented(node, absl::StrCat("argument '", args[i].name(), "' is a ",
+                                                    c->tagKind(),
+                                                    " constant, which Kiln cannot pass to libtorch"));
+      }
+      continue;
+    }
+    if (c.has_value() && c->isList() && !c->isTensorList()) {
+      if (!EncodeConstant(*c, attr, attrs)) {
+        return ctx.Unimplemented(node, absl::StrCat("argument '", args[i].name(),
+                                                    "' is a list constant Kiln cannot pass"));
+      }
+      spec.push_back("const");
+      continue;
+    }
+    if (IsListOfTensors(args[i].type())) {
+      // Literal lists pass their elements (None elements as absent inputs).
+      const Value* list = v;
+      if (!ctx.Bound(list).has_value() && list->node()->kind() == c10::prim::ListConstruct) {
+        for (const Value* element : list->node()->inputs()) {
+          std::optional<c10::IValue> ec = ctx.ConstantOf(element);
+          if (ec.has_value() && ec->isNone()) {
+            inputs.push_back(ir::kNoValue);
+            continue;
+          }
+          ASSIGN_OR_RETURN(ir::ValueId id,
+                           ctx.ValueFor(element, absl::StrCat(ctx.Where(node), args[i].name(), ": ")));
+          inputs.push_back(id);
+        }
+        spec.push_back(absl::StrCat("list:", list->node()->inputs().size()));
+        continue;
+      }
+      if (std::optional<ir::ValueId> bound = ctx.Bound(list);
+          bound && ctx.KindOf(*bound) == ir::ValueKind::kTensorList &&
+          ctx.ListElements(*bound) == nullptr) {
+        inputs.push_back(*bound);  // a list built at run time: passed whole
+        spec.push_back("in");
+        continue;
+      }
+      ASSIGN_OR_RETURN(std::vector<ir::ValueId> elements, ctx.TensorListInput(node, i));
+      inputs.insert(inputs.end(), elements.begin(), elements.end());
+      spec.push_back(absl::StrCat("list:", elements.size()));
+      continue;
+    }
+    ASSIGN_OR_RETURN(ir::ValueId id,
+                     ctx.AnyValue(v, absl::StrCat(ctx.Where(node), args[i].name(), ": ")));
+    if (ctx.KindOf(id) == ir::ValueKind::kNone) {
+      spec.push_back("none");
+      continue;
+    }
+    inputs.push_back(id);
+    spec.push_back("in");
+  }
+  attrs.SetString("args", absl::StrJoin(spec, ";"));
+
+  // Results: one ir output per schema return, except a Tensor[] that every
+  // user unpacks (chunk, split, unbind), which becomes that many tensors.
+  const auto& returns = schema->returns();
+  if (returns.size() != node.outputs().size()) {
+    return ctx.Unimplemented(node, "its outputs do not match its schema");
+  }
+  int unpack = -1;
+  std::vector<ir::ValueKind> kinds;
+  for (size_t r = 0; r < returns.size(); ++r) {
+    const c10::TypePtr& type = returns[r].type();
+    if (IsListOfTensors(type)) {
+      if (returns.size() != 1) {
+        return ctx.Unimplemented(node, "returns a tensor list among other results");
+      }
+      for (const torch::jit::Use& use : node.output(0)->uses()) {
+        if (use.user->kind() != c10::prim::ListUnpack ||
+            (unpack >= 0 && unpack != static_cast<int>(use.user->outputs().size()))) {
+          return ctx.Unimplemented(
+              node, "returns a tensor list whose length is only known at run time");
+        }
+        unpack = static_cast<int>(use.user->outputs().size());
+      }
+      if (unpack < 0) unpack = 0;
+      continue;
+    }
+    std::optional<ir::ValueKind> kind = KindOfType(type);
+    if (!kind.has_value() || *kind == ir::ValueKind::kTensorList ||
+        ir::IsScalarListKind(*kind) || *kind == ir::ValueKind::kNone) {
+      return ctx.Unimplemented(node, absl::StrCat("returns a ", type->repr_str(),
+                                                  ", which Kiln cannot hold"));
+    }
+    kinds.push_back(*kind);
+  }
+  const int num_outputs = unpack >= 0 ? unpack : static_cast<int>(returns.size());
+  if (unpack >= 0) attrs.SetInt("unpack", unpack);
+  std::vector<std::string> names;
+  for (int o = 0; o < num_outputs; ++o) {
+    names.push_back(unpack >= 0 ? absl::StrCat(node.output(0)->debugName(), ".", o)
+                                : node.outputs()[o]->debugName());
+  }
+  ir::Graph& g = ctx.graph();
+  ir::NodeId id = g.AddNodeWithOutputs(ir::OpKind::kFallback, std::move(inputs), num_outputs,
+                                       std::move(attrs), node.kind().toQualString(),
+                                       std::move(names));
+  std::vector<ir::ValueId> outs = g.node(id).outputs;
+  if (unpack >= 0) return std::vector<ir::ValueId>{ctx.MakeTensorList(node, outs)};
+  for (size_t o = 0; o < outs.size(); ++o) {
+    ir::Value& value = g.mutable_value(outs[o]);
+    value.kind = kinds[o];
+    if (ir::IsScalarKind(kinds[o])) value.type = ir::TensorType{ir::ScalarKindDType(kinds[o]), Dims{}};
+  }
+  return outs;
+}
+
+}  // namespace kiln::importer

@@ -1,0 +1,27 @@
+// Loading a TorchScript archive and preparing forward()'s graph for
+// translation (stages 1-2 of torchscript_importer.cc), shared by the importer
+// and the verified import (engine/fallback/verify.cc). Internal; includes
+// libtorch.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <torch/csrc/jit/api/module.h>
+
+namespace kiln::importer {
+
+struct PreparedModule {
+  torch::jit::Module module;  // eval mode, not frozen
+  torch::jit::Module frozen;  // graph's `self`
+  std::shared_ptr<torch::jit::Graph> graph;  // frozen, inlined, cleaned, tuples lowered
+  std::vector<std::string> input_names;      // forward()'s parameters, self dropped, tuples flattened
+};
+
+// Loads the archive (CPU) and prepares the graph. libtorch exceptions
+// propagate to the caller.
+PreparedModule LoadAndPrepare(std::string_view bytes);
+
+}  // namespace kiln::importer

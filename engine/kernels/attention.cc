@@ -1,0 +1,222 @@
+// MultiHeadAttention: PyTorch's fused aten::_native_multi_head_attention (what
+// nn.MultiheadAttention and the transformer layers of vit_b_16 become after
+// freezing), in float32.
+//
+// Inputs q [B, L, E], k and v [B, S, E], in_proj_w [3E, E], out_w [E, E],
+// optional in_proj_b [3E], out_b [E] and mask (BOOL, true = masked out:
+// attr mask_type 1 makes it a key padding mask [B, S], otherwise it
+// broadcasts against [B, H, L, S] from the right). The steps follow
+// PyTorch's native implementation: project q, k, v with one GEMM each, add
+// the biases and divide q by sqrt(E / H); per (batch, head) one GEMM for the
+// scores, a row softmax (masked entries excluded; a fully masked row gives
+// zeros), one GEMM into the concatenated heads; then the output projection.
+// Heads are read in place from the projected rows (leading dim E), so no
+// reshuffling copy is made. With need_weights the second output holds the
+// attention weights, averaged over heads when average_weights is set;
+// otherwise it is empty ([0]).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "engine/common/status_macros.h"
+#include "engine/kernels/gemm.h"
+#include "engine/kernels/kernel.h"
+#include "engine/kernels/kernel_util.h"
+
+namespace kiln::kernels {
+namespace {
+
+enum Input { kQ = 0, kK, kV, kInW, kOutW, kInB, kOutB, kMask };
+
+struct AttentionPlan {
+  int64_t b = 1, l = 1, s = 1, e = 1, heads = 1, d = 1;
+  bool need_weights = false, average = true;
+  bool has_in_bias = false, has_out_bias = false;
+  bool has_mask = false, key_padding = false;
+  std::vector<int64_t> mask_strides;  // over [B, H, L, S], 0 where broadcast
+  // Workspace layout (floats).
+  size_t q_off = 0, k_off = 0, v_off = 0, scores_off = 0, concat_off = 0;
+};
+
+absl::Status PrepareAttention(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 5, 8));
+  for (size_t i : {kQ, kK, kV, kInW, kOutW}) RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
+  const Dims& q = ctx.inputs[kQ].dims;
+  const Dims& k = ctx.inputs[kK].dims;
+  const Dims& v = ctx.inputs[kV].dims;
+  if (q.size() != 3 || k.size() != 3 || v.size() != 3 || k != v || q[0] != k[0] ||
+      q[2] != k[2]) {
+    return InvalidArg(ctx.node, "expected query [B, L, E] and key, value [B, S, E], got ",
+                      DimsToString(q), ", ", DimsToString(k), ", ", DimsToString(v));
+  }
+  auto p = std::make_shared<AttentionPlan>();
+  p->b = q[0];
+  p->l = q[1];
+  p->s = k[1];
+  p->e = q[2];
+  p->heads = ctx.node.attrs.GetInt("num_heads", 1);
+  if (p->heads < 1 || p->e % p->heads != 0) {
+    return InvalidArg(ctx.node, "embedding dim ", p->e, " is not divisible by num_heads ",
+                      p->heads);
+  }
+  p->d = p->e / p->heads;
+  if (ctx.inputs[kInW].dims != Dims{3 * p->e, p->e} || ctx.inputs[kOutW].dims != Dims{p->e, p->e}) {
+    return InvalidArg(ctx.node, "expected in_proj_weight [", 3 * p->e, ", ", p->e,
+                      "] and out_proj.weight [", p->e, ", ", p->e, "], got ",
+                      DimsToString(ctx.inputs[kInW].dims), " and ",
+                      DimsToString(ctx.inputs[kOutW].dims));
+  }
+  if (HasInput(ctx, kInB)) {
+    RETURN_IF_ERROR(CheckDType(ctx, kInB, DType::kF32));
+    if (ctx.inputs[kInB].dims != Dims{3 * p->e}) return InvalidArg(ctx.node, "bad in_proj_bias");
+    p->has_in_bias = true;
+  }
+  if (HasInput(ctx, kOutB)) {
+    RETURN_IF_ERROR(CheckDType(ctx, kOutB, DType::kF32));
+    if (ctx.inputs[kOutB].dims != Dims{p->e}) return InvalidArg(ctx.node, "bad out_proj.bias");
+    p->has_out_bias = true;
+  }
+  if (HasInput(ctx, kMask)) {
+    RETURN_IF_ERROR(CheckDType(ctx, kMask, DType::kBool));
+    p->has_mask = true;
+    Dims m = ctx.inputs[kMask].dims;
+    p->key_padding = ctx.node.attrs.GetInt("mask_type", 0) == 1;
+    if (p->key_padding) {
+      if (m != Dims{p->b, p->s}) {
+        return InvalidArg(ctx.node, "expected key padding mask [", p->b, ", ", p->s, "], got ",
+                          DimsToString(m));
+      }
+      m = {p->b, 1, 1, p->s};
+    }
+    const Dims full = {p->b, p->heads, p->l, p->s};
+    if (m.size() > 4) return InvalidArg(ctx.node, "mask has more than 4 dims");
+    m.insert(m.begin(), 4 - m.size(), 1);
+    p->mask_strides.assign(4, 0);
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      if (m[i] != 1 && m[i] != full[i]) {
+        return InvalidArg(ctx.node, "mask ", DimsToString(ctx.inputs[kMask].dims),
+                          " does not broadcast to ", DimsToString(full));
+      }
+      p->mask_strides[i] = m[i] == 1 ? 0 : stride;
+      stride *= m[i];
+    }
+  }
+  p->need_weights = ctx.node.attrs.GetBool("need_weights", false);
+  p->average = ctx.node.attrs.GetBool("average_weights", true);
+  size_t off = 0;
+  auto take = [&](int64_t floats) {
+    const size_t at = off;
+    off += static_cast<size_t>((floats + 15) / 16 * 16);
+    return at;
+  };
+  p->q_off = take(p->b * p->l * p->e);
+  p->k_off = take(p->b * p->s * p->e);
+  p->v_off = take(p->b * p->s * p->e);
+  p->scores_off = take(p->l * p->s);
+  p->concat_off = take(p->b * p->l * p->e);
+  ctx.workspace_bytes = off * sizeof(float);
+  Dims weights = {0};
+  if (p->need_weights) {
+    weights = p->average ? Dims{p->b, p->l, p->s} : Dims{p->b, p->heads, p->l, p->s};
+  }
+  ctx.outputs = {TensorInfo{DType::kF32, q}, TensorInfo{DType::kF32, weights}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+// rows x [rows, E] @ w[E_out, E]^T + bias -> out [rows, E_out].
+void Project(int64_t rows, int64_t e_in, int64_t e_out, const float* x, const float* w,
+             const float* bias, float* out) {
+  if (bias != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(out + r * e_out, bias, e_out * sizeof(float));
+  }
+  Sgemm(false, true, rows, e_out, e_in, 1.0f, x, e_in, w, e_in, bias != nullptr ? 1.0f : 0.0f, out,
+        e_out);
+}
+
+absl::Status EvalAttention(EvalContext& ctx) {
+  const AttentionPlan& p = StateAs<AttentionPlan>(ctx);
+  float* ws = static_cast<float*>(ctx.workspace);
+  float* q = ws + p.q_off;
+  float* k = ws + p.k_off;
+  float* v = ws + p.v_off;
+  float* scores = ws + p.scores_off;
+  float* concat = ws + p.concat_off;
+  const float* w_in = ctx.inputs[kInW]->data<float>();
+  const float* b_in = p.has_in_bias ? ctx.inputs[kInB]->data<float>() : nullptr;
+  const int64_t e = p.e;
+  Project(p.b * p.l, e, e, ctx.inputs[kQ]->data<float>(), w_in, b_in, q);
+  Project(p.b * p.s, e, e, ctx.inputs[kK]->data<float>(), w_in + e * e, b_in ? b_in + e : nullptr,
+          k);
+  Project(p.b * p.s, e, e, ctx.inputs[kV]->data<float>(), w_in + 2 * e * e,
+          b_in ? b_in + 2 * e : nullptr, v);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.d));
+  for (int64_t i = 0; i < p.b * p.l * e; ++i) q[i] *= scale;
+
+  const bool* mask = p.has_mask ? ctx.inputs[kMask]->data<bool>() : nullptr;
+  float* weights = p.need_weights ? ctx.outputs[1]->data<float>() : nullptr;
+  if (weights != nullptr && p.average) {
+    std::fill(weights, weights + p.b * p.l * p.s, 0.0f);
+  }
+  for (int64_t b = 0; b < p.b; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const float* qh = q + b * p.l * e + h * p.d;
+      const float* kh = k + b * p.s * e + h * p.d;
+      const float* vh = v + b * p.s * e + h * p.d;
+      // scores[L, S] = q_h [L, D] k_h^T.
+      Sgemm(false, true, p.l, p.s, p.d, 1.0f, qh, e, kh, e, 0.0f, scores, p.s);
+      for (int64_t i = 0; i < p.l; ++i) {
+        float* row = scores + i * p.s;
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < p.s; ++j) {
+          if (mask != nullptr) {
+            const int64_t mo = b * p.mask_strides[0] + h * p.mask_strides[1] +
+                               i * p.mask_strides[2] + j * p.mask_strides[3];
+            if (mask[mo]) row[j] = -std::numeric_limits<float>::infinity();
+          }
+          m = std::max(m, row[j]);
+        }
+        if (m == -std::numeric_limits<float>::infinity()) {
+          std::fill(row, row + p.s, 0.0f);  // every key masked out
+        } else {
+          double sum = 0.0;
+          for (int64_t j = 0; j < p.s; ++j) {
+            row[j] = std::exp(row[j] - m);
+            sum += row[j];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int64_t j = 0; j < p.s; ++j) row[j] *= inv;
+        }
+        if (weights != nullptr) {
+          if (p.average) {
+            float* dst = weights + (b * p.l + i) * p.s;
+            for (int64_t j = 0; j < p.s; ++j) dst[j] += row[j] / static_cast<float>(p.heads);
+          } else {
+            std::memcpy(weights + ((b * p.heads + h) * p.l + i) * p.s, row, p.s * sizeof(float));
+          }
+        }
+      }
+      // concat[:, h*D:(h+1)*D] = scores [L, S] v_h [S, D].
+      Sgemm(false, false, p.l, p.d, p.s, 1.0f, scores, p.s, vh, e, 0.0f,
+            concat + b * p.l * e + h * p.d, e);
+    }
+  }
+  Project(p.b * p.l, e, e, concat, ctx.inputs[kOutW]->data<float>(),
+          p.has_out_bias ? ctx.inputs[kOutB]->data<float>() : nullptr,
+          ctx.outputs[0]->data<float>());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Span<const KernelDef> AttentionKernels() {
+  static const KernelDef kKernels[] = {
+      {ir::OpKind::kMultiHeadAttention, DType::kF32, PrepareAttention, EvalAttention},
+  };
+  return kKernels;
+}
+
+}  // namespace kiln::kernels

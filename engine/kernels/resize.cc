@@ -1,0 +1,232 @@
+// Resize (F.interpolate / aten::upsample_*) over the 1 to 3 trailing spatial
+// dims of an [N, C, spatial...] input, in the modes nearest, nearest_exact,
+// linear (linear, bilinear, trilinear) and cubic (bicubic), with or without
+// align_corners.
+//
+// Output size: attr sizes, else floor(in * scale) from attr scales. Source
+// coordinates follow PyTorch's UpSample.h term by term, in float: the scale
+// is in/out (or 1/scale when scales are given), align_corners maps corner to
+// corner with (in-1)/(out-1), otherwise src = scale * (dst + 0.5) - 0.5
+// (clamped at 0 except for cubic). Nearest takes floor(dst * scale) (with the
+// out == in and out == 2 * in shortcuts PyTorch takes), nearest_exact
+// floor((dst + 0.5) * scale). Cubic uses Keys' kernel with A = -0.75 and
+// clamps taps at the borders.
+//
+// The resampling is separable: Prepare computes, per dim and output index,
+// the source taps and their weights; Eval sums the tensor product of taps
+// (1, 2^k or 4^k per output element), in parallel over planes.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/kernel.h"
+#include "engine/kernels/kernel_util.h"
+#include "engine/kernels/typed.h"
+
+namespace kiln::kernels {
+namespace {
+
+struct Axis {
+  int64_t in = 1, out = 1;
+  int taps = 1;
+  std::vector<int64_t> index;  // [out * taps]
+  std::vector<float> weight;   // [out * taps]
+};
+
+struct ResizePlan {
+  int64_t planes = 0;
+  Axis axes[3];  // depth, height, width (unit when absent)
+};
+
+// PyTorch's compute_scales_value: 1/scale when a scale was given, else in/out.
+float ScaleValue(double scale, int64_t in, int64_t out) {
+  return scale > 0 ? static_cast<float>(1.0 / scale)
+                   : static_cast<float>(in) / static_cast<float>(out);
+}
+
+// PyTorch's area_pixel_compute_scale.
+float AreaScale(int64_t in, int64_t out, bool align_corners, double scale) {
+  if (align_corners) return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  return ScaleValue(scale, in, out);
+}
+
+// PyTorch's area_pixel_compute_source_index.
+float SourceIndex(float scale, int64_t dst, bool align_corners, bool cubic) {
+  if (align_corners) return scale * static_cast<float>(dst);
+  const float src = scale * (static_cast<float>(dst) + 0.5f) - 0.5f;
+  return (!cubic && src < 0.0f) ? 0.0f : src;
+}
+
+float Cubic1(float x, float a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+float Cubic2(float x, float a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+
+void BuildAxis(Axis& ax, const std::string& mode, bool align_corners, double scale) {
+  const int64_t in = ax.in, out = ax.out;
+  if (mode == "nearest" || mode == "nearest_exact") {
+    ax.taps = 1;
+    const float s = ScaleValue(scale, in, out);
+    for (int64_t i = 0; i < out; ++i) {
+      int64_t src;
+      if (mode == "nearest") {
+        if (out == in) {
+          src = i;
+        } else if (out == 2 * in) {
+          src = i >> 1;
+        } else {
+          src = std::min(static_cast<int64_t>(std::floor(static_cast<float>(i) * s)), in - 1);
+        }
+      } else {
+        src = std::min(static_cast<int64_t>(std::floor((static_cast<float>(i) + 0.5f) * s)), in - 1);
+      }
+      ax.index.push_back(src);
+      ax.weight.push_back(1.0f);
+    }
+    return;
+  }
+  if (mode == "linear") {
+    ax.taps = 2;
+    const float s = AreaScale(in, out, align_corners, scale);
+    for (int64_t i = 0; i < out; ++i) {
+      if (out == in) {
+        ax.index.insert(ax.index.end(), {i, i});
+        ax.weight.insert(ax.weight.end(), {1.0f, 0.0f});
+        continue;
+      }
+      const float real = SourceIndex(s, i, align_corners, /*cubic=*/false);
+      const int64_t i0 = static_cast<int64_t>(real);
+      const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
+      const float l1 = std::min(std::max(real - static_cast<float>(i0), 0.0f), 1.0f);
+      ax.index.insert(ax.index.end(), {i0, i1});
+      ax.weight.insert(ax.weight.end(), {1.0f - l1, l1});
+    }
+    return;
+  }
+  // cubic
+  ax.taps = 4;
+  const float s = AreaScale(in, out, align_corners, scale);
+  constexpr float kA = -0.75f;
+  for (int64_t i = 0; i < out; ++i) {
+    const float real = SourceIndex(s, i, align_corners, /*cubic=*/true);
+    const int64_t i0 = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+    const float t = std::min(std::max(real - static_cast<float>(i0), 0.0f), 1.0f);
+    const float w[4] = {Cubic2(t + 1.0f, kA), Cubic1(t, kA), Cubic1(1.0f - t, kA),
+                        Cubic2(2.0f - t, kA)};
+    for (int k = 0; k < 4; ++k) {
+      ax.index.push_back(std::clamp<int64_t>(i0 - 1 + k, 0, in - 1));
+      ax.weight.push_back(w[k]);
+    }
+  }
+}
+
+absl::Status PrepareResize(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 3));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const ir::Attributes& attrs = ctx.node.attrs;
+  const Dims& x = ctx.inputs[0].dims;
+  const std::string mode = attrs.GetString("mode", "nearest");
+  if (mode != "nearest" && mode != "nearest_exact" && mode != "linear" && mode != "cubic") {
+    return InvalidArg(ctx.node, "unknown mode '", mode, "'");
+  }
+  const bool align_corners = attrs.GetBool("align_corners", false);
+  ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, IntsAttrOrInput(ctx, "sizes", 1));
+  std::vector<double> scales = attrs.GetFloats("scales");
+  if (HasInput(ctx, 2)) {
+    // Scale factors computed at run time (scripted F.interpolate builds the list).
+    const Tensor* value = ctx.inputs[2].constant;
+    if (value == nullptr || value->rank() != 1 || !IsFloatingPoint(value->dtype())) {
+      return InvalidArg(ctx.node, "input 2 (scales) must be a known float list");
+    }
+    scales.clear();
+    for (int64_t i = 0; i < value->num_elements(); ++i) {
+      scales.push_back(LoadAsDouble(value->raw_data(), value->dtype(), i));
+    }
+  }
+  const size_t spatial = !sizes.empty() ? sizes.size() : scales.size();
+  if (spatial < 1 || spatial > 3 || x.size() < spatial + 1) {
+    return InvalidArg(ctx.node, "expected 1 to 3 output sizes or scales for input ",
+                      DimsToString(x));
+  }
+  if (!scales.empty() && scales.size() != spatial) {
+    return InvalidArg(ctx.node, "sizes and scales have different lengths");
+  }
+  if (mode == "cubic" && spatial != 2) return Unimplemented(ctx.node, "cubic mode is 2-D only");
+  auto p = std::make_shared<ResizePlan>();
+  p->planes = NumElements(Dims(x.begin(), x.end() - spatial));
+  Dims out = x;
+  for (size_t k = 0; k < spatial; ++k) {
+    Axis& ax = p->axes[3 - spatial + k];
+    ax.in = x[x.size() - spatial + k];
+    const double scale = scales.empty() ? 0.0 : scales[k];
+    ax.out = !sizes.empty() ? sizes[k]
+                            : static_cast<int64_t>(std::floor(static_cast<double>(ax.in) * scale));
+    if (ax.out < 1 || ax.in < 1) {
+      return InvalidArg(ctx.node, "cannot resize ", DimsToString(x), " to output sizes [",
+                        absl::StrJoin(sizes, ", "), "] / scales [", absl::StrJoin(scales, ", "),
+                        "]");
+    }
+    BuildAxis(ax, mode, align_corners, scale);
+    out[x.size() - spatial + k] = ax.out;
+  }
+  for (size_t k = 0; k < 3 - spatial; ++k) {
+    p->axes[k].index = {0};
+    p->axes[k].weight = {1.0f};
+  }
+  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+absl::Status EvalResize(EvalContext& ctx) {
+  const ResizePlan& p = StateAs<ResizePlan>(ctx);
+  const Axis& az = p.axes[0];
+  const Axis& ay = p.axes[1];
+  const Axis& ax = p.axes[2];
+  const float* x = ctx.inputs[0]->data<float>();
+  float* y = ctx.outputs[0]->data<float>();
+  const int64_t in_volume = az.in * ay.in * ax.in;
+  const int64_t out_volume = az.out * ay.out * ax.out;
+  const int64_t taps = az.taps * ay.taps * ax.taps;
+  ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * taps, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const float* src = x + q * in_volume;
+      float* dst = y + q * out_volume;
+      for (int64_t z = 0; z < az.out; ++z) {
+        for (int64_t r = 0; r < ay.out; ++r) {
+          for (int64_t c = 0; c < ax.out; ++c) {
+            float sum = 0.0f;
+            for (int a = 0; a < az.taps; ++a) {
+              const float wz = az.weight[z * az.taps + a];
+              const int64_t iz = az.index[z * az.taps + a];
+              for (int b = 0; b < ay.taps; ++b) {
+                const float wy = wz * ay.weight[r * ay.taps + b];
+                const float* row = src + (iz * ay.in + ay.index[r * ay.taps + b]) * ax.in;
+                float acc = 0.0f;
+                for (int t = 0; t < ax.taps; ++t) {
+                  acc += ax.weight[c * ax.taps + t] * row[ax.index[c * ax.taps + t]];
+                }
+                sum += wy * acc;
+              }
+            }
+            dst[(z * ay.out + r) * ax.out + c] = sum;
+          }
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Span<const KernelDef> ResizeKernels() {
+  static const KernelDef kKernels[] = {
+      {ir::OpKind::kResize, DType::kF32, PrepareResize, EvalResize},
+  };
+  return kKernels;
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,174 @@
+// Elementwise unary math: Neg, Abs, Sign, Sqrt, Rsqrt, Exp, Expm1, Log, Log2,
+// Log10, Log1p, Reciprocal, Floor, Ceil, Round, Trunc, Frac, Erf, the
+// trigonometric and hyperbolic functions, IsNan (-> BOOL) and LogicalNot (any
+// dtype -> BOOL).
+//
+// One Prepare (same dims out as in) and one Eval template over a per-op
+// functor, as in activation.cc. Float ops compute in float32 with the libm
+// function PyTorch's CPU kernels use for that op (std::nearbyint for Round,
+// which rounds half to even like torch.round; 1/sqrt for Rsqrt), so results
+// agree to rounding. Neg, Abs and Sign also take INT64.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+
+#include "engine/common/status_macros.h"
+#include "engine/kernels/kernel.h"
+#include "engine/kernels/kernel_util.h"
+#include "engine/kernels/typed.h"
+
+namespace kiln::kernels {
+namespace {
+
+using ir::OpKind;
+
+absl::Status PrepareFloat(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  ctx.outputs = {TensorInfo{DType::kF32, ctx.inputs[0].dims}};
+  return absl::OkStatus();
+}
+
+absl::Status PrepareSameDType(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, ctx.inputs[0].dims}};
+  return absl::OkStatus();
+}
+
+absl::Status PrepareToBool(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  if (ctx.node.attrs.GetBool("bitwise") && ctx.inputs[0].dtype != DType::kBool) {
+    return Unimplemented(ctx.node, "bitwise not of ", DTypeName(ctx.inputs[0].dtype),
+                         " is not supported");
+  }
+  if (!IsPlainDType(ctx.inputs[0].dtype)) {
+    return Unimplemented(ctx.node, "input dtype ", DTypeName(ctx.inputs[0].dtype), " is not supported");
+  }
+  ctx.outputs = {TensorInfo{DType::kBool, ctx.inputs[0].dims}};
+  return absl::OkStatus();
+}
+
+// Functors: Apply(x) and a rough cost per element (simple float operations).
+#define KILN_UNARY(Name, cost, expr)          \
+  struct Name {                               \
+    static constexpr int kCost = cost;        \
+    template <typename T>                     \
+    static T Apply(T x) {                     \
+      return expr;                            \
+    }                                         \
+  };
+KILN_UNARY(NegOp, 1, -x)
+KILN_UNARY(AbsOp, 1, std::abs(x))
+// sign(NaN) is NaN in PyTorch's float kernel.
+KILN_UNARY(SignOp, 1, (x != x) ? x : static_cast<T>((T(0) < x) - (x < T(0))))
+KILN_UNARY(SqrtOp, 4, std::sqrt(x))
+KILN_UNARY(RsqrtOp, 5, T(1) / std::sqrt(x))
+KILN_UNARY(ExpOp, 20, std::exp(x))
+KILN_UNARY(Expm1Op, 20, std::expm1(x))
+KILN_UNARY(LogOp, 20, std::log(x))
+KILN_UNARY(Log2Op, 20, std::log2(x))
+KILN_UNARY(Log10Op, 20, std::log10(x))
+KILN_UNARY(Log1pOp, 20, std::log1p(x))
+KILN_UNARY(ReciprocalOp, 2, T(1) / x)
+KILN_UNARY(FloorOp, 1, std::floor(x))
+KILN_UNARY(CeilOp, 1, std::ceil(x))
+KILN_UNARY(RoundOp, 1, std::nearbyint(x))
+KILN_UNARY(TruncOp, 1, std::trunc(x))
+KILN_UNARY(FracOp, 2, x - std::trunc(x))
+KILN_UNARY(ErfOp, 20, std::erf(x))
+KILN_UNARY(SinOp, 20, std::sin(x))
+KILN_UNARY(CosOp, 20, std::cos(x))
+KILN_UNARY(TanOp, 20, std::tan(x))
+KILN_UNARY(AsinOp, 20, std::asin(x))
+KILN_UNARY(AcosOp, 20, std::acos(x))
+KILN_UNARY(AtanOp, 20, std::atan(x))
+KILN_UNARY(SinhOp, 20, std::sinh(x))
+KILN_UNARY(CoshOp, 20, std::cosh(x))
+#undef KILN_UNARY
+
+template <typename T, typename Op>
+absl::Status EvalUnary(EvalContext& ctx) {
+  const T* in = ctx.inputs[0]->data<T>();
+  T* out = ctx.outputs[0]->data<T>();
+  const int64_t n = ctx.outputs[0]->num_elements();
+  ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = Op::template Apply<T>(in[i]);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status EvalIsNan(EvalContext& ctx) {
+  const float* in = ctx.inputs[0]->data<float>();
+  bool* out = ctx.outputs[0]->data<bool>();
+  const int64_t n = ctx.outputs[0]->num_elements();
+  for (int64_t i = 0; i < n; ++i) out[i] = std::isnan(in[i]);
+  return absl::OkStatus();
+}
+
+absl::Status PrepareIsNan(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  ctx.outputs = {TensorInfo{DType::kBool, ctx.inputs[0].dims}};
+  return absl::OkStatus();
+}
+
+absl::Status EvalLogicalNot(EvalContext& ctx) {
+  const Tensor& x = *ctx.inputs[0];
+  bool* out = ctx.outputs[0]->data<bool>();
+  const int64_t n = x.num_elements();
+  if (x.dtype() == DType::kBool) {
+    const bool* in = x.data<bool>();
+    for (int64_t i = 0; i < n; ++i) out[i] = !in[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = LoadAsDouble(x.raw_data(), x.dtype(), i) == 0.0;
+  }
+  return absl::OkStatus();
+}
+
+// Neg, Abs, Sign on INT64.
+absl::Status PrepareInt64(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kInt64));
+  return PrepareSameDType(ctx);
+}
+
+}  // namespace
+
+absl::Span<const KernelDef> UnaryKernels() {
+  static const KernelDef kKernels[] = {
+      {OpKind::kNeg, DType::kF32, PrepareFloat, EvalUnary<float, NegOp>},
+      {OpKind::kNeg, DType::kInt64, PrepareInt64, EvalUnary<int64_t, NegOp>},
+      {OpKind::kAbs, DType::kF32, PrepareFloat, EvalUnary<float, AbsOp>},
+      {OpKind::kAbs, DType::kInt64, PrepareInt64, EvalUnary<int64_t, AbsOp>},
+      {OpKind::kSign, DType::kF32, PrepareFloat, EvalUnary<float, SignOp>},
+      {OpKind::kSign, DType::kInt64, PrepareInt64, EvalUnary<int64_t, SignOp>},
+      {OpKind::kSqrt, DType::kF32, PrepareFloat, EvalUnary<float, SqrtOp>},
+      {OpKind::kRsqrt, DType::kF32, PrepareFloat, EvalUnary<float, RsqrtOp>},
+      {OpKind::kExp, DType::kF32, PrepareFloat, EvalUnary<float, ExpOp>},
+      {OpKind::kExpm1, DType::kF32, PrepareFloat, EvalUnary<float, Expm1Op>},
+      {OpKind::kLog, DType::kF32, PrepareFloat, EvalUnary<float, LogOp>},
+      {OpKind::kLog2, DType::kF32, PrepareFloat, EvalUnary<float, Log2Op>},
+      {OpKind::kLog10, DType::kF32, PrepareFloat, EvalUnary<float, Log10Op>},
+      {OpKind::kLog1p, DType::kF32, PrepareFloat, EvalUnary<float, Log1pOp>},
+      {OpKind::kReciprocal, DType::kF32, PrepareFloat, EvalUnary<float, ReciprocalOp>},
+      {OpKind::kFloor, DType::kF32, PrepareFloat, EvalUnary<float, FloorOp>},
+      {OpKind::kCeil, DType::kF32, PrepareFloat, EvalUnary<float, CeilOp>},
+      {OpKind::kRound, DType::kF32, PrepareFloat, EvalUnary<float, RoundOp>},
+      {OpKind::kTrunc, DType::kF32, PrepareFloat, EvalUnary<float, TruncOp>},
+      {OpKind::kFrac, DType::kF32, PrepareFloat, EvalUnary<float, FracOp>},
+      {OpKind::kErf, DType::kF32, PrepareFloat, EvalUnary<float, ErfOp>},
+      {OpKind::kSin, DType::kF32, PrepareFloat, EvalUnary<float, SinOp>},
+      {OpKind::kCos, DType::kF32, PrepareFloat, EvalUnary<float, CosOp>},
+      {OpKind::kTan, DType::kF32, PrepareFloat, EvalUnary<float, TanOp>},
+      {OpKind::kAsin, DType::kF32, PrepareFloat, EvalUnary<float, AsinOp>},
+      {OpKind::kAcos, DType::kF32, PrepareFloat, EvalUnary<float, AcosOp>},
+      {OpKind::kAtan, DType::kF32, PrepareFloat, EvalUnary<float, AtanOp>},
+      {OpKind::kSinh, DType::kF32, PrepareFloat, EvalUnary<float, SinhOp>},
+      {OpKind::kCosh, DType::kF32, PrepareFloat, EvalUnary<float, CoshOp>},
+      {OpKind::kIsNan, DType::kF32, PrepareIsNan, EvalIsNan},
+      {OpKind::kLogicalNot, DType::kUnknown, PrepareToBool, EvalLogicalNot},
+  };
+  return kKernels;
+}
+
+}  // namespace kiln::kernels

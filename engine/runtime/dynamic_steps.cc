@@ -1,0 +1,268 @@
+// The dynamic path of an Executable (see executable.cc): nodes prepared per
+// run for the operands they actually get, with the preparation cached per
+// node; If and Loop running their blocks; None, IsNone, Raise and tensor
+// lists, which the executor holds itself.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/runtime/executable_internal.h"
+
+namespace kiln::runtime {
+
+using internal::AlignUp;
+using internal::AtNode;
+using internal::BoolTensor;
+using internal::IntOf;
+using internal::IntTensor;
+using internal::IsScalarValue;
+using internal::Truth;
+using internal::Where;
+
+absl::StatusOr<std::shared_ptr<const Executable::Prepared>> Executable::PrepareAtRunTime(
+    const Step& step, const std::vector<kernels::TensorInfo>& infos,
+    const std::string& key) const {
+  {
+    std::lock_guard<std::mutex> lock(step.cache->mu);
+    auto it = step.cache->entries.find(key);
+    if (it != step.cache->entries.end()) return it->second;
+  }
+  const ir::Node& node = graph_.node(step.node);
+  kernels::PrepareContext ctx{node, infos, {}, 0, nullptr, options_.num_threads};
+  const DType dtype = infos.empty() ? DType::kUnknown : infos[0].dtype;
+  auto prepared = std::make_shared<Prepared>();
+  prepared->kernel = kernels::FindKernel(node.kind, dtype);
+  if (prepared->kernel == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        Where(graph_, step.node), "no kernel for input dtype ", DTypeName(dtype),
+        node.kind == ir::OpKind::kFallback ? " (this build has no libtorch fallback)" : ""));
+  }
+  ctx.outputs.resize(node.outputs.size());
+  absl::Status s = prepared->kernel->prepare(ctx);
+  if (!s.ok()) return AtNode(step.node, s);
+  if (ctx.outputs.size() != node.outputs.size()) {
+    return absl::InternalError(absl::StrCat(Where(graph_, step.node), "prepare gave ",
+                                            ctx.outputs.size(), " outputs for ",
+                                            node.outputs.size()));
+  }
+  // Run-time scalar operands were lent for the call only; nothing may keep them.
+  for (kernels::TensorInfo& out : ctx.outputs) {
+    for (const kernels::TensorInfo& in : infos) {
+      if (out.constant != nullptr && out.constant == in.constant) {
+        return absl::InternalError(
+            absl::StrCat(Where(graph_, step.node), "prepare published an operand as output"));
+      }
+    }
+  }
+  prepared->outputs = std::move(ctx.outputs);
+  prepared->workspace_bytes = ctx.workspace_bytes;
+  prepared->state = std::move(ctx.state);
+  prepared->dynamic_outputs = ctx.dynamic_outputs;
+  std::lock_guard<std::mutex> lock(step.cache->mu);
+  if (step.cache->entries.size() < PrepareCache::kMaxEntries) {
+    step.cache->entries.emplace(key, prepared);
+  }
+  return std::shared_ptr<const Prepared>(std::move(prepared));
+}
+
+absl::Status Executable::RunDynamicKernel(const Step& step, Arena& arena) const {
+  const ir::Graph& g = graph_;
+  const ir::Node& node = g.node(step.node);
+  std::vector<RtValue>& values = arena.values;
+  // Operands, with tensor lists spread into their elements (cat of a list
+  // built in a loop).
+  std::vector<const Tensor*> ins;
+  std::vector<kernels::TensorInfo> infos;
+  for (ir::ValueId v : node.inputs) {
+    if (v == ir::kNoValue || values[v].none) {
+      ins.push_back(nullptr);
+      infos.push_back(kernels::TensorInfo{DType::kUnknown, {}, nullptr, false});
+      continue;
+    }
+    if (g.value(v).kind == ir::ValueKind::kTensorList) {
+      if (values[v].list == nullptr) {
+        return absl::InternalError(absl::StrCat(Where(g, step.node), "tensor list is unset"));
+      }
+      for (const Tensor& t : *values[v].list) {
+        ins.push_back(&t);
+        infos.push_back(kernels::TensorInfo{t.dtype(), t.dims(), nullptr, true});
+      }
+      continue;
+    }
+    const Tensor& t = values[v].tensor;
+    if (t.dtype() == DType::kUnknown) {
+      return absl::InternalError(absl::StrCat(Where(g, step.node), "operand %", g.value(v).name,
+                                              " has no value"));
+    }
+    const Slot& s = slots_[v];
+    const Tensor* constant = s.kind == Slot::Kind::kConstant ? s.constant
+                             : IsScalarValue(g.value(v))     ? &t
+                                                             : nullptr;
+    ins.push_back(&t);
+    infos.push_back(kernels::TensorInfo{t.dtype(), t.dims(), constant, true});
+  }
+  const std::string key = internal::InfoKey(infos);
+  ASSIGN_OR_RETURN(std::shared_ptr<const Prepared> prepared, PrepareAtRunTime(step, infos, key));
+
+  bool all_published = !prepared->dynamic_outputs;
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    RtValue& out = values[node.outputs[o]];
+    out = RtValue{};
+    const kernels::TensorInfo& info = prepared->outputs[o];
+    if (info.constant != nullptr) {
+      out.tensor = *info.constant;
+    } else {
+      all_published = false;
+      if (prepared->dynamic_outputs) continue;
+      if (prepared->kernel->aliases_input0 && o == 0) {
+        out.tensor = ins[0]->Reshaped(info.dims);
+      } else {
+        out.tensor = Tensor::Zeros(info.dtype, info.dims);
+      }
+    }
+  }
+  if (all_published || prepared->kernel->aliases_input0) return absl::OkStatus();
+
+  void* workspace = nullptr;
+  if (prepared->workspace_bytes > 0) {
+    if (arena.dynamic_workspace.byte_size() < prepared->workspace_bytes) {
+      arena.dynamic_workspace = Tensor::Zeros(
+          DType::kUInt8, {static_cast<int64_t>(AlignUp(prepared->workspace_bytes))});
+    }
+    workspace = arena.dynamic_workspace.raw_data();
+  }
+  kernels::EvalContext ctx{node, std::move(ins), {}, workspace, prepared->state.get(),
+                           options_.num_threads};
+  for (ir::ValueId v : node.outputs) ctx.outputs.push_back(&values[v].tensor);
+  absl::Status s = prepared->kernel->eval(ctx);
+  if (!s.ok()) return AtNode(step.node, s);
+  if (prepared->dynamic_outputs) {
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (values[node.outputs[o]].tensor.dtype() == DType::kUnknown) {
+        return absl::InternalError(
+            absl::StrCat(Where(g, step.node), "output ", o, " was not produced"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executable::RunIf(const Step& step, Arena& arena) const {
+  const ir::Node& node = graph_.node(step.node);
+  std::vector<RtValue>& values = arena.values;
+  absl::StatusOr<bool> cond = Truth(values[node.inputs[0]]);
+  if (!cond.ok()) return absl::InvalidArgumentError(absl::StrCat(Where(graph_, step.node),
+                                                                 cond.status().message()));
+  const int taken = *cond ? 0 : 1;
+  RETURN_IF_ERROR(RunProgram(step.blocks[taken], arena));
+  const auto& results = graph_.block(node.blocks[taken]).results;
+  for (size_t i = 0; i < node.outputs.size(); ++i) values[node.outputs[i]] = values[results[i]];
+  return absl::OkStatus();
+}
+
+absl::Status Executable::RunLoop(const Step& step, Arena& arena) const {
+  const ir::Node& node = graph_.node(step.node);
+  const ir::Block& body = graph_.block(node.blocks[0]);
+  std::vector<RtValue>& values = arena.values;
+  auto fail = [&](const absl::Status& s) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(graph_, step.node), s.message()));
+  };
+  absl::StatusOr<int64_t> trips = IntOf(values[node.inputs[0]], "the trip count");
+  if (!trips.ok()) return fail(trips.status());
+  absl::StatusOr<bool> cond = Truth(values[node.inputs[1]]);
+  if (!cond.ok()) return fail(cond.status());
+  std::vector<RtValue> carried;
+  for (size_t i = 2; i < node.inputs.size(); ++i) carried.push_back(values[node.inputs[i]]);
+  for (int64_t i = 0; *cond && i < *trips; ++i) {
+    values[body.params[0]] = RtValue{IntTensor(i), nullptr, false};
+    for (size_t k = 0; k < carried.size(); ++k) values[body.params[k + 1]] = carried[k];
+    RETURN_IF_ERROR(RunProgram(step.blocks[0], arena));
+    cond = Truth(values[body.results[0]]);
+    if (!cond.ok()) return fail(cond.status());
+    for (size_t k = 0; k < carried.size(); ++k) carried[k] = values[body.results[k + 1]];
+  }
+  for (size_t k = 0; k < carried.size(); ++k) values[node.outputs[k]] = carried[k];
+  return absl::OkStatus();
+}
+
+absl::Status Executable::RunBuiltin(const Step& step, Arena& arena) const {
+  const ir::Graph& g = graph_;
+  const ir::Node& node = g.node(step.node);
+  std::vector<RtValue>& values = arena.values;
+  const std::string where = Where(g, step.node);
+  auto list_of = [&](ir::ValueId v) -> absl::StatusOr<const std::vector<Tensor>*> {
+    if (values[v].list == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "%", g.value(v).name,
+                                                     " is not a tensor list"));
+    }
+    return values[v].list.get();
+  };
+  switch (node.kind) {
+    case ir::OpKind::kRaise:
+      return absl::InvalidArgumentError(
+          absl::StrCat("the model raised an exception: ", node.attrs.GetString("message", "")));
+    case ir::OpKind::kIsNone: {
+      const RtValue& in = values[node.inputs[0]];
+      values[node.outputs[0]] = RtValue{BoolTensor(in.none), nullptr, false};
+      return absl::OkStatus();
+    }
+    case ir::OpKind::kListConstruct: {
+      auto list = std::make_shared<std::vector<Tensor>>();
+      for (ir::ValueId v : node.inputs) {
+        if (v == ir::kNoValue || values[v].none) {
+          return absl::InvalidArgumentError(absl::StrCat(where, "a tensor list element is None"));
+        }
+        list->push_back(values[v].tensor);
+      }
+      values[node.outputs[0]] = RtValue{Tensor(), std::move(list), false};
+      return absl::OkStatus();
+    }
+    case ir::OpKind::kListUnpack: {
+      ASSIGN_OR_RETURN(const std::vector<Tensor>* list, list_of(node.inputs[0]));
+      if (list->size() != node.outputs.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "cannot unpack a list of ",
+                                                       list->size(), " into ",
+                                                       node.outputs.size(), " values"));
+      }
+      for (size_t i = 0; i < list->size(); ++i) {
+        values[node.outputs[i]] = RtValue{(*list)[i], nullptr, false};
+      }
+      return absl::OkStatus();
+    }
+    case ir::OpKind::kListGetItem: {
+      ASSIGN_OR_RETURN(const std::vector<Tensor>* list, list_of(node.inputs[0]));
+      absl::StatusOr<int64_t> index = IntOf(values[node.inputs[1]], "a list index");
+      if (!index.ok()) return absl::InvalidArgumentError(absl::StrCat(where, index.status().message()));
+      const int64_t n = static_cast<int64_t>(list->size());
+      const int64_t i = *index < 0 ? *index + n : *index;
+      if (i < 0 || i >= n) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "list index ", *index,
+                                                       " out of range for a list of ", n));
+      }
+      values[node.outputs[0]] = RtValue{(*list)[i], nullptr, false};
+      return absl::OkStatus();
+    }
+    case ir::OpKind::kListLen: {
+      ASSIGN_OR_RETURN(const std::vector<Tensor>* list, list_of(node.inputs[0]));
+      values[node.outputs[0]] =
+          RtValue{IntTensor(static_cast<int64_t>(list->size())), nullptr, false};
+      return absl::OkStatus();
+    }
+    case ir::OpKind::kListAppend: {
+      ASSIGN_OR_RETURN(const std::vector<Tensor>* list, list_of(node.inputs[0]));
+      const RtValue& element = values[node.inputs[1]];
+      if (element.none || element.list != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "can only append a tensor"));
+      }
+      auto longer = std::make_shared<std::vector<Tensor>>(*list);
+      longer->push_back(element.tensor);
+      values[node.outputs[0]] = RtValue{Tensor(), std::move(longer), false};
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError(absl::StrCat(where, "is not a builtin"));
+  }
+}
+
+}  // namespace kiln::runtime

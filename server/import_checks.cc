@@ -1,0 +1,65 @@
+#include "server/import_checks.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/cache/file_io.h"
+#include "engine/common/status_macros.h"
+#include "engine/importer/torchscript_importer.h"
+
+namespace kiln::server {
+
+absl::Status CheckStrict(const ir::Graph& graph, const ModelConfig& config) {
+  if (!config.strict) return absl::OkStatus();
+  const std::vector<std::string> ops = importer::FallbackOps(graph);
+  if (ops.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat("unsupported ops: ", absl::StrJoin(ops, ", "),
+                                               " (the config is strict, so they may not run "
+                                               "through the libtorch fallback)"));
+}
+
+absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
+    const std::string& label, const std::string& model_path, const ModelConfig& config,
+    std::unique_ptr<runtime::Model> model, const fallback::ModelBuilder& rebuild, bool verify) {
+  const std::vector<std::string> fallback_ops = importer::FallbackOps(model->graph());
+  if (!fallback_ops.empty()) {
+    spdlog::info("{}: ops running through the libtorch fallback: {}", label,
+                 absl::StrJoin(fallback_ops, ", "));
+  }
+  std::string verify_text = "disabled by the load config";
+  if (config.verify.enabled && !verify) {
+    verify_text = "skipped: graph read from the disk cache (verified when first imported)";
+  }
+  fallback::VerifyReport report;
+  if (config.verify.enabled && verify) {
+    ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(model_path));
+    fallback::VerifyOptions options;
+    options.tolerance = config.verify.tolerance;
+    options.samples = config.verify.inputs;
+    options.fallback_on_mismatch = config.verify.fallback_on_mismatch ? 4 : 0;
+    absl::StatusOr<fallback::VerifiedModel> verified =
+        fallback::VerifyModel(bytes, config.import, std::move(model), rebuild, options);
+    if (!verified.ok()) {
+      spdlog::warn("{}: {}", label, std::string(verified.status().message()));
+      return verified.status();
+    }
+    model = std::move(verified->model);
+    report = std::move(verified->report);
+    verify_text = report.Summary();
+    spdlog::info("{}: verified import {}", label, verify_text);
+  }
+  model->set_property("fallback_ops", absl::StrJoin(importer::FallbackOps(model->graph()), ","));
+  model->set_property("verify", verify_text);
+  for (const fallback::OutputCheck& o : report.outputs) {
+    model->set_property(absl::StrCat("verify.max_abs_diff.", o.name),
+                        absl::StrFormat("%.3g", o.max_abs_diff));
+  }
+  if (!report.forced_fallback.empty()) {
+    model->set_property("verify.fallback_ops", absl::StrJoin(report.forced_fallback, ","));
+  }
+  return model;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,226 @@
+// Verified import, and fixtures that need the fallback or run-time shapes
+// (shufflenet_v2, the deliberately unsupported model) end to end against the
+// outputs libtorch wrote for the same files.
+#include "engine/fallback/verify.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <torch/csrc/jit/api/module.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/fallback/fallback.h"
+#include "engine/importer/torchscript_importer.h"
+
+namespace kiln::fallback {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string Fixture(const std::string& name) {
+  const char* dir = std::getenv("KILN_FIXTURES");
+  return absl::StrCat(dir ? dir : KILN_FIXTURES_DIR, "/", name);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Reads a little-endian float32 .npy as make_models.py writes them.
+Tensor ReadF32Npy(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
+  const size_t header_len = static_cast<uint8_t>(bytes[8]) | static_cast<uint8_t>(bytes[9]) << 8;
+  const std::string header = bytes.substr(10, header_len);
+  if (header.find("'<f4'") == std::string::npos) return {};
+  const size_t open = header.find("'shape': (") + 10;
+  std::stringstream shape(header.substr(open, header.find(')', open) - open));
+  Dims dims;
+  for (std::string tok; std::getline(shape, tok, ',');) {
+    if (tok.find_first_not_of(' ') != std::string::npos) dims.push_back(std::stoll(tok));
+  }
+  Tensor t = Tensor::Zeros(DType::kF32, dims);
+  if (bytes.size() != 10 + header_len + t.byte_size()) return {};
+  std::memcpy(t.raw_data(), bytes.data() + 10 + header_len, t.byte_size());
+  return t;
+}
+
+class VerifyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { InstallFallbackKernel(); }
+};
+
+std::unique_ptr<runtime::Model> Build(ir::Graph graph) {
+  auto model = runtime::Model::Create(std::move(graph), {});
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+// ---------------------------------------------------------------- fixtures
+
+class FixtureNumericsTest : public VerifyTest, public ::testing::WithParamInterface<const char*> {};
+
+// Kiln's output for the fixture's sample input against libtorch's.
+TEST_P(FixtureNumericsTest, MatchesLibtorch) {
+  const std::string name = GetParam();
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScriptFile(Fixture(name + ".pt"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::cout << name << ": fallback ops [";
+  for (const std::string& op : importer::FallbackOps(*graph)) std::cout << " " << op;
+  std::cout << " ]\n";
+  std::unique_ptr<runtime::Model> model = Build(*std::move(graph));
+  ASSERT_NE(model, nullptr);
+  Tensor x = ReadF32Npy(Fixture(name + ".input.x.npy"));
+  ASSERT_EQ(x.dtype(), DType::kF32);
+  std::vector<runtime::NamedTensor> inputs = {{model->inputs()[0].name, x}};
+  auto out = model->Infer(inputs, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor want = ReadF32Npy(Fixture(name + ".output0.npy"));
+  const Tensor& got = (*out)[0].tensor;
+  ASSERT_EQ(got.dims(), want.dims());
+  double max_ref = 0, max_err = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(double{want.data<float>()[i]}));
+    max_err = std::max(max_err,
+                       std::fabs(double{got.data<float>()[i]} - double{want.data<float>()[i]}));
+  }
+  EXPECT_LE(max_err, 1e-4 * max_ref + 1e-6) << name << ": max |ref| " << max_ref;
+  // Timing, for the report: the median of a few runs after a warm-up.
+  std::vector<double> ms;
+  for (int i = 0; i < 6; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(model->Infer(inputs, {}).ok());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(ms.begin() + 1, ms.end());
+  auto exe = model->GetExecutable({{DType::kF32, x.dims(), nullptr, true}});
+  ASSERT_TRUE(exe.ok());
+  std::cout << name << ": max |diff| " << max_err << " (max |ref| " << max_ref << "), "
+            << ((*exe)->is_static() ? "static plan" : "dynamic steps ")
+            << ((*exe)->is_static() ? "" : absl::StrCat((*exe)->num_dynamic_steps())) << ", "
+            << (*exe)->num_folded() << " values folded, median " << ms[3] << " ms\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureNumericsTest,
+                         ::testing::Values("shufflenet_v2_x0_5", "shufflenet_v2_x1_0",
+                                           "unsupported", "control_flow"));
+
+TEST_F(VerifyTest, ShuffleNetShapeArithmeticFoldsIntoAStaticPlan) {
+  absl::StatusOr<ir::Graph> graph =
+      importer::ImportTorchScriptFile(Fixture("shufflenet_v2_x0_5.pt"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  if (!importer::FallbackOps(*graph).empty()) GTEST_SKIP() << "transpose/chunk not native yet";
+  auto exe = runtime::Executable::Compile(*graph, {{DType::kF32, {1, 3, 224, 224}, nullptr, true}},
+                                          {});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_TRUE((*exe)->is_static());
+  EXPECT_GE((*exe)->num_folded(), 16 * 6);
+}
+
+// ---------------------------------------------------------------- verify
+
+TEST_F(VerifyTest, PassesAndPublishesTheDifferencePerOutput) {
+  const std::string bytes = ReadFile(Fixture("mlp.pt"));
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(bytes);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::unique_ptr<runtime::Model> model = Build(*std::move(graph));
+  auto report = VerifyOnce(bytes, {}, *model, {});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->passed) << report->Summary();
+  EXPECT_FALSE(report->skipped);
+  ASSERT_EQ(report->outputs.size(), 1u);
+  EXPECT_EQ(report->outputs[0].name, "output0");
+  EXPECT_LT(report->outputs[0].max_abs_diff, 1e-6);
+  EXPECT_GT(report->outputs[0].max_abs_ref, 0.0);
+  EXPECT_EQ(report->samples, "x=FP32[1, 16]");  // the contract's batch dim made 1
+  EXPECT_THAT(report->Summary(), HasSubstr("passed on x=FP32[1, 16]: output0 max |diff|"));
+}
+
+TEST_F(VerifyTest, ControlFlowAndFallbackModelsPass) {
+  torch::jit::Module module("M");
+  module.define(R"PY(
+def forward(self, x):
+    acc = x
+    for i in range(3):
+        if bool(acc.sum() > 0):
+            acc = torch.logcumsumexp(acc, 0)
+        else:
+            acc = acc * -1.0
+    return acc
+)PY");
+  std::ostringstream s;
+  module.save(s);
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(s.str());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::unique_ptr<runtime::Model> model = Build(*std::move(graph));
+  VerifyOptions options;
+  options.samples = {{"x", DType::kF32, Dims{5}}};  // a scripted model's input has no known shape
+  auto report = VerifyOnce(s.str(), {}, *model, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->passed) << report->Summary();
+  // Without a shape the verification is skipped, not failed.
+  auto skipped = VerifyOnce(s.str(), {}, *model, {});
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_TRUE(skipped->skipped);
+  EXPECT_THAT(skipped->skip_reason, HasSubstr("input 'x' has no known shape"));
+}
+
+// A model whose imported graph is wrong (the Softmax axis changed) diverges at
+// that node; asking for the fallback serves it through libtorch instead.
+TEST_F(VerifyTest, DivergenceNamesTheFirstDivergingNodeAndFallbackRepairsIt) {
+  const std::string bytes = ReadFile(Fixture("mlp.pt"));
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(bytes);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  bool tampered = false;
+  for (size_t n = 0; n < graph->nodes().size(); ++n) {
+    ir::Node& node = graph->mutable_node(static_cast<ir::NodeId>(n));
+    if (node.kind == ir::OpKind::kSoftmax) {
+      node.attrs.SetInt("axis", 0);
+      tampered = true;
+    }
+  }
+  ASSERT_TRUE(tampered);
+  std::unique_ptr<runtime::Model> model = Build(*graph);
+  auto report = VerifyOnce(bytes, {}, *model, {});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->passed);
+  EXPECT_EQ(report->divergent_op, "aten::softmax");
+  EXPECT_THAT(report->divergence, HasSubstr("(aten::softmax) output %"));
+
+  auto failed = VerifyModel(bytes, {}, Build(*graph),
+                            [](ir::Graph g) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
+                              return runtime::Model::Create(std::move(g), {});
+                            },
+                            {});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("aten::softmax"));
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("on_mismatch"));
+
+  VerifyOptions repair;
+  repair.fallback_on_mismatch = 2;
+  auto repaired = VerifyModel(bytes, {}, Build(*graph),
+                              [](ir::Graph g) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
+                                return runtime::Model::Create(std::move(g), {});
+                              },
+                              repair);
+  ASSERT_TRUE(repaired.ok()) << repaired.status();
+  EXPECT_TRUE(repaired->report.passed);
+  EXPECT_THAT(repaired->report.forced_fallback, ElementsAre("aten::softmax"));
+  EXPECT_THAT(importer::FallbackOps(repaired->model->graph()), ElementsAre("aten::softmax"));
+}
+
+}  // namespace
+}  // namespace kiln::fallback

@@ -1,0 +1,31 @@
+// The sweep test's case type (kernel_sweep_test.cc), shared with the case
+// generators of the op-coverage kernels (sweep_cases_coverage.cc).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "engine/common/tensor.h"
+#include "engine/ir/graph.h"
+
+namespace kiln::kernels::testing {
+
+// One random invocation: inputs (Absent() for a missing optional input),
+// attributes, and which inputs are graph constants.
+struct SweepCase {
+  std::vector<Tensor> inputs;
+  ir::Attributes attrs;
+  std::vector<int> constant_inputs;
+};
+
+using SweepRng = std::mt19937;
+// Makes case `i` (every 6th case is "big", to take the kernels' parallel paths).
+using SweepGenerator = std::function<SweepCase(SweepRng&, int)>;
+
+// Adds (or, for kernels that grew new forms, wraps) the generators of the
+// op-coverage kernels.
+void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& generators);
+
+}  // namespace kiln::kernels::testing

@@ -1,0 +1,371 @@
+"""The durable model repository and the compiled-graph cache, end to end: the real kilnd
+(imports in its isolated child process, as deployed), the real `kiln` CLI, TorchScript files
+from tests/fixtures. Covers restarts, kill -9 during uploads, corrupt cache entries, two
+processes sharing a cache directory, the cache's byte bound, hostile names, and import
+children that crash or hang."""
+import hashlib
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import numpy as np
+
+FIXTURES = os.environ["KILN_FIXTURES"]
+BIN = os.environ["KILN_BIN"]
+# kill -9 rounds; each costs about a second or two.
+KILL_ROUNDS = int(os.environ.get("KILN_KILL_ROUNDS", "20"))
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class Kilnd:
+    """A kilnd process on a free loopback port, its log collected."""
+
+    def __init__(self, repo, cache=None, extra=(), env=None):
+        args = [os.path.join(BIN, "kilnd"), "--host", "127.0.0.1", "--port", "0",
+                "--model-repository", repo, "--threads", "1", "--log-level", "info", *extra]
+        if cache:
+            args += ["--cache-dir", cache]
+        # kilnd re-executes itself to set OMP_WAIT_POLICY when it is unset; setting it here
+        # halves each start (libtorch is loaded once, not twice).
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **(env or {})}
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env)
+        self.log = []
+        self.started = time.monotonic()
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("kilnd exited early:\n" + "".join(self.log))
+            self.log.append(line)
+            m = re.search(r"listening on ([\d.]+):(\d+)", line)
+            if m:
+                self.address = f"{m.group(1)}:{m.group(2)}"
+                break
+        else:
+            raise RuntimeError("kilnd did not start")
+        self.ready_s = time.monotonic() - self.started
+        self.drain = threading.Thread(target=self._drain, daemon=True)
+        self.drain.start()
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.log.append(line)
+
+    def text(self):
+        return "".join(self.log)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._close()
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+        self._close()
+
+    def _close(self):
+        # The process is gone: the log reaches EOF, then the pipe can close.
+        self.drain.join(timeout=10)
+        if not self.drain.is_alive():
+            self.proc.stdout.close()
+
+
+def import_workers_of(repo):
+    """Running `kilnd --import-worker` processes working on files of `repo`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--import-worker" in argv and any(repo.encode() in a for a in argv):
+            found.append(int(pid))
+    return found
+
+
+class RepositoryTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kiln-repo-")
+        self.repo = os.path.join(self.tmp, "models")
+        self.cache = os.path.join(self.tmp, "cache")
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def start(self, repo=None, cache="default", **kwargs):
+        server = Kilnd(repo or self.repo, self.cache if cache == "default" else cache, **kwargs)
+        self.servers.append(server)
+        return server
+
+    def kiln(self, server, *args, check=True, timeout=300):
+        cmd = [os.path.join(BIN, "kiln"), "--server", server.address, *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            self.fail(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}\n"
+                      f"--- kilnd log ---\n{server.text()}")
+        return r
+
+    def infer(self, server, name, model, version=None):
+        """Runs `name` on <model>'s fixture inputs; returns output 0."""
+        out_dir = tempfile.mkdtemp(dir=self.tmp)
+        args = ["infer", name, "--output-dir", out_dir]
+        if version:
+            args += ["--version", str(version)]
+        for f in sorted(os.listdir(FIXTURES)):
+            m = re.match(rf"{re.escape(model)}\.input\.(\w+)\.npy$", f)
+            if m:
+                args += ["--input", f"{m.group(1)}={fixture(f)}"]
+        self.kiln(server, *args)
+        return np.load(os.path.join(out_dir, "output0.npy"))
+
+    def assert_matches_libtorch(self, got, model):
+        want = np.load(fixture(f"{model}.output0.npy"))
+        self.assertEqual(got.shape, want.shape)
+        rel = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-12))
+        self.assertLessEqual(rel, 1e-4, f"{model}: relative error {rel}")
+
+    def stats(self, server, name=""):
+        return self.kiln(server, "stats", *([name] if name else [])).stdout
+
+    # ------------------------------------------------------------------ restarts
+
+    def test_restart_keeps_five_models_without_touching_libtorch(self):
+        models = ["mlp", "mlp_scripted", "two_input", "resnet18", "mobilenet_v2"]
+        first = self.start()
+        outputs = {}
+        for m in models:
+            self.kiln(first, "upload", fixture(f"{m}.pt"), "--name", m)
+            outputs[m] = self.infer(first, m, m)
+            self.assert_matches_libtorch(outputs[m], m)
+        self.assertEqual(self.stats(first).count("graph from import,"), 5)
+        first.stop()
+
+        # Any import would now crash (test-only hook): every model must come from the cache.
+        second = self.start(env={"KILN_TEST_IMPORT_FAULT": "crash"})
+        listing = self.kiln(second, "models").stdout
+        self.assertEqual(listing.count("READY"), 5, listing)
+        for m in models:
+            np.testing.assert_array_equal(self.infer(second, m, m), outputs[m])
+        stats = self.stats(second)
+        self.assertEqual(stats.count("graph from disk-cache"), 5, stats)
+        self.assertIn("disk hits 1", stats)
+        self.assertNotIn("graph from import", stats)
+
+    def test_kill9_during_upload_never_leaves_a_half_written_model(self):
+        # resnet18 and mobilenet_v2 take the same input and give [1, 1000]; each round uploads
+        # the one that is not current as a new version of "m" and kills kilnd at a random moment.
+        files = {sha256(fixture(f"{m}.pt")): m for m in ("resnet18", "mobilenet_v2")}
+        server = self.start()
+        self.kiln(server, "upload", fixture("resnet18.pt"), "--name", "m")
+        self.kiln(server, "upload", fixture("mobilenet_v2.pt"), "--name", "m")
+        # Both graphs are cached now, as in every round: time such an upload to aim the kills.
+        t0 = time.monotonic()
+        self.kiln(server, "upload", fixture("resnet18.pt"), "--name", "m")
+        window = (time.monotonic() - t0) * 1.2
+        server.stop()
+        rng = random.Random(5)
+        outcomes = {"completed": 0, "interrupted": 0}
+        for round_ in range(KILL_ROUNDS):
+            server = self.start()
+            # Start-up worked; every version on disk is one complete, known file; nothing else
+            # lies in the model directory; the latest version serves and gives its own output.
+            versions = sorted(int(v) for v in os.listdir(os.path.join(self.repo, "m")))
+            for v in versions:
+                vdir = os.path.join(self.repo, "m", str(v))
+                self.assertEqual(os.listdir(vdir), ["model.pt"], f"round {round_}: {vdir}")
+                self.assertIn(sha256(os.path.join(vdir, "model.pt")), files, f"round {round_}")
+            current = files[sha256(os.path.join(self.repo, "m", str(versions[-1]), "model.pt"))]
+            self.assert_matches_libtorch(self.infer(server, "m", current), current)
+            self.assertEqual(import_workers_of(self.repo), [])
+
+            other = "mobilenet_v2" if current == "resnet18" else "resnet18"
+            upload = subprocess.Popen(
+                [os.path.join(BIN, "kiln"), "--server", server.address, "upload",
+                 fixture(f"{other}.pt"), "--name", "m", "--chunk-bytes", "262144"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            time.sleep(rng.uniform(0, window))
+            server.kill9()
+            out, _ = upload.communicate(timeout=60)
+            outcomes["completed" if upload.returncode == 0 else "interrupted"] += 1
+            self.servers.remove(server)
+        # The import children die with the daemon.
+        time.sleep(0.5)
+        self.assertEqual(import_workers_of(self.repo), [])
+        # Both outcomes happened, so the kills did land mid-upload.
+        self.assertGreater(outcomes["interrupted"], 0, outcomes)
+
+        # A last upload resumes from whatever the kills left behind and completes.
+        server = self.start()
+        versions = sorted(int(v) for v in os.listdir(os.path.join(self.repo, "m")))
+        current = files[sha256(os.path.join(self.repo, "m", str(versions[-1]), "model.pt"))]
+        other = "mobilenet_v2" if current == "resnet18" else "resnet18"
+        self.kiln(server, "upload", fixture(f"{other}.pt"), "--name", "m")
+        self.assert_matches_libtorch(self.infer(server, "m", other), other)
+        print(f"\nkill -9 rounds: {outcomes}, kill window {window:.2f} s")
+
+    # ------------------------------------------------------------------ the cache
+
+    def test_corrupt_cache_entries_are_detected_removed_and_recompiled(self):
+        server = self.start()
+        for m in ("mlp", "two_input", "resnet18"):
+            self.kiln(server, "upload", fixture(f"{m}.pt"), "--name", m)
+            self.infer(server, m, m)
+        server.stop()
+        entries = sorted(
+            os.path.join(d, f) for d in (os.path.join(self.cache, "graphs"),
+                                         os.path.join(self.cache, "plans"))
+            for f in os.listdir(d))
+        self.assertEqual(len(entries), 6)  # a graph and a plan per model
+        for i, path in enumerate(entries):
+            with open(path, "rb") as f:
+                data = bytearray(f.read())
+            if i % 2 == 0:
+                data = data[: len(data) // 2]        # truncated
+            else:
+                data[len(data) // 2] ^= 0x04          # one bit flipped
+            with open(path, "wb") as f:
+                f.write(data)
+
+        server = self.start()
+        for m in ("mlp", "two_input", "resnet18"):
+            self.assert_matches_libtorch(self.infer(server, m, m), m)
+        log = server.text()
+        self.assertEqual(log.count("is corrupt"), 6, log)
+        self.assertIn("entry removed, recompiling", log)
+        self.assertIn("6 corrupt removed", self.stats(server))
+        server.stop()
+
+        # The recompiled entries were written back intact.
+        server = self.start(env={"KILN_TEST_IMPORT_FAULT": "crash"})
+        stats = self.stats(server)
+        self.assertEqual(stats.count("graph from disk-cache"), 3, stats)
+        for m in ("mlp", "two_input", "resnet18"):
+            self.assert_matches_libtorch(self.infer(server, m, m), m)
+        self.assertIn("0 corrupt removed", self.stats(server))
+
+    def test_two_processes_share_a_cache_directory(self):
+        a = self.start(repo=os.path.join(self.tmp, "repo_a"))
+        b = self.start(repo=os.path.join(self.tmp, "repo_b"))
+        self.kiln(a, "upload", fixture("resnet18.pt"), "--name", "r")
+        out_a = self.infer(a, "r", "resnet18")
+        # B never imported this file, yet needs neither libtorch nor the passes for it.
+        self.kiln(b, "upload", fixture("resnet18.pt"), "--name", "r")
+        out_b = self.infer(b, "r", "resnet18")
+        np.testing.assert_array_equal(out_a, out_b)
+        stats_b = self.stats(b, "r")
+        self.assertIn("graph from disk-cache", stats_b)
+        self.assertIn("disk hits 1, misses 0", stats_b)
+
+        # Both at once, on a file neither has seen: both succeed and agree.
+        results = {}
+
+        def upload(server, key):
+            results[key] = self.kiln(server, "upload", fixture("mobilenet_v2.pt"), "--name", "mb",
+                                     check=False)
+
+        threads = [threading.Thread(target=upload, args=(s, k)) for s, k in ((a, "a"), (b, "b"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for key, r in results.items():
+            self.assertEqual(r.returncode, 0, f"{key}: {r.stdout}{r.stderr}")
+        np.testing.assert_array_equal(self.infer(a, "mb", "mobilenet_v2"),
+                                      self.infer(b, "mb", "mobilenet_v2"))
+        self.assert_matches_libtorch(self.infer(b, "mb", "mobilenet_v2"), "mobilenet_v2")
+
+    def test_byte_bound_evicts_least_recently_used_plans(self):
+        probe = self.start(cache=None)
+        held = {}
+        for m in ("resnet18", "mobilenet_v2"):
+            self.kiln(probe, "upload", fixture(f"{m}.pt"), "--name", m)
+            self.infer(probe, m, m)
+            held[m] = float(re.search(r"([\d.]+) MB held", self.stats(probe, m)).group(1))
+        probe.stop()
+        # Room for the larger plan and half the smaller: the two cannot both stay.
+        bound = int((max(held.values()) + min(held.values()) / 2) * 1e6)
+        server = self.start(cache=None, extra=["--cache-bytes", str(bound)])
+        self.infer(server, "resnet18", "resnet18")
+        self.infer(server, "mobilenet_v2", "mobilenet_v2")  # evicts resnet18's plan
+        self.assert_matches_libtorch(self.infer(server, "resnet18", "resnet18"), "resnet18")
+        # Loads may compile plans too (a verified import runs the model), so count at least.
+        for m in ("resnet18", "mobilenet_v2"):
+            evictions = int(re.search(r"evictions (\d+)", self.stats(server, m)).group(1))
+            self.assertGreaterEqual(evictions, 1, m)
+        stats = self.stats(server)
+        self.assertGreaterEqual(int(re.search(r"(\d+) evictions\)", stats).group(1)), 2, stats)
+        used = float(re.search(r"cache: ([\d.]+) of", stats).group(1))
+        self.assertLessEqual(used * 1e6, bound + 1e5)
+        self.assertIn("evicted the least recently used plan", server.text())
+
+    # ------------------------------------------------------------------ hostile input
+
+    def test_path_traversal_names_are_refused(self):
+        server = self.start()
+        for name in ("../evil", "a/b", "..", ".", ".hidden", "/tmp/x", "x" * 129, "a\\b"):
+            r = self.kiln(server, "upload", fixture("mlp.pt"), "--name", name, check=False)
+            self.assertNotEqual(r.returncode, 0, name)
+            self.assertIn("INVALID_ARGUMENT", r.stderr, name)
+            r = self.kiln(server, "delete", name, check=False)
+            self.assertIn("INVALID_ARGUMENT", r.stderr, name)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["cache", "models"])
+        self.assertEqual(os.listdir(self.repo), [".kiln-uploads"])
+        self.assertTrue(server.alive())
+
+    def test_crashing_or_hanging_import_gets_a_clear_error_and_daemon_keeps_serving(self):
+        server = self.start()
+        self.kiln(server, "upload", fixture("mlp.pt"), "--name", "mlp")
+        r = self.kiln(server, "upload", fixture("crash_import.pt"), "--name", "crash", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("INVALID_ARGUMENT", r.stderr)
+        self.assertIn("crashed with signal 11", r.stderr)
+        self.assertTrue(server.alive())
+        self.assert_matches_libtorch(self.infer(server, "mlp", "mlp"), "mlp")
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "crash")))
+        server.stop()
+
+        # A hang is cut off at --import-timeout-s (test-only hook makes the import hang).
+        server = self.start(extra=["--import-timeout-s", "2"], env={"KILN_TEST_IMPORT_FAULT": "hang"})
+        t0 = time.monotonic()
+        r = self.kiln(server, "upload", fixture("two_input.pt"), "--name", "hangs", check=False)
+        self.assertLess(time.monotonic() - t0, 30)
+        self.assertIn("RESOURCE_EXHAUSTED", r.stderr)
+        self.assertIn("time limit", r.stderr)
+        self.assertTrue(server.alive())
+        self.assert_matches_libtorch(self.infer(server, "mlp", "mlp"), "mlp")  # from the cache
+        self.assertEqual(import_workers_of(self.repo), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,758 @@
+#!/usr/bin/python3
+"""Writes the single-op parity cases into the directory given as argv[1].
+
+Each case is a tiny module around one aten op (or one idiom that real models
+write, such as `x[:, idx]` or `F.normalize`), traced or scripted, saved as
+<case>.pt next to its sample inputs <case>.input.<i>.npy and the outputs that
+libtorch computes for the saved file, <case>.output<i>.npy. manifest.json lists
+every case with its family, the input dtypes and shapes (so the runner can
+declare them in the load config) and the number of outputs.
+
+Cases are seeded and deterministic. Inputs are chosen inside each op's domain
+(positive values for log and sqrt, distinct values for sort and topk) so that
+the comparison measures Kiln's arithmetic, not NaN placement.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CASES = []  # (family, name, module factory, inputs factory, mode)
+
+
+class Fn(nn.Module):
+    """Wraps a function of tensors so that it can be traced."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def case(family, name, fn, *inputs, mode="trace"):
+    """Registers a traced case for `fn` (a function or an nn.Module) on `inputs` (callables)."""
+    CASES.append((family, name, fn, inputs, mode))
+
+
+def scripted(family, name, module_cls, *inputs):
+    CASES.append((family, name, module_cls, inputs, "script"))
+
+
+def cases(family, rows):
+    """Registers traced cases given as (name, fn, *inputs) rows."""
+    for name, fn, *inputs in rows:
+        case(family, name, fn, *inputs)
+
+
+# ---------------------------------------------------------------- input makers
+
+
+def randn(*shape):
+    return lambda: torch.randn(*shape)
+
+
+def pos(*shape, lo=0.1, hi=3.0):
+    return lambda: torch.rand(*shape) * (hi - lo) + lo
+
+
+def distinct(*shape):
+    """A random permutation of distinct values (no ties for sort, topk, argmax)."""
+    return lambda: (torch.randperm(int(np.prod(shape))).float() / 7.0 - 3.0).reshape(*shape)
+
+
+def ints(*shape, lo=0, hi=10):
+    return lambda: torch.randint(lo, hi, shape, dtype=torch.int64)
+
+
+def mask(*shape, p=0.5):
+    return lambda: torch.rand(*shape) < p
+
+
+# ---------------------------------------------------------------- elementwise
+
+X = (2, 3, 4, 5)
+cases("elementwise", [
+    ("neg", torch.neg, randn(*X)),
+    ("abs", torch.abs, randn(*X)),
+    ("sqrt", torch.sqrt, pos(*X)),
+    ("rsqrt", torch.rsqrt, pos(*X)),
+    ("exp", torch.exp, randn(*X)),
+    ("log", torch.log, pos(*X)),
+    ("log2", torch.log2, pos(*X)),
+    ("log10", torch.log10, pos(*X)),
+    ("log1p", torch.log1p, pos(*X)),
+    ("expm1", torch.expm1, randn(*X)),
+    ("reciprocal", torch.reciprocal, pos(*X)),
+    ("floor", lambda x: torch.floor(x * 3), randn(*X)),
+    ("ceil", lambda x: torch.ceil(x * 3), randn(*X)),
+    ("round", lambda x: torch.round(x * 3), randn(*X)),
+    ("trunc", lambda x: torch.trunc(x * 3), randn(*X)),
+    ("erf", torch.erf, randn(*X)),
+    ("sign", torch.sign, randn(*X)),
+    ("sin", torch.sin, randn(*X)),
+    ("cos", torch.cos, randn(*X)),
+    ("square", torch.square, randn(*X)),
+    ("pow_scalar2", lambda x: x ** 2, randn(*X)),
+    ("pow_scalar_half", lambda x: torch.pow(x, 0.5), pos(*X)),
+    ("pow_scalar3", lambda x: x.pow(3), randn(*X)),
+    ("pow_tensor", torch.pow, pos(*X), randn(1, 3, 1, 5)),
+    ("pow_scalar_base", lambda x: 2.0 ** x, randn(*X)),
+    ("rsub", lambda x: 1 - x, randn(*X)),
+    ("rsub_tensor", lambda x, y: torch.rsub(x, y, alpha=2), randn(*X), randn(5)),
+    ("clamp", lambda x: torch.clamp(x, -0.5, 0.7), randn(*X)),
+    ("clamp_min", lambda x: x.clamp(min=0.1), randn(*X)),
+    ("clamp_max", lambda x: torch.clamp_max(x, 0.2), randn(*X)),
+    ("clamp_inplace", lambda x: (x * 1).clamp_(-1, 1), randn(*X)),
+    ("add_broadcast", lambda x, y: x + y, randn(*X), randn(3, 1, 5)),
+    ("add_alpha", lambda x, y: torch.add(x, y, alpha=0.5), randn(*X), randn(*X)),
+    ("sub_alpha_inplace", lambda x, y: (x * 1).sub_(y, alpha=2), randn(*X), randn(4, 5)),
+    ("mul_scalar", lambda x: x * 2.5, randn(*X)),
+    ("div_broadcast", lambda x, y: x / y, randn(*X), pos(4, 1)),
+    ("div_floor", lambda x, y: torch.div(x, y, rounding_mode="floor"), randn(*X), pos(*X)),
+    ("div_trunc", lambda x, y: torch.div(x, y, rounding_mode="trunc"), randn(*X), pos(*X)),
+    ("floor_divide", lambda x: torch.floor_divide(x * 5, 2.0), randn(*X)),
+    ("remainder_scalar", lambda x: torch.remainder(x * 5, 1.5), randn(*X)),
+    ("remainder_tensor", lambda x, y: x % y, randn(*X), pos(*X)),
+    ("fmod", lambda x: torch.fmod(x * 5, 1.5), randn(*X)),
+    ("maximum", torch.maximum, randn(*X), randn(4, 5)),
+    ("minimum", torch.minimum, randn(*X), randn(*X)),
+    ("max_other", lambda x, y: torch.max(x, y), randn(*X), randn(*X)),
+    ("addcmul", lambda x, y, z: torch.addcmul(x, y, z, value=0.5), randn(*X), randn(*X),
+     randn(*X)),
+    ("addcdiv", lambda x, y, z: torch.addcdiv(x, y, z, value=2), randn(*X), randn(*X),
+     pos(*X)),
+    ("lerp", lambda x, y: torch.lerp(x, y, 0.3), randn(*X), randn(*X)),
+    ("exp_inplace", lambda x: (x * 1).exp_(), randn(*X)),
+    ("add_int64", lambda x, y: x + y * 2, ints(3, 4), ints(4)),
+    ("mul_int64", lambda x: x * 3 - 1, ints(3, 4)),
+    ("atan2", torch.atan2, randn(*X), randn(*X)),
+    ("tan", lambda x: torch.tan(x * 0.5), randn(*X)),
+    ("asin", lambda x: torch.asin(x * 0.3), randn(*X)),
+    ("atan", torch.atan, randn(*X)),
+    ("sinh", torch.sinh, randn(*X)),
+    ("frac", lambda x: torch.frac(x * 3), randn(*X)),
+])
+
+# ---------------------------------------------------------------- comparison and selection
+
+cases("comparison", [
+    ("eq", lambda x, y: x == y, lambda: torch.randint(0, 3, X).float(),
+     lambda: torch.randint(0, 3, (4, 5)).float()),
+    ("ne_scalar", lambda x: x != 1.0, lambda: torch.randint(0, 3, X).float()),
+    ("lt", torch.lt, randn(*X), randn(*X)),
+    ("le_scalar", lambda x: x <= 0.25, randn(*X)),
+    ("gt", lambda x, y: x > y, randn(*X), randn(5)),
+    ("ge_scalar", lambda x: x >= -0.1, randn(*X)),
+    ("eq_int64", lambda x, y: x == y, ints(3, 4, hi=3), ints(3, 4, hi=3)),
+    ("where", torch.where, mask(*X), randn(*X), randn(*X)),
+    ("where_broadcast", torch.where, mask(4, 5), randn(*X), randn(1, 5)),
+    ("where_scalar", lambda m, x: torch.where(m, x, torch.zeros_like(x)), mask(*X), randn(*X)),
+    ("where_from_compare", lambda x: torch.where(x > 0, x, x * 0.1), randn(*X)),
+    ("masked_fill", lambda x, m: x.masked_fill(m, -1e4), randn(*X), mask(*X)),
+    ("masked_fill_broadcast", lambda x, m: x.masked_fill(m, 3.0), randn(*X), mask(4, 5)),
+    ("masked_fill_inplace", lambda x: (x * 1).masked_fill_(x > 0.5, 0.0), randn(*X)),
+    ("logical_not", lambda m: torch.logical_not(m), mask(*X)),
+    ("logical_and", lambda a, b: a & b, mask(*X), mask(*X)),
+    ("logical_or", lambda a, b: torch.logical_or(a, b), mask(*X), mask(4, 5)),
+    ("logical_xor", lambda a, b: a ^ b, mask(*X), mask(*X)),
+    ("isnan", lambda x: torch.isnan(torch.log(x)), randn(*X)),
+    ("mask_to_float", lambda x: (x > 0).float() * x, randn(*X)),
+])
+
+# ---------------------------------------------------------------- activations
+
+cases("activation", [
+    ("relu", F.relu, randn(*X)),
+    ("relu6", nn.ReLU6(), lambda: torch.randn(*X) * 5),
+    ("leaky_relu", nn.LeakyReLU(0.2), randn(*X)),
+    ("leaky_relu_inplace", nn.Sequential(nn.Identity(), nn.LeakyReLU(0.1, inplace=True)),
+     randn(*X)),
+    ("elu", nn.ELU(alpha=0.7), randn(*X)),
+    ("selu", nn.SELU(), randn(*X)),
+    ("celu", nn.CELU(alpha=1.5), randn(*X)),
+    ("gelu", nn.GELU(), randn(*X)),
+    ("gelu_tanh", nn.GELU(approximate="tanh"), randn(*X)),
+    ("silu", nn.SiLU(), randn(*X)),
+    ("mish", nn.Mish(), randn(*X)),
+    ("hardswish", nn.Hardswish(), lambda: torch.randn(*X) * 4),
+    ("hardsigmoid", nn.Hardsigmoid(), lambda: torch.randn(*X) * 4),
+    ("hardtanh", nn.Hardtanh(-2.0, 1.5), lambda: torch.randn(*X) * 3),
+    ("softplus", nn.Softplus(), randn(*X)),
+    ("softplus_beta", nn.Softplus(beta=2.0, threshold=3.0), lambda: torch.randn(*X) * 3),
+    ("sigmoid", torch.sigmoid, randn(*X)),
+    ("tanh", torch.tanh, randn(*X)),
+    ("logsigmoid", nn.LogSigmoid(), lambda: torch.randn(*X) * 5),
+    ("softsign", nn.Softsign(), randn(*X)),
+    ("tanhshrink", nn.Tanhshrink(), randn(*X)),
+    ("hardshrink", nn.Hardshrink(0.3), randn(*X)),
+    ("softshrink", nn.Softshrink(0.3), randn(*X)),
+    ("threshold", nn.Threshold(0.1, -2.0), randn(*X)),
+    ("prelu", nn.PReLU(3), randn(*X)),
+    ("prelu_single", nn.PReLU(), randn(*X)),
+    ("glu", nn.GLU(dim=1), randn(2, 6, 4)),
+    ("softmin", nn.Softmin(dim=1), randn(*X)),
+])
+
+# ---------------------------------------------------------------- reductions
+
+cases("reduction", [
+    ("sum_all", torch.sum, randn(*X)),
+    ("sum_dim", lambda x: x.sum(1), randn(*X)),
+    ("sum_dims_keepdim", lambda x: x.sum((1, 3), keepdim=True), randn(*X)),
+    ("sum_neg_dim", lambda x: torch.sum(x, -1), randn(*X)),
+    ("mean_all", torch.mean, randn(*X)),
+    ("mean_dims", lambda x: x.mean((0, 2)), randn(*X)),
+    ("amax", lambda x: torch.amax(x, dim=(1, 2)), randn(*X)),
+    ("amin_keepdim", lambda x: torch.amin(x, dim=-1, keepdim=True), randn(*X)),
+    ("max_all", torch.max, randn(*X)),
+    ("min_all", torch.min, randn(*X)),
+    ("max_dim", lambda x: torch.max(x, 1), distinct(*X)),
+    ("max_dim_keepdim", lambda x: x.max(dim=-1, keepdim=True)[0], distinct(*X)),
+    ("min_dim", lambda x: torch.min(x, 2), distinct(*X)),
+    ("prod_dim", lambda x: torch.prod(x, 1), pos(*X, lo=0.5, hi=1.5)),
+    ("prod_all", torch.prod, pos(2, 3, 4, lo=0.8, hi=1.2)),
+    ("argmax", lambda x: torch.argmax(x, 1), distinct(*X)),
+    ("argmax_all", torch.argmax, distinct(*X)),
+    ("argmin_keepdim", lambda x: x.argmin(-1, keepdim=True), distinct(*X)),
+    ("std_dim", lambda x: x.std(1), randn(*X)),
+    ("std_all", torch.std, randn(*X)),
+    ("var_unbiased_false", lambda x: x.var((2, 3), unbiased=False, keepdim=True), randn(*X)),
+    ("var_correction", lambda x: torch.var(x, 1, correction=0), randn(*X)),
+    ("norm_p2_dim", lambda x: x.norm(dim=1), randn(*X)),
+    ("norm_p1", lambda x: torch.norm(x, p=1, dim=(2, 3)), randn(*X)),
+    ("norm_all", torch.norm, randn(*X)),
+    ("norm_inf", lambda x: torch.norm(x, p=float("inf"), dim=-1), randn(*X)),
+    ("vector_norm", lambda x: torch.linalg.vector_norm(x, 3, dim=-1, keepdim=True), randn(*X)),
+    ("logsumexp", lambda x: torch.logsumexp(x, 1), lambda: torch.randn(*X) * 10),
+    ("cumsum", lambda x: torch.cumsum(x, 1), randn(*X)),
+    ("cumsum_last", lambda x: x.cumsum(-1), randn(*X)),
+    ("cumprod", lambda x: torch.cumprod(x, 2), pos(*X, lo=0.5, hi=1.5)),
+    ("all", lambda m: torch.all(m, 1), mask(*X, p=0.9)),
+    ("any", lambda m: m.any(-1), mask(*X, p=0.1)),
+    ("sum_int64", lambda x: x.sum(1), ints(3, 4, 5)),
+    ("count_nonzero_like", lambda x: (x > 0).sum(-1), randn(*X)),
+])
+
+# ---------------------------------------------------------------- shape and indexing
+
+cases("shape", [
+    ("permute", lambda x: x.permute(0, 2, 3, 1), randn(*X)),
+    ("permute_contiguous", lambda x: x.permute(3, 1, 0, 2).contiguous() * 2, randn(*X)),
+    ("transpose", lambda x: x.transpose(1, 3), randn(*X)),
+    ("t", lambda x: x.t(), randn(3, 4)),
+    ("mT", lambda x: x.transpose(-2, -1), randn(2, 3, 4)),
+    ("movedim", lambda x: torch.movedim(x, 1, -1), randn(*X)),
+    ("squeeze", lambda x: x.squeeze(), randn(2, 1, 3, 1)),
+    ("squeeze_dim", lambda x: x.squeeze(1), randn(2, 1, 3, 1)),
+    ("unsqueeze", lambda x: x.unsqueeze(-1), randn(2, 3)),
+    ("none_index", lambda x: x[:, None] * 2, randn(2, 3)),
+    ("expand", lambda x: x.expand(2, 3, 4), randn(3, 1)),
+    ("expand_neg", lambda x: x.expand(4, -1, -1), randn(1, 3, 5)),
+    ("expand_as", lambda x, y: x.expand_as(y) + y, randn(1, 5), randn(3, 5)),
+    ("repeat", lambda x: x.repeat(2, 1, 3), randn(2, 3)),
+    ("stack", lambda x, y: torch.stack([x, y], 1), randn(2, 3), randn(2, 3)),
+    ("stack_neg", lambda x, y: torch.stack((x, y, x), dim=-1), randn(2, 3), randn(2, 3)),
+    ("cat_neg", lambda x, y: torch.cat([x, y], -1), randn(2, 3), randn(2, 4)),
+    ("split", lambda x: x.split(2, 1), randn(2, 5, 3)),
+    ("split_sizes", lambda x: torch.split(x, [1, 3, 1], dim=1), randn(2, 5, 3)),
+    ("chunk", lambda x: x.chunk(3, -1), randn(2, 3, 8)),
+    ("chunk_add", lambda x: sum(x.chunk(2, 1)), randn(2, 6, 3)),
+    ("unbind", lambda x: x.unbind(1), randn(2, 3, 4)),
+    ("unflatten", lambda x: x.unflatten(1, (2, 3)), randn(4, 6)),
+    ("flatten_mid", lambda x: torch.flatten(x, 1, 2), randn(*X)),
+    ("view", lambda x: x.view(6, -1), randn(*X)),
+    ("reshape", lambda x: x.reshape(-1, 5), randn(*X)),
+    ("view_as", lambda x, y: x.view_as(y), randn(2, 6), randn(3, 4)),
+    ("narrow", lambda x: x.narrow(1, 1, 2), randn(*X)),
+    ("slice", lambda x: x[:, 1:3], randn(*X)),
+    ("slice_step", lambda x: x[..., ::2], randn(*X)),
+    ("slice_neg", lambda x: x[:, -2:, 1:-1], randn(*X)),
+    ("select", lambda x: x[:, 1], randn(*X)),
+    ("select_neg", lambda x: x[..., -1], randn(*X)),
+    ("select_first", lambda x: x[0], randn(*X)),
+    ("index_select", lambda x, i: torch.index_select(x, 1, i), randn(*X),
+     lambda: torch.tensor([2, 0, 2])),
+    ("gather", lambda x, i: torch.gather(x, 1, i), randn(3, 4), ints(3, 2, hi=4)),
+    ("gather_3d", lambda x, i: x.gather(-1, i), randn(2, 3, 4), ints(2, 3, 5, hi=4)),
+    ("index_tensor", lambda x, i: x[i], randn(5, 3), ints(4, hi=5)),
+    ("index_tensor_2d", lambda x, i: x[i], randn(5, 3), ints(2, 2, hi=5)),
+    ("index_dim1", lambda x, i: x[:, i], randn(3, 5, 2), ints(4, hi=5)),
+    ("index_two", lambda x, i, j: x[i, j], randn(4, 5), ints(3, hi=4), ints(3, hi=5)),
+    ("index_neg", lambda x, i: x[i - 5], randn(5, 3), ints(4, hi=5)),
+    ("roll", lambda x: torch.roll(x, 1, 2), randn(*X)),
+    ("roll_multi", lambda x: torch.roll(x, shifts=(-2, 3), dims=(1, 3)), randn(*X)),
+    ("roll_flat", lambda x: torch.roll(x, 5), randn(*X)),
+    ("flip", lambda x: torch.flip(x, [0, 2]), randn(*X)),
+    ("fliplr", torch.fliplr, randn(3, 4)),
+    ("tril", torch.tril, randn(4, 5)),
+    ("triu_diag", lambda x: torch.triu(x, 1), randn(2, 4, 5)),
+    ("tril_neg", lambda x: x.tril(-1), randn(5, 4)),
+    ("pad_constant", lambda x: F.pad(x, (1, 2), value=0.5), randn(*X)),
+    ("pad_constant_2d", lambda x: F.pad(x, (1, 0, 2, 1)), randn(*X)),
+    ("pad_constant_neg", lambda x: F.pad(x, (-1, 2)), randn(*X)),
+    ("pad_reflect_1d", lambda x: F.pad(x, (2, 1), mode="reflect"), randn(2, 3, 6)),
+    ("pad_reflect_2d", lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), randn(*X)),
+    ("pad_replicate_2d", lambda x: F.pad(x, (1, 2, 3, 0), mode="replicate"), randn(*X)),
+    ("pad_replicate_3d", lambda x: F.pad(x, (1, 1, 0, 2, 1, 0), mode="replicate"),
+     randn(1, 2, 3, 4, 5)),
+    ("pad_circular_2d", lambda x: F.pad(x, (1, 2, 2, 1), mode="circular"), randn(*X)),
+    ("zero_pad_module", nn.ZeroPad2d((1, 1, 2, 0)), randn(*X)),
+    ("reflection_pad_module", nn.ReflectionPad2d(2), randn(*X)),
+    ("pixel_shuffle", nn.PixelShuffle(2), randn(1, 8, 3, 3)),
+    ("channel_shuffle_const", lambda x: x.view(2, 2, 3, 4, 5).transpose(1, 2).reshape(2, 6, 4, 5),
+     randn(2, 6, 4, 5)),
+])
+
+
+
+def setitem_fill(x):
+    y = x.clone()
+    y[:, 1:3] = 0.5
+    return y
+
+
+def setitem_copy(x, v):
+    y = x.clone()
+    y[0] = v
+    return y
+
+
+def setitem_mask(x):
+    m = x.new_zeros((4, 5))
+    m[0:2, 0:3] = 1.0
+    m[2:, 3:] = 2.0
+    m[-1, :] = 3.0
+    return x + m
+
+
+def setitem_step(x):
+    y = x.clone()
+    y[..., ::2] = y[..., 1::2] * 2
+    return y
+
+
+cases("shape", [
+    ("setitem_fill", setitem_fill, randn(*X)),
+    ("setitem_copy_broadcast", setitem_copy, randn(3, 4, 5), randn(5)),
+    ("setitem_nested_mask", setitem_mask, randn(*X)),
+    ("setitem_step", setitem_step, randn(3, 6)),
+    ("slice_scatter", lambda x, v: torch.slice_scatter(x, v, 1, 2, 4, 1), randn(3, 4), randn(3, 2)),
+    ("select_scatter", lambda x, v: torch.select_scatter(x, v, dim=0, index=1), randn(3, 4), randn(4)),
+])
+
+# ---------------------------------------------------------------- linear algebra
+
+cases("linalg", [
+    ("matmul_1d_1d", torch.matmul, randn(5), randn(5)),
+    ("matmul_2d_1d", torch.matmul, randn(3, 5), randn(5)),
+    ("matmul_1d_3d", torch.matmul, randn(5), randn(2, 5, 4)),
+    ("matmul_batch_broadcast", torch.matmul, randn(2, 1, 3, 5), randn(4, 5, 6)),
+    ("mm", torch.mm, randn(3, 5), randn(5, 4)),
+    ("mv", torch.mv, randn(3, 5), randn(5)),
+    ("bmm", torch.bmm, randn(2, 3, 5), randn(2, 5, 4)),
+    ("baddbmm", lambda a, b, c: torch.baddbmm(a, b, c, beta=0.5, alpha=2.0), randn(2, 3, 4),
+     randn(2, 3, 5), randn(2, 5, 4)),
+    ("addmm", lambda a, b, c: torch.addmm(a, b, c, beta=0.3), randn(4), randn(3, 5),
+     randn(5, 4)),
+    ("linear", nn.Linear(5, 7), randn(2, 3, 5)),
+    ("linear_nobias", nn.Linear(5, 7, bias=False), randn(3, 5)),
+    ("bilinear_matmul_t", lambda x, y: x @ y.transpose(-1, -2), randn(2, 4, 8), randn(2, 6, 8)),
+    ("einsum_bmm", lambda a, b: torch.einsum("bij,bjk->bik", a, b), randn(2, 3, 5),
+     randn(2, 5, 4)),
+    ("einsum_transpose", lambda a: torch.einsum("ij->ji", a), randn(3, 4)),
+    ("einsum_attention", lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k), randn(2, 3, 4, 8),
+     randn(2, 3, 6, 8)),
+    ("einsum_outer", lambda a, b: torch.einsum("i,j->ij", a, b), randn(4), randn(5)),
+    ("einsum_sum", lambda a: torch.einsum("bij->b", a), randn(2, 3, 4)),
+    ("einsum_bilinear", lambda a, w, b: torch.einsum("bi,oij,bj->bo", a, w, b), randn(2, 3),
+     randn(4, 3, 5), randn(2, 5)),
+    ("einsum_dot", lambda a, b: torch.einsum("i,i->", a, b), randn(6), randn(6)),
+    ("outer", torch.outer, randn(4), randn(5)),
+    ("dot", torch.dot, randn(6), randn(6)),
+])
+
+# ---------------------------------------------------------------- convolution
+
+cases("conv", [
+    ("conv1d", nn.Conv1d(3, 4, 3, padding=1), randn(2, 3, 10)),
+    ("conv1d_stride_dilation", nn.Conv1d(4, 6, 3, stride=2, dilation=2, groups=2),
+     randn(1, 4, 17)),
+    ("conv2d", nn.Conv2d(3, 8, 3, stride=2, padding=1), randn(1, 3, 12, 12)),
+    ("conv2d_grouped_dilated", nn.Conv2d(6, 9, (3, 2), padding=(2, 1), dilation=2, groups=3),
+     randn(2, 6, 11, 9)),
+    ("conv2d_depthwise", nn.Conv2d(8, 8, 5, padding=2, groups=8), randn(1, 8, 10, 10)),
+    ("conv2d_nobias", nn.Conv2d(3, 4, 1, bias=False), randn(1, 3, 5, 5)),
+    ("conv2d_reflect", nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"),
+     randn(1, 3, 7, 7)),
+    ("conv2d_circular", nn.Conv2d(3, 4, 3, padding=1, padding_mode="circular"),
+     randn(1, 3, 7, 7)),
+    ("conv3d", nn.Conv3d(2, 4, 3, padding=1), randn(1, 2, 5, 6, 7)),
+    ("conv3d_stride_groups", nn.Conv3d(4, 4, (1, 3, 3), stride=(1, 2, 2), groups=2),
+     randn(2, 4, 3, 8, 8)),
+    ("conv_transpose1d", nn.ConvTranspose1d(3, 5, 4, stride=2, padding=1), randn(2, 3, 7)),
+    ("conv_transpose2d", nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1),
+     randn(1, 4, 5, 6)),
+    ("conv_transpose2d_groups", nn.ConvTranspose2d(4, 6, (2, 3), stride=(2, 1), groups=2,
+                                                   dilation=(1, 2)), randn(2, 4, 5, 5)),
+    ("conv_transpose3d", nn.ConvTranspose3d(2, 3, 2, stride=2), randn(1, 2, 3, 4, 5)),
+])
+
+# ---------------------------------------------------------------- pooling
+
+cases("pool", [
+    ("max_pool1d", nn.MaxPool1d(3, 2, padding=1), randn(2, 3, 11)),
+    ("max_pool2d_ceil", nn.MaxPool2d(3, 2, ceil_mode=True), randn(1, 3, 10, 11)),
+    ("max_pool2d_dilation", nn.MaxPool2d(2, 1, dilation=2), randn(1, 2, 7, 7)),
+    ("max_pool3d", nn.MaxPool3d(2, 2), randn(1, 2, 6, 5, 4)),
+    ("max_pool3d_pad_ceil", nn.MaxPool3d(3, 2, padding=1, ceil_mode=True), randn(1, 2, 6, 7, 5)),
+    ("avg_pool1d", nn.AvgPool1d(3, 2, padding=1, count_include_pad=False), randn(2, 3, 11)),
+    ("avg_pool2d_ceil", nn.AvgPool2d(3, 2, padding=1, ceil_mode=True), randn(1, 3, 10, 11)),
+    ("avg_pool3d", nn.AvgPool3d(2, (1, 2, 2)), randn(1, 2, 4, 6, 6)),
+    ("adaptive_avg_pool1d", nn.AdaptiveAvgPool1d(4), randn(2, 3, 10)),
+    ("adaptive_avg_pool2d_uneven", nn.AdaptiveAvgPool2d((3, 5)), randn(1, 3, 10, 11)),
+    ("adaptive_avg_pool3d", nn.AdaptiveAvgPool3d((2, 3, 1)), randn(1, 2, 5, 7, 4)),
+    ("adaptive_max_pool1d", nn.AdaptiveMaxPool1d(3), randn(2, 3, 10)),
+    ("adaptive_max_pool2d", nn.AdaptiveMaxPool2d((3, 2)), randn(1, 3, 10, 7)),
+    ("adaptive_max_pool2d_global", nn.AdaptiveMaxPool2d(1), randn(1, 3, 10, 7)),
+    ("adaptive_max_pool3d", nn.AdaptiveMaxPool3d(2), randn(1, 2, 5, 6, 4)),
+    ("max_pool2d_indices", nn.MaxPool2d(2, return_indices=True), distinct(1, 2, 6, 6)),
+    ("lp_pool2d", nn.LPPool2d(2, 2), pos(1, 3, 6, 6)),
+])
+
+# ---------------------------------------------------------------- normalization
+
+def bn(cls, c):
+    m = cls(c)
+    m.running_mean.uniform_(-1, 1)
+    m.running_var.uniform_(0.5, 2)
+    m.weight.data.uniform_(0.5, 1.5)
+    m.bias.data.uniform_(-0.5, 0.5)
+    return m
+
+
+cases("norm", [
+    ("batch_norm1d", bn(nn.BatchNorm1d, 4), randn(3, 4, 5)),
+    ("batch_norm2d", bn(nn.BatchNorm2d, 3), randn(2, 3, 4, 5)),
+    ("batch_norm3d", bn(nn.BatchNorm3d, 2), randn(1, 2, 3, 4, 5)),
+    ("layer_norm", nn.LayerNorm(5), randn(*X)),
+    ("layer_norm_2d", nn.LayerNorm((4, 5), elementwise_affine=False), randn(*X)),
+    ("group_norm", nn.GroupNorm(2, 6), randn(2, 6, 4, 5)),
+    ("group_norm_noaffine", nn.GroupNorm(3, 6, affine=False), randn(2, 6, 7)),
+    ("instance_norm2d", nn.InstanceNorm2d(3), randn(2, 3, 5, 6)),
+    ("instance_norm2d_affine", nn.InstanceNorm2d(3, affine=True), randn(2, 3, 5, 6)),
+    ("instance_norm1d", nn.InstanceNorm1d(4), randn(2, 4, 9)),
+    ("normalize", lambda x: F.normalize(x, dim=1), randn(*X)),
+    ("local_response_norm", nn.LocalResponseNorm(3), randn(1, 6, 5, 5)),
+])
+
+cases("softmax", [
+    ("softmax", nn.Softmax(dim=1), randn(*X)),
+    ("softmax_last", lambda x: x.softmax(-1), lambda: torch.randn(*X) * 5),
+    ("log_softmax", nn.LogSoftmax(dim=2), randn(*X)),
+    ("log_softmax_last", lambda x: F.log_softmax(x, -1), lambda: torch.randn(*X) * 5),
+])
+
+cases("embedding", [
+    ("embedding", nn.Embedding(10, 6), ints(2, 5, hi=10)),
+    ("embedding_padding", nn.Embedding(10, 4, padding_idx=0), ints(7, hi=10)),
+    ("embedding_functional", lambda i, w: F.embedding(i, w), ints(3, 4, hi=6), randn(6, 5)),
+])
+
+# ---------------------------------------------------------------- interpolation
+
+cases("interpolate", [
+    ("nearest_scale2", nn.Upsample(scale_factor=2, mode="nearest"), randn(1, 2, 4, 5)),
+    ("nearest_size", lambda x: F.interpolate(x, size=(7, 3), mode="nearest"), randn(1, 2, 4, 5)),
+    ("nearest_1d", lambda x: F.interpolate(x, scale_factor=3, mode="nearest"), randn(2, 3, 4)),
+    ("nearest_3d", lambda x: F.interpolate(x, size=(4, 6, 3), mode="nearest"),
+     randn(1, 2, 2, 3, 5)),
+    ("nearest_exact", lambda x: F.interpolate(x, size=(7, 3), mode="nearest-exact"),
+     randn(1, 2, 4, 5)),
+    ("bilinear", lambda x: F.interpolate(x, size=(7, 9), mode="bilinear", align_corners=False),
+     randn(1, 2, 4, 5)),
+    ("bilinear_align", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear",
+                                                align_corners=True), randn(1, 2, 4, 5)),
+    ("bilinear_down", lambda x: F.interpolate(x, size=(3, 2), mode="bilinear",
+                                               align_corners=False), randn(1, 2, 8, 7)),
+    ("bilinear_scale_frac", lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear",
+                                                     align_corners=False), randn(1, 2, 4, 5)),
+    ("bicubic", lambda x: F.interpolate(x, size=(9, 7), mode="bicubic", align_corners=False),
+     randn(1, 2, 4, 5)),
+    ("bicubic_align", lambda x: F.interpolate(x, scale_factor=2, mode="bicubic",
+                                               align_corners=True), randn(1, 2, 4, 5)),
+    ("linear_1d", lambda x: F.interpolate(x, size=9, mode="linear", align_corners=False),
+     randn(2, 3, 4)),
+    ("trilinear", lambda x: F.interpolate(x, scale_factor=2, mode="trilinear",
+                                           align_corners=False), randn(1, 2, 2, 3, 4)),
+])
+
+# ---------------------------------------------------------------- sort and top-k
+
+cases("sort", [
+    ("topk", lambda x: torch.topk(x, 3), distinct(*X)),
+    ("topk_smallest_dim", lambda x: torch.topk(x, 2, dim=1, largest=False), distinct(*X)),
+    ("sort", lambda x: torch.sort(x, 1), distinct(*X)),
+    ("sort_descending", lambda x: x.sort(descending=True), distinct(*X)),
+    ("argsort", lambda x: torch.argsort(x, -1, descending=True), distinct(*X)),
+    ("kthvalue", lambda x: torch.kthvalue(x, 2, -1), distinct(*X)),
+])
+
+# ---------------------------------------------------------------- creation and casts
+
+cases("creation", [
+    ("arange", lambda x: x + torch.arange(5), randn(*X)),
+    ("arange_step", lambda x: x * torch.arange(1, 3, 0.5), randn(4)),
+    ("zeros", lambda x: x + torch.zeros(4, 5), randn(*X)),
+    ("ones", lambda x: x * torch.ones(5), randn(*X)),
+    ("full", lambda x: x - torch.full((1, 5), 2.5), randn(*X)),
+    ("linspace", lambda x: x + torch.linspace(-1, 1, 5), randn(*X)),
+    ("zeros_like", lambda x: torch.zeros_like(x) + 1, randn(*X)),
+    ("ones_like", torch.ones_like, randn(*X)),
+    ("full_like", lambda x: torch.full_like(x, 7.0), randn(*X)),
+    ("new_zeros", lambda x: x.new_zeros((2, 3)) + 2, randn(*X)),
+    ("new_full", lambda x: x.new_full((3,), 4.0), randn(*X)),
+    ("eye", lambda x: x @ torch.eye(5), randn(3, 5)),
+])
+
+cases("cast", [
+    ("to_int64", lambda x: (x * 3).to(torch.int64), randn(*X)),
+    ("long", lambda x: (x * 3).long(), randn(*X)),
+    ("int32", lambda x: (x * 3).int(), randn(*X)),
+    ("float_from_int", lambda x: x.float() / 2, ints(3, 4)),
+    ("bool", lambda x: (x * 2).round().bool(), randn(*X)),
+    ("mask_float", lambda m: m.float(), mask(*X)),
+    ("type_as", lambda x, y: x.type_as(y), ints(3, 4), randn(3, 4)),
+    ("to_same", lambda x: x.to(torch.float32) * 2, randn(*X)),
+    ("to_double", lambda x: x.double(), randn(*X)),
+])
+
+# ---------------------------------------------------------------- recurrent and attention
+
+
+class RnnOut(nn.Module):
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return out
+
+
+cases("recurrent", [
+    ("lstm", RnnOut(nn.LSTM(4, 5)), randn(6, 2, 4)),
+    ("lstm_batch_first_2layer", RnnOut(nn.LSTM(4, 5, num_layers=2, batch_first=True)),
+     randn(2, 6, 4)),
+    ("lstm_bidirectional", RnnOut(nn.LSTM(4, 3, bidirectional=True)), randn(5, 2, 4)),
+    ("gru", RnnOut(nn.GRU(4, 5, batch_first=True)), randn(2, 6, 4)),
+    ("gru_bidirectional", RnnOut(nn.GRU(3, 4, num_layers=2, bidirectional=True)),
+     randn(5, 1, 3)),
+    ("rnn_tanh", RnnOut(nn.RNN(4, 5)), randn(6, 2, 4)),
+    ("rnn_relu", RnnOut(nn.RNN(4, 5, nonlinearity="relu")), randn(6, 2, 4)),
+    ("lstm_states", nn.LSTM(3, 4), randn(5, 1, 3)),
+])
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, batch_first, need_weights=False):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 4, batch_first=batch_first)
+        self.need_weights = need_weights
+
+    def forward(self, x):
+        out, w = self.mha(x, x, x, need_weights=self.need_weights)
+        return out if not self.need_weights else (out, w)
+
+
+cases("attention", [
+    ("mha_batch_first", SelfAttention(True), randn(2, 5, 16)),
+    ("mha_seq_first", SelfAttention(False), randn(5, 2, 16)),
+    ("mha_weights", SelfAttention(True, need_weights=True), randn(2, 5, 16)),
+    ("encoder_layer", nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True),
+     randn(2, 5, 16)),
+])
+
+# ---------------------------------------------------------------- scripted (not traced)
+
+
+class ScriptedConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding="same")
+        self.bn = bn(nn.BatchNorm2d, 4)
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x))).flatten(1)
+
+
+class ScriptedFunctional(nn.Module):
+    def forward(self, x, y):
+        z = torch.cat([x, y], dim=1).transpose(0, 1)
+        z = torch.clamp(z, min=-1.0) * torch.sigmoid(z)
+        return F.softmax(z.sum(dim=-1, keepdim=True) + z.mean(), dim=0)
+
+
+class ScriptedIndexing(nn.Module):
+    def forward(self, x, idx):
+        a, b = x.chunk(2, dim=1)
+        return torch.gather(a * b, 0, idx).permute(1, 0)
+
+
+class ScriptedConv1dPool(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(3, 4, 3, padding=1)
+        self.pool = nn.MaxPool1d(2)
+
+    def forward(self, x):
+        return F.adaptive_avg_pool1d(self.pool(F.gelu(self.conv(x))), 3)
+
+
+class ScriptedReductions(nn.Module):
+    def forward(self, x):
+        a = x.sum(dim=[1, 2], keepdim=True)
+        b = x.std(dim=1, unbiased=False)
+        c = torch.norm(x, p=2, dim=-1)
+        d = torch.amax(x, dim=(0, 1))
+        values, indices = torch.max(x, dim=2)
+        return a.flatten() + b.sum(), c, d, values * 2, indices
+
+
+class ScriptedSelection(nn.Module):
+    def forward(self, x, idx):
+        y = torch.where(x > 0, x, torch.zeros_like(x))
+        top, at = torch.topk(x[:, 1:3].reshape(-1), 3)
+        return y[idx], top, at, x.argsort(dim=-1, descending=True)
+
+
+class ScriptedEmbedding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(20, 8)
+        self.norm = nn.LayerNorm(8)
+        self.proj = nn.Linear(8, 4)
+
+    def forward(self, tokens):
+        h = self.norm(self.embed(tokens))
+        return torch.einsum("bsd,od->bso", h, self.proj.weight) + self.proj.bias
+
+
+class ScriptedCasts(nn.Module):
+    def forward(self, x):
+        mask = x > 0.25
+        counts = mask.to(torch.int64).sum(dim=1)
+        return mask.float() * x, counts, (x * 4).round().long() % 3
+
+
+class ScriptedInterpolate(nn.Module):
+    def forward(self, x):
+        y = F.interpolate(x, scale_factor=2.0, mode="nearest")
+        return F.interpolate(y, size=[5, 7], mode="bilinear", align_corners=False)
+
+
+class ScriptedPositions(nn.Module):
+    """Transformer-style position ids from the sequence length (arange of a size)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Embedding(16, 6)
+
+    def forward(self, x):
+        positions = torch.arange(x.size(1))
+        return x + self.pos(positions).unsqueeze(0)
+
+
+class ScriptedGroupNormPad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.GroupNorm(2, 4)
+        self.conv = nn.ConvTranspose2d(4, 2, 3, stride=2)
+
+    def forward(self, x):
+        y = F.pad(self.norm(x), [1, 1, 2, 0], mode="reflect")
+        return self.conv(F.silu(y))
+
+
+for name, module, inputs in [
+    ("conv1d_pool", ScriptedConv1dPool(), (randn(2, 3, 12),)),
+    ("reductions", ScriptedReductions(), (distinct(3, 4, 5),)),
+    ("selection", ScriptedSelection(), (distinct(4, 5), ints(3, hi=4))),
+    ("embedding_einsum", ScriptedEmbedding(), (ints(2, 5, hi=20),)),
+    ("casts", ScriptedCasts(), (randn(3, 6),)),
+    ("interpolate", ScriptedInterpolate(), (randn(1, 2, 3, 4),)),
+    ("positions", ScriptedPositions(), (randn(2, 7, 6),)),
+    ("groupnorm_pad_convtranspose", ScriptedGroupNormPad(), (randn(1, 4, 5, 6),)),
+]:
+    CASES.append(("scripted", name, module, inputs, "script"))
+
+CASES.append(("scripted", "conv_bn_relu", ScriptedConv(), (randn(1, 3, 6, 6),), "script"))
+CASES.append(("scripted", "functional", ScriptedFunctional(), (randn(3, 4), randn(3, 2)),
+              "script"))
+CASES.append(("scripted", "indexing", ScriptedIndexing(), (randn(4, 6), ints(2, 3, hi=4)),
+              "script"))
+
+
+# ---------------------------------------------------------------- driver
+
+DTYPES = {torch.float32: "FP32", torch.int64: "INT64", torch.bool: "BOOL", torch.int32: "INT32",
+          torch.float64: "FP64"}
+
+
+def flatten_outputs(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    flat = []
+    for o in out:
+        flat.extend(flatten_outputs(o))
+    return flat
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(f"usage: {sys.argv[0]} OUTPUT_DIR [CASE_SUBSTRING]")
+    out_dir = sys.argv[1]
+    only = sys.argv[2] if len(sys.argv) > 2 else None
+    os.makedirs(out_dir, exist_ok=True)
+    manifest = []
+    for index, (family, name, fn, makers, mode) in enumerate(CASES):
+        case_name = f"{family}.{name}"
+        if only and only not in case_name:
+            continue
+        torch.manual_seed(1000 + index)
+        module = fn if isinstance(fn, nn.Module) else Fn(fn)
+        module.eval()
+        inputs = [make() for make in makers]
+        # Cases may mutate their inputs in place: trace and run on copies.
+        with torch.no_grad():
+            if mode == "script":
+                saved = torch.jit.script(module)
+            else:
+                saved = torch.jit.trace(module, tuple(t.clone() for t in inputs), check_trace=False)
+        path = os.path.join(out_dir, f"{case_name}.pt")
+        saved.save(path)
+        loaded = torch.jit.load(path)
+        loaded.eval()
+        with torch.no_grad():
+            outputs = flatten_outputs(loaded(*[t.clone() for t in inputs]))
+        entry = {"name": case_name, "family": family, "inputs": [], "outputs": []}
+        for i, t in enumerate(inputs):
+            np.save(os.path.join(out_dir, f"{case_name}.input.{i}.npy"), t.numpy())
+            entry["inputs"].append({"dtype": DTYPES[t.dtype], "dims": list(t.shape)})
+        for i, t in enumerate(outputs):
+            np.save(os.path.join(out_dir, f"{case_name}.output{i}.npy"), t.contiguous().numpy())
+            entry["outputs"].append({"dtype": DTYPES.get(t.dtype, str(t.dtype)),
+                                     "dims": list(t.shape)})
+        manifest.append(entry)
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"wrote {len(manifest)} cases to {out_dir}")
+
+
+if __name__ == "__main__":
+    main()

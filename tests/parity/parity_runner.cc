@@ -1,0 +1,273 @@
+// kiln-parity: runs the single-op parity cases that gen_ops.py wrote (each a
+// TorchScript file, its sample inputs and libtorch's outputs) through Kiln's
+// importer and runtime, compares, and prints a coverage table per family:
+// cases passing natively, passing through the libtorch fallback (a Fallback
+// node in the imported graph), and failing.
+//
+// Comparison: float outputs by relative error max|got - want| / max|want| <=
+// 1e-4 (as the issue defines it), integer and bool outputs exactly, and dims
+// and dtypes exactly.
+//
+// --expect FILE lists cases that are known not to pass natively yet, one
+// "case-name  reason" per line; the run fails (exit 1) when any other case
+// does not pass natively, and notes listed cases that now pass. Without it
+// every non-native case fails the run.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "client/npy.h"
+#include "engine/fallback/fallback.h"
+#include "engine/importer/torchscript_importer.h"
+#include "engine/runtime/model.h"
+
+namespace kiln {
+namespace {
+
+using json = nlohmann::json;
+
+enum class Outcome { kNative, kFallback, kFail };
+
+struct Result {
+  std::string name, family;
+  Outcome outcome = Outcome::kFail;
+  std::string detail;  // why it failed, or the worst error
+};
+
+double MaxAbs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    m = std::max(m, std::abs(static_cast<double>(t.data<float>()[i])));
+  }
+  return m;
+}
+
+// Empty when `got` matches `want`, else what differs.
+std::string Compare(const Tensor& got, const Tensor& want, double* worst) {
+  if (got.dims() != want.dims()) {
+    return absl::StrCat("dims ", DimsToString(got.dims()), ", libtorch ", DimsToString(want.dims()));
+  }
+  if (got.dtype() != want.dtype()) {
+    return absl::StrCat("dtype ", DTypeName(got.dtype()), ", libtorch ", DTypeName(want.dtype()));
+  }
+  if (got.dtype() == DType::kF32) {
+    double diff = 0;
+    bool nan_mismatch = false;
+    for (int64_t i = 0; i < got.num_elements(); ++i) {
+      const double a = got.data<float>()[i], b = want.data<float>()[i];
+      if (std::isnan(a) || std::isnan(b)) {
+        nan_mismatch |= std::isnan(a) != std::isnan(b);
+        continue;
+      }
+      if (std::isinf(a) || std::isinf(b)) {
+        nan_mismatch |= a != b;
+        continue;
+      }
+      diff = std::max(diff, std::abs(a - b));
+    }
+    if (nan_mismatch) return "NaN or infinity where libtorch has none (or the reverse)";
+    const double rel = diff / std::max(MaxAbs(want), 1e-12);
+    *worst = std::max(*worst, rel);
+    if (rel > 1e-4) return absl::StrCat("relative error ", rel);
+    return "";
+  }
+  if (got.byte_size() > 0 && std::memcmp(got.raw_data(), want.raw_data(), got.byte_size()) != 0) {
+    return absl::StrCat(DTypeName(got.dtype()), " values differ");
+  }
+  return "";
+}
+
+bool HasFallback(const ir::Graph& g) {
+  for (const ir::Node& n : g.nodes()) {
+    if (n.kind == ir::OpKind::kFallback) return true;
+  }
+  return false;
+}
+
+Result RunCase(const std::string& dir, const json& entry, int threads) {
+  Result r;
+  r.name = entry["name"].get<std::string>();
+  r.family = entry["family"].get<std::string>();
+  const std::string base = absl::StrCat(dir, "/", r.name);
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScriptFile(base + ".pt");
+  if (!graph.ok()) {
+    r.detail = absl::StrCat("import: ", graph.status().message());
+    return r;
+  }
+  const bool fallback = HasFallback(*graph);
+  runtime::ModelOptions options;
+  options.compile.num_threads = threads;
+  std::vector<runtime::NamedTensor> inputs;
+  const json& ins = entry["inputs"];
+  for (size_t i = 0; i < ins.size(); ++i) {
+    runtime::TensorSpec spec;
+    spec.name = absl::StrCat("input", i);
+    spec.dtype = DTypeFromName(ins[i]["dtype"].get<std::string>()).value_or(DType::kUnknown);
+    spec.dims = ins[i]["dims"].get<std::vector<int64_t>>();
+    options.inputs.push_back(spec);
+    absl::StatusOr<Tensor> t = client::ReadNpy(absl::StrCat(base, ".input.", i, ".npy"));
+    if (!t.ok()) {
+      r.detail = absl::StrCat("sample input: ", t.status().message());
+      return r;
+    }
+    inputs.push_back({spec.name, *std::move(t)});
+  }
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model =
+      runtime::Model::Create(*std::move(graph), options);
+  if (!model.ok()) {
+    r.detail = absl::StrCat("load: ", model.status().message());
+    return r;
+  }
+  absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = (*model)->Infer(inputs, {});
+  if (!outputs.ok()) {
+    r.detail = absl::StrCat("run: ", outputs.status().message());
+    return r;
+  }
+  const size_t want_n = entry["outputs"].size();
+  if (outputs->size() != want_n) {
+    r.detail = absl::StrCat(outputs->size(), " outputs, libtorch ", want_n);
+    return r;
+  }
+  double worst = 0;
+  for (size_t i = 0; i < want_n; ++i) {
+    absl::StatusOr<Tensor> want = client::ReadNpy(absl::StrCat(base, ".output", i, ".npy"));
+    if (!want.ok()) {
+      r.detail = absl::StrCat("expected output: ", want.status().message());
+      return r;
+    }
+    const std::string diff = Compare((*outputs)[i].tensor, *want, &worst);
+    if (!diff.empty()) {
+      r.detail = absl::StrCat("output ", i, ": ", diff);
+      return r;
+    }
+  }
+  r.outcome = fallback ? Outcome::kFallback : Outcome::kNative;
+  r.detail = absl::StrCat("max relative error ", worst);
+  return r;
+}
+
+std::map<std::string, std::string> ReadExpected(const std::string& path) {
+  std::map<std::string, std::string> expected;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string name, reason;
+    fields >> name;
+    std::getline(fields, reason);
+    expected[name] = reason.substr(std::min(reason.find_first_not_of(' '), reason.size()));
+  }
+  return expected;
+}
+
+// --inspect FILE: imports one archive and prints "native" or the op kinds that
+// fell back (run_zoo.py classifies the zoo with it).
+int Inspect(const std::string& path) {
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScriptFile(path);
+  if (!graph.ok()) {
+    std::printf("import failed: %s\n", std::string(graph.status().message()).c_str());
+    return 1;
+  }
+  std::set<std::string> fallback_ops;
+  for (const ir::Node& n : graph->nodes()) {
+    if (n.kind == ir::OpKind::kFallback) fallback_ops.insert(n.source_op);
+  }
+  if (fallback_ops.empty()) {
+    std::printf("native\n");
+  } else {
+    std::string ops;
+    for (const std::string& op : fallback_ops) absl::StrAppend(&ops, ops.empty() ? "" : ",", op);
+    std::printf("fallback %s\n", ops.c_str());
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--inspect") return Inspect(argv[2]);
+  std::string dir, expect_path, filter;
+  int threads = 2;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (arg == "--cases") {
+      dir = value();
+    } else if (arg == "--expect") {
+      expect_path = value();
+    } else if (arg == "--filter") {
+      filter = value();
+    } else if (arg == "--threads") {
+      threads = std::stoi(value());
+    } else {
+      std::fprintf(stderr, "usage: %s --cases DIR [--expect FILE] [--filter SUBSTR] [--threads N]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  std::ifstream manifest_file(dir + "/manifest.json");
+  if (!manifest_file) {
+    std::fprintf(stderr, "cannot read %s/manifest.json\n", dir.c_str());
+    return 2;
+  }
+  const json manifest = json::parse(manifest_file);
+  fallback::InstallFallbackKernel();
+  const std::map<std::string, std::string> expected =
+      expect_path.empty() ? std::map<std::string, std::string>() : ReadExpected(expect_path);
+
+  std::vector<Result> results;
+  for (const json& entry : manifest) {
+    if (!filter.empty() && entry["name"].get<std::string>().find(filter) == std::string::npos) {
+      continue;
+    }
+    results.push_back(RunCase(dir, entry, threads));
+  }
+
+  // Per-family table, in order of first appearance.
+  std::vector<std::string> families;
+  std::map<std::string, int[3]> counts;
+  for (const Result& r : results) {
+    if (!counts.count(r.family)) {
+      families.push_back(r.family);
+      std::fill(counts[r.family], counts[r.family] + 3, 0);
+    }
+    ++counts[r.family][static_cast<int>(r.outcome)];
+  }
+  int total[3] = {0, 0, 0};
+  std::printf("%-14s %8s %10s %8s %7s\n", "family", "native", "fallback", "failing", "cases");
+  for (const std::string& f : families) {
+    const int* c = counts[f];
+    std::printf("%-14s %8d %10d %8d %7d\n", f.c_str(), c[0], c[1], c[2], c[0] + c[1] + c[2]);
+    for (int k = 0; k < 3; ++k) total[k] += c[k];
+  }
+  const int n = total[0] + total[1] + total[2];
+  std::printf("%-14s %8d %10d %8d %7d\n", "total", total[0], total[1], total[2], n);
+  if (n > 0) std::printf("native coverage: %.1f%%\n", 100.0 * total[0] / n);
+
+  int unexpected = 0;
+  for (const Result& r : results) {
+    if (r.outcome == Outcome::kNative) {
+      if (expected.count(r.name)) std::printf("NOW NATIVE (remove from the expect list): %s\n", r.name.c_str());
+      continue;
+    }
+    const bool known = expected.count(r.name) > 0;
+    if (!known) ++unexpected;
+    std::printf("%s %s %s: %s%s\n", known ? "expected" : "UNEXPECTED",
+                r.outcome == Outcome::kFallback ? "fallback" : "failure", r.name.c_str(),
+                r.detail.c_str(), known ? absl::StrCat(" [", expected.at(r.name), "]").c_str() : "");
+  }
+  return unexpected == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) { return kiln::Main(argc, argv); }
