@@ -341,19 +341,12 @@ ConvertResult ConvertUpsample(const TorchNode& node, ImportContext& ctx) {
   }
   const bool vec = node.maybeSchema() && node.maybeSchema()->overload_name() == "vec";
   std::vector<double> scales;
-  ir::ValueId scales_value = ir::kNoValue;
   if (vec) {
     if (i < node.inputs().size() && !ctx.IsNone(node, i)) {
       std::optional<c10::IValue> c = ctx.ConstantOf(node.inputs()[i]);
-      if (c && c->isDoubleList()) {
-        scales = c->toDoubleVector();
-      } else {
-        // Built at run time (scripted F.interpolate appends to a list): input 2.
-        ASSIGN_OR_RETURN(scales_value, ctx.AnyValue(node.inputs()[i], ctx.Where(node)));
-        if (ctx.KindOf(scales_value) != ir::ValueKind::kFloatList) {
-          return ctx.Unimplemented(node, "scale factors of an unexpected kind");
-        }
-      }
+      // Scripted F.interpolate builds the list in a loop: left to the fallback.
+      if (!c || !c->isDoubleList()) return ctx.Unimplemented(node, "scale factors computed at run time");
+      scales = c->toDoubleVector();
     }
   } else {
     for (size_t k = i; k < node.inputs().size(); ++k) {
@@ -366,7 +359,7 @@ ConvertResult ConvertUpsample(const TorchNode& node, ImportContext& ctx) {
     }
   }
   ir::ValueId sizes = ir::kNoValue;
-  if (!ctx.IsNone(node, 1) && scales_value == ir::kNoValue) {
+  if (!ctx.IsNone(node, 1)) {
     // The size may be computed from the input's shape (segmentation heads
     // upsample to the input's height and width).
     ASSIGN_OR_RETURN(ImportContext::IntsArg size, ctx.IntsInput(node, 1));
@@ -375,14 +368,11 @@ ConvertResult ConvertUpsample(const TorchNode& node, ImportContext& ctx) {
     } else {
       sizes = size.value;
     }
-  } else if (scales.empty() && scales_value == ir::kNoValue) {
+  } else if (scales.empty()) {
     return ctx.InvalidArgument(node, "has neither an output size nor scale factors");
   }
   // Scales also set the coordinate mapping (PyTorch uses 1/scale, not in/out).
   if (!scales.empty()) attrs.SetFloats("scales", scales);
-  if (scales_value != ir::kNoValue) {
-    return One(ctx.Emit(node, OpKind::kResize, {x, ir::kNoValue, scales_value}, std::move(attrs)));
-  }
   if (sizes != ir::kNoValue) return One(ctx.Emit(node, OpKind::kResize, {x, sizes}, std::move(attrs)));
   return One(ctx.Emit(node, OpKind::kResize, {x}, std::move(attrs)));
 }

@@ -123,7 +123,7 @@ void BuildAxis(Axis& ax, const std::string& mode, bool align_corners, double sca
 }
 
 absl::Status PrepareResize(PrepareContext& ctx) {
-  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 3));
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 2));
   RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
   const ir::Attributes& attrs = ctx.node.attrs;
   const Dims& x = ctx.inputs[0].dims;
@@ -133,18 +133,7 @@ absl::Status PrepareResize(PrepareContext& ctx) {
   }
   const bool align_corners = attrs.GetBool("align_corners", false);
   ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, IntsAttrOrInput(ctx, "sizes", 1));
-  std::vector<double> scales = attrs.GetFloats("scales");
-  if (HasInput(ctx, 2)) {
-    // Scale factors computed at run time (scripted F.interpolate builds the list).
-    const Tensor* value = ctx.inputs[2].constant;
-    if (value == nullptr || value->rank() != 1 || !IsFloatingPoint(value->dtype())) {
-      return InvalidArg(ctx.node, "input 2 (scales) must be a known float list");
-    }
-    scales.clear();
-    for (int64_t i = 0; i < value->num_elements(); ++i) {
-      scales.push_back(LoadAsDouble(value->raw_data(), value->dtype(), i));
-    }
-  }
+  const std::vector<double> scales = attrs.GetFloats("scales");
   const size_t spatial = !sizes.empty() ? sizes.size() : scales.size();
   if (spatial < 1 || spatial > 3 || x.size() < spatial + 1) {
     return InvalidArg(ctx.node, "expected 1 to 3 output sizes or scales for input ",

@@ -302,12 +302,11 @@ std::vector<std::pair<int64_t, double>> Taps(const std::string& mode, bool align
 Outputs Resize(const ir::Node& node, const std::vector<const Tensor*>& in) {
   const Values x = Read(*in[0]);
   std::vector<int64_t> sizes = node.attrs.GetInts("sizes");
-  std::vector<double> scales = node.attrs.GetFloats("scales");
+  const std::vector<double> scales = node.attrs.GetFloats("scales");
   if (in.size() > 1 && in[1] != nullptr) {
     sizes.clear();
     for (double v : Read(*in[1]).v) sizes.push_back(static_cast<int64_t>(v));
   }
-  if (in.size() > 2 && in[2] != nullptr) scales = Read(*in[2]).v;
   const size_t s = sizes.empty() ? scales.size() : sizes.size();
   const std::string mode = node.attrs.GetString("mode", "nearest");
   const bool align = node.attrs.GetBool("align_corners", false);
