@@ -3,7 +3,9 @@
 // Softplus, LogSigmoid, HardShrink, SoftShrink, Threshold, and PRelu (with a
 // per-channel weight). One shared Prepare (same dims out as in), one Eval
 // template over a per-op functor; the formulas follow PyTorch's CPU kernels
-// term by term so float32 results agree to rounding.
+// term by term so float32 results agree to rounding. The activations models
+// use also run on FP64 (double functors) and on FP16/BF16 (widened to FP32,
+// widen.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,6 +15,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
+#include "engine/kernels/widen.h"
 
 namespace kiln::kernels {
 namespace {
@@ -25,12 +28,18 @@ struct UnaryParams {
   // LeakyRelu (a = slope), Elu (a = alpha * scale, b = scale, c = input_scale),
   // Softplus (a = beta, b = threshold), shrinks (a = lambda), Threshold (a, b).
   float a = 0.0f, b = 0.0f, c = 0.0f;
+  // The same parameters unrounded, for FP64 input.
+  double lo_d = -std::numeric_limits<double>::infinity();
+  double hi_d = std::numeric_limits<double>::infinity();
+  double a_d = 0.0;
 };
 
 absl::Status PrepareUnary(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
-  ctx.outputs = {TensorInfo{DType::kF32, ctx.inputs[0].dims}};
+  // FP32, or FP64 for the ops registered with it (the table's FP64 rows).
+  const DType t = ctx.inputs[0].dtype;
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  ctx.outputs = {TensorInfo{t, ctx.inputs[0].dims}};
   ctx.state = std::make_shared<UnaryParams>();
   return absl::OkStatus();
 }
@@ -40,8 +49,8 @@ absl::Status PrepareClip(PrepareContext& ctx) {
   auto params = std::make_shared<UnaryParams>();
   // An absent bound is PyTorch's clamp(min=None) / clamp(max=None).
   const ir::Attributes& attrs = ctx.node.attrs;
-  if (attrs.Has("min")) params->lo = static_cast<float>(attrs.GetFloat("min"));
-  if (attrs.Has("max")) params->hi = static_cast<float>(attrs.GetFloat("max"));
+  if (attrs.Has("min")) params->lo = static_cast<float>(params->lo_d = attrs.GetFloat("min"));
+  if (attrs.Has("max")) params->hi = static_cast<float>(params->hi_d = attrs.GetFloat("max"));
   if (std::isnan(params->lo) || std::isnan(params->hi)) {
     return InvalidArg(ctx.node, "clip bounds must not be NaN");
   }
@@ -69,7 +78,7 @@ absl::Status PrepareParams(PrepareContext& ctx) {
   const ir::Attributes& attrs = ctx.node.attrs;
   switch (ctx.node.kind) {
     case ir::OpKind::kLeakyRelu:
-      params->a = static_cast<float>(attrs.GetFloat("negative_slope", 0.01));
+      params->a = static_cast<float>(params->a_d = attrs.GetFloat("negative_slope", 0.01));
       break;
     case ir::OpKind::kElu: {
       const double alpha = attrs.GetFloat("alpha", 1.0);
@@ -104,19 +113,25 @@ struct ReluOp {
   static constexpr int kCost = 1;
   // std::max(x, 0) returns x for NaN, as PyTorch's relu (clamp_min) does.
   static float Apply(float x, const UnaryParams&) { return std::max(x, 0.0f); }
+  static double Apply(double x, const UnaryParams&) { return std::max(x, 0.0); }
 };
 struct ClipOp {
   static constexpr int kCost = 1;
   // min(max(x, lo), hi): PyTorch's clamp, NaN propagating, hi wins if lo > hi.
   static float Apply(float x, const UnaryParams& p) { return std::min(std::max(x, p.lo), p.hi); }
+  static double Apply(double x, const UnaryParams& p) {
+    return std::min(std::max(x, p.lo_d), p.hi_d);
+  }
 };
 struct SigmoidOp {
   static constexpr int kCost = 20;
   static float Apply(float x, const UnaryParams&) { return 1.0f / (1.0f + std::exp(-x)); }
+  static double Apply(double x, const UnaryParams&) { return 1.0 / (1.0 + std::exp(-x)); }
 };
 struct TanhOp {
   static constexpr int kCost = 20;
   static float Apply(float x, const UnaryParams&) { return std::tanh(x); }
+  static double Apply(double x, const UnaryParams&) { return std::tanh(x); }
 };
 struct GeluErfOp {
   static constexpr int kCost = 20;
@@ -124,6 +139,7 @@ struct GeluErfOp {
     constexpr float kAlpha = static_cast<float>(M_SQRT1_2);
     return x * 0.5f * (1.0f + std::erf(x * kAlpha));
   }
+  static double Apply(double x, const UnaryParams&) { return x * 0.5 * (1.0 + std::erf(x * M_SQRT1_2)); }
 };
 struct GeluTanhOp {
   static constexpr int kCost = 20;
@@ -133,10 +149,15 @@ struct GeluTanhOp {
     const float inner = kBeta * (x + kKappa * x * x * x);
     return 0.5f * x * (1.0f + std::tanh(inner));
   }
+  static double Apply(double x, const UnaryParams&) {
+    const double inner = M_SQRT2 * M_2_SQRTPI * 0.5 * (x + 0.044715 * x * x * x);
+    return 0.5 * x * (1.0 + std::tanh(inner));
+  }
 };
 struct SiluOp {
   static constexpr int kCost = 20;
   static float Apply(float x, const UnaryParams&) { return x / (1.0f + std::exp(-x)); }
+  static double Apply(double x, const UnaryParams&) { return x / (1.0 + std::exp(-x)); }
 };
 struct HardSigmoidOp {
   static constexpr int kCost = 2;
@@ -154,6 +175,7 @@ struct HardSwishOp {
 struct LeakyReluOp {
   static constexpr int kCost = 1;
   static float Apply(float x, const UnaryParams& p) { return x > 0.0f ? x : x * p.a; }
+  static double Apply(double x, const UnaryParams& p) { return x > 0.0 ? x : x * p.a_d; }
 };
 struct EluOp {
   static constexpr int kCost = 20;
@@ -193,11 +215,11 @@ struct ThresholdOp {
   static float Apply(float x, const UnaryParams& p) { return x <= p.a ? p.b : x; }
 };
 
-template <typename Op>
+template <typename Op, typename T = float>
 absl::Status EvalUnary(EvalContext& ctx) {
   const UnaryParams& params = StateAs<UnaryParams>(ctx);
-  const float* in = ctx.inputs[0]->data<float>();
-  float* out = ctx.outputs[0]->data<float>();
+  const T* in = ctx.inputs[0]->data<T>();
+  T* out = ctx.outputs[0]->data<T>();
   const int64_t n = ctx.outputs[0]->num_elements();
   ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = Op::Apply(in[i], params);
@@ -205,9 +227,10 @@ absl::Status EvalUnary(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+template <typename T = float>
 absl::Status EvalGelu(EvalContext& ctx) {
-  return StateAs<UnaryParams>(ctx).gelu_tanh ? EvalUnary<GeluTanhOp>(ctx)
-                                             : EvalUnary<GeluErfOp>(ctx);
+  return StateAs<UnaryParams>(ctx).gelu_tanh ? EvalUnary<GeluTanhOp, T>(ctx)
+                                             : EvalUnary<GeluErfOp, T>(ctx);
 }
 
 // ---------------------------------------------------------------- PRelu
@@ -265,7 +288,7 @@ absl::Span<const KernelDef> ActivationKernels() {
       {ir::OpKind::kClip, DType::kF32, PrepareClip, EvalUnary<ClipOp>},
       {ir::OpKind::kSigmoid, DType::kF32, PrepareUnary, EvalUnary<SigmoidOp>},
       {ir::OpKind::kTanh, DType::kF32, PrepareUnary, EvalUnary<TanhOp>},
-      {ir::OpKind::kGelu, DType::kF32, PrepareGelu, EvalGelu},
+      {ir::OpKind::kGelu, DType::kF32, PrepareGelu, EvalGelu<>},
       {ir::OpKind::kSilu, DType::kF32, PrepareUnary, EvalUnary<SiluOp>},
       {ir::OpKind::kHardSigmoid, DType::kF32, PrepareUnary, EvalUnary<HardSigmoidOp>},
       {ir::OpKind::kHardSwish, DType::kF32, PrepareUnary, EvalUnary<HardSwishOp>},
@@ -278,6 +301,27 @@ absl::Span<const KernelDef> ActivationKernels() {
       {ir::OpKind::kSoftShrink, DType::kF32, PrepareParams, EvalUnary<SoftShrinkOp>},
       {ir::OpKind::kThreshold, DType::kF32, PrepareParams, EvalUnary<ThresholdOp>},
       {ir::OpKind::kPRelu, DType::kF32, PreparePRelu, EvalPRelu},
+      // FP64: the activations models use, computed in double like PyTorch.
+      {ir::OpKind::kRelu, DType::kF64, PrepareUnary, EvalUnary<ReluOp, double>},
+      {ir::OpKind::kClip, DType::kF64, PrepareClip, EvalUnary<ClipOp, double>},
+      {ir::OpKind::kSigmoid, DType::kF64, PrepareUnary, EvalUnary<SigmoidOp, double>},
+      {ir::OpKind::kTanh, DType::kF64, PrepareUnary, EvalUnary<TanhOp, double>},
+      {ir::OpKind::kGelu, DType::kF64, PrepareGelu, EvalGelu<double>},
+      {ir::OpKind::kSilu, DType::kF64, PrepareUnary, EvalUnary<SiluOp, double>},
+      {ir::OpKind::kLeakyRelu, DType::kF64, PrepareParams, EvalUnary<LeakyReluOp, double>},
+      // FP16/BF16: computed in FP32 and rounded back (widen.h).
+      KILN_WIDENED(ir::OpKind::kRelu, DType::kF16, PrepareUnary, EvalUnary<ReluOp>),
+      KILN_WIDENED(ir::OpKind::kRelu, DType::kBF16, PrepareUnary, EvalUnary<ReluOp>),
+      KILN_WIDENED(ir::OpKind::kClip, DType::kF16, PrepareClip, EvalUnary<ClipOp>),
+      KILN_WIDENED(ir::OpKind::kClip, DType::kBF16, PrepareClip, EvalUnary<ClipOp>),
+      KILN_WIDENED(ir::OpKind::kSigmoid, DType::kF16, PrepareUnary, EvalUnary<SigmoidOp>),
+      KILN_WIDENED(ir::OpKind::kSigmoid, DType::kBF16, PrepareUnary, EvalUnary<SigmoidOp>),
+      KILN_WIDENED(ir::OpKind::kTanh, DType::kF16, PrepareUnary, EvalUnary<TanhOp>),
+      KILN_WIDENED(ir::OpKind::kTanh, DType::kBF16, PrepareUnary, EvalUnary<TanhOp>),
+      KILN_WIDENED(ir::OpKind::kGelu, DType::kF16, PrepareGelu, EvalGelu<>),
+      KILN_WIDENED(ir::OpKind::kGelu, DType::kBF16, PrepareGelu, EvalGelu<>),
+      KILN_WIDENED(ir::OpKind::kSilu, DType::kF16, PrepareUnary, EvalUnary<SiluOp>),
+      KILN_WIDENED(ir::OpKind::kSilu, DType::kBF16, PrepareUnary, EvalUnary<SiluOp>),
   };
   return kKernels;
 }

@@ -1,5 +1,5 @@
-// Casts, fills and run-time ranges, for every plain dtype (BOOL, UINT8 ...
-// INT64, FP32, FP64):
+// Casts, fills and run-time ranges, for all ten dtypes (FP16 and BF16 through
+// float32, see convert.h):
 //
 //   Cast  x -> attr dtype ("FP32", "INT64", ... as DTypeName prints them), or
 //         the dtype of input 1 (type_as). Float to integer truncates toward
@@ -19,6 +19,7 @@
 #include <string>
 
 #include "engine/common/status_macros.h"
+#include "engine/kernels/convert.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/typed.h"
@@ -29,59 +30,15 @@ namespace {
 absl::StatusOr<DType> DTypeAttr(const ir::Node& node) {
   const std::string name = node.attrs.GetString("dtype");
   std::optional<DType> dtype = DTypeFromName(name);
-  if (!dtype || !IsPlainDType(*dtype)) {
+  if (!dtype) {
     return Unimplemented(node, "dtype '", name, "' is not supported");
   }
   return *dtype;
 }
 
-template <typename To>
-To FromDouble(double v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return v != 0.0;
-  } else if constexpr (std::is_floating_point_v<To>) {
-    return static_cast<To>(v);
-  } else {
-    // Truncate toward zero into int64, then narrow with wrap-around, as
-    // PyTorch's cast does (c10::convert goes through int64 for uint8);
-    // what int64 cannot hold maps to its minimum.
-    const double t = std::trunc(v);
-    if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0)) {
-      return static_cast<To>(std::numeric_limits<int64_t>::min());
-    }
-    return static_cast<To>(static_cast<int64_t>(t));
-  }
-}
-
-template <typename To>
-void ConvertTo(const void* src, DType from, To* dst, int64_t n) {
-  if (IsFloatingPoint(from)) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = FromDouble<To>(LoadAsDouble(src, from, i));
-  } else {
-    // Integers and bools: exact through int64 (no rounding through double).
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t v = LoadAsInt64(src, from, i);
-      if constexpr (std::is_same_v<To, bool>) {
-        dst[i] = v != 0;
-      } else {
-        dst[i] = static_cast<To>(v);
-      }
-    }
-  }
-}
-
+// Conversions live in convert.h (shared with the elementwise family).
 void Convert(const void* src, DType from, void* dst, DType to, int64_t n) {
-  switch (to) {
-    case DType::kBool: ConvertTo(src, from, static_cast<bool*>(dst), n); break;
-    case DType::kUInt8: ConvertTo(src, from, static_cast<uint8_t*>(dst), n); break;
-    case DType::kInt8: ConvertTo(src, from, static_cast<int8_t*>(dst), n); break;
-    case DType::kInt16: ConvertTo(src, from, static_cast<int16_t*>(dst), n); break;
-    case DType::kInt32: ConvertTo(src, from, static_cast<int32_t*>(dst), n); break;
-    case DType::kInt64: ConvertTo(src, from, static_cast<int64_t*>(dst), n); break;
-    case DType::kF32: ConvertTo(src, from, static_cast<float*>(dst), n); break;
-    case DType::kF64: ConvertTo(src, from, static_cast<double*>(dst), n); break;
-    default: break;  // rejected in Prepare
-  }
+  ConvertElements(src, from, dst, to, n);
 }
 
 // ---------------------------------------------------------------- Cast
@@ -95,7 +52,7 @@ absl::Status PrepareCast(PrepareContext& ctx) {
   } else {
     ASSIGN_OR_RETURN(to, DTypeAttr(ctx.node));
   }
-  if (!IsPlainDType(from) || !IsPlainDType(to)) {
+  if (from == DType::kUnknown || to == DType::kUnknown) {
     return Unimplemented(ctx.node, "cast from ", DTypeName(from), " to ", DTypeName(to),
                          " is not supported");
   }
@@ -136,7 +93,7 @@ absl::Status PrepareFill(PrepareContext& ctx) {
   if (attrs.Has("dtype")) {
     ASSIGN_OR_RETURN(dtype, DTypeAttr(ctx.node));
   }
-  if (!IsPlainDType(dtype)) {
+  if (dtype == DType::kUnknown) {
     return Unimplemented(ctx.node, "dtype ", DTypeName(dtype), " is not supported");
   }
   Dims dims;

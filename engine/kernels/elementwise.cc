@@ -2,12 +2,15 @@
 // Minimum, FloorDiv, Remainder, Fmod, Atan2), comparisons (-> BOOL), logical
 // ops (-> BOOL) and Where.
 //
-// Prepare resolves the operand dtype, turns the shapes into a loop plan (see
-// broadcast.h) and picks the typed row function, so Eval is one call. Operands
-// must share a dtype, except that a 0-dim constant operand (a Python scalar)
-// takes the other operand's dtype as PyTorch's type promotion would
-// (WeakScalarAs). Each row runs as one of four plain loops (vector-vector,
-// vector-scalar, scalar-vector, scalar-scalar) that GCC vectorises.
+// Prepare asks engine/common/type_promotion for the dtype PyTorch computes in
+// and returns (from the operands' dtypes and kinds: dimensioned tensor, 0-dim
+// tensor, Python number), turns the shapes into a loop plan (see broadcast.h)
+// and picks the typed row function. Constant operands of another dtype are
+// converted once in Prepare; run-time operands are converted into the
+// workspace at the start of Eval. FP16 and BF16 compute in float32 and round
+// the result back, as PyTorch's CPU kernels do. Each row runs as one of four
+// plain loops (vector-vector, vector-scalar, scalar-vector, scalar-scalar)
+// that GCC vectorises.
 //
 // The arithmetic follows PyTorch's CPU kernels: Maximum/Minimum propagate NaN,
 // FloorDiv and Remainder use Python's rounding (the sign of the divisor), and
@@ -22,7 +25,9 @@
 #include <vector>
 
 #include "engine/common/status_macros.h"
+#include "engine/common/type_promotion.h"
 #include "engine/kernels/broadcast.h"
+#include "engine/kernels/convert.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/typed.h"
@@ -33,35 +38,66 @@ namespace {
 using ir::OpKind;
 
 struct ElementwisePlan;
-using RunFn = absl::Status (*)(const ElementwisePlan&, EvalContext&);
+// Runs the op on `operands` (already in the compute dtype) into `out`.
+using RunFn = absl::Status (*)(const ElementwisePlan&, EvalContext&, const void* const* operands,
+                               void* out);
 
 struct ElementwisePlan {
   BroadcastPlan bc;
-  Tensor scalars[kMaxOperands];  // constants converted to the operand dtype (see CommonDType)
+  Tensor scalars[kMaxOperands];  // constants converted to the compute dtype
+  // Run-time operands whose dtype is not the kernel dtype: converted into the
+  // workspace at `offset` (bytes) before the loop.
+  bool convert[kMaxOperands] = {};
+  size_t offset[kMaxOperands] = {};
+  DType kernel_dtype = DType::kUnknown;  // what the loop reads (FP32 for FP16/BF16)
+  // When the loop's output dtype (`loop_out`) is not the result's (an FP16
+  // result computed in FP32, an in-place result kept in the destination's
+  // dtype), the loop writes to the workspace at `out_offset`, converted after.
+  DType loop_out = DType::kUnknown;
+  bool narrow_output = false;
+  size_t out_offset = 0;
+  int num_operands = 2;
   RunFn run = nullptr;
   int pow_exponent_code = 0;  // see PowCode
 };
-
-// The data of operand `o`: the converted scalar when there is one.
-const void* OperandData(const ElementwisePlan& p, const EvalContext& ctx, int o) {
-  return p.scalars[o].defined() && p.scalars[o].dtype() != DType::kUnknown
-             ? p.scalars[o].raw_data()
-             : ctx.inputs[o]->raw_data();
-}
 
 // ---------------------------------------------------------------- functors
 
 template <typename T>
 struct AddOp {
-  static T Apply(T a, T b) { return a + b; }
+  static T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a || b;  // PyTorch: True + True is True
+    } else {
+      return static_cast<T>(a + b);
+    }
+  }
 };
 template <typename T>
 struct SubOp {
-  static T Apply(T a, T b) { return a - b; }
+  static T Apply(T a, T b) { return static_cast<T>(a - b); }
 };
 template <typename T>
 struct MulOp {
-  static T Apply(T a, T b) { return a * b; }
+  static T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a && b;
+    } else {
+      return static_cast<T>(a * b);
+    }
+  }
+};
+template <typename T>
+struct BitAndOp {
+  static T Apply(T a, T b) { return static_cast<T>(a & b); }
+};
+template <typename T>
+struct BitOrOp {
+  static T Apply(T a, T b) { return static_cast<T>(a | b); }
+};
+template <typename T>
+struct BitXorOp {
+  static T Apply(T a, T b) { return static_cast<T>(a ^ b); }
 };
 template <typename T>
 struct DivOp {
@@ -103,7 +139,7 @@ struct FloorDivOp {
       return floordiv;
     } else {
       if (b == 0) return 0;  // rejected in Eval before the loop runs
-      T q = a / b;
+      T q = static_cast<T>(a / b);
       if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
       return q;
     }
@@ -118,8 +154,8 @@ struct RemainderOp {
       return mod;
     } else {
       if (b == 0) return 0;
-      T r = a % b;
-      if (r != 0 && (r < 0) != (b < 0)) r += b;
+      T r = static_cast<T>(a % b);
+      if (r != 0 && (r < 0) != (b < 0)) r = static_cast<T>(r + b);
       return r;
     }
   }
@@ -130,7 +166,7 @@ struct FmodOp {
     if constexpr (std::is_floating_point_v<T>) {
       return std::fmod(a, b);
     } else {
-      return b == 0 ? 0 : a % b;
+      return b == 0 ? T(0) : static_cast<T>(a % b);
     }
   }
 };
@@ -183,6 +219,13 @@ struct XorOp {
 
 // ---------------------------------------------------------------- row loops
 
+// Elements of operand `o` (the converted constant where there is one).
+int64_t OperandElements(const ElementwisePlan& p, const EvalContext& ctx, int o) {
+  return p.scalars[o].defined() && p.scalars[o].dtype() != DType::kUnknown
+             ? p.scalars[o].num_elements()
+             : ctx.inputs[o]->num_elements();
+}
+
 template <typename T, typename Out, typename Op>
 inline void Row(const T* a, int64_t sa, const T* b, int64_t sb, Out* out, int64_t n) {
   if (sa != 0 && sb != 0) {
@@ -199,10 +242,11 @@ inline void Row(const T* a, int64_t sa, const T* b, int64_t sb, Out* out, int64_
 }
 
 template <typename T, typename Out, typename Op, int kCost = 1>
-absl::Status RunBinary(const ElementwisePlan& p, EvalContext& ctx) {
-  const T* a = static_cast<const T*>(OperandData(p, ctx, 0));
-  const T* b = static_cast<const T*>(OperandData(p, ctx, 1));
-  Out* out = ctx.outputs[0]->data<Out>();
+absl::Status RunBinary(const ElementwisePlan& p, EvalContext& ctx, const void* const* operands,
+                       void* out_data) {
+  const T* a = static_cast<const T*>(operands[0]);
+  const T* b = static_cast<const T*>(operands[1]);
+  Out* out = static_cast<Out*>(out_data);
   ForEachRow(p.bc, ctx.outputs[0]->num_elements(), ctx.num_threads, kCost,
              [&](int64_t o, const int64_t* off, const int64_t* s, int64_t n) {
                Row<T, Out, Op>(a + off[0], s[0], b + off[1], s[1], out + o, n);
@@ -212,15 +256,14 @@ absl::Status RunBinary(const ElementwisePlan& p, EvalContext& ctx) {
 
 // Integer division and remainder: a zero divisor fails the request.
 template <typename T, typename Op>
-absl::Status RunIntDivision(const ElementwisePlan& p, EvalContext& ctx) {
-  const T* b = static_cast<const T*>(OperandData(p, ctx, 1));
-  const int64_t nb = p.scalars[1].defined() && p.scalars[1].dtype() != DType::kUnknown
-                         ? p.scalars[1].num_elements()
-                         : ctx.inputs[1]->num_elements();
+absl::Status RunIntDivision(const ElementwisePlan& p, EvalContext& ctx,
+                            const void* const* operands, void* out) {
+  const T* b = static_cast<const T*>(operands[1]);
+  const int64_t nb = OperandElements(p, ctx, 1);
   for (int64_t i = 0; i < nb; ++i) {
     if (b[i] == 0) return InvalidArg(ctx.node, "integer division by zero");
   }
-  return RunBinary<T, T, Op>(p, ctx);
+  return RunBinary<T, T, Op>(p, ctx, operands, out);
 }
 
 // Pow with a scalar exponent PyTorch special-cases.
@@ -239,9 +282,10 @@ struct PowScalarOp {
 };
 
 template <int kCode>
-absl::Status RunPowScalar(const ElementwisePlan&, EvalContext& ctx) {
-  const float* a = ctx.inputs[0]->data<float>();
-  float* out = ctx.outputs[0]->data<float>();
+absl::Status RunPowScalar(const ElementwisePlan&, EvalContext& ctx, const void* const* operands,
+                          void* out_data) {
+  const float* a = static_cast<const float*>(operands[0]);
+  float* out = static_cast<float*>(out_data);
   const int64_t n = ctx.outputs[0]->num_elements();
   ParallelFor(n, ctx.num_threads, n * 4, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = PowScalarOp<kCode>::Apply(a[i]);
@@ -251,11 +295,12 @@ absl::Status RunPowScalar(const ElementwisePlan&, EvalContext& ctx) {
 
 // Where: cond (bool) ? a : b, copied as raw elements of `T` (any dtype of that size).
 template <typename T>
-absl::Status RunWhere(const ElementwisePlan& p, EvalContext& ctx) {
-  const bool* c = static_cast<const bool*>(OperandData(p, ctx, 0));
-  const T* a = static_cast<const T*>(OperandData(p, ctx, 1));
-  const T* b = static_cast<const T*>(OperandData(p, ctx, 2));
-  T* out = static_cast<T*>(ctx.outputs[0]->raw_data());
+absl::Status RunWhere(const ElementwisePlan& p, EvalContext& ctx, const void* const* operands,
+                      void* out_data) {
+  const bool* c = static_cast<const bool*>(operands[0]);
+  const T* a = static_cast<const T*>(operands[1]);
+  const T* b = static_cast<const T*>(operands[2]);
+  T* out = static_cast<T*>(out_data);
   ForEachRow(p.bc, ctx.outputs[0]->num_elements(), ctx.num_threads, 1,
              [&](int64_t o, const int64_t* off, const int64_t* s, int64_t n) {
                const bool* cr = c + off[0];
@@ -269,17 +314,26 @@ absl::Status RunWhere(const ElementwisePlan& p, EvalContext& ctx) {
 
 // ---------------------------------------------------------------- dispatch
 
-enum class Family { kArith, kCompare, kLogical };
+// The typed loops exist for every dtype the loop computes in: FP16 and BF16
+// are computed as FP32 (see KernelDType), so they never reach these switches.
+#define KILN_INT_CASES(MACRO)                  \
+  case DType::kInt64: return MACRO(int64_t);   \
+  case DType::kInt32: return MACRO(int32_t);   \
+  case DType::kInt16: return MACRO(int16_t);   \
+  case DType::kInt8: return MACRO(int8_t);     \
+  case DType::kUInt8: return MACRO(uint8_t);
 
 template <template <typename> class Op>
 RunFn ArithFn(DType t) {
+#define KILN_ARITH(T) RunBinary<T, T, Op<T>>
   switch (t) {
-    case DType::kF32: return RunBinary<float, float, Op<float>>;
-    case DType::kF64: return RunBinary<double, double, Op<double>>;
-    case DType::kInt64: return RunBinary<int64_t, int64_t, Op<int64_t>>;
-    case DType::kInt32: return RunBinary<int32_t, int32_t, Op<int32_t>>;
+    case DType::kF32: return KILN_ARITH(float);
+    case DType::kF64: return KILN_ARITH(double);
+    case DType::kBool: return KILN_ARITH(bool);
+    KILN_INT_CASES(KILN_ARITH)
     default: return nullptr;
   }
+#undef KILN_ARITH
 }
 
 template <template <typename> class Op>
@@ -293,34 +347,50 @@ RunFn FloatFn(DType t) {
 
 template <template <typename> class Op>
 RunFn IntDivFn(DType t) {
+#define KILN_INTDIV(T) RunIntDivision<T, Op<T>>
   switch (t) {
     case DType::kF32: return RunBinary<float, float, Op<float>, 4>;
     case DType::kF64: return RunBinary<double, double, Op<double>, 4>;
-    case DType::kInt64: return RunIntDivision<int64_t, Op<int64_t>>;
-    case DType::kInt32: return RunIntDivision<int32_t, Op<int32_t>>;
+    KILN_INT_CASES(KILN_INTDIV)
     default: return nullptr;
   }
+#undef KILN_INTDIV
+}
+
+template <template <typename> class Op>
+RunFn BitwiseFn(DType t) {
+#define KILN_BITWISE(T) RunBinary<T, T, Op<T>>
+  switch (t) {
+    case DType::kBool: return RunBinary<bool, bool, Op<bool>>;
+    KILN_INT_CASES(KILN_BITWISE)
+    default: return nullptr;
+  }
+#undef KILN_BITWISE
 }
 
 template <template <typename> class Op>
 RunFn CompareFn(DType t) {
+#define KILN_COMPARE(T) RunBinary<T, bool, Op<T>>
   switch (t) {
-    case DType::kF32: return RunBinary<float, bool, Op<float>>;
-    case DType::kF64: return RunBinary<double, bool, Op<double>>;
-    case DType::kInt64: return RunBinary<int64_t, bool, Op<int64_t>>;
-    case DType::kInt32: return RunBinary<int32_t, bool, Op<int32_t>>;
-    case DType::kUInt8: return RunBinary<uint8_t, bool, Op<uint8_t>>;
-    case DType::kBool: return RunBinary<bool, bool, Op<bool>>;
+    case DType::kF32: return KILN_COMPARE(float);
+    case DType::kF64: return KILN_COMPARE(double);
+    case DType::kBool: return KILN_COMPARE(bool);
+    KILN_INT_CASES(KILN_COMPARE)
     default: return nullptr;
   }
+#undef KILN_COMPARE
 }
+#undef KILN_INT_CASES
 
-RunFn SelectFn(OpKind op, DType t) {
-  switch (op) {
+bool IsBitwise(const ir::Node& node) { return node.attrs.GetBool("bitwise"); }
+
+RunFn SelectFn(const ir::Node& node, DType t) {
+  const bool bitwise = IsBitwise(node);
+  switch (node.kind) {
     case OpKind::kAdd: return ArithFn<AddOp>(t);
     case OpKind::kSub: return ArithFn<SubOp>(t);
     case OpKind::kMul: return ArithFn<MulOp>(t);
-    case OpKind::kDiv: return FloatFn<DivOp>(t);  // integer true division is float in PyTorch
+    case OpKind::kDiv: return FloatFn<DivOp>(t);  // integer true division computes in float
     case OpKind::kMaximum: return ArithFn<MaximumOp>(t);
     case OpKind::kMinimum: return ArithFn<MinimumOp>(t);
     case OpKind::kFloorDiv: return IntDivFn<FloorDivOp>(t);
@@ -334,76 +404,81 @@ RunFn SelectFn(OpKind op, DType t) {
     case OpKind::kLessEqual: return CompareFn<LeOp>(t);
     case OpKind::kGreater: return CompareFn<GtOp>(t);
     case OpKind::kGreaterEqual: return CompareFn<GeOp>(t);
-    case OpKind::kLogicalAnd: return CompareFn<AndOp>(t);
-    case OpKind::kLogicalOr: return CompareFn<OrOp>(t);
-    case OpKind::kLogicalXor: return CompareFn<XorOp>(t);
+    case OpKind::kLogicalAnd: return bitwise ? BitwiseFn<BitAndOp>(t) : CompareFn<AndOp>(t);
+    case OpKind::kLogicalOr: return bitwise ? BitwiseFn<BitOrOp>(t) : CompareFn<OrOp>(t);
+    case OpKind::kLogicalXor: return bitwise ? BitwiseFn<BitXorOp>(t) : CompareFn<XorOp>(t);
     default: return nullptr;
   }
 }
 
-bool ProducesBool(OpKind op) {
-  switch (op) {
+// The promotion rule PyTorch applies to each op (engine/common/type_promotion).
+PromotedOp PromotionFor(const ir::Node& node) {
+  switch (node.kind) {
+    case OpKind::kSub: return PromotedOp::kSub;
+    case OpKind::kMul: return PromotedOp::kMul;
+    case OpKind::kDiv: return PromotedOp::kTrueDivide;
+    case OpKind::kAtan2: return PromotedOp::kFloatMath;
+    case OpKind::kMaximum:
+    case OpKind::kMinimum: return PromotedOp::kMaximum;
+    case OpKind::kFloorDiv:
+    case OpKind::kRemainder:
+    case OpKind::kFmod: return PromotedOp::kFloorDivide;
     case OpKind::kEqual:
     case OpKind::kNotEqual:
     case OpKind::kLess:
     case OpKind::kLessEqual:
     case OpKind::kGreater:
-    case OpKind::kGreaterEqual:
+    case OpKind::kGreaterEqual: return PromotedOp::kCompare;
     case OpKind::kLogicalAnd:
     case OpKind::kLogicalOr:
-    case OpKind::kLogicalXor:
-      return true;
-    default:
-      return false;
+    case OpKind::kLogicalXor: return IsBitwise(node) ? PromotedOp::kBitwise : PromotedOp::kLogical;
+    default: return PromotedOp::kAdd;  // add, pow, where
   }
 }
 
-// Resolves the common dtype of inputs [first, first + count): the dtype of
-// the operands computed at run time (they must agree). A 0-dim constant (a
-// Python scalar) takes that dtype (WeakScalarAs); a dimensioned constant (an
-// arange or a weight) of another dtype is converted once when PyTorch's
-// promotion gives the run-time operands' dtype (int64 constant + float input).
-absl::StatusOr<DType> CommonDType(PrepareContext& ctx, ElementwisePlan* plan, size_t first,
-                                  size_t count) {
-  DType t = DType::kUnknown;
+// How input `i` takes part in promotion: a Python number (an int/float/bool
+// value, or any 0-dim constant: libtorch's interpreter promotes the 0-dim
+// constants of a frozen graph, the tracer's numbers and frozen 0-dim buffers
+// alike, as Python numbers), a 0-dim tensor computed at run time, or a
+// dimensioned tensor.
+PromotionOperand OperandOf(const PrepareContext& ctx, size_t i) {
+  const TensorInfo& in = ctx.inputs[i];
+  const bool number = in.scalar || (in.constant != nullptr && in.dims.empty());
+  const OperandKind kind = number                ? OperandKind::kScalar
+                           : in.dims.empty()     ? OperandKind::kZeroDim
+                                                 : OperandKind::kTensor;
+  return {in.dtype, kind};
+}
+
+// The dtype the loops compute in: FP16 and BF16 are storage types.
+DType KernelDType(DType compute) {
+  return compute == DType::kF16 || compute == DType::kBF16 ? DType::kF32 : compute;
+}
+
+// Arranges for inputs [first, first + count) to reach the loop as `kernel`:
+// constants are converted now, run-time operands get a workspace slot.
+void PlanOperands(PrepareContext& ctx, ElementwisePlan* plan, size_t first, size_t count,
+                  DType kernel) {
+  plan->kernel_dtype = kernel;
   for (size_t i = first; i < first + count; ++i) {
-    if (ctx.inputs[i].constant == nullptr) {
-      if (t != DType::kUnknown && t != ctx.inputs[i].dtype) {
-        return InvalidArg(ctx.node, "operands have different dtypes: ", DTypeName(t), " and ",
-                          DTypeName(ctx.inputs[i].dtype));
-      }
-      t = ctx.inputs[i].dtype;
-    }
-  }
-  if (t == DType::kUnknown) {
-    // Only constants: dimensioned ones promote, scalars follow.
-    for (size_t i = first; i < first + count; ++i) {
-      if (!IsScalarConstant(ctx, i)) {
-        t = t == DType::kUnknown ? ctx.inputs[i].dtype : PromoteTypes(t, ctx.inputs[i].dtype);
-      }
-    }
-    if (t == DType::kUnknown) t = ctx.inputs[first].dtype;  // all scalars: the first one's
-  }
-  for (size_t i = first; i < first + count; ++i) {
-    if (ctx.inputs[i].dtype == t) continue;
-    const Tensor& c = *ctx.inputs[i].constant;
-    if (IsScalarConstant(ctx, i)) {
-      ASSIGN_OR_RETURN(plan->scalars[i], WeakScalarAs(ctx.node, c, t));
-    } else if (PromoteTypes(t, c.dtype()) == t && IsPlainDType(c.dtype())) {
-      plan->scalars[i] = ConvertedTo(c, t);
+    const TensorInfo& in = ctx.inputs[i];
+    if (in.dtype == kernel) continue;
+    if (in.constant != nullptr) {
+      Tensor c = Tensor::Zeros(kernel, in.dims);
+      ConvertElements(in.constant->raw_data(), in.dtype, c.raw_data(), kernel, c.num_elements());
+      plan->scalars[i] = std::move(c);
     } else {
-      return Unimplemented(ctx.node, "a ", DTypeName(c.dtype()), " constant with a ", DTypeName(t),
-                           " operand (PyTorch would promote the operand to ",
-                           DTypeName(PromoteTypes(t, c.dtype())), ")");
+      plan->convert[i] = true;
+      plan->offset[i] = ctx.workspace_bytes;
+      ctx.workspace_bytes += (NumElements(in.dims) * DTypeSize(kernel) + 63) / 64 * 64;
     }
   }
-  return t;
 }
 
 // The scalar exponent special case, when input 1 is a 0-dim constant.
-int PowCodeFor(const PrepareContext& ctx) {
-  if (!IsScalarConstant(ctx, 1) || ctx.inputs[0].dtype != DType::kF32) return kPowGeneric;
-  const double e = LoadAsDouble(ctx.inputs[1].constant->raw_data(), ctx.inputs[1].dtype, 0);
+int PowCodeFor(const PrepareContext& ctx, DType kernel) {
+  if (!IsScalarConstant(ctx, 1) || kernel != DType::kF32) return kPowGeneric;
+  const double e = LoadAnyAsDouble(ctx.inputs[1].constant->raw_data(), ctx.inputs[1].dtype, 0);
   if (e == 2) return kPowSquare;
   if (e == 3) return kPowCube;
   if (e == 0.5) return kPowSqrt;
@@ -413,24 +488,55 @@ int PowCodeFor(const PrepareContext& ctx) {
   return kPowGeneric;
 }
 
+// The op's types by PyTorch's promotion, with the node named in errors.
+absl::StatusOr<BinaryTypes> TypesOf(const PrepareContext& ctx, size_t a, size_t b) {
+  const PromotedOp op = PromotionFor(ctx.node);
+  PromotionOperand oa = OperandOf(ctx, a), ob = OperandOf(ctx, b);
+  if (op == PromotedOp::kMaximum || op == PromotedOp::kLogical) {
+    // These take tensors only, so a 0-dim operand here is a 0-dim tensor
+    // (clamp's tensor bounds), not a Python number.
+    if (oa.kind == OperandKind::kScalar) oa.kind = OperandKind::kZeroDim;
+    if (ob.kind == OperandKind::kScalar) ob.kind = OperandKind::kZeroDim;
+  }
+  absl::StatusOr<BinaryTypes> types =
+      BinaryOpTypes(op, oa, ob, /*in_place=*/ctx.node.attrs.GetBool("in_place"));
+  if (!types.ok()) {
+    return InvalidArg(ctx.node, "operands ", DTypeName(ctx.inputs[a].dtype), " and ",
+                      DTypeName(ctx.inputs[b].dtype), ": ", types.status().message());
+  }
+  return types;
+}
+
 absl::Status PrepareBinary(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
+  ASSIGN_OR_RETURN(BinaryTypes types, TypesOf(ctx, 0, 1));
+  const DType kernel = KernelDType(types.compute);
   auto plan = std::make_shared<ElementwisePlan>();
-  ASSIGN_OR_RETURN(DType t, CommonDType(ctx, plan.get(), 0, 2));
-  const OpKind op = ctx.node.kind;
-  if (ctx.node.attrs.GetBool("bitwise") && t != DType::kBool) {
-    return Unimplemented(ctx.node, "bitwise operations on ", DTypeName(t), " are not supported");
-  }
-  plan->run = SelectFn(op, t);
+  plan->run = SelectFn(ctx.node, kernel);
   if (plan->run == nullptr) {
-    return Unimplemented(ctx.node, "no kernel for operands of dtype ", DTypeName(t));
+    return Unimplemented(ctx.node, "no kernel for ", DTypeName(types.compute), " operands (from ",
+                         DTypeName(ctx.inputs[0].dtype), " and ", DTypeName(ctx.inputs[1].dtype),
+                         ")");
   }
   const Dims& a = ctx.inputs[0].dims;
   const Dims& b = ctx.inputs[1].dims;
   ASSIGN_OR_RETURN(Dims out, BroadcastDims(ctx.node, {&a, &b}));
   ASSIGN_OR_RETURN(plan->bc, MakeBroadcastPlan(ctx.node, out, {&a, &b}));
-  if (op == OpKind::kPow && NumElements(a) == NumElements(out)) {
-    switch (PowCodeFor(ctx)) {
+  PlanOperands(ctx, plan.get(), 0, 2, kernel);
+  // The loop's result dtype: bool for comparisons, else the kernel dtype; an
+  // in-place result of another dtype is converted like an FP16 one.
+  const DType loop_out = types.result == DType::kBool && types.compute != DType::kBool
+                             ? DType::kBool
+                             : kernel;
+  plan->loop_out = loop_out;
+  if (loop_out != types.result) {
+    plan->narrow_output = true;
+    plan->out_offset = ctx.workspace_bytes;
+    ctx.workspace_bytes += NumElements(out) * DTypeSize(loop_out);
+  }
+  plan->kernel_dtype = kernel;
+  if (ctx.node.kind == OpKind::kPow && NumElements(a) == NumElements(out)) {
+    switch (PowCodeFor(ctx, kernel)) {
       case kPowSquare: plan->run = RunPowScalar<kPowSquare>; break;
       case kPowCube: plan->run = RunPowScalar<kPowCube>; break;
       case kPowSqrt: plan->run = RunPowScalar<kPowSqrt>; break;
@@ -440,7 +546,7 @@ absl::Status PrepareBinary(PrepareContext& ctx) {
       default: break;
     }
   }
-  ctx.outputs = {TensorInfo{ProducesBool(op) ? DType::kBool : t, out}};
+  ctx.outputs = {TensorInfo{types.result, out}};
   ctx.state = std::move(plan);
   return absl::OkStatus();
 }
@@ -448,8 +554,12 @@ absl::Status PrepareBinary(PrepareContext& ctx) {
 absl::Status PrepareWhere(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 3, 3));
   RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kBool));
+  ASSIGN_OR_RETURN(BinaryTypes types, TypesOf(ctx, 1, 2));
   auto plan = std::make_shared<ElementwisePlan>();
-  ASSIGN_OR_RETURN(DType t, CommonDType(ctx, plan.get(), 1, 2));
+  plan->num_operands = 3;
+  // Where copies elements, so FP16/BF16 stay as they are (no FP32 detour).
+  const DType t = types.result;
+  plan->loop_out = t;
   switch (DTypeSize(t)) {
     case 1: plan->run = RunWhere<uint8_t>; break;
     case 2: plan->run = RunWhere<uint16_t>; break;
@@ -462,6 +572,7 @@ absl::Status PrepareWhere(PrepareContext& ctx) {
   const Dims& b = ctx.inputs[2].dims;
   ASSIGN_OR_RETURN(Dims out, BroadcastDims(ctx.node, {&c, &a, &b}));
   ASSIGN_OR_RETURN(plan->bc, MakeBroadcastPlan(ctx.node, out, {&c, &a, &b}));
+  PlanOperands(ctx, plan.get(), 1, 2, t);
   ctx.outputs = {TensorInfo{t, out}};
   ctx.state = std::move(plan);
   return absl::OkStatus();
@@ -469,14 +580,33 @@ absl::Status PrepareWhere(PrepareContext& ctx) {
 
 absl::Status EvalElementwise(EvalContext& ctx) {
   const ElementwisePlan& p = StateAs<ElementwisePlan>(ctx);
-  return p.run(p, ctx);
+  const void* operands[kMaxOperands] = {};
+  char* ws = static_cast<char*>(ctx.workspace);
+  for (int o = 0; o < p.num_operands; ++o) {
+    if (p.scalars[o].defined() && p.scalars[o].dtype() != DType::kUnknown) {
+      operands[o] = p.scalars[o].raw_data();
+    } else if (p.convert[o]) {
+      const Tensor& in = *ctx.inputs[o];
+      ConvertElements(in.raw_data(), in.dtype(), ws + p.offset[o], p.kernel_dtype,
+                      in.num_elements());
+      operands[o] = ws + p.offset[o];
+    } else {
+      operands[o] = ctx.inputs[o]->raw_data();
+    }
+  }
+  Tensor& out = *ctx.outputs[0];
+  if (!p.narrow_output) return p.run(p, ctx, operands, out.raw_data());
+  // The loop computed in a wider (or other) dtype: round into the output.
+  RETURN_IF_ERROR(p.run(p, ctx, operands, ws + p.out_offset));
+  ConvertElements(ws + p.out_offset, p.loop_out, out.raw_data(), out.dtype(), out.num_elements());
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Span<const KernelDef> ElementwiseKernels() {
-  // Registered for any dtype: Prepare picks the typed loop (FP32, FP64, INT64,
-  // INT32; comparisons also UINT8 and BOOL) and rejects the rest.
+  // Registered for any dtype: Prepare picks the typed loop for the promoted
+  // dtype (all ten; FP16/BF16 through FP32) and rejects what PyTorch rejects.
   static const KernelDef kKernels[] = {
       {OpKind::kAdd, DType::kUnknown, PrepareBinary, EvalElementwise},
       {OpKind::kSub, DType::kUnknown, PrepareBinary, EvalElementwise},

@@ -24,6 +24,9 @@ struct TensorInfo {
   Dims dims;
   const Tensor* constant = nullptr;
   bool present = true;  // false for an absent optional input
+  // A Python number (an int/float/bool value, ir::IsScalarKind), which type
+  // promotion ranks below tensors (engine/common/type_promotion.h).
+  bool scalar = false;
 };
 
 struct PrepareContext {

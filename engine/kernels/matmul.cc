@@ -15,6 +15,9 @@
 // makes batch-1 Linear slow otherwise. No small-size threshold is applied:
 // OpenBLAS's own small-matrix path is fast enough for the shapes models use.
 //
+// FP64 runs the same plans on cblas_dgemm/dgemv; FP16 and BF16 are widened to
+// FP32 around the FP32 kernels (widen.h), as PyTorch computes them on CPU.
+//
 // This file and conv.cc are the only callers of cblas; neither calls it
 // inside an OpenMP region, since OpenBLAS runs its own thread pool.
 #include <cblas.h>
@@ -32,6 +35,7 @@
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/movement.h"
+#include "engine/kernels/widen.h"
 
 namespace kiln::kernels {
 namespace {
@@ -64,6 +68,43 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool 
               a, k, b, b_transposed ? k : n, beta, c, n);
 }
 
+// The same for float64 (cblas_dgemv/dgemm): PyTorch's CPU float64 matmul is
+// also a BLAS dgemm, so results agree to rounding.
+void Gemm(int64_t m, int64_t n, int64_t k, const double* a, const double* b, bool b_transposed,
+          double beta, double* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0.0) std::fill(c, c + m * n, 0.0);
+    return;
+  }
+  if (m == 1) {
+    if (b_transposed) {
+      cblas_dgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0, b, k, a, 1, beta, c, 1);
+    } else {
+      cblas_dgemv(CblasRowMajor, CblasTrans, k, n, 1.0, b, n, a, 1, beta, c, 1);
+    }
+    return;
+  }
+  if (n == 1) {
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0, a, k, b, 1, beta, c, 1);
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0,
+              a, k, b, b_transposed ? k : n, beta, c, n);
+}
+
+// FP32 or FP64 (the dtype of input 0, which every operand must share).
+absl::StatusOr<DType> GemmDType(const PrepareContext& ctx, size_t num_operands) {
+  const DType t = ctx.inputs[0].dtype;
+  if (t != DType::kF32 && t != DType::kF64) {
+    return Unimplemented(ctx.node, "no kernel for ", DTypeName(t), " operands");
+  }
+  for (size_t i = 1; i < num_operands; ++i) {
+    if (HasInput(ctx, i)) RETURN_IF_ERROR(CheckDType(ctx, i, t));
+  }
+  return t;
+}
+
 // ---------------------------------------------------------------- MatMul
 
 struct MatMulPlan {
@@ -89,8 +130,7 @@ std::vector<int64_t> BatchStrides(const Dims& batch, int64_t matrix_elems, size_
 
 absl::Status PrepareMatMul(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
-  RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
+  ASSIGN_OR_RETURN(const DType dtype, GemmDType(ctx, 2));
   const Dims& a = ctx.inputs[0].dims;
   const Dims& b = ctx.inputs[1].dims;
   if (a.empty() || b.empty()) {
@@ -152,19 +192,20 @@ absl::Status PrepareMatMul(PrepareContext& ctx) {
       }
     }
   }
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.outputs = {TensorInfo{dtype, out}};
   ctx.state = std::move(plan);
   return absl::OkStatus();
 }
 
+template <typename T>
 absl::Status EvalMatMul(EvalContext& ctx) {
   const MatMulPlan& p = StateAs<MatMulPlan>(ctx);
-  const float* a = ctx.inputs[0]->data<float>();
-  const float* b = ctx.inputs[1]->data<float>();
-  float* c = ctx.outputs[0]->data<float>();
+  const T* a = ctx.inputs[0]->data<T>();
+  const T* b = ctx.inputs[1]->data<T>();
+  T* c = ctx.outputs[0]->data<T>();
   for (size_t i = 0; i < p.a_offsets.size(); ++i) {
     Gemm(p.m, p.n, p.k, a + p.a_offsets[i], b + p.b_offsets[i], /*b_transposed=*/false,
-         /*beta=*/0.0f, c + static_cast<int64_t>(i) * p.m * p.n);
+         /*beta=*/T(0), c + static_cast<int64_t>(i) * p.m * p.n);
   }
   return absl::OkStatus();
 }
@@ -178,8 +219,7 @@ struct LinearPlan {
 
 absl::Status PrepareLinear(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 2, 3));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
-  RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
+  ASSIGN_OR_RETURN(const DType dtype, GemmDType(ctx, 3));
   const Dims& x = ctx.inputs[0].dims;
   const Dims& w = ctx.inputs[1].dims;
   if (x.empty()) return InvalidArg(ctx.node, "expected input with at least 1 dim, got []");
@@ -195,7 +235,6 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
   plan->k = w[1];
   plan->m = NumElements(Dims(x.begin(), x.end() - 1));
   if (HasInput(ctx, 2)) {
-    RETURN_IF_ERROR(CheckDType(ctx, 2, DType::kF32));
     const Dims& b = ctx.inputs[2].dims;
     if (b.size() != 1 || b[0] != plan->n) {
       return InvalidArg(ctx.node, "expected bias [", plan->n, "], got ", DimsToString(b));
@@ -204,23 +243,24 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
   }
   Dims out = x;
   out.back() = plan->n;
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.outputs = {TensorInfo{dtype, out}};
   ctx.state = std::move(plan);
   return absl::OkStatus();
 }
 
+template <typename T>
 absl::Status EvalLinear(EvalContext& ctx) {
   const LinearPlan& p = StateAs<LinearPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  const float* w = ctx.inputs[1]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  const T* w = ctx.inputs[1]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
   if (p.has_bias) {
     // Bias goes in first and the GEMM accumulates onto it (beta = 1): one pass
     // over the output instead of a separate bias pass after the product.
-    const float* bias = ctx.inputs[2]->data<float>();
-    for (int64_t i = 0; i < p.m; ++i) std::memcpy(y + i * p.n, bias, p.n * sizeof(float));
+    const T* bias = ctx.inputs[2]->data<T>();
+    for (int64_t i = 0; i < p.m; ++i) std::memcpy(y + i * p.n, bias, p.n * sizeof(T));
   }
-  Gemm(p.m, p.n, p.k, x, w, /*b_transposed=*/true, p.has_bias ? 1.0f : 0.0f, y);
+  Gemm(p.m, p.n, p.k, x, w, /*b_transposed=*/true, p.has_bias ? T(1) : T(0), y);
   return absl::OkStatus();
 }
 
@@ -476,8 +516,15 @@ absl::Status EvalEinsum(EvalContext& ctx) {
 
 absl::Span<const KernelDef> MatMulKernels() {
   static const KernelDef kKernels[] = {
-      {ir::OpKind::kMatMul, DType::kF32, PrepareMatMul, EvalMatMul},
-      {ir::OpKind::kLinear, DType::kF32, PrepareLinear, EvalLinear},
+      {ir::OpKind::kMatMul, DType::kF32, PrepareMatMul, EvalMatMul<float>},
+      {ir::OpKind::kLinear, DType::kF32, PrepareLinear, EvalLinear<float>},
+      {ir::OpKind::kMatMul, DType::kF64, PrepareMatMul, EvalMatMul<double>},
+      {ir::OpKind::kLinear, DType::kF64, PrepareLinear, EvalLinear<double>},
+      // FP16/BF16: widened to FP32 around the FP32 kernel (widen.h).
+      KILN_WIDENED(ir::OpKind::kMatMul, DType::kF16, PrepareMatMul, EvalMatMul<float>),
+      KILN_WIDENED(ir::OpKind::kMatMul, DType::kBF16, PrepareMatMul, EvalMatMul<float>),
+      KILN_WIDENED(ir::OpKind::kLinear, DType::kF16, PrepareLinear, EvalLinear<float>),
+      KILN_WIDENED(ir::OpKind::kLinear, DType::kBF16, PrepareLinear, EvalLinear<float>),
       {ir::OpKind::kEinsum, DType::kF32, PrepareEinsum, EvalEinsum},
   };
   return kKernels;

@@ -16,6 +16,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
+#include "engine/kernels/widen.h"
 
 namespace kiln::kernels {
 namespace {
@@ -86,12 +87,14 @@ absl::Status EvalBatchNorm(EvalContext& ctx) {
 struct LayerNormPlan {
   int64_t rows = 0, cols = 0;  // x viewed as [rows, cols]
   float eps = 1e-5f;
+  double eps_d = 1e-5;  // unrounded, for FP64
   bool has_weight = false, has_bias = false;
 };
 
 absl::Status PrepareLayerNorm(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 3));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
   const Dims& x = ctx.inputs[0].dims;
   const std::vector<int64_t> shape = ctx.node.attrs.GetInts("normalized_shape");
   if (shape.empty()) return InvalidArg(ctx.node, "missing attribute 'normalized_shape'");
@@ -103,10 +106,10 @@ absl::Status PrepareLayerNorm(PrepareContext& ctx) {
   auto p = std::make_shared<LayerNormPlan>();
   p->cols = NumElements(shape);
   p->rows = NumElements(Dims(x.begin(), x.end() - shape.size()));
-  p->eps = static_cast<float>(ctx.node.attrs.GetFloat("eps", 1e-5));
+  p->eps = static_cast<float>(p->eps_d = ctx.node.attrs.GetFloat("eps", 1e-5));
   for (size_t i = 1; i < 3; ++i) {
     if (!HasInput(ctx, i)) continue;
-    RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
+    RETURN_IF_ERROR(CheckDType(ctx, i, t));
     if (ctx.inputs[i].dims != shape) {
       return InvalidArg(ctx.node, "expected ", i == 1 ? "weight" : "bias", " ", DimsToString(shape),
                         ", got ", DimsToString(ctx.inputs[i].dims));
@@ -114,8 +117,39 @@ absl::Status PrepareLayerNorm(PrepareContext& ctx) {
   }
   p->has_weight = HasInput(ctx, 1);
   p->has_bias = HasInput(ctx, 2);
-  ctx.outputs = {TensorInfo{DType::kF32, x}};
+  ctx.outputs = {TensorInfo{t, x}};
   ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+// FP64: two passes in double per row (mean, then biased variance), as
+// PyTorch's float64 layer_norm.
+absl::Status EvalLayerNormF64(EvalContext& ctx) {
+  const LayerNormPlan& p = StateAs<LayerNormPlan>(ctx);
+  const double* x = ctx.inputs[0]->data<double>();
+  const double* weight = p.has_weight ? ctx.inputs[1]->data<double>() : nullptr;
+  const double* bias = p.has_bias ? ctx.inputs[2]->data<double>() : nullptr;
+  double* y = ctx.outputs[0]->data<double>();
+  const int64_t d = p.cols;
+  if (d == 0) return absl::OkStatus();
+  ParallelFor(p.rows, ctx.num_threads, p.rows * d * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const double* src = x + r * d;
+      double* dst = y + r * d;
+      double sum = 0.0;
+      for (int64_t i = 0; i < d; ++i) sum += src[i];
+      const double mean = sum / d;
+      double sq = 0.0;
+      for (int64_t i = 0; i < d; ++i) sq += (src[i] - mean) * (src[i] - mean);
+      const double rstd = 1.0 / std::sqrt(sq / d + p.eps_d);
+      for (int64_t i = 0; i < d; ++i) {
+        double v = (src[i] - mean) * rstd;
+        if (weight != nullptr) v *= weight[i];
+        if (bias != nullptr) v += bias[i];
+        dst[i] = v;
+      }
+    }
+  });
   return absl::OkStatus();
 }
 
@@ -234,6 +268,9 @@ absl::Span<const KernelDef> NormKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kBatchNorm, DType::kF32, PrepareBatchNorm, EvalBatchNorm},
       {ir::OpKind::kLayerNorm, DType::kF32, PrepareLayerNorm, EvalLayerNorm},
+      {ir::OpKind::kLayerNorm, DType::kF64, PrepareLayerNorm, EvalLayerNormF64},
+      KILN_WIDENED(ir::OpKind::kLayerNorm, DType::kF16, PrepareLayerNorm, EvalLayerNorm),
+      KILN_WIDENED(ir::OpKind::kLayerNorm, DType::kBF16, PrepareLayerNorm, EvalLayerNorm),
       {ir::OpKind::kGroupNorm, DType::kF32, PrepareGroupNorm, EvalGroupNorm},
   };
   return kKernels;

@@ -24,6 +24,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
+#include "engine/kernels/widen.h"
 #include "engine/kernels/movement.h"
 #include "engine/kernels/typed.h"
 
@@ -38,7 +39,8 @@ struct SoftmaxPlan {
 
 absl::Status PrepareSoftmax(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
   const Dims& x = ctx.inputs[0].dims;
   const int64_t rank = static_cast<int64_t>(x.size());
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("axis", -1), rank));
@@ -50,7 +52,7 @@ absl::Status PrepareSoftmax(PrepareContext& ctx) {
     p->axis = x[axis];
     p->inner = NumElements(Dims(x.begin() + axis + 1, x.end()));
   }
-  ctx.outputs = {TensorInfo{DType::kF32, x}};
+  ctx.outputs = {TensorInfo{t, x}};
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
@@ -140,6 +142,30 @@ absl::Status EvalSoftmax(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// FP64: one strided pass per (outer, inner) column, all in double, as
+// PyTorch's float64 softmax computes.
+template <bool kLog>
+absl::Status EvalSoftmaxF64(EvalContext& ctx) {
+  const SoftmaxPlan& p = StateAs<SoftmaxPlan>(ctx);
+  const double* x = ctx.inputs[0]->data<double>();
+  double* y = ctx.outputs[0]->data<double>();
+  const int64_t work = p.outer * p.axis * p.inner * kExpCost;
+  ParallelFor(p.outer * p.inner, ctx.num_threads, work, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t base = (t / p.inner) * p.axis * p.inner + t % p.inner;
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t a = 0; a < p.axis; ++a) m = std::max(m, x[base + a * p.inner]);
+      double sum = 0.0;
+      for (int64_t a = 0; a < p.axis; ++a) sum += std::exp(x[base + a * p.inner] - m);
+      for (int64_t a = 0; a < p.axis; ++a) {
+        const double v = x[base + a * p.inner] - m;
+        y[base + a * p.inner] = kLog ? v - std::log(sum) : std::exp(v) / sum;
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------- Mean
 
 constexpr int kMaxRank = 16;
@@ -155,7 +181,8 @@ struct MeanPlan {
 
 absl::Status PrepareMean(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
   const Dims& x = ctx.inputs[0].dims;
   const int64_t rank = static_cast<int64_t>(x.size());
   std::vector<bool> reduce(std::max<int64_t>(rank, 1), false);
@@ -199,15 +226,24 @@ absl::Status PrepareMean(PrepareContext& ctx) {
   }
   p->rows_only = p->rank >= 1 && p->reduced[p->rank - 1] && p->rank <= 2;
   ctx.workspace_bytes = static_cast<size_t>(NumElements(out)) * sizeof(double);
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.outputs = {TensorInfo{t, out}};
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
 
+// A row's sum in double: AccurateSum for float, a plain double sum for FP64.
+inline double RowSum(const float* x, int64_t n) { return AccurateSum(x, n); }
+inline double RowSum(const double* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+template <typename T>
 absl::Status EvalMean(EvalContext& ctx) {
   const MeanPlan& p = StateAs<MeanPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
   const int64_t out_n = ctx.outputs[0]->num_elements();
   const int64_t in_n = ctx.inputs[0]->num_elements();
   const double count = static_cast<double>(p.count);
@@ -215,7 +251,7 @@ absl::Status EvalMean(EvalContext& ctx) {
   if (p.rank == 0 || in_n == 0) {
     // Nothing to add up (only size-1 dims), or nothing at all: x / 1 or 0 / 0 = NaN.
     for (int64_t i = 0; i < out_n; ++i) {
-      y[i] = static_cast<float>((in_n == 0 ? 0.0 : static_cast<double>(x[i])) / count);
+      y[i] = static_cast<T>((in_n == 0 ? 0.0 : static_cast<double>(x[i])) / count);
     }
     return absl::OkStatus();
   }
@@ -224,7 +260,7 @@ absl::Status EvalMean(EvalContext& ctx) {
   if (p.rows_only) {
     ParallelFor(out_n, ctx.num_threads, in_n, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        y[r] = static_cast<float>(AccurateSum(x + r * len, len) / count);
+        y[r] = static_cast<T>(RowSum(x + r * len, len) / count);
       }
     });
     return absl::OkStatus();
@@ -235,9 +271,9 @@ absl::Status EvalMean(EvalContext& ctx) {
   int64_t out_off = 0;
   const int64_t rows = in_n / len;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * len;
+    const T* row = x + r * len;
     if (p.reduced[last]) {
-      acc[out_off] += AccurateSum(row, len);
+      acc[out_off] += RowSum(row, len);
     } else {
       double* dst = acc + out_off;
       for (int64_t j = 0; j < len; ++j) dst[j] += row[j];
@@ -249,7 +285,7 @@ absl::Status EvalMean(EvalContext& ctx) {
       idx[d] = 0;
     }
   }
-  for (int64_t i = 0; i < out_n; ++i) y[i] = static_cast<float>(acc[i] / count);
+  for (int64_t i = 0; i < out_n; ++i) y[i] = static_cast<T>(acc[i] / count);
   return absl::OkStatus();
 }
 
@@ -340,12 +376,14 @@ void SumRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&)
   }
 }
 
-template <typename T, typename Acc>
+// Out is T for floats and int64; narrower integers and bool give int64, as
+// PyTorch's prod does.
+template <typename T, typename Acc, typename Out = T>
 void ProdRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&) {
   const T* x = static_cast<const T*>(row);
   Acc acc = 1;
   for (int64_t i = 0; i < len; ++i) acc *= static_cast<Acc>(x[i]);
-  static_cast<T*>(out)[r] = static_cast<T>(acc);
+  static_cast<Out*>(out)[r] = static_cast<Out>(acc);
 }
 
 // Extremes propagate NaN; the index is the first occurrence (the first NaN if any).
@@ -446,36 +484,64 @@ void LogicalRow(const void* row, int64_t len, void* out, int64_t r, const AxesPl
 // Output dtype and row function for the node's op and input dtype; nullptr when unsupported.
 std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
   using K = ir::OpKind;
-  const bool f32 = t == DType::kF32, i64 = t == DType::kInt64;
+  const bool f32 = t == DType::kF32;
   switch (op) {
+    // Sums and products of integers and bools are int64 (PyTorch's default
+    // for integral reductions); extremes keep the dtype; arg* give int64.
+#define KILN_INT_REDUCE(TYPE, T)                                                          \
+  case TYPE:                                                                              \
+    switch (op) {                                                                         \
+      case K::kSum: return {DType::kInt64, SumRow<T, int64_t>};                           \
+      case K::kProd: return {DType::kInt64, ProdRow<T, int64_t, int64_t>};                \
+      case K::kReduceMax: return {t, ExtremeRow<T, true>};                                \
+      case K::kReduceMin: return {t, ExtremeRow<T, false>};                               \
+      case K::kArgMax: return {DType::kInt64, ArgRow<T, true>};                           \
+      case K::kArgMin: return {DType::kInt64, ArgRow<T, false>};                          \
+      default: break;                                                                     \
+    }                                                                                     \
+    break;
     case K::kSum:
-      if (f32) return {t, SumRow<float, double>};
-      if (t == DType::kF64) return {t, SumRow<double, double>};
-      if (i64) return {t, SumRow<int64_t, int64_t>};
-      if (t == DType::kInt32) return {DType::kInt64, SumRow<int32_t, int64_t>};
-      if (t == DType::kBool) return {DType::kInt64, SumRow<bool, int64_t>};
-      if (t == DType::kUInt8) return {DType::kInt64, SumRow<uint8_t, int64_t>};
-      break;
     case K::kProd:
-      if (f32) return {t, ProdRow<float, double>};
-      if (i64) return {t, ProdRow<int64_t, int64_t>};
-      break;
     case K::kReduceMax:
-      if (f32) return {t, ExtremeRow<float, true>};
-      if (i64) return {t, ExtremeRow<int64_t, true>};
-      break;
     case K::kReduceMin:
-      if (f32) return {t, ExtremeRow<float, false>};
-      if (i64) return {t, ExtremeRow<int64_t, false>};
-      break;
     case K::kArgMax:
-      if (f32) return {DType::kInt64, ArgRow<float, true>};
-      if (i64) return {DType::kInt64, ArgRow<int64_t, true>};
-      break;
     case K::kArgMin:
-      if (f32) return {DType::kInt64, ArgRow<float, false>};
-      if (i64) return {DType::kInt64, ArgRow<int64_t, false>};
+      switch (t) {
+        case DType::kF32:
+          switch (op) {
+            case K::kSum: return {t, SumRow<float, double>};
+            case K::kProd: return {t, ProdRow<float, double>};
+            case K::kReduceMax: return {t, ExtremeRow<float, true>};
+            case K::kReduceMin: return {t, ExtremeRow<float, false>};
+            case K::kArgMax: return {DType::kInt64, ArgRow<float, true>};
+            default: return {DType::kInt64, ArgRow<float, false>};
+          }
+        case DType::kF64:
+          switch (op) {
+            case K::kSum: return {t, SumRow<double, double>};
+            case K::kProd: return {t, ProdRow<double, double>};
+            case K::kReduceMax: return {t, ExtremeRow<double, true>};
+            case K::kReduceMin: return {t, ExtremeRow<double, false>};
+            case K::kArgMax: return {DType::kInt64, ArgRow<double, true>};
+            default: return {DType::kInt64, ArgRow<double, false>};
+          }
+        KILN_INT_REDUCE(DType::kInt64, int64_t)
+        KILN_INT_REDUCE(DType::kInt32, int32_t)
+        KILN_INT_REDUCE(DType::kInt16, int16_t)
+        KILN_INT_REDUCE(DType::kInt8, int8_t)
+        KILN_INT_REDUCE(DType::kUInt8, uint8_t)
+        case DType::kBool:
+          // PyTorch has no bool argmax/argmin on CPU; sum and prod count.
+          if (op == K::kSum) return {DType::kInt64, SumRow<bool, int64_t>};
+          if (op == K::kProd) return {DType::kInt64, ProdRow<bool, int64_t, int64_t>};
+          if (op == K::kReduceMax) return {t, ExtremeRow<bool, true>};
+          if (op == K::kReduceMin) return {t, ExtremeRow<bool, false>};
+          break;
+        default:
+          break;
+      }
       break;
+#undef KILN_INT_REDUCE
     case K::kVar:
       if (f32) return {t, VarRow<false>};
       break;
@@ -615,7 +681,16 @@ absl::Span<const KernelDef> ReduceKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kSoftmax, DType::kF32, PrepareSoftmax, EvalSoftmax</*kLog=*/false>},
       {ir::OpKind::kLogSoftmax, DType::kF32, PrepareSoftmax, EvalSoftmax</*kLog=*/true>},
-      {ir::OpKind::kMean, DType::kF32, PrepareMean, EvalMean},
+      {ir::OpKind::kSoftmax, DType::kF64, PrepareSoftmax, EvalSoftmaxF64</*kLog=*/false>},
+      {ir::OpKind::kLogSoftmax, DType::kF64, PrepareSoftmax, EvalSoftmaxF64</*kLog=*/true>},
+      KILN_WIDENED(ir::OpKind::kSoftmax, DType::kF16, PrepareSoftmax, EvalSoftmax<false>),
+      KILN_WIDENED(ir::OpKind::kSoftmax, DType::kBF16, PrepareSoftmax, EvalSoftmax<false>),
+      KILN_WIDENED(ir::OpKind::kLogSoftmax, DType::kF16, PrepareSoftmax, EvalSoftmax<true>),
+      KILN_WIDENED(ir::OpKind::kLogSoftmax, DType::kBF16, PrepareSoftmax, EvalSoftmax<true>),
+      {ir::OpKind::kMean, DType::kF32, PrepareMean, EvalMean<float>},
+      {ir::OpKind::kMean, DType::kF64, PrepareMean, EvalMean<double>},
+      KILN_WIDENED(ir::OpKind::kMean, DType::kF16, PrepareMean, EvalMean<float>),
+      KILN_WIDENED(ir::OpKind::kMean, DType::kBF16, PrepareMean, EvalMean<float>),
       // Any dtype: Prepare picks the typed row (see SelectRow).
       {ir::OpKind::kSum, DType::kUnknown, PrepareReduce, EvalReduce},
       {ir::OpKind::kProd, DType::kUnknown, PrepareReduce, EvalReduce},

@@ -113,15 +113,32 @@ absl::Status PrepareConcat(PrepareContext& ctx) {
     RETURN_IF_ERROR(CheckDType(ctx, i, ctx.inputs[0].dtype));
   }
   if (DTypeSize(ctx.inputs[0].dtype) == 0) return InvalidArg(ctx.node, "input dtype is unknown");
+  std::vector<Dims> dims;
+  for (const TensorInfo& in : ctx.inputs) dims.push_back(in.dims);
+  if (ctx.node.attrs.GetInt("stack", 0) != 0) {
+    // torch.stack of a list known only at run time: the same bytes as a
+    // concat of the inputs, each seen with a size-1 dim inserted at the axis.
+    const int64_t rank = static_cast<int64_t>(dims[0].size());
+    ASSIGN_OR_RETURN(int64_t axis,
+                     NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("axis", 0), rank + 1));
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] != ctx.inputs[0].dims) {
+        return InvalidArg(ctx.node, "stack expects equal shapes, got ",
+                          DimsToString(ctx.inputs[0].dims), " and ", DimsToString(dims[i]),
+                          " (input ", i, ")");
+      }
+      dims[i].insert(dims[i].begin() + axis, 1);
+    }
+  }
   // Like torch.cat, skip legacy empty 1-D tensors ([0]) among inputs of another rank.
   const Dims* ref = nullptr;
-  for (const TensorInfo& in : ctx.inputs) {
-    if (!(in.dims.size() == 1 && in.dims[0] == 0)) {
-      ref = &in.dims;
+  for (const Dims& d : dims) {
+    if (!(d.size() == 1 && d[0] == 0)) {
+      ref = &d;
       break;
     }
   }
-  if (ref == nullptr) ref = &ctx.inputs[0].dims;  // all inputs are [0]
+  if (ref == nullptr) ref = &dims[0];  // all inputs are [0]
   const int64_t rank = static_cast<int64_t>(ref->size());
   if (rank == 0) return InvalidArg(ctx.node, "zero-dimensional tensors cannot be concatenated");
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("axis", 0), rank));
@@ -131,7 +148,7 @@ absl::Status PrepareConcat(PrepareContext& ctx) {
   const size_t elem = DTypeSize(ctx.inputs[0].dtype);
   const int64_t inner = NumElements(Dims(ref->begin() + axis + 1, ref->end()));
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    const Dims& d = ctx.inputs[i].dims;
+    const Dims& d = dims[i];
     if (d.size() == 1 && d[0] == 0 && rank != 1) {
       plan->block_bytes.push_back(0);
       continue;

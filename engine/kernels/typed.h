@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/kernels/half.h"
 #include "engine/kernels/kernel_util.h"
 
 namespace kiln::kernels {
@@ -32,11 +33,14 @@ inline double LoadAsDouble(const void* data, DType dtype, int64_t i) {
     case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
     case DType::kF32: return static_cast<const float*>(data)[i];
     case DType::kF64: return static_cast<const double*>(data)[i];
+    case DType::kF16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBF16: return BF16ToFloat(static_cast<const uint16_t*>(data)[i]);
     default: return 0.0;
   }
 }
 
-// Dtypes whose elements LoadAsDouble and the typed kernels can read.
+// Dtypes the typed kernels can read as C types (LoadAsDouble also widens
+// FP16 and BF16; convert.h converts between all ten).
 inline bool IsPlainDType(DType dtype) {
   return dtype == DType::kBool || IsIntegral(dtype) || dtype == DType::kF32 ||
          dtype == DType::kF64;
@@ -68,6 +72,9 @@ inline absl::StatusOr<Tensor> WeakScalarAs(const ir::Node& node, const Tensor& s
     *out.data<float>() = static_cast<float>(v);
   } else if (want == DType::kF64) {
     *out.data<double>() = v;
+  } else if (want == DType::kF16 || want == DType::kBF16) {
+    const float f = static_cast<float>(v);
+    *out.data<uint16_t>() = want == DType::kF16 ? FloatToHalf(f) : FloatToBF16(f);
   } else if (IsIntegral(want) || want == DType::kBool) {
     if (IsFloatingPoint(scalar.dtype()) && v != std::floor(v)) {
       return Unimplemented(node, "a ", DTypeName(want), " tensor combined with the fractional scalar ",
@@ -90,34 +97,6 @@ inline absl::StatusOr<Tensor> WeakScalarAs(const ir::Node& node, const Tensor& s
   return out;
 }
 
-// PyTorch's promotion of two dimensioned operands: the higher category
-// (bool < integer < floating point) wins, within a category the wider type.
-inline DType PromoteTypes(DType a, DType b) {
-  auto category = [](DType t) { return t == DType::kBool ? 0 : IsIntegral(t) ? 1 : 2; };
-  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
-  return DTypeSize(a) >= DTypeSize(b) ? a : b;
-}
-
-// `t` converted elementwise to `want` (integers exactly through int64).
-inline Tensor ConvertedTo(const Tensor& t, DType want) {
-  Tensor out = Tensor::Zeros(want, t.dims());
-  for (int64_t i = 0; i < t.num_elements(); ++i) {
-    if (want == DType::kF32) {
-      out.data<float>()[i] = static_cast<float>(LoadAsDouble(t.raw_data(), t.dtype(), i));
-    } else if (want == DType::kF64) {
-      out.data<double>()[i] = LoadAsDouble(t.raw_data(), t.dtype(), i);
-    } else if (want == DType::kBool) {
-      out.data<bool>()[i] = LoadAsDouble(t.raw_data(), t.dtype(), i) != 0;
-    } else if (want == DType::kInt64) {
-      out.data<int64_t>()[i] = LoadAsInt64(t.raw_data(), t.dtype(), i);
-    } else if (want == DType::kInt32) {
-      out.data<int32_t>()[i] = static_cast<int32_t>(LoadAsInt64(t.raw_data(), t.dtype(), i));
-    } else if (want == DType::kUInt8) {
-      out.data<uint8_t>()[i] = static_cast<uint8_t>(LoadAsInt64(t.raw_data(), t.dtype(), i));
-    }
-  }
-  return out;
-}
 
 // True when input `i` is a 0-dim constant (a scalar operand).
 inline bool IsScalarConstant(const PrepareContext& ctx, size_t i) {

@@ -7,7 +7,9 @@
 // functor, as in activation.cc. Float ops compute in float32 with the libm
 // function PyTorch's CPU kernels use for that op (std::nearbyint for Round,
 // which rounds half to even like torch.round; 1/sqrt for Rsqrt), so results
-// agree to rounding. Neg, Abs and Sign also take INT64.
+// agree to rounding; FP64 runs the same functors in double, FP16/BF16 the
+// common ones widened to FP32 (widen.h). Neg, Abs and Sign also take INT64,
+// INT32, INT16 and INT8.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -16,16 +18,19 @@
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/typed.h"
+#include "engine/kernels/widen.h"
 
 namespace kiln::kernels {
 namespace {
 
 using ir::OpKind;
 
+// FP32, or FP64 for the table's FP64 rows.
 absl::Status PrepareFloat(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
-  ctx.outputs = {TensorInfo{DType::kF32, ctx.inputs[0].dims}};
+  const DType t = ctx.inputs[0].dtype;
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  ctx.outputs = {TensorInfo{t, ctx.inputs[0].dims}};
   return absl::OkStatus();
 }
 
@@ -132,6 +137,16 @@ absl::Status PrepareInt64(PrepareContext& ctx) {
   return PrepareSameDType(ctx);
 }
 
+// Neg, Abs, Sign on INT32, INT16, INT8 (the row's dtype is the input's).
+absl::Status PrepareInt(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  if (!IsIntegral(ctx.inputs[0].dtype)) {
+    return Unimplemented(ctx.node, "input dtype ", DTypeName(ctx.inputs[0].dtype),
+                         " is not supported");
+  }
+  return PrepareSameDType(ctx);
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> UnaryKernels() {
@@ -167,6 +182,60 @@ absl::Span<const KernelDef> UnaryKernels() {
       {OpKind::kCosh, DType::kF32, PrepareFloat, EvalUnary<float, CoshOp>},
       {OpKind::kIsNan, DType::kF32, PrepareIsNan, EvalIsNan},
       {OpKind::kLogicalNot, DType::kUnknown, PrepareToBool, EvalLogicalNot},
+      // FP64: the same functors in double.
+      {OpKind::kNeg, DType::kF64, PrepareFloat, EvalUnary<double, NegOp>},
+      {OpKind::kAbs, DType::kF64, PrepareFloat, EvalUnary<double, AbsOp>},
+      {OpKind::kSign, DType::kF64, PrepareFloat, EvalUnary<double, SignOp>},
+      {OpKind::kSqrt, DType::kF64, PrepareFloat, EvalUnary<double, SqrtOp>},
+      {OpKind::kRsqrt, DType::kF64, PrepareFloat, EvalUnary<double, RsqrtOp>},
+      {OpKind::kExp, DType::kF64, PrepareFloat, EvalUnary<double, ExpOp>},
+      {OpKind::kExpm1, DType::kF64, PrepareFloat, EvalUnary<double, Expm1Op>},
+      {OpKind::kLog, DType::kF64, PrepareFloat, EvalUnary<double, LogOp>},
+      {OpKind::kLog2, DType::kF64, PrepareFloat, EvalUnary<double, Log2Op>},
+      {OpKind::kLog10, DType::kF64, PrepareFloat, EvalUnary<double, Log10Op>},
+      {OpKind::kLog1p, DType::kF64, PrepareFloat, EvalUnary<double, Log1pOp>},
+      {OpKind::kReciprocal, DType::kF64, PrepareFloat, EvalUnary<double, ReciprocalOp>},
+      {OpKind::kFloor, DType::kF64, PrepareFloat, EvalUnary<double, FloorOp>},
+      {OpKind::kCeil, DType::kF64, PrepareFloat, EvalUnary<double, CeilOp>},
+      {OpKind::kRound, DType::kF64, PrepareFloat, EvalUnary<double, RoundOp>},
+      {OpKind::kTrunc, DType::kF64, PrepareFloat, EvalUnary<double, TruncOp>},
+      {OpKind::kFrac, DType::kF64, PrepareFloat, EvalUnary<double, FracOp>},
+      {OpKind::kErf, DType::kF64, PrepareFloat, EvalUnary<double, ErfOp>},
+      {OpKind::kSin, DType::kF64, PrepareFloat, EvalUnary<double, SinOp>},
+      {OpKind::kCos, DType::kF64, PrepareFloat, EvalUnary<double, CosOp>},
+      {OpKind::kTan, DType::kF64, PrepareFloat, EvalUnary<double, TanOp>},
+      {OpKind::kAsin, DType::kF64, PrepareFloat, EvalUnary<double, AsinOp>},
+      {OpKind::kAcos, DType::kF64, PrepareFloat, EvalUnary<double, AcosOp>},
+      {OpKind::kAtan, DType::kF64, PrepareFloat, EvalUnary<double, AtanOp>},
+      {OpKind::kSinh, DType::kF64, PrepareFloat, EvalUnary<double, SinhOp>},
+      {OpKind::kCosh, DType::kF64, PrepareFloat, EvalUnary<double, CoshOp>},
+      // Narrower integers, as PyTorch's neg/abs/sign keep the dtype.
+      {OpKind::kNeg, DType::kInt32, PrepareInt, EvalUnary<int32_t, NegOp>},
+      {OpKind::kNeg, DType::kInt16, PrepareInt, EvalUnary<int16_t, NegOp>},
+      {OpKind::kNeg, DType::kInt8, PrepareInt, EvalUnary<int8_t, NegOp>},
+      {OpKind::kAbs, DType::kInt32, PrepareInt, EvalUnary<int32_t, AbsOp>},
+      {OpKind::kAbs, DType::kInt16, PrepareInt, EvalUnary<int16_t, AbsOp>},
+      {OpKind::kAbs, DType::kInt8, PrepareInt, EvalUnary<int8_t, AbsOp>},
+      {OpKind::kSign, DType::kInt32, PrepareInt, EvalUnary<int32_t, SignOp>},
+      {OpKind::kSign, DType::kInt16, PrepareInt, EvalUnary<int16_t, SignOp>},
+      {OpKind::kSign, DType::kInt8, PrepareInt, EvalUnary<int8_t, SignOp>},
+      // FP16/BF16: computed in FP32 and rounded back (widen.h).
+      KILN_WIDENED(OpKind::kNeg, DType::kF16, PrepareFloat, (EvalUnary<float, NegOp>)),
+      KILN_WIDENED(OpKind::kNeg, DType::kBF16, PrepareFloat, (EvalUnary<float, NegOp>)),
+      KILN_WIDENED(OpKind::kAbs, DType::kF16, PrepareFloat, (EvalUnary<float, AbsOp>)),
+      KILN_WIDENED(OpKind::kAbs, DType::kBF16, PrepareFloat, (EvalUnary<float, AbsOp>)),
+      KILN_WIDENED(OpKind::kSqrt, DType::kF16, PrepareFloat, (EvalUnary<float, SqrtOp>)),
+      KILN_WIDENED(OpKind::kSqrt, DType::kBF16, PrepareFloat, (EvalUnary<float, SqrtOp>)),
+      KILN_WIDENED(OpKind::kRsqrt, DType::kF16, PrepareFloat, (EvalUnary<float, RsqrtOp>)),
+      KILN_WIDENED(OpKind::kRsqrt, DType::kBF16, PrepareFloat, (EvalUnary<float, RsqrtOp>)),
+      KILN_WIDENED(OpKind::kExp, DType::kF16, PrepareFloat, (EvalUnary<float, ExpOp>)),
+      KILN_WIDENED(OpKind::kExp, DType::kBF16, PrepareFloat, (EvalUnary<float, ExpOp>)),
+      KILN_WIDENED(OpKind::kLog, DType::kF16, PrepareFloat, (EvalUnary<float, LogOp>)),
+      KILN_WIDENED(OpKind::kLog, DType::kBF16, PrepareFloat, (EvalUnary<float, LogOp>)),
+      KILN_WIDENED(OpKind::kReciprocal, DType::kF16, PrepareFloat, (EvalUnary<float, ReciprocalOp>)),
+      KILN_WIDENED(OpKind::kReciprocal, DType::kBF16, PrepareFloat, (EvalUnary<float, ReciprocalOp>)),
+      KILN_WIDENED(OpKind::kErf, DType::kF16, PrepareFloat, (EvalUnary<float, ErfOp>)),
+      KILN_WIDENED(OpKind::kErf, DType::kBF16, PrepareFloat, (EvalUnary<float, ErfOp>)),
   };
   return kKernels;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/common/type_promotion.h"
 #include "engine/kernels/reference/ref_util.h"
 
 namespace kiln::kernels::reference {
@@ -141,12 +142,20 @@ double BroadcastAt(const Values& t, const Index& out_idx) {
   return t.at(idx);
 }
 
-// The dtype operands combine in: the first non-0-dim operand's (weak scalars adapt).
-DType CommonDType(const std::vector<const Tensor*>& ops) {
-  for (const Tensor* t : ops) {
-    if (t->rank() > 0) return t->dtype();
-  }
-  return ops[0]->dtype();
+// The dtype two operands combine in, by PyTorch's promotion
+// (engine/common/type_promotion), counting 0-dim operands as Python numbers
+// as the kernels count 0-dim constants (except for the tensor-only ops
+// Maximum, Minimum and the logical ones, where they are 0-dim tensors).
+DType CommonDType(OpKind op, const Tensor* a, const Tensor* b) {
+  const bool tensor_only = op == OpKind::kMaximum || op == OpKind::kMinimum ||
+                           op == OpKind::kLogicalAnd || op == OpKind::kLogicalOr ||
+                           op == OpKind::kLogicalXor;
+  auto operand = [&](const Tensor* t) {
+    return PromotionOperand{t->dtype(), t->rank() > 0 ? OperandKind::kTensor
+                                        : tensor_only  ? OperandKind::kZeroDim
+                                                       : OperandKind::kScalar};
+  };
+  return ResultType({operand(a), operand(b)});
 }
 
 }  // namespace
@@ -211,12 +220,14 @@ MaybeOutputs ElementwiseReference(const ir::Node& node, const std::vector<const 
     ForEach(*dims, [&](const Index& idx) {
       out.push_back(BroadcastAt(c, idx) != 0 ? BroadcastAt(a, idx) : BroadcastAt(b, idx));
     });
-    return Outputs{Write(CommonDType({in[1], in[2]}), *dims, out)};
+    return Outputs{Write(CommonDType(op, in[1], in[2]), *dims, out)};
   }
   if (in.size() == 2 && in[0] != nullptr && in[1] != nullptr &&
       BinaryValue(op, 1.0, 1.0, false).has_value()) {
     Values a = Read(*in[0]), b = Read(*in[1]);
-    const DType t = CommonDType({in[0], in[1]});
+    DType t = CommonDType(op, in[0], in[1]);
+    // True division and atan2 of integers compute in the default float.
+    if ((op == OpKind::kDiv || op == OpKind::kAtan2) && !IsFloatingPoint(t)) t = kDefaultFloat;
     absl::StatusOr<Dims> dims = Broadcast(node, {a.dims, b.dims});
     if (!dims.ok()) return MaybeOutputs(dims.status());
     std::vector<double> out;

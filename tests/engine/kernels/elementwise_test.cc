@@ -122,13 +122,15 @@ TEST(ElementwiseKernelTest, RejectsIncompatibleShapes) {
               HasSubstr("node (Add, test): cannot broadcast [2, 3] with [4]"));
 }
 
-TEST(ElementwiseKernelTest, RejectsMixedDtypes) {
+TEST(ElementwiseKernelTest, PromotesMixedDtypesLikePyTorch) {
+  // FP32 + INT64 computes in FP32 (type_promotion_test.cc checks the rules).
   Tensor i64 = Tensor::Zeros(DType::kInt64, {3});
+  i64.data<int64_t>()[2] = 5;
   SingleOpGraph g(ir::OpKind::kAdd, {F32({3}, {1, 2, 3}), i64});
-  absl::Status s = g.Prepare();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("operands have different dtypes: FP32 and INT64"));
+  auto out = g.Run();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].dtype(), DType::kF32);
+  EXPECT_THAT(Values((*out)[0]), ElementsAre(1, 2, 8));
 }
 
 }  // namespace

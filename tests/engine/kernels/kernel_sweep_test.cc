@@ -372,4 +372,9 @@ TEST(KernelSweepTest, EveryFloatKernelMatchesReference) {
 }
 
 }  // namespace
+
+const std::map<ir::OpKind, testing::SweepGenerator>& testing::SweepGenerators() {
+  return Generators();
+}
+
 }  // namespace kiln::kernels

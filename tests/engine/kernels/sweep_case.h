@@ -28,4 +28,8 @@ using SweepGenerator = std::function<SweepCase(SweepRng&, int)>;
 // op-coverage kernels.
 void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& generators);
 
+// Every op's case generator (kernel_sweep_test.cc); the dtype support matrix
+// (dtype_support_test.cc) reuses them with the float inputs converted.
+const std::map<ir::OpKind, SweepGenerator>& SweepGenerators();
+
 }  // namespace kiln::kernels::testing

@@ -1,0 +1,270 @@
+// The semantics PyTorch defines for the op-coverage kernels, on small hand-
+// computed examples: Python rounding of floor division and remainder, type
+// promotion of scalar and constant operands, first-occurrence argmax, padding
+// modes, chunk sizes, advanced-indexing layout, casts, resampling rules, and
+// the error paths (out-of-range indices, division by zero) that must fail a
+// request rather than crash. The sweep test checks the same kernels against
+// kernels/reference/ on random cases; the parity suite checks them against
+// libtorch.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "engine/kernels/kernel.h"
+#include "tests/engine/kernels/single_op_graph.h"
+
+namespace kiln::kernels {
+namespace {
+
+using ir::OpKind;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::Absent;
+using testing::Attrs;
+using testing::F32;
+using testing::SingleOpGraph;
+using testing::Values;
+
+Tensor I64(Dims dims, std::vector<int64_t> values) {
+  Tensor t = Tensor::Zeros(DType::kInt64, std::move(dims));
+  std::copy(values.begin(), values.end(), t.data<int64_t>());
+  return t;
+}
+Tensor Bool(Dims dims, std::vector<bool> values) {
+  Tensor t = Tensor::Zeros(DType::kBool, std::move(dims));
+  for (size_t i = 0; i < values.size(); ++i) t.data<bool>()[i] = values[i];
+  return t;
+}
+std::vector<int64_t> I64Values(const Tensor& t) {
+  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.num_elements());
+}
+std::vector<bool> BoolValues(const Tensor& t) {
+  return std::vector<bool>(t.data<bool>(), t.data<bool>() + t.num_elements());
+}
+
+std::vector<Tensor> RunOp(const SingleOpGraph& g) {
+  auto out = g.Run();
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *std::move(out) : std::vector<Tensor>{};
+}
+
+// ---------------------------------------------------------------- elementwise
+
+TEST(CoverageOpsTest, FloorDivAndRemainderRoundLikePython) {
+  const Tensor a = F32({4}, {-7, 7, -7.5, 7});
+  const Tensor b = F32({4}, {2, -2, 2, 2});
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kFloorDiv, {a, b}))[0]), ElementsAre(-4, -4, -4, 3));
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kRemainder, {a, b}))[0]),
+              ElementsAre(1, -1, 0.5, 1));
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kFmod, {a, b}))[0]), ElementsAre(-1, 1, -1.5, 1));
+  const Tensor ia = I64({3}, {-7, 7, -8}), ib = I64({3}, {2, -2, 3});
+  EXPECT_THAT(I64Values(RunOp(SingleOpGraph(OpKind::kFloorDiv, {ia, ib}))[0]), ElementsAre(-4, -4, -3));
+  EXPECT_THAT(I64Values(RunOp(SingleOpGraph(OpKind::kRemainder, {ia, ib}))[0]), ElementsAre(1, -1, 1));
+}
+
+TEST(CoverageOpsTest, IntegerDivisionByZeroFailsTheRequest) {
+  SingleOpGraph g(OpKind::kFloorDiv, {I64({2}, {1, 2}), I64({2}, {1, 0})});
+  auto out = g.Run();
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("integer division by zero"));
+}
+
+TEST(CoverageOpsTest, ScalarConstantsPromoteLikePythonNumbers) {
+  // A 0-dim constant promotes as a Python number (engine/common/type_promotion):
+  // an int keeps an INT64 tensor INT64, a float makes it FP32 (PyTorch's
+  // default float), never a silent truncation.
+  Tensor two_i64 = Tensor::Zeros(DType::kInt64, {});
+  *two_i64.data<int64_t>() = 2;
+  SingleOpGraph g1(OpKind::kMul, {I64({2}, {3, 4}), two_i64}, {}, {1});
+  const Tensor y = RunOp(g1)[0];
+  EXPECT_EQ(y.dtype(), DType::kInt64);
+  EXPECT_THAT(I64Values(y), ElementsAre(6, 8));
+  Tensor half = Tensor::Zeros(DType::kF32, {});
+  *half.data<float>() = 0.5f;
+  SingleOpGraph g2(OpKind::kMul, {I64({2}, {3, 4}), half}, {}, {1});
+  const Tensor z = RunOp(g2)[0];
+  EXPECT_EQ(z.dtype(), DType::kF32);
+  EXPECT_THAT(Values(z), ElementsAre(1.5, 2));
+  // A dimensioned INT64 constant (an arange) added to FP32 input is converted once.
+  SingleOpGraph g3(OpKind::kAdd, {F32({2}, {0.5, 0.5}), I64({2}, {1, 2})}, {}, {1});
+  EXPECT_THAT(Values(RunOp(g3)[0]), ElementsAre(1.5, 2.5));
+}
+
+TEST(CoverageOpsTest, ComparisonsAndWhere) {
+  const Tensor x = F32({4}, {-1, 0, 1, NAN});
+  Tensor zero = Tensor::Zeros(DType::kF32, {});
+  const Tensor gt = RunOp(SingleOpGraph(OpKind::kGreater, {x, zero}, {}, {1}))[0];
+  EXPECT_EQ(gt.dtype(), DType::kBool);
+  EXPECT_THAT(BoolValues(gt), ElementsAre(false, false, true, false));
+  const Tensor w =
+      RunOp(SingleOpGraph(OpKind::kWhere, {Bool({4}, {true, false, true, false}), x, zero}, {}, {2}))[0];
+  EXPECT_THAT(Values(w), ElementsAre(-1, 0, 1, 0));
+}
+
+TEST(CoverageOpsTest, RoundHalfToEvenAndSignOfNan) {
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kRound, {F32({4}, {0.5, 1.5, 2.5, -0.5})}))[0]),
+              ElementsAre(0, 2, 2, 0));
+  const std::vector<float> s = Values(RunOp(SingleOpGraph(OpKind::kSign, {F32({3}, {-2, 0, NAN})}))[0]);
+  EXPECT_EQ(s[0], -1);
+  EXPECT_EQ(s[1], 0);
+  EXPECT_TRUE(std::isnan(s[2]));
+}
+
+TEST(CoverageOpsTest, BitwiseOnIntegersIsNative) {
+  SingleOpGraph g(OpKind::kLogicalAnd, {I64({1}, {6}), I64({1}, {3})}, Attrs().Bool("bitwise", true));
+  const Tensor y = RunOp(g)[0];
+  EXPECT_EQ(y.dtype(), DType::kInt64);
+  EXPECT_THAT(I64Values(y), ElementsAre(2));
+}
+
+// ---------------------------------------------------------------- reductions
+
+TEST(CoverageOpsTest, ArgMaxIsTheFirstExtremeAndNanWins) {
+  const Tensor x = F32({2, 4}, {1, 3, 3, 2, 1, NAN, 5, NAN});
+  const Tensor a = RunOp(SingleOpGraph(OpKind::kArgMax, {x}, Attrs().Int("axis", 1)))[0];
+  EXPECT_THAT(I64Values(a), ElementsAre(1, 1));
+  const Tensor all = RunOp(SingleOpGraph(OpKind::kArgMin, {F32({4}, {2, 0, 0, 1})}))[0];
+  EXPECT_EQ(all.dims(), Dims{});
+  EXPECT_THAT(I64Values(all), ElementsAre(1));
+}
+
+TEST(CoverageOpsTest, VarianceCorrectionAndInfinityNorm) {
+  const Tensor x = F32({4}, {1, 2, 3, 4});
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kVar, {x}))[0]), ElementsAre(5.0f / 3));
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kVar, {x}, Attrs().Float("correction", 0)))[0]),
+              ElementsAre(1.25f));
+  const Tensor y = F32({3}, {-7, 2, 3});
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kNorm, {y}, Attrs().Float("p", INFINITY)))[0]),
+              ElementsAre(7));
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kNorm, {y}, Attrs().Float("p", 0)))[0]), ElementsAre(3));
+}
+
+TEST(CoverageOpsTest, SumOfBoolsIsInt64) {
+  const Tensor s = RunOp(SingleOpGraph(OpKind::kSum, {Bool({3}, {true, false, true})}))[0];
+  EXPECT_EQ(s.dtype(), DType::kInt64);
+  EXPECT_THAT(I64Values(s), ElementsAre(2));
+}
+
+TEST(CoverageOpsTest, TopKKeepsTiesInIndexOrder) {
+  auto out = RunOp(SingleOpGraph(OpKind::kTopK, {F32({5}, {1, 3, 2, 3, 0})}, Attrs().Int("k", 3)));
+  EXPECT_THAT(Values(out[0]), ElementsAre(3, 3, 2));
+  EXPECT_THAT(I64Values(out[1]), ElementsAre(1, 3, 2));
+}
+
+// ---------------------------------------------------------------- movement and indexing
+
+TEST(CoverageOpsTest, PadModes) {
+  const Tensor x = F32({1, 3}, {1, 2, 3});
+  auto pad = [&](const char* mode) {
+    return Values(RunOp(SingleOpGraph(OpKind::kPad, {x},
+                                    Attrs().Ints("pads", {2, 1}).Str("mode", mode).Float("value", 9)))[0]);
+  };
+  EXPECT_THAT(pad("constant"), ElementsAre(9, 9, 1, 2, 3, 9));
+  EXPECT_THAT(pad("reflect"), ElementsAre(3, 2, 1, 2, 3, 2));
+  EXPECT_THAT(pad("replicate"), ElementsAre(1, 1, 1, 2, 3, 3));
+  EXPECT_THAT(pad("circular"), ElementsAre(2, 3, 1, 2, 3, 1));
+  // Negative constant padding crops.
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kPad, {x}, Attrs().Ints("pads", {-1, 0})))[0]),
+              ElementsAre(2, 3));
+}
+
+TEST(CoverageOpsTest, ChunkPiecesFollowTorchChunk) {
+  const Tensor x = F32({5}, {0, 1, 2, 3, 4});
+  auto piece = [&](int64_t chunks, int64_t index) {
+    return SingleOpGraph(OpKind::kChunk, {x}, Attrs().Int("chunks", chunks).Int("index", index));
+  };
+  EXPECT_THAT(Values(RunOp(piece(3, 2))[0]), ElementsAre(4));
+  // 5 elements in 4 chunks: pieces of 2 give only 3 chunks.
+  EXPECT_THAT(Values(RunOp(piece(4, 2))[0]), ElementsAre(4));
+  EXPECT_EQ(piece(4, 3).Prepare().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CoverageOpsTest, PermuteForms) {
+  const Tensor x = F32({1, 2, 3}, {0, 1, 2, 3, 4, 5});
+  const Tensor t = RunOp(SingleOpGraph(OpKind::kPermute, {x}, Attrs().Int("dim0", -1).Int("dim1", 1)))[0];
+  EXPECT_EQ(t.dims(), (Dims{1, 3, 2}));
+  EXPECT_THAT(Values(t), ElementsAre(0, 3, 1, 4, 2, 5));
+  const Tensor m = RunOp(SingleOpGraph(OpKind::kPermute, {x},
+                                     Attrs().Ints("source", {0}).Ints("destination", {-1})))[0];
+  EXPECT_EQ(m.dims(), (Dims{2, 3, 1}));
+}
+
+TEST(CoverageOpsTest, AdvancedIndexingLayout) {
+  // x[i, :, j] with index tensors on non-adjacent dims: the index shape leads.
+  Tensor x = Tensor::Zeros(DType::kF32, {2, 3, 4});
+  for (int64_t k = 0; k < 24; ++k) x.data<float>()[k] = static_cast<float>(k);
+  SingleOpGraph g(OpKind::kIndex, {x, I64({2}, {1, 0}), Absent(), I64({2}, {3, -1})});
+  const Tensor y = RunOp(g)[0];
+  EXPECT_EQ(y.dims(), (Dims{2, 3}));
+  EXPECT_THAT(Values(y), ElementsAre(15, 19, 23, 3, 7, 11));
+  // Adjacent index dims stay in place: x[:, i] keeps the leading dim.
+  SingleOpGraph h(OpKind::kIndex, {x, Absent(), I64({1}, {2})});
+  EXPECT_EQ(RunOp(h)[0].dims(), (Dims{2, 1, 4}));
+}
+
+TEST(CoverageOpsTest, IndexOutOfRangeFailsTheRequest) {
+  SingleOpGraph g(OpKind::kIndexSelect, {F32({3}, {1, 2, 3}), I64({1}, {3})});
+  auto out = g.Run();
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("index 3 is out of bounds"));
+}
+
+TEST(CoverageOpsTest, SliceScatterWritesThroughASlice) {
+  const Tensor base = F32({2, 3}, {0, 0, 0, 0, 0, 0});
+  const Tensor src = F32({2, 2}, {1, 2, 3, 4});
+  const Tensor y = RunOp(SingleOpGraph(OpKind::kSliceScatter, {base, src},
+                                     Attrs().Int("axis", 1).Int("start", 1)))[0];
+  EXPECT_THAT(Values(y), ElementsAre(0, 1, 2, 0, 3, 4));
+  const Tensor z = RunOp(SingleOpGraph(OpKind::kSliceScatter, {base, F32({3}, {7, 8, 9})},
+                                     Attrs().Int("axis", 0).Int("index", -1)))[0];
+  EXPECT_THAT(Values(z), ElementsAre(0, 0, 0, 7, 8, 9));
+}
+
+// ---------------------------------------------------------------- casts, resampling, nn
+
+TEST(CoverageOpsTest, CastsTruncateAndWrapLikePyTorch) {
+  const Tensor x = F32({4}, {-1.5, 2.7, 300, 0});
+  const Tensor u8 = RunOp(SingleOpGraph(OpKind::kCast, {x}, Attrs().Str("dtype", "UINT8")))[0];
+  EXPECT_THAT(std::vector<int>(u8.data<uint8_t>(), u8.data<uint8_t>() + 4), ElementsAre(255, 2, 44, 0));
+  const Tensor b = RunOp(SingleOpGraph(OpKind::kCast, {x}, Attrs().Str("dtype", "BOOL")))[0];
+  EXPECT_THAT(BoolValues(b), ElementsAre(true, true, true, false));
+}
+
+TEST(CoverageOpsTest, ResizeCoordinateRules) {
+  const Tensor x = F32({1, 1, 2}, {0, 1});
+  auto resize = [&](ir::Attributes attrs) { return Values(RunOp(SingleOpGraph(OpKind::kResize, {x}, attrs))[0]); };
+  EXPECT_THAT(resize(Attrs().Str("mode", "nearest").Ints("sizes", {4})), ElementsAre(0, 0, 1, 1));
+  EXPECT_THAT(resize(Attrs().Str("mode", "linear").Bool("align_corners", true).Ints("sizes", {4})),
+              ElementsAre(0, 1.0f / 3, 2.0f / 3, 1));
+  // Half-pixel centres, clamped at the border.
+  EXPECT_THAT(resize(Attrs().Str("mode", "linear").Ints("sizes", {4})), ElementsAre(0, 0.25, 0.75, 1));
+}
+
+TEST(CoverageOpsTest, ConvTransposeScattersEachInput) {
+  // 1-D: y = x[0] * w placed at 0 plus x[1] * w placed at 1.
+  const Tensor y = RunOp(SingleOpGraph(OpKind::kConvTranspose,
+                                     {F32({1, 1, 2}, {1, 2}), F32({1, 1, 2}, {1, 1})}, {}, {1}))[0];
+  EXPECT_EQ(y.dims(), (Dims{1, 1, 3}));
+  EXPECT_THAT(Values(y), ElementsAre(1, 3, 2));
+}
+
+TEST(CoverageOpsTest, InstanceNormIsGroupNormPerChannel) {
+  const Tensor x = F32({1, 2, 2}, {1, 3, 10, 30});
+  const std::vector<float> y =
+      Values(RunOp(SingleOpGraph(OpKind::kGroupNorm, {x}, Attrs().Int("groups", -1).Float("eps", 0)))[0]);
+  EXPECT_THAT(y, ElementsAre(-1, 1, -1, 1));
+}
+
+TEST(CoverageOpsTest, EinsumDiagonalAndImplicitOutput) {
+  const Tensor m = F32({2, 2}, {1, 2, 3, 4});
+  EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kEinsum, {m}, Attrs().Str("equation", "ii->i")))[0]),
+              ElementsAre(1, 4));
+  // Implicit output: the labels used once, sorted ("ba" -> "ab").
+  const Tensor t = RunOp(SingleOpGraph(OpKind::kEinsum, {m}, Attrs().Str("equation", "ba")))[0];
+  EXPECT_THAT(Values(t), ElementsAre(1, 3, 2, 4));
+}
+
+}  // namespace
+}  // namespace kiln::kernels

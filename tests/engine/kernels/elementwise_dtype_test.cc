@@ -1,0 +1,164 @@
+// The elementwise family on dtypes other than float32: integer arithmetic with
+// Python's rounding, true division of integers giving float, comparisons and
+// logical ops giving bool, bitwise ops on integers, operands of different
+// run-time dtypes promoted as PyTorch promotes them, FP16/BF16 computed in
+// float32 and rounded back, in-place results kept in the destination's dtype.
+// Expected values are PyTorch's (torch 1.13, CPU) for the same inputs.
+#include <cstdint>
+#include <vector>
+
+#include "engine/kernels/convert.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/engine/kernels/single_op_graph.h"
+
+namespace kiln::kernels {
+namespace {
+
+using ::testing::ElementsAre;
+using ir::OpKind;
+using testing::Attrs;
+using testing::SingleOpGraph;
+
+template <typename T>
+Tensor Make(DType dtype, std::vector<T> values) {
+  Tensor t = Tensor::Zeros(dtype, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) static_cast<T*>(t.raw_data())[i] = values[i];
+  return t;
+}
+
+template <typename T>
+std::vector<T> Get(const Tensor& t) {
+  const T* p = static_cast<const T*>(t.raw_data());
+  return std::vector<T>(p, p + t.num_elements());
+}
+
+Tensor Run1(OpKind op, std::vector<Tensor> inputs, ir::Attributes attrs = {}) {
+  SingleOpGraph g(op, std::move(inputs), std::move(attrs));
+  absl::StatusOr<std::vector<Tensor>> out = g.Run();
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? (*out)[0] : Tensor();
+}
+
+TEST(ElementwiseDTypeTest, IntegerFloorDivisionAndRemainderRoundLikePython) {
+  Tensor a = Make<int64_t>(DType::kInt64, {7, -7, 7, -7, 0});
+  Tensor b = Make<int64_t>(DType::kInt64, {2, 2, -2, -2, 3});
+  Tensor q = Run1(OpKind::kFloorDiv, {a, b});
+  ASSERT_EQ(q.dtype(), DType::kInt64);
+  EXPECT_THAT(Get<int64_t>(q), ElementsAre(3, -4, -4, 3, 0));
+  Tensor r = Run1(OpKind::kRemainder, {a, b});
+  EXPECT_THAT(Get<int64_t>(r), ElementsAre(1, 1, -1, -1, 0));
+  // int8 keeps its dtype.
+  Tensor r8 = Run1(OpKind::kRemainder, {Make<int8_t>(DType::kInt8, {-5}), Make<int8_t>(DType::kInt8, {3})});
+  ASSERT_EQ(r8.dtype(), DType::kInt8);
+  EXPECT_THAT(Get<int8_t>(r8), ElementsAre(1));
+}
+
+TEST(ElementwiseDTypeTest, IntegerDivisionByZeroFailsTheRequest) {
+  SingleOpGraph g(OpKind::kFloorDiv, {Make<int32_t>(DType::kInt32, {1, 2}),
+                                      Make<int32_t>(DType::kInt32, {1, 0})});
+  absl::StatusOr<std::vector<Tensor>> out = g.Run();
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("division by zero"));
+}
+
+TEST(ElementwiseDTypeTest, TrueDivisionOfIntegersGivesFloat32) {
+  Tensor q = Run1(OpKind::kDiv, {Make<int64_t>(DType::kInt64, {7, -7}),
+                                 Make<int32_t>(DType::kInt32, {2, 4})});
+  ASSERT_EQ(q.dtype(), DType::kF32);
+  EXPECT_THAT(Get<float>(q), ElementsAre(3.5f, -1.75f));
+}
+
+TEST(ElementwiseDTypeTest, MixedRunTimeDTypesPromote) {
+  // int32 + int64 -> int64; uint8 + int8 -> int16; bool * float -> float.
+  Tensor s = Run1(OpKind::kAdd, {Make<int32_t>(DType::kInt32, {2147483647}),
+                                 Make<int64_t>(DType::kInt64, {1})});
+  ASSERT_EQ(s.dtype(), DType::kInt64);
+  EXPECT_THAT(Get<int64_t>(s), ElementsAre(2147483648LL));
+  Tensor u = Run1(OpKind::kAdd, {Make<uint8_t>(DType::kUInt8, {200}), Make<int8_t>(DType::kInt8, {-100})});
+  ASSERT_EQ(u.dtype(), DType::kInt16);
+  EXPECT_THAT(Get<int16_t>(u), ElementsAre(100));
+  Tensor m = Run1(OpKind::kMul, {Make<bool>(DType::kBool, {true, false}), Make<float>(DType::kF32, {2.5f, 3.0f})});
+  ASSERT_EQ(m.dtype(), DType::kF32);
+  EXPECT_THAT(Get<float>(m), ElementsAre(2.5f, 0.0f));
+}
+
+TEST(ElementwiseDTypeTest, ComparisonsAndLogicalOpsGiveBool) {
+  Tensor lt = Run1(OpKind::kLess, {Make<int16_t>(DType::kInt16, {1, 5}), Make<double>(DType::kF64, {1.5, 4.0})});
+  ASSERT_EQ(lt.dtype(), DType::kBool);
+  EXPECT_THAT(Get<bool>(lt), ElementsAre(true, false));
+  Tensor land = Run1(OpKind::kLogicalAnd, {Make<int32_t>(DType::kInt32, {0, 3}), Make<float>(DType::kF32, {1.0f, 0.5f})});
+  ASSERT_EQ(land.dtype(), DType::kBool);
+  EXPECT_THAT(Get<bool>(land), ElementsAre(false, true));
+}
+
+TEST(ElementwiseDTypeTest, BitwiseOpsOnIntegers) {
+  Tensor a = Make<int32_t>(DType::kInt32, {12, -1});
+  Tensor b = Make<int32_t>(DType::kInt32, {10, 6});
+  Tensor r = Run1(OpKind::kLogicalAnd, {a, b}, Attrs().Bool("bitwise", true));
+  ASSERT_EQ(r.dtype(), DType::kInt32);
+  EXPECT_THAT(Get<int32_t>(r), ElementsAre(8, 6));
+  Tensor x = Run1(OpKind::kLogicalXor, {a, b}, Attrs().Bool("bitwise", true));
+  EXPECT_THAT(Get<int32_t>(x), ElementsAre(6, -7));
+  // On floats PyTorch raises; so does Prepare, naming the node.
+  SingleOpGraph f(OpKind::kLogicalAnd, {Make<float>(DType::kF32, {1}), Make<float>(DType::kF32, {1})},
+                  Attrs().Bool("bitwise", true));
+  absl::Status s = f.Prepare();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("node (LogicalAnd"));
+}
+
+TEST(ElementwiseDTypeTest, Float16ComputesInFloat32AndRoundsBack) {
+  // 2049 is not a float16 value: 2048 + 1 rounds to even (2048); 0.1 + 0.2
+  // rounds once, like PyTorch's CPU kernel.
+  auto half = [](std::vector<float> v) {
+    std::vector<uint16_t> h;
+    for (float f : v) h.push_back(FloatToHalf(f));
+    return Make<uint16_t>(DType::kF16, h);
+  };
+  Tensor r = Run1(OpKind::kAdd, {half({2048.0f, 0.1f}), half({1.0f, 0.2f})});
+  ASSERT_EQ(r.dtype(), DType::kF16);
+  std::vector<uint16_t> got = Get<uint16_t>(r);
+  EXPECT_EQ(HalfToFloat(got[0]), 2048.0f);
+  EXPECT_EQ(got[1], FloatToHalf(HalfToFloat(FloatToHalf(0.1f)) + HalfToFloat(FloatToHalf(0.2f))));
+  // FP16 with BF16 meets in FP32.
+  Tensor bf = Make<uint16_t>(DType::kBF16, {FloatToBF16(1.5f)});
+  Tensor m = Run1(OpKind::kMul, {half({2.0f}), bf});
+  ASSERT_EQ(m.dtype(), DType::kF32);
+  EXPECT_THAT(Get<float>(m), ElementsAre(3.0f));
+}
+
+TEST(ElementwiseDTypeTest, InPlaceKeepsTheDestinationDTypeOrFails) {
+  // int32 += int64 stays int32; int64 += float fails as in PyTorch.
+  Tensor r = Run1(OpKind::kAdd, {Make<int32_t>(DType::kInt32, {5}), Make<int64_t>(DType::kInt64, {7})},
+                  Attrs().Bool("in_place", true));
+  ASSERT_EQ(r.dtype(), DType::kInt32);
+  EXPECT_THAT(Get<int32_t>(r), ElementsAre(12));
+  SingleOpGraph g(OpKind::kAdd, {Make<int64_t>(DType::kInt64, {5}), Make<float>(DType::kF32, {0.5f})},
+                  Attrs().Bool("in_place", true));
+  absl::Status s = g.Prepare();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("can't be cast"));
+}
+
+TEST(ElementwiseDTypeTest, WhereKeepsFloat16AndPromotesValues) {
+  Tensor cond = Make<bool>(DType::kBool, {true, false});
+  Tensor r = Run1(OpKind::kWhere, {cond, Make<int32_t>(DType::kInt32, {1, 2}),
+                                   Make<int64_t>(DType::kInt64, {-3, -4})});
+  ASSERT_EQ(r.dtype(), DType::kInt64);
+  EXPECT_THAT(Get<int64_t>(r), ElementsAre(1, -4));
+}
+
+TEST(ElementwiseDTypeTest, HalfConversionsRoundToNearestEven) {
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);       // overflows to inf
+  EXPECT_EQ(FloatToHalf(5.9604645e-08f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(HalfToFloat(0x0001), 5.9604645e-08f);
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);  // tie to even
+  EXPECT_EQ(FloatToBF16(1.0f + 1.0f / 256), 0x3f80);   // tie to even
+  EXPECT_EQ(BF16ToFloat(0x3fc0), 1.5f);
+}
+
+}  // namespace
+}  // namespace kiln::kernels
