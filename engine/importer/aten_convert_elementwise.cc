@@ -9,24 +9,46 @@
 namespace kiln::importer {
 namespace {
 
-// A Python scalar operand (int/float/bool constant) or a 0-dim constant tensor.
-// Both follow PyTorch's rule that they do not promote a dimensioned tensor of
-// the same category, so they can take the other operand's dtype.
-std::optional<double> ScalarOperand(const ImportContext& ctx, const TorchNode& node, size_t i) {
+// A constant Python number operand: an int, float or bool constant, or a
+// 0-dim tensor constant. The tracer records Python numbers as 0-dim tensor
+// constants, and libtorch's interpreter promotes every 0-dim constant of a
+// (frozen) graph as a Python number, so Kiln does the same.
+std::optional<c10::Scalar> NumberOperand(const ImportContext& ctx, const TorchNode& node,
+                                         size_t i) {
   std::optional<c10::IValue> c = ctx.ConstantOf(node.inputs()[i]);
   if (!c) return std::nullopt;
-  if (c->isDouble()) return c->toDouble();
-  if (c->isInt()) return static_cast<double>(c->toInt());
-  if (c->isBool()) return c->toBool() ? 1.0 : 0.0;
-  if (c->isTensor() && c->toTensor().dim() == 0) return c->toTensor().item<double>();
+  if (c->isDouble()) return c10::Scalar(c->toDouble());
+  if (c->isInt()) return c10::Scalar(c->toInt());
+  if (c->isBool()) return c10::Scalar(c->toBool());
+  if (c->isTensor() && c->toTensor().dim() == 0) return c->toTensor().item();
   return std::nullopt;
 }
 
-// The dtype for a scalar combined with `other`. Graph inputs have no dtype at
-// import time; Kiln's models are float32, so that is the default.
-DType ScalarDType(const ImportContext& ctx, ir::ValueId other) {
-  DType dtype = ctx.DTypeOf(other);
-  return dtype == DType::kUnknown ? DType::kF32 : dtype;
+// A Python number as a value of its own kind (int: INT64, float: FP64, bool:
+// BOOL), which the kernels promote as PyTorch promotes wrapped numbers.
+ir::ValueId AddNumber(ImportContext& ctx, const c10::Scalar& v, std::string name) {
+  if (v.isBoolean()) return ctx.AddBool(v.toBool(), std::move(name));
+  if (v.isIntegral(/*includeBool=*/false)) return ctx.AddInt(v.toLong(), std::move(name));
+  return ctx.AddFloat(v.toDouble(), std::move(name));
+}
+
+// a * alpha as one number: integral when both are.
+c10::Scalar Scaled(const c10::Scalar& a, const c10::Scalar& alpha) {
+  if (a.isIntegral(/*includeBool=*/true) && alpha.isIntegral(/*includeBool=*/true)) {
+    return c10::Scalar(a.toLong() * alpha.toLong());
+  }
+  return c10::Scalar(a.toDouble() * alpha.toDouble());
+}
+
+// In-place ops (add_, mul_, ...) keep the destination's dtype; the kernel
+// reads this attribute to promote accordingly.
+ir::Attributes InPlaceAttrs(const TorchNode& node) {
+  ir::Attributes attrs;
+  const std::string kind = node.kind().toUnqualString();
+  if (!kind.empty() && kind.back() == '_' && kind.rfind("__", 0) != 0) {
+    attrs.SetBool("in_place", true);  // add_, not __and__
+  }
+  return attrs;
 }
 
 }  // namespace
@@ -50,41 +72,38 @@ ConvertResult ConvertBinary(ir::OpKind op, const TorchNode& node, ImportContext&
   if (op == ir::OpKind::kDiv && num_inputs == 3 && !ctx.IsNone(node, 2)) {
     return ctx.Unimplemented(node, "div with a rounding_mode is not supported");
   }
-  double alpha = 1.0;
+  c10::Scalar alpha(int64_t{1});
   if (takes_alpha && num_inputs == 3) {
-    ASSIGN_OR_RETURN(alpha, ctx.ConstDouble(node, 2));
-  }
-
-  std::optional<double> lhs_scalar = ScalarOperand(ctx, node, 0);
-  std::optional<double> rhs_scalar = ScalarOperand(ctx, node, 1);
-  ir::ValueId lhs, rhs;
-  if (rhs_scalar) {
-    // Usual case (x + 1, x * 0.5): fold alpha into the scalar.
-    if (lhs_scalar && !ctx.ConstTensor(node, 0)) {
-      return ctx.InvalidArgument(node, "has no tensor operand");
+    std::optional<c10::IValue> c = ctx.ConstantOf(node.inputs()[2]);
+    if (!c || !(c->isInt() || c->isDouble() || c->isBool())) {
+      return ctx.InvalidArgument(node, "alpha must be a constant number");
     }
+    alpha = c->toScalar();
+  }
+  const bool unit_alpha = alpha.toDouble() == 1.0;
+  const std::string name = node.outputs()[0]->debugName();
+
+  std::optional<c10::Scalar> lhs_number = NumberOperand(ctx, node, 0);
+  std::optional<c10::Scalar> rhs_number = NumberOperand(ctx, node, 1);
+  ir::ValueId lhs, rhs;
+  if (rhs_number) {
+    // Usual case (x + 1, x * 0.5): fold alpha into the number.
+    if (lhs_number) return ctx.InvalidArgument(node, "has no tensor operand");
     ASSIGN_OR_RETURN(lhs, ctx.Input(node, 0));
-    ASSIGN_OR_RETURN(rhs, ctx.AddScalarConstant(*rhs_scalar * alpha, ScalarDType(ctx, lhs),
-                                                absl::StrCat(node.outputs()[0]->debugName(),
-                                                             ".other")));
-    return std::vector<ir::ValueId>{ctx.Emit(node, op, {lhs, rhs})};
+    rhs = AddNumber(ctx, unit_alpha ? *rhs_number : Scaled(*rhs_number, alpha), name + ".other");
+    return std::vector<ir::ValueId>{ctx.Emit(node, op, {lhs, rhs}, InPlaceAttrs(node))};
   }
   ASSIGN_OR_RETURN(rhs, ctx.Input(node, 1));
-  if (lhs_scalar) {
-    ASSIGN_OR_RETURN(lhs, ctx.AddScalarConstant(*lhs_scalar, ScalarDType(ctx, rhs),
-                                                absl::StrCat(node.outputs()[0]->debugName(),
-                                                             ".self")));
+  if (lhs_number) {
+    lhs = AddNumber(ctx, *lhs_number, name + ".self");
   } else {
     ASSIGN_OR_RETURN(lhs, ctx.Input(node, 0));
   }
-  if (alpha != 1.0) {
-    ASSIGN_OR_RETURN(ir::ValueId scale,
-                     ctx.AddScalarConstant(alpha, ScalarDType(ctx, rhs),
-                                           absl::StrCat(node.outputs()[0]->debugName(),
-                                                        ".alpha")));
+  if (!unit_alpha) {
+    ir::ValueId scale = AddNumber(ctx, alpha, name + ".alpha");
     rhs = ctx.Emit(node, ir::OpKind::kMul, {rhs, scale}, {}, ".scaled");
   }
-  return std::vector<ir::ValueId>{ctx.Emit(node, op, {lhs, rhs})};
+  return std::vector<ir::ValueId>{ctx.Emit(node, op, {lhs, rhs}, InPlaceAttrs(node))};
 }
 
 // hardtanh(self, min_val=-1, max_val=1) -> Clip.

@@ -8,6 +8,7 @@
 // need the input's rank; expand's size may also be an int list computed at
 // run time (vit_b_16's class token), which its kernel reads in Prepare.
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,19 @@ ConvertResult ConvertRepeat(const TorchNode& node, ImportContext& ctx) {
 
 // stack(tensors, dim) = cat of each tensor unsqueezed at dim.
 ConvertResult ConvertStack(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId list, ctx.AnyValue(node.inputs()[0], ctx.Where(node)));
+  if (ctx.KindOf(list) == ir::ValueKind::kTensorList && ctx.ListElements(list) == nullptr) {
+    // A list built at run time: one Concat that takes the list whole and
+    // inserts the new axis (attr stack).
+    int64_t dim = 0;
+    if (node.inputs().size() > 1) {
+      ASSIGN_OR_RETURN(dim, ctx.ConstInt(node, 1));
+    }
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    attrs.SetInt("stack", 1);
+    return One(ctx.Emit(node, OpKind::kConcat, {list}, std::move(attrs)));
+  }
   ASSIGN_OR_RETURN(std::vector<ir::ValueId> inputs, ctx.TensorListInput(node, 0));
   if (inputs.empty()) return ctx.InvalidArgument(node, "stacks an empty list");
   int64_t dim = 0;
@@ -220,6 +234,32 @@ ConvertResult ConvertViewAs(const TorchNode& node, ImportContext& ctx) {
 
 // slice(self, dim=0, start=None, end=None, step=1); narrow(self, dim, start, length).
 ConvertResult ConvertSlice(const TorchNode& node, ImportContext& ctx) {
+  if (const auto list = node.inputs()[0]->type()->cast<c10::ListType>();
+      list != nullptr && Kind(node) == "slice") {
+    // slice.t(list, start, end, step) on an int/float/bool list (x.size()[2:]):
+    // the list's 1-D tensor sliced along axis 0, still a list.
+    ASSIGN_OR_RETURN(ir::ValueId l, ctx.AnyValue(node.inputs()[0], ctx.Where(node)));
+    const ir::ValueKind kind = ctx.KindOf(l);
+    if (!ir::IsScalarListKind(kind)) return ctx.Unimplemented(node, "slicing a list of tensors");
+    ir::Attributes attrs;
+    attrs.SetInt("axis", 0);
+    std::vector<ir::ValueId> inputs = {l, ir::kNoValue, ir::kNoValue};
+    for (size_t k = 1; k <= 2; ++k) {
+      if (node.inputs().size() <= k || ctx.IsNone(node, k)) continue;
+      if (ctx.ConstantOf(node.inputs()[k]).has_value()) {
+        ASSIGN_OR_RETURN(int64_t bound, ctx.ConstInt(node, k));
+        attrs.SetInt(k == 1 ? "start" : "end", bound);
+      } else {
+        ASSIGN_OR_RETURN(inputs[k], ctx.ScalarInput(node, k));
+      }
+    }
+    if (node.inputs().size() > 3) {
+      ASSIGN_OR_RETURN(int64_t step, ctx.ConstInt(node, 3));
+      attrs.SetInt("step", step);
+    }
+    while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+    return One(ctx.EmitValue(node, OpKind::kSlice, kind, std::move(inputs), std::move(attrs)));
+  }
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
   ir::Attributes attrs;
   int64_t dim = 0;
@@ -257,6 +297,15 @@ ConvertResult ConvertSlice(const TorchNode& node, ImportContext& ctx) {
 ConvertResult ConvertSelect(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
   ASSIGN_OR_RETURN(int64_t dim, ctx.ConstInt(node, 1));
+  if (!ctx.ConstantOf(node.inputs()[2]).has_value()) {
+    // An index computed at run time (x[i] in a loop): IndexSelect with the
+    // int as a 0-dim index has select's shape, wraps negative indices, and
+    // fails the request when out of range.
+    ASSIGN_OR_RETURN(ir::ValueId index, ctx.ScalarInput(node, 2));
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    return One(ctx.Emit(node, OpKind::kIndexSelect, {x, index}, std::move(attrs)));
+  }
   ASSIGN_OR_RETURN(int64_t index, ctx.ConstInt(node, 2));
   ir::Attributes attrs;
   attrs.SetInt("axis", dim);
@@ -292,6 +341,17 @@ ConvertResult ConvertIndex(const TorchNode& node, ImportContext& ctx) {
     if (c && c->isNone()) {
       indices.push_back(ir::kNoValue);
       continue;
+    }
+    // x[mask] selects a data-dependent number of elements: left to the
+    // fallback. Masks are recognised here by what makes them (the kernel
+    // also refuses BOOL indices, but only when the model is compiled).
+    static const auto* const kMaskMakers = new std::set<std::string>{
+        "aten::gt", "aten::lt", "aten::ge", "aten::le", "aten::eq", "aten::ne",
+        "aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::logical_not",
+        "aten::__and__", "aten::__or__", "aten::__xor__", "aten::bitwise_not", "aten::isnan"};
+    if (kMaskMakers->count(v->node()->kind().toQualString()) > 0 ||
+        (c && c->isTensor() && c->toTensor().scalar_type() == c10::kBool)) {
+      return ctx.Unimplemented(node, "indexing with a boolean mask");
     }
     ASSIGN_OR_RETURN(ir::ValueId id, ctx.ValueFor(v, ctx.Where(node)));
     indices.push_back(id);
@@ -430,6 +490,17 @@ ConvertResult ConvertInplaceWrite(const TorchNode& node, ImportContext& ctx) {
   ir::ValueId new_v = updated;
   while (true) {
     const torch::jit::Node* producer = v->node();
+    const std::string producer_kind = producer->kind().toQualString();
+    if (producer_kind == "aten::contiguous" || producer_kind == "aten::detach" ||
+        producer_kind == "aten::alias") {
+      // The same memory under another name: the parent takes the new value as is.
+      if (v != node.inputs()[0]) {
+        ctx.Bind(v, new_v);
+        ctx.MarkMutated(v);
+      }
+      v = producer->inputs()[0];
+      continue;
+    }
     ASSIGN_OR_RETURN(std::optional<ir::Attributes> attrs, ViewAttrs(*producer, ctx));
     if (!attrs.has_value()) {
       if (IsOtherView(producer->kind().toQualString())) {

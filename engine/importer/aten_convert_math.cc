@@ -4,8 +4,8 @@
 // fused helpers addcmul/addcdiv/lerp, and the parameterised activations.
 //
 // Scalar operands become 0-dim values (a Python int as INT64, a float as
-// FP64, as the scalar table types them); the kernels let such a scalar take
-// the tensor operand's dtype, as PyTorch's type promotion does.
+// FP64, as the scalar table types them); the kernels promote them as PyTorch
+// promotes Python numbers (engine/common/type_promotion).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -45,7 +45,13 @@ ConvertResult ConvertBinaryOp(ir::OpKind op, const TorchNode& node, ImportContex
   if (node.inputs().size() < 2) return ctx.InvalidArgument(node, "expected 2 operands");
   ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 0));
   ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 1));
-  return One(ctx.Emit(node, op, {a, b}));
+  // In-place forms (remainder_, ...) keep the destination's dtype.
+  ir::Attributes attrs;
+  const std::string kind = node.kind().toUnqualString();
+  if (!kind.empty() && kind.back() == '_' && kind.rfind("__", 0) != 0) {
+    attrs.SetBool("in_place", true);  // add_, not __and__
+  }
+  return One(ctx.Emit(node, op, {a, b}, std::move(attrs)));
 }
 
 // __and__ / bitwise_and and friends, bitwise_not: logical on BOOL (the masks

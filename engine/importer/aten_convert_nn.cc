@@ -32,8 +32,10 @@ std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
 ConvertResult EmitConv(const TorchNode& node, ImportContext& ctx, std::vector<int64_t> stride,
                        std::vector<int64_t> padding, std::vector<int64_t> dilation,
                        int64_t groups, bool transposed = false,
-                       std::vector<int64_t> output_padding = {}) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+                       std::vector<int64_t> output_padding = {}, ir::ValueId x = ir::kNoValue) {
+  if (x == ir::kNoValue) {
+    ASSIGN_OR_RETURN(x, ctx.Input(node, 0));
+  }
   ASSIGN_OR_RETURN(ir::ValueId w, ctx.Input(node, 1));
   ASSIGN_OR_RETURN(ir::ValueId b, ctx.OptionalInput(node, 2));
   std::vector<ir::ValueId> inputs = {x, w};
@@ -123,13 +125,26 @@ ConvertResult ConvertConv2d(const TorchNode& node, ImportContext& ctx) {
       if (!w || w->dim() != static_cast<int64_t>(spatial) + 2) {
         return ctx.Unimplemented(node, "padding='same' needs a constant weight");
       }
+      // PyTorch pads total//2 before and the rest after; Kiln's Conv pads
+      // symmetrically, so an odd total (an even kernel) gets a Pad first.
+      std::vector<int64_t> pads(2 * spatial, 0);  // F.pad order: last dim first
+      bool asymmetric = false;
       for (size_t d = 0; d < spatial; ++d) {
-        // PyTorch pads total//2 before and the rest after; Kiln's Conv pads symmetrically.
-        int64_t total = dilation[d] * (w->size(2 + d) - 1);
-        if (total % 2 != 0) {
-          return ctx.Unimplemented(node, "padding='same' with an even kernel needs asymmetric padding");
-        }
+        const int64_t total = dilation[d] * (w->size(2 + d) - 1);
         padding[d] = total / 2;
+        asymmetric = asymmetric || total % 2 != 0;
+        pads[2 * (spatial - 1 - d)] = total / 2;
+        pads[2 * (spatial - 1 - d) + 1] = total - total / 2;
+      }
+      if (asymmetric) {
+        ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
+        ir::Attributes attrs;
+        attrs.SetString("mode", "constant");
+        attrs.SetFloat("value", 0.0);
+        attrs.SetInts("pads", std::move(pads));
+        ir::ValueId padded = ctx.Emit(node, OpKind::kPad, {x}, std::move(attrs), ".same_pad");
+        return EmitConv(node, ctx, std::move(stride), std::vector<int64_t>(spatial, 0),
+                        std::move(dilation), groups, /*transposed=*/false, {}, padded);
       }
     } else if (pad->toStringRef() != "valid") {
       return ctx.InvalidArgument(node, absl::StrCat("unknown padding '", pad->toStringRef(), "'"));

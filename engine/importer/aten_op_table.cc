@@ -15,6 +15,14 @@ namespace {
 using ir::OpKind;
 using AtenOpTable = std::unordered_map<std::string_view, Converter>;
 
+// aten::add on tensors, or on lists (concatenation: add.t).
+ConvertResult AddTensorsOrLists(const TorchNode& node, ImportContext& ctx) {
+  if (node.outputs().size() == 1 && node.output()->type()->kind() == c10::TypeKind::ListType) {
+    return ConvertListConcat(node, ctx);
+  }
+  return Binary<OpKind::kAdd>(node, ctx);
+}
+
 const AtenOpTable& Table() {
   static const AtenOpTable* const kTable = new AtenOpTable{
       // ---------- unary activations ----------
@@ -37,7 +45,7 @@ const AtenOpTable& Table() {
       {"aten::gelu", ConvertGelu},
       {"aten::gelu_", ConvertGelu},
       // ---------- binary (Tensor and Scalar overloads) ----------
-      {"aten::add", Binary<OpKind::kAdd>},
+      {"aten::add", AddTensorsOrLists},
       {"aten::add_", Binary<OpKind::kAdd>},
       {"aten::sub", Binary<OpKind::kSub>},
       {"aten::sub_", Binary<OpKind::kSub>},
@@ -324,6 +332,8 @@ const AtenOpTable& Table() {
       // ---------- convolution and pooling in 1 to 3 dims ----------
       {"aten::conv1d", ConvertConv2d},
       {"aten::conv3d", ConvertConv2d},
+      // What tracing nn.ConvNd(padding="same"/"valid") records; conv2d.padding's arguments.
+      {"aten::_convolution_mode", ConvertConv2d},
       {"aten::conv_transpose1d", ConvertConvTransposeNd},
       {"aten::conv_transpose2d", ConvertConvTransposeNd},
       {"aten::conv_transpose3d", ConvertConvTransposeNd},

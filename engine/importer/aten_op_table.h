@@ -83,6 +83,7 @@ ConvertResult BinaryOp(const TorchNode& node, ImportContext& ctx) {
 }
 ConvertResult ConvertBitwise(const TorchNode& node, ImportContext& ctx);  // &, |, ^ on BOOL
 ConvertResult ConvertComparisonAlias(const TorchNode& node, ImportContext& ctx);  // greater, ...
+ConvertResult ConvertListConcat(const TorchNode& node, ImportContext& ctx);  // int[] + int[]
 ConvertResult ConvertDiv(const TorchNode& node, ImportContext& ctx);  // rounding modes
 ConvertResult ConvertFloorDivide(const TorchNode& node, ImportContext& ctx);
 ConvertResult ConvertRsub(const TorchNode& node, ImportContext& ctx);

@@ -18,6 +18,9 @@ struct PreparedModule {
   torch::jit::Module frozen;  // graph's `self`
   std::shared_ptr<torch::jit::Graph> graph;  // frozen, inlined, cleaned, tuples lowered
   std::vector<std::string> input_names;      // forward()'s parameters, self dropped, tuples flattened
+  // One per graph output after lowering: "output<i>" for element i of the
+  // result, "<parent>.<i>" for nested positions, a dict's keys for its values.
+  std::vector<std::string> output_names;
 };
 
 // Loads the archive (CPU) and prepares the graph. libtorch exceptions

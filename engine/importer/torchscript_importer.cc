@@ -19,12 +19,14 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include <c10/core/GradMode.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
@@ -153,6 +155,85 @@ void FlattenedNames(const std::string& name, const c10::TypePtr& type,
   out.push_back(name);
 }
 
+// ---- structured results ----
+//
+// forward() may return a tuple, a list literal or a dict (string keys) of
+// tensors, nested. Dicts and tensor-list literals are rebuilt as tuples, so
+// that LowerAllTuples flattens the whole result into graph outputs, and every
+// leaf is named after its place: element i of the result is "output<i>", a
+// nested position appends ".<i>", and a dict's value takes its key (nested:
+// "<parent>.<key>"). A lone tensor is "output0".
+
+std::string ChildName(const std::optional<std::string>& parent, const std::string& part,
+                      bool positional) {
+  if (!parent.has_value()) return positional ? absl::StrCat("output", part) : part;
+  return absl::StrCat(*parent, ".", part);
+}
+
+void NamesOfType(const c10::TypePtr& type, const std::optional<std::string>& name,
+                 std::vector<std::string>& out) {
+  if (auto tuple = type->cast<c10::TupleType>()) {
+    for (size_t i = 0; i < tuple->elements().size(); ++i) {
+      NamesOfType(tuple->elements()[i], ChildName(name, std::to_string(i), true), out);
+    }
+    return;
+  }
+  out.push_back(name.value_or("output0"));
+}
+
+// Returns `v`, or the tuple that replaces it, and appends the leaves' names.
+Value* StructureResult(torch::jit::Graph& graph, Value* v, const std::optional<std::string>& name,
+                       std::vector<std::string>& out) {
+  Node* node = v->node();
+  // A dict or list mutated after it was built (append, setitem) is not a literal.
+  const bool literal = v->uses().size() == 1;
+  const bool dict = node->kind() == c10::prim::DictConstruct && literal;
+  const bool tensor_list = node->kind() == c10::prim::ListConstruct && literal &&
+                           v->type()->castRaw<c10::ListType>() != nullptr &&
+                           v->type()->castRaw<c10::ListType>()->getElementType()->kind() ==
+                               c10::TypeKind::TensorType;
+  if (dict) {
+    std::vector<Value*> values;
+    for (size_t i = 0; i + 1 < node->inputs().size(); i += 2) {
+      std::optional<c10::IValue> key = torch::jit::toIValue(node->input(i));
+      if (!key.has_value() || !key->isString()) {
+        NamesOfType(v->type(), name, out);  // left for the translator to reject
+        return v;
+      }
+      values.push_back(
+          StructureResult(graph, node->input(i + 1), ChildName(name, key->toStringRef(), false),
+                          out));
+    }
+    torch::jit::WithInsertPoint guard(graph.return_node());
+    return graph.insertNode(graph.createTuple(values))->output();
+  }
+  if (node->kind() == c10::prim::TupleConstruct || tensor_list) {
+    std::vector<Value*> values;
+    bool changed = tensor_list;
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      Value* e = StructureResult(graph, node->input(i), ChildName(name, std::to_string(i), true),
+                                 out);
+      changed = changed || e != node->input(i);
+      values.push_back(e);
+    }
+    if (!changed) return v;
+    torch::jit::WithInsertPoint guard(graph.return_node());
+    return graph.insertNode(graph.createTuple(values))->output();
+  }
+  NamesOfType(v->type(), name, out);
+  return v;
+}
+
+// Rewrites forward()'s result as above; returns the output names, or none
+// when the graph returns more than one value (a parsed graph).
+std::vector<std::string> StructureResults(torch::jit::Graph& graph) {
+  std::vector<std::string> names;
+  if (graph.outputs().size() != 1) return names;
+  Value* result = StructureResult(graph, graph.outputs()[0], std::nullopt, names);
+  if (result != graph.outputs()[0]) graph.return_node()->replaceInput(0, result);
+  return names;
+}
+
 // The single place libtorch exceptions are caught.
 template <typename Fn>
 absl::StatusOr<ir::Graph> CatchTorchErrors(Fn&& fn) {
@@ -237,8 +318,13 @@ PreparedModule LoadAndPrepare(std::string_view bytes) {
   // Tuples have a static arity: flattening them (forward()'s tuple
   // parameters and results, tuples carried by If and Loop) keeps them out of
   // the IR.
+  std::vector<std::string> output_names = StructureResults(*graph);
   torch::jit::LowerAllTuples(graph);
   torch::jit::EliminateDeadCode(graph);
+  // Keep the names only when they still match the outputs one to one.
+  if (output_names.size() == graph->outputs().size()) {
+    prepared.output_names = std::move(output_names);
+  }
   // The graph's debug names may be renumbered by inlining; the schema keeps
   // the names the user wrote.
   const std::vector<c10::Argument>& args = forward.function().getSchema().arguments();
@@ -265,6 +351,11 @@ absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
     if (named.input_names.size() != num_inputs) {
       return absl::InternalError(absl::StrCat("forward() has ", named.input_names.size(),
                                               " parameter names for ", num_inputs, " inputs"));
+    }
+    named.output_names = prepared.output_names;
+    for (size_t i = 0; i < options.output_names.size(); ++i) {
+      if (i >= named.output_names.size()) named.output_names.resize(i + 1);
+      if (!options.output_names[i].empty()) named.output_names[i] = options.output_names[i];
     }
     for (size_t i = 0; i < options.input_names.size(); ++i) {
       if (i >= named.input_names.size()) {

@@ -14,7 +14,9 @@ namespace kiln::importer {
 struct ImportOptions {
   // Overrides the forward() parameter names, by position (empty: keep).
   std::vector<std::string> input_names;
-  // Output names by position; default "output0", "output1", ...
+  // Output names by position (empty: keep). By default outputs are named
+  // after their place in forward()'s result: "output0", "output1", ...,
+  // "output1.0" for a nested position, a dict's keys for its values.
   std::vector<std::string> output_names;
   // Unsupported ops are an error listing all of them, instead of Fallback
   // nodes that run libtorch's implementation.
@@ -29,7 +31,9 @@ struct ImportOptions {
 // If and Loop nodes with blocks, run-time ints, floats, bools and lists
 // become values of those kinds, and an op Kiln cannot translate a Fallback
 // node (see FallbackOps). Graph inputs are named after forward()'s parameters
-// (self dropped; a tuple parameter "p" becomes "p.0", "p.1", ...). Fails with
+// (self dropped; a tuple parameter "p" becomes "p.0", "p.1", ...); a result
+// that is a tuple, tensor-list literal or string-keyed dict (nested too) is
+// flattened into one output per tensor (see ImportOptions::output_names). Fails with
 // InvalidArgument when libtorch cannot read the archive, and, with
 // options.strict, with Unimplemented listing every unsupported op at once.
 absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,

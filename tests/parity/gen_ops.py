@@ -17,6 +17,8 @@ import os
 import sys
 
 import numpy as np
+from typing import List
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -285,6 +287,7 @@ cases("shape", [
     ("index_dim1", lambda x, i: x[:, i], randn(3, 5, 2), ints(4, hi=5)),
     ("index_two", lambda x, i, j: x[i, j], randn(4, 5), ints(3, hi=4), ints(3, hi=5)),
     ("index_neg", lambda x, i: x[i - 5], randn(5, 3), ints(4, hi=5)),
+    ("index_bool_mask", lambda x: x[x > 0] * 2, randn(4, 5)),
     ("roll", lambda x: torch.roll(x, 1, 2), randn(*X)),
     ("roll_multi", lambda x: torch.roll(x, shifts=(-2, 3), dims=(1, 3)), randn(*X)),
     ("roll_flat", lambda x: torch.roll(x, 5), randn(*X)),
@@ -302,6 +305,11 @@ cases("shape", [
     ("pad_replicate_3d", lambda x: F.pad(x, (1, 1, 0, 2, 1, 0), mode="replicate"),
      randn(1, 2, 3, 4, 5)),
     ("pad_circular_2d", lambda x: F.pad(x, (1, 2, 2, 1), mode="circular"), randn(*X)),
+    ("pad_circular_1d", lambda x: F.pad(x, (2, 1), mode="circular"), randn(2, 3, 6)),
+    ("pad_replicate_1d", lambda x: F.pad(x, (0, 3), mode="replicate"), randn(2, 3, 6)),
+    ("pad_reflect_3d", lambda x: F.pad(x, (1, 2, 0, 1, 2, 1), mode="reflect"),
+     randn(1, 2, 4, 5, 6)),
+    ("pad_constant_value", lambda x: F.pad(x, (1, 1, 2, 0), value=-1.5), randn(*X)),
     ("zero_pad_module", nn.ZeroPad2d((1, 1, 2, 0)), randn(*X)),
     ("reflection_pad_module", nn.ReflectionPad2d(2), randn(*X)),
     ("pixel_shuffle", nn.PixelShuffle(2), randn(1, 8, 3, 3)),
@@ -401,12 +409,23 @@ cases("conv", [
     ("conv_transpose2d_groups", nn.ConvTranspose2d(4, 6, (2, 3), stride=(2, 1), groups=2,
                                                    dilation=(1, 2)), randn(2, 4, 5, 5)),
     ("conv_transpose3d", nn.ConvTranspose3d(2, 3, 2, stride=2), randn(1, 2, 3, 4, 5)),
+    ("conv2d_same", nn.Conv2d(3, 4, (3, 4), padding="same", dilation=(1, 2)), randn(1, 3, 7, 8)),
+    ("conv2d_same_even_kernel", nn.Conv2d(3, 4, (4, 2), padding="same"), randn(1, 3, 7, 8)),
+    ("conv1d_same_functional", lambda x, w=torch.randn(4, 3, 4): F.conv1d(x, w, padding="same"),
+     randn(2, 3, 9)),
+    ("conv1d_replicate", nn.Conv1d(3, 4, 5, padding=2, padding_mode="replicate"), randn(2, 3, 9)),
+    ("conv_transpose1d_groups_dilation", nn.ConvTranspose1d(4, 6, 3, stride=2, dilation=2, groups=2,
+                                                            output_padding=1), randn(1, 4, 6)),
 ])
 
 # ---------------------------------------------------------------- pooling
 
 cases("pool", [
     ("max_pool1d", nn.MaxPool1d(3, 2, padding=1), randn(2, 3, 11)),
+    ("max_pool1d_ceil", nn.MaxPool1d(2, 3, ceil_mode=True), randn(2, 3, 11)),
+    ("avg_pool1d_ceil", nn.AvgPool1d(3, 2, padding=1, ceil_mode=True), randn(2, 3, 10)),
+    ("avg_pool3d_ceil", nn.AvgPool3d(3, 2, padding=1, ceil_mode=True, count_include_pad=False),
+     randn(1, 2, 6, 7, 5)),
     ("max_pool2d_ceil", nn.MaxPool2d(3, 2, ceil_mode=True), randn(1, 3, 10, 11)),
     ("max_pool2d_dilation", nn.MaxPool2d(2, 1, dilation=2), randn(1, 2, 7, 7)),
     ("max_pool3d", nn.MaxPool3d(2, 2), randn(1, 2, 6, 5, 4)),
@@ -490,6 +509,11 @@ cases("interpolate", [
      randn(2, 3, 4)),
     ("trilinear", lambda x: F.interpolate(x, scale_factor=2, mode="trilinear",
                                            align_corners=False), randn(1, 2, 2, 3, 4)),
+    ("trilinear_align", lambda x: F.interpolate(x, size=(3, 5, 4), mode="trilinear",
+                                                 align_corners=True), randn(1, 2, 2, 3, 4)),
+    ("area", lambda x: F.interpolate(x, size=(3, 4), mode="area"), randn(1, 2, 7, 9)),
+    ("linear_1d_align", lambda x: F.interpolate(x, scale_factor=2.5, mode="linear",
+                                                 align_corners=True), randn(2, 3, 4)),
 ])
 
 # ---------------------------------------------------------------- sort and top-k
@@ -668,6 +692,16 @@ class ScriptedPositions(nn.Module):
         return x + self.pos(positions).unsqueeze(0)
 
 
+class ScriptedLoopIndexCat(nn.Module):
+    """x[i] with a run-time index (also negative); cat and stack of a list built in a loop."""
+
+    def forward(self, x):
+        parts: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            parts.append(x[i] * float(i + 1) + x[i - x.size(0)])
+        return torch.cat(parts, 1), torch.stack(parts, -1), torch.stack(parts)
+
+
 class ScriptedGroupNormPad(nn.Module):
     def __init__(self):
         super().__init__()
@@ -688,6 +722,7 @@ for name, module, inputs in [
     ("interpolate", ScriptedInterpolate(), (randn(1, 2, 3, 4),)),
     ("positions", ScriptedPositions(), (randn(2, 7, 6),)),
     ("groupnorm_pad_convtranspose", ScriptedGroupNormPad(), (randn(1, 4, 5, 6),)),
+    ("loop_index_cat", ScriptedLoopIndexCat(), (randn(4, 3, 2),)),
 ]:
     CASES.append(("scripted", name, module, inputs, "script"))
 

@@ -8,11 +8,16 @@
 // 1e-4 (as the issue defines it), integer and bool outputs exactly, and dims
 // and dtypes exactly.
 //
+// Also: --inspect FILE (native or which ops fell back, and node counts) and
+// --time FILE INPUT ITERS THREADS (Kiln's and libtorch's median latency),
+// used by run_zoo.py and by hand.
+//
 // --expect FILE lists cases that are known not to pass natively yet, one
 // "case-name  reason" per line; the run fails (exit 1) when any other case
 // does not pass natively, and notes listed cases that now pass. Without it
 // every non-native case fails the run.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +29,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <ATen/Parallel.h>
+#include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
 #include "client/npy.h"
@@ -179,8 +186,14 @@ int Inspect(const std::string& path) {
     return 1;
   }
   std::set<std::string> fallback_ops;
+  int native_nodes = 0, fallback_nodes = 0;
   for (const ir::Node& n : graph->nodes()) {
-    if (n.kind == ir::OpKind::kFallback) fallback_ops.insert(n.source_op);
+    if (n.kind == ir::OpKind::kFallback) {
+      fallback_ops.insert(n.source_op);
+      ++fallback_nodes;
+    } else if (n.kind != ir::OpKind::kConstant) {
+      ++native_nodes;
+    }
   }
   if (fallback_ops.empty()) {
     std::printf("native\n");
@@ -189,11 +202,69 @@ int Inspect(const std::string& path) {
     for (const std::string& op : fallback_ops) absl::StrAppend(&ops, ops.empty() ? "" : ",", op);
     std::printf("fallback %s\n", ops.c_str());
   }
+  // Nodes of the imported graph (nested blocks included, constants not).
+  std::printf("nodes %d native, %d fallback\n", native_nodes, fallback_nodes);
+  return 0;
+}
+
+// --time FILE INPUT.npy ITERS THREADS: median latency of Kiln and of libtorch
+// (the same file, frozen, in inference mode) on one model, in this process,
+// both limited to THREADS intra-op threads, runs interleaved so machine noise
+// hits both alike. Prints "kiln_ms torch_ms".
+int Time(const std::string& path, const std::string& input, int iters, int threads) {
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScriptFile(path);
+  absl::StatusOr<Tensor> x = client::ReadNpy(input);
+  if (!graph.ok() || !x.ok()) {
+    std::printf("cannot load %s or %s\n", path.c_str(), input.c_str());
+    return 1;
+  }
+  runtime::ModelOptions options;
+  options.compile.num_threads = threads;
+  runtime::TensorSpec spec{"x", x->dtype(), x->dims()};
+  options.inputs = {spec};
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(graph), options);
+  if (!model.ok()) {
+    std::printf("%s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  at::set_num_threads(threads);
+  torch::jit::Module loaded = torch::jit::load(path);
+  loaded.eval();
+  torch::jit::Module module = torch::jit::freeze(loaded);
+  const at::Tensor tx =
+      at::from_blob(x->raw_data(), std::vector<int64_t>(x->dims().begin(), x->dims().end()),
+                    at::kFloat)
+          .clone();
+  std::vector<double> kiln_ms, torch_ms;
+  for (int i = 0; i < iters + 2; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<runtime::NamedTensor>> out = (*model)->Infer({{"x", *x}}, {});
+    auto t1 = std::chrono::steady_clock::now();
+    if (!out.ok()) {
+      std::printf("%s\n", std::string(out.status().message()).c_str());
+      return 1;
+    }
+    if (i >= 2) kiln_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    {
+      c10::InferenceMode inference;
+      t0 = std::chrono::steady_clock::now();
+      module.forward({tx});
+      t1 = std::chrono::steady_clock::now();
+    }
+    if (i >= 2) torch_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(kiln_ms.begin(), kiln_ms.end());
+  std::sort(torch_ms.begin(), torch_ms.end());
+  std::printf("%.2f %.2f\n", kiln_ms[kiln_ms.size() / 2], torch_ms[torch_ms.size() / 2]);
   return 0;
 }
 
 int Main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--inspect") return Inspect(argv[2]);
+  if (argc == 6 && std::string(argv[1]) == "--time") {
+    fallback::InstallFallbackKernel(std::stoi(argv[5]));
+    return Time(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]));
+  }
   std::string dir, expect_path, filter;
   int threads = 2;
   for (int i = 1; i < argc; ++i) {

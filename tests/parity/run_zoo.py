@@ -9,9 +9,15 @@ fcn_resnet50) two float32 implementations differ by about 1e-4 through
 rounding alone. Kiln then passes when its error against the float64 result is
 at most 1e-4, or at most 1.5 times libtorch's own float32 error against it;
 the table prints all three numbers. `kiln-parity --inspect` says whether the
-import is native or which ops fell back to libtorch. Prints a table
-model -> native pass / fallback pass / fail (reason); exits 1 when a model not
-listed in expected_zoo.txt does not pass natively.
+import is native or which ops fell back to libtorch, and how many nodes the
+imported graph has. Prints a table model -> native pass / fallback pass / fail
+(reason); exits 1 when a model not listed in expected_zoo.txt does not pass
+natively.
+
+  --time N        also time Kiln and libtorch (frozen, inference mode) on each
+                  model at 1 thread, N runs each, interleaved in one process
+                  (`kiln-parity --time`), and report the median ratio
+  --markdown F    write the table as Markdown to F (docs/ops.md's zoo table)
 """
 import argparse
 import json
@@ -80,12 +86,41 @@ def read_expected(path):
     return expected
 
 
+def time_model(bin_dir, pt, x, iters):
+    """(Kiln ms, libtorch ms), medians at 1 thread, or None when timing fails."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    r = subprocess.run([os.path.join(bin_dir, "kiln-parity"), "--time", pt, x, str(iters), "1"],
+                       capture_output=True, text=True, timeout=3600, env=env)
+    try:
+        kiln_ms, torch_ms = (float(v) for v in r.stdout.split())
+        return kiln_ms, torch_ms
+    except ValueError:
+        print(f"  timing failed: {(r.stdout + r.stderr).strip()[-300:]}", flush=True)
+        return None
+
+
+def write_markdown(path, table):
+    """The zoo table as Markdown: one row per model."""
+    with open(path, "w") as f:
+        f.write("| model | result | native ops | fallback ops | max rel err "
+                "| Kiln / libtorch time, 1 thread |\n|---|---|---|---|---|---|\n")
+        for name, status, nodes, kind, rel, timing in table:
+            fallback = "none" if kind == "native" else kind.replace("fallback ", "").replace(",", ", ")
+            err = "-" if rel is None else f"{rel:.1e}"
+            ratio = "-" if not timing else (f"{timing[0] / timing[1]:.2f} "
+                                            f"({timing[0]:.0f} / {timing[1]:.0f} ms)")
+            f.write(f"| {name} | {status} | {nodes[0] if nodes else '?'} | {fallback} | {err} "
+                    f"| {ratio} |\n")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     parser.add_argument("--models", required=True)
     parser.add_argument("--expect", default=os.path.join(HERE, "expected_zoo.txt"))
     parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--time", type=int, default=0, help="timed runs per model (0: no timing)")
+    parser.add_argument("--markdown", default="", help="write the table as Markdown here")
     args = parser.parse_args()
     manifest = json.load(open(os.path.join(args.models, "manifest.json")))
     if args.only:
@@ -97,7 +132,7 @@ def main():
     config = os.path.join(tmp, "config.json")
     with open(config, "w") as f:
         json.dump({"verify": {"tolerance": 1e-3}}, f)
-    rows, unexpected = [], 0
+    rows, table, unexpected = [], [], 0
     try:
         for entry in manifest:
             name = entry["name"]
@@ -105,7 +140,11 @@ def main():
             start = time.time()
             inspect = subprocess.run([os.path.join(args.bin, "kiln-parity"), "--inspect", pt],
                                      capture_output=True, text=True, timeout=1800)
-            kind = inspect.stdout.strip() or inspect.stderr.strip()[-300:]
+            lines = inspect.stdout.strip().splitlines()
+            kind = lines[0] if lines else inspect.stderr.strip()[-300:]
+            m = re.search(r"nodes (\d+) native, (\d+) fallback", inspect.stdout)
+            nodes = (int(m.group(1)), int(m.group(2))) if m else None
+            rel, timing = None, None
             status, detail = "fail", ""
             # kilnd verifies each import against libtorch at 1e-4 by default; deep
             # residual nets differ from libtorch by ~1e-4 through float32 rounding
@@ -145,6 +184,12 @@ def main():
                             ok = kiln64 <= max(1e-4, 1.5 * torch64)
                         if ok:
                             status = "native" if kind == "native" else "fallback"
+                        if ok and args.time > 0:
+                            timing = time_model(args.bin, pt, os.path.join(
+                                args.models, f"{name}.input.x.npy"), args.time)
+                            if timing:
+                                detail += (f"; 1 thread: Kiln {timing[0]:.1f} ms, "
+                                           f"libtorch {timing[1]:.1f} ms")
                         if not kind.startswith("native"):
                             detail += f" ({kind})"
                 subprocess.run(kiln + ["unload", name], capture_output=True, text=True)
@@ -153,6 +198,7 @@ def main():
             if status != "native" and not known:
                 unexpected += 1
             rows.append((name, status, detail, time.time() - start, known))
+            table.append((name, status, nodes, kind, rel, timing))
             print(f"{name:32s} {status:9s} {detail}  [{time.time() - start:.0f} s]"
                   + (f"  expected: {expected[name]}" if known else ""), flush=True)
     finally:
@@ -163,6 +209,8 @@ def main():
     for name, status, detail, _, known in rows:
         note = "" if status == "native" else ("  (known: " + expected[name] + ")" if known else "  UNEXPECTED")
         print(f"{name:32s} {status:9s} {detail}{note}")
+    if args.markdown:
+        write_markdown(args.markdown, table)
     native = sum(1 for r in rows if r[1] == "native")
     print(f"\n{native} of {len(rows)} models pass natively")
     for name in expected:

@@ -87,12 +87,21 @@ const ir::Node& Producer(const ir::Graph& graph, ir::ValueId v) {
   return graph.node(graph.value(v).producer);
 }
 
-float ScalarValue(const ir::Graph& graph, ir::ValueId v) {
+// The value of a constant Python number operand, checking that it keeps its
+// own kind (a float is FP64, an int INT64): the kernels promote it as PyTorch
+// promotes Python numbers.
+double ScalarValue(const ir::Graph& graph, ir::ValueId v, ir::ValueKind kind = ir::ValueKind::kFloat) {
   const Tensor* t = graph.ConstantValue(v);
   EXPECT_NE(t, nullptr);
+  if (t == nullptr) return 0;
   EXPECT_EQ(t->rank(), 0);
-  EXPECT_EQ(t->dtype(), DType::kF32);
-  return *t->data<float>();
+  EXPECT_EQ(graph.value(v).kind, kind);
+  if (kind == ir::ValueKind::kInt) {
+    EXPECT_EQ(t->dtype(), DType::kInt64);
+    return static_cast<double>(*t->data<int64_t>());
+  }
+  EXPECT_EQ(t->dtype(), DType::kF64);
+  return *t->data<double>();
 }
 
 // ------------------------------------------------------------ parsed graphs
@@ -139,7 +148,7 @@ graph(%x : Tensor):
   const ir::Node& sub = Producer(*g, g->outputs()[0]);
   ASSERT_EQ(sub.inputs.size(), 2u);
   EXPECT_EQ(sub.inputs[0], g->inputs()[0]);
-  EXPECT_FLOAT_EQ(ScalarValue(*g, sub.inputs[1]), 3.0f);
+  EXPECT_EQ(ScalarValue(*g, sub.inputs[1]), 3.0);
   EXPECT_EQ(sub.source_op, "aten::sub");
 }
 
@@ -157,10 +166,10 @@ graph(%x : Tensor, %y : Tensor):
   const ir::Node& mul = Producer(*g, add.inputs[1]);
   EXPECT_EQ(mul.kind, ir::OpKind::kMul);
   EXPECT_EQ(mul.inputs[0], g->inputs()[1]);
-  EXPECT_FLOAT_EQ(ScalarValue(*g, mul.inputs[1]), 0.25f);
+  EXPECT_EQ(ScalarValue(*g, mul.inputs[1]), 0.25);
 }
 
-TEST(ImporterIrTest, ScalarOnTheLeftAndScalarDTypeFollowsConstantOperand) {
+TEST(ImporterIrTest, ScalarOnTheLeftAndPythonIntsStayInt64) {
   absl::StatusOr<ir::Graph> g = ImportText(R"IR(
 graph(%x : Tensor, %w : Tensor):
   %two : int = prim::Constant[value=2]()
@@ -173,13 +182,12 @@ graph(%x : Tensor, %w : Tensor):
   const ir::Node& add = Producer(*g, g->outputs()[0]);
   const ir::Node& mul = Producer(*g, add.inputs[0]);
   EXPECT_EQ(mul.kind, ir::OpKind::kMul);
-  EXPECT_FLOAT_EQ(ScalarValue(*g, mul.inputs[0]), 2.0f);
+  EXPECT_EQ(ScalarValue(*g, mul.inputs[0], ir::ValueKind::kInt), 2.0);
   const ir::Node& div = Producer(*g, Producer(*g, add.inputs[1]).inputs[0]);
   EXPECT_EQ(div.kind, ir::OpKind::kDiv);
-  const Tensor* divisor = g->ConstantValue(div.inputs[1]);
-  ASSERT_NE(divisor, nullptr);
-  EXPECT_EQ(divisor->dtype(), DType::kF64);  // the weight's dtype, not float32
-  EXPECT_EQ(*divisor->data<double>(), 2.0);
+  // An int, not the weight's FP64: FP64 / int stays FP64 by promotion, and an
+  // int tensor / int gives FP32, which a pre-typed divisor would get wrong.
+  EXPECT_EQ(ScalarValue(*g, div.inputs[1], ir::ValueKind::kInt), 2.0);
 }
 
 TEST(ImporterIrTest, DivWithRoundingModeBecomesFloorDivOrTruncatedDiv) {
@@ -219,7 +227,12 @@ graph(%x : Tensor, %w : Tensor, %b : Tensor):
               ElementsAre(0, 3, 1, 4, 2, 5));
   const ir::Node& scaled_bias = Producer(*g, add.inputs[1]);
   EXPECT_EQ(scaled_bias.kind, ir::OpKind::kMul);
-  EXPECT_FLOAT_EQ(ScalarValue(*g, scaled_bias.inputs[1]), 0.5f);
+  // beta is a 0-dim constant of the operands' dtype (a 0-dim constant
+  // promotes as a Python number, so it never widens the result).
+  const Tensor* beta = g->ConstantValue(scaled_bias.inputs[1]);
+  ASSERT_NE(beta, nullptr);
+  ASSERT_EQ(beta->dtype(), DType::kF32);
+  EXPECT_FLOAT_EQ(*beta->data<float>(), 0.5f);
 }
 
 TEST(ImporterIrTest, TransposeOfRuntimeTensorIsAPermute) {
@@ -676,7 +689,7 @@ def forward(self, pair: Tuple[Tensor, Tensor], k: int):
 )PY"));
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_THAT(InputNames(*g), ElementsAre("pair.0", "pair.1", "k"));
-  EXPECT_THAT(g->output_names(), ElementsAre("output0", "output1", "output2"));
+  EXPECT_THAT(g->output_names(), ElementsAre("output0", "output1.0", "output1.1"));
 }
 
 // ----------------------------------------------------------------- fixtures
