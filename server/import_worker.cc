@@ -27,7 +27,7 @@
 #include "engine/cache/file_io.h"
 #include "engine/cache/graph_serializer.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/torchscript_importer.h"
+#include "server/torch_backend.h"
 #include "kiln/v1/graph.pb.h"
 
 namespace kiln::server {
@@ -117,13 +117,18 @@ int ImportWorkerMain(int argc, char** argv) {
   const std::string model_path = argv[2];
   const std::string out = argv[3];
   const std::string key = argv[4];
+  // libtorch is mapped before the limit, which is the import's own memory.
+  if (absl::Status loaded = torch::Load(); !loaded.ok()) {
+    WriteError(out, key, kErrorKind, loaded);
+    return 0;
+  }
   LimitAddressSpace(memory_bytes);
   if (const char* fault = std::getenv("KILN_TEST_IMPORT_FAULT")) RunTestFault(fault);
 
   absl::StatusOr<ir::Graph> graph = absl::UnknownError("not imported");
   try {
     absl::StatusOr<std::string> bytes = cache::ReadFileToString(model_path);
-    graph = bytes.ok() ? importer::ImportTorchScript(*bytes) : bytes.status();
+    graph = bytes.ok() ? torch::ImportTorchScript(*bytes) : bytes.status();
   } catch (const std::bad_alloc&) {
     graph = absl::ResourceExhaustedError("out of memory");
   }

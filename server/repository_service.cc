@@ -119,6 +119,8 @@ grpc::Status RepositoryService::UploadModel(grpc::ServerContext*,
   response->set_bytes_received(received);
   response->set_unchanged(result->unchanged);
   response->set_load_ms(result->load_ms);
+  response->set_dry_run(result->dry_run);
+  response->set_contract_json(result->contract_json);
   spdlog::info("upload of model {}:{} done: {} byte(s) received in this call{}", name,
                result->version, received, result->unchanged ? ", unchanged" : "");
   return grpc::Status::OK;

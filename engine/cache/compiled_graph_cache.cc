@@ -47,6 +47,14 @@ std::string SignatureString(const std::vector<kernels::TensorInfo>& signature) {
   return absl::StrJoin(parts, ", ");
 }
 
+// The pass pipeline, as it goes into plan keys. Fixed at build time, and
+// asked for on every request, so computed once.
+const std::string& PassesText() {
+  static const std::string* text =
+      new std::string(absl::StrJoin(passes::PipelinePassNames(), ","));
+  return *text;
+}
+
 // Hands a model's requests to the shared cache with its key and counters.
 class CachedExecutables final : public runtime::ExecutableProvider {
  public:
@@ -220,7 +228,7 @@ std::string CompiledGraphCache::PlanKey(const std::string& model_key,
                                         const runtime::CompileOptions& options) {
   return absl::StrCat("plan;model=", model_key, ";signature=", SignatureString(signature),
                       ";threads=", options.num_threads,
-                      ";passes=", absl::StrJoin(passes::PipelinePassNames(), ","),
+                      ";passes=", PassesText(),
                       ";engine=", EngineVersion());
 }
 

@@ -2,7 +2,7 @@
 (imports in its isolated child process, as deployed), the real `kiln` CLI, TorchScript files
 from tests/fixtures. Covers restarts, kill -9 during uploads, corrupt cache entries, two
 processes sharing a cache directory, the cache's byte bound, hostile names, and import
-children that crash or hang."""
+children that crash, hang or run out of memory, and a repository filled by copying files."""
 import hashlib
 import os
 import random
@@ -158,6 +158,87 @@ class RepositoryTest(unittest.TestCase):
     def stats(self, server, name=""):
         return self.kiln(server, "stats", *([name] if name else [])).stdout
 
+    # ------------------------------------------------------------------ the repository
+
+    def test_prefilled_repository_is_served_as_it_is(self):
+        # Filled the way a volume or KServe's storage initializer fills it: plain copies in
+        # Triton's layout, config.json beside the versions, no server involved.
+        def put(name, version, model):
+            os.makedirs(os.path.join(self.repo, name, str(version)))
+            shutil.copy(fixture(f"{model}.pt"), os.path.join(self.repo, name, str(version),
+                                                              "model.pt"))
+
+        put("mlp", 1, "mlp")
+        put("mlp", 2, "mlp_v2")
+        put("mlp", 3, "corrupt")  # the newest version is broken: the other two still serve
+        with open(os.path.join(self.repo, "mlp", "config.json"), "w") as f:
+            f.write('{"version_policy": {"latest": {"num_versions": 3}},'
+                    ' "inputs": [{"name": "features", "datatype": "FP32"}]}')
+        put("resnet18", 4, "resnet18")
+        put("broken", 1, "corrupt")
+        os.makedirs(os.path.join(self.repo, "..data", "1"))           # Kubernetes' volume links
+        shutil.copy(fixture("mlp.pt"), os.path.join(self.repo, "..data", "1", "model.pt"))
+        os.makedirs(os.path.join(self.repo, "bad name", "1"))         # not a valid model name
+        shutil.copy(fixture("mlp.pt"), os.path.join(self.repo, "bad name", "1", "model.pt"))
+        os.makedirs(os.path.join(self.repo, "empty"))                 # no version yet
+
+        server = self.start()
+        rows = [line.split(None, 3) for line in self.kiln(server, "models").stdout.splitlines()[1:]]
+        index = {(r[0], r[1]): (r[2], r[3] if len(r) > 3 else "") for r in rows}
+        self.assertEqual(sorted(index), [("broken", "1"), ("mlp", "1"), ("mlp", "2"),
+                                         ("mlp", "3"), ("resnet18", "4")], rows)
+        self.assertEqual(index[("mlp", "1")][0], "READY")
+        self.assertEqual(index[("mlp", "2")][0], "READY")
+        self.assertEqual(index[("resnet18", "4")][0], "READY")
+        for key in (("mlp", "3"), ("broken", "1")):
+            state, reason = index[key]
+            self.assertEqual(state, "UNAVAILABLE", key)
+            self.assertIn("TorchScript import failed", reason, key)
+
+        # ModelInfer names a version; config.json's input name is the one served.
+        def infer_mlp(version, model):
+            out_dir = tempfile.mkdtemp(dir=self.tmp)
+            self.kiln(server, "infer", "mlp", "--version", str(version), "--output-dir", out_dir,
+                      "--input", f"features={fixture(f'{model}.input.x.npy')}")
+            return np.load(os.path.join(out_dir, "output0.npy"))
+
+        self.assert_matches_libtorch(infer_mlp(1, "mlp"), "mlp")
+        self.assert_matches_libtorch(infer_mlp(2, "mlp_v2"), "mlp_v2")
+        r = self.kiln(server, "infer", "mlp", "--version", "3", "--input",
+                      f"features={fixture('mlp.input.x.npy')}", check=False)
+        self.assertIn("FAILED_PRECONDITION", r.stderr)
+        self.assert_matches_libtorch(self.infer(server, "resnet18", "resnet18"), "resnet18")
+
+        # Triton's single-message upload, with the SHA-256 in a parameter: a bad file as the
+        # next version of resnet18 is refused and the previous version keeps serving.
+        r = self.kiln(server, "upload", fixture("corrupt.pt"), "--name", "resnet18",
+                      "--single-message", "--version", "5", check=False)
+        self.assertIn("INVALID_ARGUMENT", r.stderr)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.repo, "resnet18"))), ["4"])
+        self.assert_matches_libtorch(self.infer(server, "resnet18", "resnet18"), "resnet18")
+        self.kiln(server, "upload", fixture("mobilenet_v2.pt"), "--name", "resnet18",
+                  "--single-message", "--version", "5")
+        self.assertEqual(sha256(os.path.join(self.repo, "resnet18", "5", "model.pt")),
+                         sha256(fixture("mobilenet_v2.pt")))
+        self.assert_matches_libtorch(self.infer(server, "resnet18", "mobilenet_v2"),
+                                     "mobilenet_v2")
+
+        # Unload stops serving and keeps the files; delete removes them.
+        self.kiln(server, "unload", "mlp")
+        r = self.kiln(server, "infer", "mlp", "--version", "1", "--input",
+                      f"features={fixture('mlp.input.x.npy')}", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("unloaded", self.kiln(server, "models").stdout)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.repo, "mlp"))),
+                         ["1", "2", "3", "config.json"])
+        self.kiln(server, "delete", "broken")
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "broken")))
+        self.assertNotIn("broken", self.kiln(server, "models").stdout)
+        # Nothing the server did touched what it does not own.
+        self.assertTrue(os.path.exists(os.path.join(self.repo, "..data", "1", "model.pt")))
+        self.assertTrue(os.path.exists(os.path.join(self.repo, "bad name", "1", "model.pt")))
+        self.assertTrue(server.alive())
+
     # ------------------------------------------------------------------ restarts
 
     def test_restart_keeps_five_models_without_touching_libtorch(self):
@@ -181,6 +262,10 @@ class RepositoryTest(unittest.TestCase):
         self.assertEqual(stats.count("graph from disk-cache"), 5, stats)
         self.assertIn("disk hits 1", stats)
         self.assertNotIn("graph from import", stats)
+        # Nothing needed libtorch, so kilnd never loaded it (server/torch_backend.h).
+        with open(f"/proc/{second.proc.pid}/maps") as f:
+            self.assertNotIn("libtorch_cpu", f.read())
+        self.assertNotIn("loaded libtorch", second.text())
 
     def test_kill9_during_upload_never_leaves_a_half_written_model(self):
         # resnet18 and mobilenet_v2 take the same input and give [1, 1000]; each round uploads
@@ -347,7 +432,7 @@ class RepositoryTest(unittest.TestCase):
         server = self.start()
         self.kiln(server, "upload", fixture("mlp.pt"), "--name", "mlp")
         r = self.kiln(server, "upload", fixture("crash_import.pt"), "--name", "crash", check=False)
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 3)  # INVALID_ARGUMENT's exit status (kiln --help)
         self.assertIn("INVALID_ARGUMENT", r.stderr)
         self.assertIn("crashed with signal 11", r.stderr)
         self.assertTrue(server.alive())
@@ -364,6 +449,17 @@ class RepositoryTest(unittest.TestCase):
         self.assertIn("time limit", r.stderr)
         self.assertTrue(server.alive())
         self.assert_matches_libtorch(self.infer(server, "mlp", "mlp"), "mlp")  # from the cache
+        self.assertEqual(import_workers_of(self.repo), [])
+        server.stop()
+
+        # So is an import that needs more than --import-memory-mb (test-only hook again).
+        server = self.start(extra=["--import-memory-mb", "256"], env={"KILN_TEST_IMPORT_FAULT": "oom"})
+        r = self.kiln(server, "upload", fixture("two_input.pt"), "--name", "oom", check=False)
+        self.assertIn("RESOURCE_EXHAUSTED", r.stderr)
+        self.assertIn("256 MiB", r.stderr)
+        self.assertTrue(server.alive())
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "oom")))
+        self.assert_matches_libtorch(self.infer(server, "mlp", "mlp"), "mlp")
         self.assertEqual(import_workers_of(self.repo), [])
 
 

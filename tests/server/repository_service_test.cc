@@ -418,16 +418,27 @@ class IsolatedImportTest : public RepositoryServiceTest {
 
 TEST_F(IsolatedImportTest, ImportsInAChildProcess) {
   REQUIRE_FIXTURE("mlp.pt");
+  options_.cache_dir = root_ + "/cache";
   Start();
   ASSERT_TRUE(client_->UploadFile("mlp", Fixture("mlp.pt")).ok());
   EXPECT_EQ(CacheStats("mlp").graph_source, "import");
   ExpectClose(Run("mlp", "mlp"), Npy("mlp.output0.npy"));
+  // The child's answer became the cache entry, and nothing else is left.
+  std::vector<std::string> graphs;
+  for (const auto& e : fs::directory_iterator(options_.cache_dir + "/graphs")) {
+    graphs.push_back(e.path().extension());
+  }
+  EXPECT_THAT(graphs, ::testing::ElementsAre(".graph"));
   // The importer's own errors come back from the child unchanged.
   auto corrupt = client_->UploadFile("corrupt", Fixture("corrupt.pt"));
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(corrupt.status().message(), HasSubstr("corrupt"));  // the model's name
   EXPECT_THAT(corrupt.status().message(), ::testing::Not(HasSubstr("crashed")));
   EXPECT_FALSE(fs::exists(options_.model_repository + "/corrupt"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(options_.cache_dir + "/graphs"),
+                          fs::directory_iterator()),
+            1);
+  EXPECT_TRUE(fs::is_empty(options_.model_repository + "/.kiln-uploads"));
 }
 
 TEST_F(IsolatedImportTest, FileThatCrashesLibtorchGetsAClearErrorAndTheServerKeepsServing) {

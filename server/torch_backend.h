@@ -1,0 +1,53 @@
+// What the server needs from libtorch: importing TorchScript, the Fallback
+// kernel for ops Kiln does not translate, and the verified import. Loading
+// libtorch (and the ~300 libraries it pulls in) takes 1 to 3 s, longer than
+// everything else a restart from the compiled-graph cache does, so kilnd does
+// not link it: it loads the plugin libkiln_torch.so (built next to kilnd, see
+// torch_plugin.cc) the first time one of these is needed: an import, a model
+// with fallback ops, a verified import. A restart whose models all come from
+// the disk cache and run natively never loads libtorch. Tests and tools link
+// the same functions directly instead (kiln_torch_linked).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/fallback/verify.h"
+#include "engine/importer/torchscript_importer.h"
+#include "engine/ir/graph.h"
+#include "engine/runtime/model.h"
+
+namespace kiln::server::torch {
+
+// Loads libtorch now unless it is already loaded. Internal when the plugin
+// cannot be loaded (missing, or from another build), saying which file.
+absl::Status Load();
+
+// importer::ImportTorchScript through libtorch.
+absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
+                                            const importer::ImportOptions& options = {});
+
+// Makes the Fallback kernel available to the kernel registry, with libtorch's
+// intra-op threads set to `num_threads` when positive. Loads nothing yet: the
+// kernel loads libtorch when it first prepares a Fallback node. Idempotent.
+void InstallFallbackKernel(int num_threads);
+
+// fallback::VerifyModel through libtorch.
+absl::StatusOr<fallback::VerifiedModel> VerifyModel(std::string_view model_bytes,
+                                                    const importer::ImportOptions& import,
+                                                    std::unique_ptr<runtime::Model> model,
+                                                    const fallback::ModelBuilder& build,
+                                                    const fallback::VerifyOptions& options);
+
+// fallback::VerifyReport::Summary() (defined beside the libtorch code).
+std::string VerifySummary(const fallback::VerifyReport& report);
+
+// The ops of `graph` that run through the libtorch fallback, sorted and
+// unique (as importer::FallbackOps; needs no libtorch).
+std::vector<std::string> FallbackOps(const ir::Graph& graph);
+
+}  // namespace kiln::server::torch

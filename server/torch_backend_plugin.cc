@@ -1,0 +1,118 @@
+// torch_backend.h for kilnd: libtorch comes from the plugin libkiln_torch.so
+// beside the executable, loaded (RTLD_NOW | RTLD_LOCAL) the first time it is
+// needed and never unloaded: graphs, kernels and models made by its code stay
+// alive as long as the process.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "server/torch_backend.h"
+#include "server/torch_plugin.h"
+
+namespace kiln::server::torch {
+namespace {
+
+std::string PluginPath() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(kPluginFile) : (exe.parent_path() / kPluginFile).string();
+}
+
+// The plugin's table, or why it cannot be loaded. Loaded once.
+const absl::StatusOr<const PluginApi*>& Plugin() {
+  static const auto* plugin = [] {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string path = PluginPath();
+    auto fail = [&](absl::string_view why) {
+      return new absl::StatusOr<const PluginApi*>(absl::InternalError(absl::StrCat(
+          "libtorch is needed (to import a model or run an op through the fallback) but its "
+          "plugin '", path, "' cannot be used: ", why)));
+    };
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) return fail(::dlerror());
+    auto entry = reinterpret_cast<const PluginApi* (*)()>(::dlsym(handle, kPluginEntry));
+    if (entry == nullptr) return fail(absl::StrCat("no entry point ", kPluginEntry));
+    const PluginApi* api = entry();
+    if (!(api->layout == PluginLayout{})) {
+      return fail("it comes from another build of Kiln (rebuild it with kilnd)");
+    }
+    spdlog::info("loaded libtorch in {:.1f} ms",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                           start)
+                     .count());
+    return new absl::StatusOr<const PluginApi*>(api);
+  }();
+  return *plugin;
+}
+
+// The Fallback kernel kilnd installs at start-up stands in for the plugin's:
+// its first Prepare loads libtorch and takes the real kernel. Eval runs only
+// after a successful Prepare, so by then the real kernel is there.
+std::atomic<int> g_fallback_threads{0};
+std::atomic<kernels::EvalFn> g_fallback_eval{nullptr};
+
+const absl::StatusOr<kernels::KernelDef>& RealFallbackKernel() {
+  static const auto* kernel = [] {
+    const absl::StatusOr<const PluginApi*>& plugin = Plugin();
+    if (!plugin.ok()) return new absl::StatusOr<kernels::KernelDef>(plugin.status());
+    kernels::KernelDef def = (*plugin)->fallback_kernel(g_fallback_threads.load());
+    if (def.prepare == nullptr || def.eval == nullptr) {
+      return new absl::StatusOr<kernels::KernelDef>(
+          absl::InternalError("the libtorch plugin has no Fallback kernel"));
+    }
+    g_fallback_eval.store(def.eval);
+    return new absl::StatusOr<kernels::KernelDef>(def);
+  }();
+  return *kernel;
+}
+
+absl::Status PrepareFallback(kernels::PrepareContext& ctx) {
+  const absl::StatusOr<kernels::KernelDef>& real = RealFallbackKernel();
+  if (!real.ok()) return real.status();
+  return real->prepare(ctx);
+}
+
+absl::Status EvalFallback(kernels::EvalContext& ctx) { return g_fallback_eval.load()(ctx); }
+
+}  // namespace
+
+absl::Status Load() { return Plugin().status(); }
+
+absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
+                                            const importer::ImportOptions& options) {
+  ASSIGN_OR_RETURN(const PluginApi* api, Plugin());
+  return api->import_torchscript(bytes, options);
+}
+
+void InstallFallbackKernel(int num_threads) {
+  static std::once_flag once;
+  g_fallback_threads.store(num_threads);
+  std::call_once(once, [] {
+    kernels::InstallKernel(kernels::KernelDef{ir::OpKind::kFallback, DType::kUnknown,
+                                              PrepareFallback, EvalFallback});
+  });
+}
+
+absl::StatusOr<fallback::VerifiedModel> VerifyModel(std::string_view model_bytes,
+                                                    const importer::ImportOptions& import,
+                                                    std::unique_ptr<runtime::Model> model,
+                                                    const fallback::ModelBuilder& build,
+                                                    const fallback::VerifyOptions& options) {
+  ASSIGN_OR_RETURN(const PluginApi* api, Plugin());
+  return api->verify_model(model_bytes, import, std::move(model), build, options);
+}
+
+std::string VerifySummary(const fallback::VerifyReport& report) {
+  const absl::StatusOr<const PluginApi*>& plugin = Plugin();
+  return plugin.ok() ? (*plugin)->verify_summary(report) : std::string(plugin.status().message());
+}
+
+}  // namespace kiln::server::torch
