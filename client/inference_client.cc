@@ -255,6 +255,7 @@ absl::StatusOr<UploadResult> InferenceClient::UploadBytes(const std::string& nam
     header->set_offset(offset);
     if (options.config_json.has_value()) header->set_config_json(*options.config_json);
     bool ok = writer->Write(message);
+    if (options.progress) options.progress(offset, bytes.size());
     uint64_t end = bytes.size();
     if (options.stop_after_bytes > 0) end = std::min<uint64_t>(end, options.stop_after_bytes);
     for (uint64_t pos = offset; ok && pos < end; pos += chunk_bytes) {
@@ -263,6 +264,7 @@ absl::StatusOr<UploadResult> InferenceClient::UploadBytes(const std::string& nam
       message.set_chunk(bytes.data() + pos, n);
       ok = writer->Write(message);
       if (ok) result.bytes_sent += n;
+      if (ok && options.progress) options.progress(pos + n, bytes.size());
     }
     writer->WritesDone();
     last = FromGrpcStatus(writer->Finish());
@@ -270,6 +272,8 @@ absl::StatusOr<UploadResult> InferenceClient::UploadBytes(const std::string& nam
       result.version = response.version();
       result.unchanged = response.unchanged();
       result.load_ms = response.load_ms();
+      result.dry_run = response.dry_run();
+      result.contract_json = response.contract_json();
       return result;
     }
     // A lost connection resumes; anything the server decided is final.

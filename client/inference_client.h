@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -87,6 +88,9 @@ struct UploadOptions {
   // Test hook: end the stream after this many bytes of the file, as a lost
   // connection would (0: send everything).
   uint64_t stop_after_bytes = 0;
+  // Called from the uploading thread after each chunk is handed to gRPC, and
+  // once at the start, with the file offset reached and the file size.
+  std::function<void(uint64_t sent, uint64_t total)> progress;
 };
 
 struct UploadResult {
@@ -99,6 +103,8 @@ struct UploadResult {
   bool unchanged = false;          // the latest version was this file and config already
   double load_ms = 0;              // server side: verify, import or cache, install, load
   int attempts = 0;
+  bool dry_run = false;       // the config asked for a dry run: nothing stored or served
+  std::string contract_json;  // the derived contract (names, datatypes, shapes, fallback ops)
 };
 
 struct ModelFileStatus {

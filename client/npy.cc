@@ -241,6 +241,15 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
 }
 
 absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
+  if (tensor.dtype() == DType::kBF16) {
+    // NumPy has no bfloat16. A bfloat16 is the top half of a float32, so
+    // widening is exact: shift each value into the high 16 bits.
+    Tensor wide = Tensor::Zeros(DType::kF32, tensor.dims());
+    const uint16_t* in = static_cast<const uint16_t*>(tensor.raw_data());
+    uint32_t* out = static_cast<uint32_t*>(wide.raw_data());
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) out[i] = static_cast<uint32_t>(in[i]) << 16;
+    return SerializeNpy(wide);
+  }
   ASSIGN_OR_RETURN(std::string descr, NpyDescr(tensor.dtype()));
   std::string shape;
   if (tensor.rank() == 1) {

@@ -7,13 +7,13 @@
 #include "absl/strings/str_join.h"
 #include "engine/cache/file_io.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/torchscript_importer.h"
+#include "server/torch_backend.h"
 
 namespace kiln::server {
 
 absl::Status CheckStrict(const ir::Graph& graph, const ModelConfig& config) {
   if (!config.strict) return absl::OkStatus();
-  const std::vector<std::string> ops = importer::FallbackOps(graph);
+  const std::vector<std::string> ops = torch::FallbackOps(graph);
   if (ops.empty()) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat("unsupported ops: ", absl::StrJoin(ops, ", "),
                                                " (the config is strict, so they may not run "
@@ -23,7 +23,7 @@ absl::Status CheckStrict(const ir::Graph& graph, const ModelConfig& config) {
 absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     const std::string& label, const std::string& model_path, const ModelConfig& config,
     std::unique_ptr<runtime::Model> model, const fallback::ModelBuilder& rebuild, bool verify) {
-  const std::vector<std::string> fallback_ops = importer::FallbackOps(model->graph());
+  const std::vector<std::string> fallback_ops = torch::FallbackOps(model->graph());
   if (!fallback_ops.empty()) {
     spdlog::info("{}: ops running through the libtorch fallback: {}", label,
                  absl::StrJoin(fallback_ops, ", "));
@@ -38,19 +38,31 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     fallback::VerifyOptions options;
     options.tolerance = config.verify.tolerance;
     options.samples = config.verify.inputs;
+    // An input of open dtype takes what a request brings; the sample, unless
+    // the config gives one, uses PyTorch's default dtype.
+    for (const runtime::TensorSpec& in : model->inputs()) {
+      if (in.dtype != DType::kUnknown) continue;
+      bool given = false;
+      for (runtime::TensorSpec& sample : options.samples) {
+        if (sample.name != in.name) continue;
+        given = true;
+        if (sample.dtype == DType::kUnknown) sample.dtype = DType::kF32;
+      }
+      if (!given) options.samples.push_back(runtime::TensorSpec{in.name, DType::kF32});
+    }
     options.fallback_on_mismatch = config.verify.fallback_on_mismatch ? 4 : 0;
     absl::StatusOr<fallback::VerifiedModel> verified =
-        fallback::VerifyModel(bytes, config.import, std::move(model), rebuild, options);
+        torch::VerifyModel(bytes, config.import, std::move(model), rebuild, options);
     if (!verified.ok()) {
       spdlog::warn("{}: {}", label, std::string(verified.status().message()));
       return verified.status();
     }
     model = std::move(verified->model);
     report = std::move(verified->report);
-    verify_text = report.Summary();
+    verify_text = torch::VerifySummary(report);
     spdlog::info("{}: verified import {}", label, verify_text);
   }
-  model->set_property("fallback_ops", absl::StrJoin(importer::FallbackOps(model->graph()), ","));
+  model->set_property("fallback_ops", absl::StrJoin(torch::FallbackOps(model->graph()), ","));
   model->set_property("verify", verify_text);
   for (const fallback::OutputCheck& o : report.outputs) {
     model->set_property(absl::StrCat("verify.max_abs_diff.", o.name),

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -16,6 +17,8 @@
 #include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/model_config.h"
+#include "server/model_contract.h"
 #include "server/tensor_codec.h"
 
 #ifndef KILN_VERSION
@@ -32,6 +35,22 @@ constexpr char kFileSuffix[] = "/model.pt";
 constexpr char kConfigParam[] = "config";
 // Optional: the SHA-256 (hex) the uploaded bytes must have.
 constexpr char kSha256Param[] = "sha256";
+// The load answer: RepositoryModelLoadResponse has no fields, so the derived
+// contract (server/model_contract.h) travels as trailing metadata.
+constexpr char kContractTrailer[] = "kiln-contract";
+// gRPC peers refuse metadata above 8 KiB by default.
+constexpr size_t kMaxTrailerBytes = 7 << 10;
+
+void AddContractTrailer(grpc::ServerContext* context, const std::string& contract) {
+  if (contract.size() > kMaxTrailerBytes) {
+    context->AddTrailingMetadata(
+        kContractTrailer,
+        absl::StrCat("{\"truncated\": true, \"bytes\": ", contract.size(),
+                     ", \"see\": \"ModelMetadata properties\"}"));
+    return;
+  }
+  context->AddTrailingMetadata(kContractTrailer, contract);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -63,7 +82,7 @@ void FillTensorMetadata(const runtime::TensorSpec& spec, absl::string_view kind,
                         inference::ModelMetadataResponse::TensorMetadata* out,
                         inference::ModelMetadataResponse* response) {
   out->set_name(spec.name);
-  out->set_datatype(std::string(DTypeName(spec.dtype)));
+  out->set_datatype(ContractDatatype(spec));
   if (spec.dims.has_value()) {
     for (int64_t d : *spec.dims) out->add_shape(d);
   } else {
@@ -193,6 +212,11 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
     (*response->mutable_properties())[key] = value;
   }
   (*response->mutable_properties())["graph"] = ir::PrintGraph(serving->model->graph());
+  // Which dtypes and dims are fixed, aliases, and where each tensor sits in
+  // forward()'s arguments and result.
+  std::map<std::string, std::string> contract;
+  AddContractProperties(*serving->model, contract);
+  for (auto& [key, value] : contract) (*response->mutable_properties())[key] = std::move(value);
   for (const runtime::TensorSpec& spec : serving->model->inputs()) {
     FillTensorMetadata(spec, "input", response->add_inputs(), response);
   }
@@ -289,14 +313,30 @@ grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext*,
 }
 
 grpc::Status InferenceService::RepositoryModelLoad(
-    grpc::ServerContext*, const inference::RepositoryModelLoadRequest* request,
+    grpc::ServerContext* context, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse*) {
   const std::string& name = request->model_name();
   absl::StatusOr<LoadParams> params = ParseLoadParams(*request, options_.max_upload_bytes);
   if (!params.ok()) return Reply("RepositoryModelLoad", name, params.status());
   // The registry logs every load, failed or not.
   if (!params->file.has_value()) {
-    return ToGrpcStatus(registry_->Load(name, std::move(params->config)));
+    bool dry_run = false;
+    if (params->config.has_value()) {
+      absl::StatusOr<ModelConfig> config = ParseModelConfig(*params->config);
+      dry_run = config.ok() && config->dry_run;  // a bad config fails in the load below
+    }
+    if (dry_run) {
+      absl::StatusOr<std::string> contract = registry_->DryRunLoad(name, params->config);
+      if (!contract.ok()) return Reply("RepositoryModelLoad", name, contract.status());
+      AddContractTrailer(context, *contract);
+      return grpc::Status::OK;
+    }
+    absl::Status loaded = registry_->Load(name, std::move(params->config));
+    if (loaded.ok()) {
+      absl::StatusOr<std::string> contract = registry_->Contract(name);
+      if (contract.ok()) AddContractTrailer(context, *contract);
+    }
+    return ToGrpcStatus(loaded);
   }
   absl::Status status = ValidateModelName(name);
   if (!status.ok()) return Reply("RepositoryModelLoad", name, status);
@@ -315,7 +355,9 @@ grpc::Status InferenceService::RepositoryModelLoad(
   status = cache::WriteFileAtomically(staged, *params->file);
   if (!status.ok()) return Reply("RepositoryModelLoad", name, status);
   UploadRequest upload{name, params->version, staged, sha256, std::move(params->config)};
-  return ToGrpcStatus(registry_->Upload(std::move(upload)).status());
+  absl::StatusOr<UploadResult> uploaded = registry_->Upload(std::move(upload));
+  if (uploaded.ok()) AddContractTrailer(context, uploaded->contract_json);
+  return ToGrpcStatus(uploaded.status());
 }
 
 grpc::Status InferenceService::RepositoryModelUnload(

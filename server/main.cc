@@ -1,19 +1,21 @@
 // kilnd: the Kiln inference daemon. Parses flags, sets up threading and
-// logging, runs kiln::server::Server until SIGINT/SIGTERM.
+// logging, runs kiln::server::Server until SIGINT/SIGTERM, then drains.
 #include <fcntl.h>
 #include <signal.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
+#include <memory>
 #include <thread>
 
+#include "server/config_file.h"
 #include "server/import_worker.h"
+#include "server/logging.h"
 #include "server/server.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -31,6 +33,24 @@ void EnsurePassiveOpenMP(char** argv) {
   ::execv("/proc/self/exe", argv);
   // exec failed (no /proc?): carry on; OpenMP runtimes loaded later still see it.
 }
+
+// Exit statuses, also listed in --help.
+constexpr int kExitStartFailed = 1;
+constexpr int kExitUsage = 2;
+
+constexpr char kFooter[] = R"(Settings may also come from --config FILE, YAML or JSON, keys named like the flags:
+  port: 8001
+  model-repository: /models
+  threads: 4
+An unknown key is an error. A flag on the command line wins over the file.
+
+Signals: SIGTERM or SIGINT stops accepting requests, lets in-flight ones finish
+(up to --shutdown-grace-s) and exits 0; a second signal exits at once.
+
+Exit status: 0 stopped cleanly (drained), 1 could not start (address in use,
+repository not writable) or stopped by a second signal, 2 bad flags or config file.)";
+
+const char* SignalName(char sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
 int g_signal_pipe[2] = {-1, -1};
 
@@ -51,13 +71,21 @@ int main(int argc, char** argv) {
 
   kiln::server::ServerOptions options;
   std::string log_level = "info";
+  std::string log_format = "text";
+  int shutdown_grace_s = 25;
   CLI::App app{"kilnd: Kiln inference server (KServe v2 / Open Inference Protocol over gRPC)"};
-  app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", options.port, "Port to listen on (0 = pick a free port)")
+  app.footer(kFooter);
+  app.set_config("--config", "",
+                 "YAML or JSON file of settings: flag names without '--' as keys (e.g. "
+                 "'port: 8001'); flags on the command line win over it");
+  app.config_formatter(std::make_shared<kiln::server::ConfigFileFormat>(&app));
+  app.add_option("--host", options.host, "Address to listen on (0.0.0.0: every interface)")
+      ->capture_default_str();
+  app.add_option("--port", options.port, "gRPC port to listen on (0: pick a free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   app.add_option("--model-repository", options.model_repository,
-                 "Model repository directory (REPO/NAME/VERSION/model.pt)")
+                 "Model repository directory (REPO/NAME/VERSION/model.pt), created if missing")
       ->capture_default_str();
   app.add_option("--cache-dir", options.cache_dir,
                  "Compiled-graph cache directory (imported graphs and plans; shareable by "
@@ -80,25 +108,46 @@ int main(int argc, char** argv) {
                  "Wall-clock limit for one import, in seconds")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
-  app.add_option("--threads", options.threads, "Intra-op threads per request")
+  app.add_option("--threads", options.threads,
+                 "Intra-op threads per request (OpenBLAS and Kiln's kernels)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
   app.add_option("--max-upload-bytes", options.max_upload_bytes,
-                 "Largest model file accepted by RepositoryModelLoad")
+                 "Largest model file accepted by an upload, in bytes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--shutdown-grace-s", shutdown_grace_s,
+                 "On SIGTERM/SIGINT, how long in-flight requests may take to finish before they "
+                 "are cancelled, in seconds (keep it below Kubernetes' "
+                 "terminationGracePeriodSeconds, 30 by default)")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "Least severe events logged: trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.add_option("--log-format", log_format,
+                 "'text' (TIME LEVEL message) or 'json' (one JSON object per line: time, level, "
+                 "logger, msg); either way one line per event, on stderr")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message
+    return kExitUsage;
+  }
   options.import_memory_bytes = import_memory_mb << 20;
   // /proc/self/exe, resolved in the child, is this very binary even if the
   // file was replaced on disk since start-up.
   if (isolation == "process") options.import_worker = "/proc/self/exe";
 
   // Logs go to stderr: stdout carries only the "listening" line tests parse.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("kilnd"));
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (absl::Status s = kiln::server::SetUpLogging(log_level, log_format); !s.ok()) {
+    std::fprintf(stderr, "kilnd: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   openblas_set_num_threads(options.threads);
 
   // SIGINT/SIGTERM only write to a pipe; a thread reading it shuts the server
@@ -106,7 +155,7 @@ int main(int argc, char** argv) {
   // libtorch start threads before main() that would not inherit the mask.)
   if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
     std::perror("kilnd: pipe2");
-    return 1;
+    return kExitStartFailed;
   }
   struct sigaction action = {};
   action.sa_handler = OnShutdownSignal;
@@ -118,8 +167,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<kiln::server::Server>> server =
       kiln::server::Server::Start(options);
   if (!server.ok()) {
-    std::fprintf(stderr, "kilnd: %s\n", std::string(server.status().message()).c_str());
-    return 1;
+    spdlog::error("cannot start: {}", std::string(server.status().message()));
+    return kExitStartFailed;
   }
   std::printf("kilnd listening on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
@@ -128,8 +177,22 @@ int main(int argc, char** argv) {
     char sig = 0;
     while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
-    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    (*server)->Shutdown();
+    spdlog::info("received {}: refusing new requests, draining {} in flight (up to {} s)",
+                 SignalName(sig), (*server)->in_flight(), shutdown_grace_s);
+    // A second signal means "now": whoever sends it has given up waiting.
+    std::thread([] {
+      char again = 0;
+      while (::read(g_signal_pipe[0], &again, 1) < 0 && errno == EINTR) {
+      }
+      spdlog::warn("received {} again: exiting without waiting for in-flight requests",
+                   SignalName(again));
+      std::_Exit(kExitStartFailed);
+    }).detach();
+    const auto start = std::chrono::steady_clock::now();
+    (*server)->Shutdown(std::chrono::seconds(shutdown_grace_s));
+    spdlog::info("drained in {} ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count());
   });
   (*server)->Wait();
   signal_thread.join();

@@ -204,12 +204,17 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   }
   if (!root.is_object()) return ConfigError("top level", "expected a JSON object");
   RETURN_IF_ERROR(
-      CheckKeys(root, {"inputs", "outputs", "version_policy", "strict", "verify"}, "top level"));
+      CheckKeys(root, {"inputs", "outputs", "version_policy", "strict", "verify", "dry_run"},
+                "top level"));
 
   ModelConfig config;
   if (root.contains("strict")) {
     if (!root["strict"].is_boolean()) return ConfigError("strict", "expected true or false");
     config.strict = root["strict"].get<bool>();
+  }
+  if (root.contains("dry_run")) {
+    if (!root["dry_run"].is_boolean()) return ConfigError("dry_run", "expected true or false");
+    config.dry_run = root["dry_run"].get<bool>();
   }
   if (root.contains("verify")) {
     ASSIGN_OR_RETURN(config.verify, ParseVerify(root["verify"]));

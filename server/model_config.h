@@ -4,6 +4,8 @@
 //    "outputs": [{"name": "logits"}]}
 // Names apply by position (they rename forward()'s parameters and the graph
 // outputs); datatype and dims, when given, become the model's declared contract.
+// "dry_run": true imports and validates the model and answers with its
+// contract, storing and serving nothing.
 // An optional "version_policy" says which versions under REPO/NAME/ are served,
 // in Triton's shape: {"latest": {"num_versions": N}} (the default, N = 1),
 // {"all": {}}, or {"specific": {"versions": [1, 3]}}.
@@ -45,6 +47,8 @@ struct ModelConfig {
   // "strict": true makes ops without a native translation an error listing
   // all of them, instead of running them through the libtorch fallback.
   bool strict = false;
+  // Import and validate only: nothing is stored, served or replaced.
+  bool dry_run = false;
   VerifyConfig verify;
   VersionPolicy version_policy;
   importer::ImportOptions import;

@@ -19,9 +19,9 @@
 #include "engine/cache/file_io.h"
 #include "engine/cache/graph_serializer.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/torchscript_importer.h"
-#include "engine/fallback/fallback.h"
 #include "server/import_checks.h"
+#include "server/model_contract.h"
+#include "server/torch_backend.h"
 
 namespace kiln::server {
 namespace {
@@ -99,7 +99,7 @@ StatsSnapshot ModelStats::Snapshot() const {
 ModelRegistry::ModelRegistry(ModelRepository* repository, RegistryOptions options)
     : repository_(repository), options_(std::move(options)) {
   // Ops without a native translation run through libtorch (engine/fallback).
-  fallback::InstallFallbackKernel(options_.compile.num_threads);
+  torch::InstallFallbackKernel(options_.compile.num_threads);
 }
 
 void ModelRegistry::LoadAll() {
@@ -171,7 +171,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
                  std::string(serialized.status().message()));
   }
   ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(path));
-  ASSIGN_OR_RETURN(ir::Graph graph, importer::ImportTorchScript(bytes));
+  ASSIGN_OR_RETURN(ir::Graph graph, torch::ImportTorchScript(bytes));
   info->graph_source = "import-in-process";
   info->import_ns = NsSince(start);
   if (cache.has_disk()) {
@@ -403,13 +403,14 @@ absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
     const int64_t same = request.version > 0 ? request.version : latest;
     std::lock_guard<std::mutex> lock(mu_);
     auto entry = entries_.find(name);
-    if (!config_changed && entry != entries_.end()) {
+    if (!config_changed && !config->dry_run && entry != entries_.end()) {
       auto v = entry->second.versions.find(same);
       if (v != entry->second.versions.end() && v->second.state == ModelState::kReady &&
           v->second.sha256 == request.sha256) {
         spdlog::info("model {} already holds this file (sha256 {}); unchanged", Label(name, same),
                      request.sha256.substr(0, 16));
-        return UploadResult{same, /*unchanged=*/true, Ms(NsSince(start))};
+        return UploadResult{same, /*unchanged=*/true, Ms(NsSince(start)), /*dry_run=*/false,
+                            ContractJson(*v->second.model, name, same, /*dry_run=*/false)};
       }
     }
   }
@@ -423,6 +424,14 @@ absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
     spdlog::warn("upload rejected: {}", std::string(status.message()));
     return status;
   }
+  if (config->dry_run) {
+    // The staged file is removed on return; nothing was installed or served.
+    spdlog::info("dry run of model {}: imported and validated, nothing stored",
+                 Label(name, target));
+    return UploadResult{target, /*unchanged=*/false, Ms(NsSince(start)), /*dry_run=*/true,
+                        ContractJson(*built->model, name, target, /*dry_run=*/true)};
+  }
+  std::string contract = ContractJson(*built->model, name, target, /*dry_run=*/false);
   // The point of no return: the verified file becomes the version.
   RETURN_IF_ERROR(repository_->InstallModel(name, target, request.staged_path));
   staged.installed = true;
@@ -438,7 +447,48 @@ absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
   absl::Status others =
       ApplyPolicyLocked(name, *config, /*reload_ready=*/config_changed, /*just_loaded=*/target);
   if (!others.ok()) spdlog::warn("model '{}': {}", name, std::string(others.message()));
-  return UploadResult{target, /*unchanged=*/false, Ms(NsSince(start))};
+  return UploadResult{target, /*unchanged=*/false, Ms(NsSince(start)), /*dry_run=*/false,
+                      std::move(contract)};
+}
+
+absl::StatusOr<std::string> ModelRegistry::DryRunLoad(const std::string& name,
+                                                      std::optional<std::string> config_json) {
+  std::lock_guard<std::mutex> load_lock(load_mu_);
+  RETURN_IF_ERROR(ValidateModelName(name));
+  if (!repository_->HasModel(name)) {
+    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  }
+  if (!config_json.has_value()) {
+    ASSIGN_OR_RETURN(config_json, repository_->ReadConfig(name));
+  }
+  absl::StatusOr<ModelConfig> config = ParseConfig(config_json);
+  if (!config.ok()) {
+    return Annotate(config.status(), absl::StrCat("while loading model '", name, "': "));
+  }
+  const std::vector<int64_t> wanted =
+      config->version_policy.Select(repository_->Versions(name));
+  if (wanted.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("version policy '", config->version_policy.ToString(),
+                     "' selects none of the versions of model '", name, "'"));
+  }
+  const int64_t version = wanted.back();
+  absl::StatusOr<Built> built =
+      Build(name, version, repository_->ModelPath(name, version), *config);
+  if (!built.ok()) {
+    return Annotate(built.status(),
+                    absl::StrCat("while loading model ", Label(name, version), ": "));
+  }
+  spdlog::info("dry run of model {}: imported and validated, nothing changed",
+               Label(name, version));
+  return ContractJson(*built->model, name, version, /*dry_run=*/true);
+}
+
+absl::StatusOr<std::string> ModelRegistry::Contract(absl::string_view name,
+                                                    int64_t version) const {
+  ASSIGN_OR_RETURN(ServingModel serving,
+                   Get(name, version > 0 ? std::to_string(version) : std::string()));
+  return ContractJson(*serving.model, std::string(name), serving.version, /*dry_run=*/false);
 }
 
 absl::Status ModelRegistry::Unload(const std::string& name) {

@@ -144,6 +144,8 @@ struct UploadResult {
   int64_t version = 0;
   bool unchanged = false;  // the latest version already held this file and config
   double load_ms = 0;
+  bool dry_run = false;  // the config asked for a dry run: nothing was stored or served
+  std::string contract_json;  // the model's contract (server/model_contract.h)
 };
 
 class ModelRegistry {
@@ -169,6 +171,16 @@ class ModelRegistry {
   // applies the version policy. Any failure before the move leaves the
   // repository and what is served untouched, and removes the staged file.
   absl::StatusOr<UploadResult> Upload(UploadRequest request);
+
+  // A dry run of Load: builds the latest version the policy selects with
+  // `config_json` (nullopt: config.json) and returns its contract JSON,
+  // serving, storing and replacing nothing. Fails as Load does.
+  absl::StatusOr<std::string> DryRunLoad(const std::string& name,
+                                         std::optional<std::string> config_json);
+
+  // The contract JSON of the version of `name` a request would get
+  // (`version` 0: the highest READY one). Fails as Get does.
+  absl::StatusOr<std::string> Contract(absl::string_view name, int64_t version = 0) const;
 
   // Stops serving every version of `name` (files stay; Load brings them back).
   // NotFound when neither the registry nor the repository knows it.

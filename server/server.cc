@@ -2,10 +2,15 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/support/server_interceptor.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -30,6 +35,63 @@ std::string JoinHostPort(const std::string& host, int port) {
   }
   return absl::StrCat(host, ":", port);
 }
+
+// One debug line per RPC when it ends (method, status, time) and the count of
+// RPCs in flight, which shutdown reports while it drains. Health probes log at
+// trace level: an orchestrator sends one every few seconds.
+class RequestInterceptor : public grpc::experimental::Interceptor {
+ public:
+  RequestInterceptor(grpc::experimental::ServerRpcInfo* info, std::atomic<int>* in_flight)
+      : method_(info->method()),
+        in_flight_(in_flight),
+        level_(method_.rfind("/grpc.health.", 0) == 0 ? spdlog::level::trace
+                                                      : spdlog::level::debug) {}
+
+  ~RequestInterceptor() override {
+    if (started_) in_flight_->fetch_sub(1);
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using Hook = grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(Hook::POST_RECV_INITIAL_METADATA) && !started_) {
+      started_ = true;
+      start_ = std::chrono::steady_clock::now();
+      const int n = in_flight_->fetch_add(1) + 1;
+      spdlog::log(level_, "rpc {} started ({} in flight)", method_, n);
+    }
+    if (methods->QueryInterceptionHookPoint(Hook::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      const double ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start_)
+                            .count();
+      spdlog::log(level_, "rpc {} {} in {:.1f} ms", method_,
+                  status.ok() ? std::string("OK")
+                              : absl::StrCat("failed (code ", status.error_code(), ")"),
+                  ms);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string method_;
+  std::atomic<int>* const in_flight_;
+  const spdlog::level::level_enum level_;
+  bool started_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+class RequestInterceptorFactory
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RequestInterceptorFactory(std::atomic<int>* in_flight) : in_flight_(in_flight) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new RequestInterceptor(info, in_flight_);
+  }
+
+ private:
+  std::atomic<int>* const in_flight_;
+};
 
 }  // namespace
 
@@ -89,6 +151,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->repository_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<RequestInterceptorFactory>(server->in_flight_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

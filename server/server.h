@@ -4,6 +4,7 @@
 // parsing around this class; tests run it in-process on 127.0.0.1:0.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -54,6 +55,9 @@ class Server {
   // "HOST:PORT", with IPv6 hosts bracketed.
   std::string address() const;
 
+  // RPCs being handled now (every service, health checks included).
+  int in_flight() const { return in_flight_->load(); }
+
   // Blocks until Shutdown() has completed.
   void Wait();
 
@@ -71,6 +75,8 @@ class Server {
   std::unique_ptr<UploadStore> uploads_;
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<RepositoryService> repository_service_;
+  // Counted by an interceptor; heap-held so its address is stable for it.
+  std::unique_ptr<std::atomic<int>> in_flight_ = std::make_unique<std::atomic<int>>(0);
   std::unique_ptr<grpc::Server> grpc_server_;
 };
 

@@ -1,13 +1,18 @@
 // kiln: command-line client for a Kiln server (or any KServe v2 gRPC server).
-//   kiln [--server host:port] upload FILE --name NAME [--config JSON_FILE] [--version V]
+//   kiln [--server host:port] [--timeout S] upload FILE --name NAME [--config JSON_FILE]
 //   kiln models | metadata NAME | unload NAME | delete NAME [--version V] | stats [NAME] | health
-//   kiln infer NAME [--version V] --input x=img.npy [--input y=b.npy] [--output NAME]
-//              --output-dir out/
-// Errors go to stderr as "kiln: error: ..." with exit status 1.
+//   kiln infer NAME -i x=img.npy | -i x=1,2,3:FP32:1x3 [--output NAME] [-o out/]
+// Errors go to stderr as "kiln: error: CODE: ..."; the exit status says which
+// kind (client/cli/exit_codes.cc, printed by --help).
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +26,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/cli/exit_codes.h"
 #include "client/cli/inspect_command.h"
+#include "client/cli/progress.h"
+#include "client/cli/tensor_text.h"
 #include "client/inference_client.h"
 #include "client/npy.h"
 #include "engine/common/status_macros.h"
@@ -64,9 +73,24 @@ double Ms(const kiln::client::Duration& d) {
 
 std::string Short(const std::string& sha256) { return sha256.substr(0, 16); }
 
+// Progress bars are for files big enough to take a moment.
+constexpr uint64_t kProgressMinBytes = 4 << 20;
+
+// The model's contract in a few lines, so the next command can be written.
+void PrintContract(const kiln::client::ModelMetadata& metadata) {
+  for (const auto& t : metadata.inputs) {
+    std::printf("  input  %s %s %s\n", t.name.c_str(), t.datatype.c_str(),
+                ShapeString(t.shape).c_str());
+  }
+  for (const auto& t : metadata.outputs) {
+    std::printf("  output %s %s %s\n", t.name.c_str(), t.datatype.c_str(),
+                ShapeString(t.shape).c_str());
+  }
+}
+
 absl::Status Upload(InferenceClient& client, const std::string& file, const std::string& name,
                     const std::string& config_file, int64_t version, size_t chunk_bytes,
-                    bool single_message) {
+                    bool single_message, std::optional<bool> progress_flag) {
   std::optional<std::string> config;
   if (!config_file.empty()) {
     ASSIGN_OR_RETURN(config, ReadFile(config_file));
@@ -84,7 +108,24 @@ absl::Status Upload(InferenceClient& client, const std::string& file, const std:
   if (!std::ifstream(file)) {
     return absl::NotFoundError(absl::StrCat("cannot open '", file, "': ", std::strerror(errno)));
   }
-  ASSIGN_OR_RETURN(kiln::client::UploadResult result, client.UploadFile(name, file, options));
+  std::error_code size_error;
+  const uint64_t file_size = fs::file_size(file, size_error);
+  // A bar on a terminal for big files; --progress forces it (piped: one line
+  // a second), --no-progress turns it off.
+  const bool show_progress = progress_flag.value_or(::isatty(STDERR_FILENO) == 1 &&
+                                                    file_size >= kProgressMinBytes);
+  std::unique_ptr<kiln::cli::UploadProgress> bar;
+  if (show_progress) {
+    bar = std::make_unique<kiln::cli::UploadProgress>(fs::path(file).filename().string(), stderr);
+    options.progress = [&bar](uint64_t sent, uint64_t total) { bar->Update(sent, total); };
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<kiln::client::UploadResult> uploaded = client.UploadFile(name, file, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (bar != nullptr) bar->Finish();
+  RETURN_IF_ERROR(uploaded.status());
+  const kiln::client::UploadResult& result = *uploaded;
   std::string how;
   if (result.already_on_server) {
     how = "the server already had this file, nothing sent";
@@ -94,14 +135,24 @@ absl::Status Upload(InferenceClient& client, const std::string& file, const std:
   } else {
     how = absl::StrCat(result.bytes_sent, " bytes sent");
   }
-  std::printf("uploaded '%s' version %lld (%llu bytes, sha256 %s; %s%s): READY in %.1f ms\n",
+  // A rate over a few kilobytes would only measure round trips.
+  std::string rate;
+  if (result.bytes_sent >= (1u << 20)) {
+    rate = absl::StrCat(
+        " at ",
+        kiln::cli::HumanBytes(static_cast<double>(result.bytes_sent) /
+                              std::max(seconds - result.load_ms / 1e3, 1e-3)),
+        "/s");
+  }
+  std::printf("uploaded '%s' version %lld (%llu bytes, sha256 %s; %s%s%s): READY in %.1f ms\n",
               name.c_str(), static_cast<long long>(result.version),
               static_cast<unsigned long long>(result.size), Short(result.sha256).c_str(),
-              how.c_str(), result.unchanged ? "; unchanged" : "", result.load_ms);
+              how.c_str(), rate.c_str(), result.unchanged ? "; unchanged" : "", result.load_ms);
   // What the load found (Kiln servers publish it in the model's metadata).
   absl::StatusOr<kiln::client::ModelMetadata> metadata =
       client.Metadata(name, absl::StrCat(result.version));
   if (metadata.ok()) {
+    PrintContract(*metadata);
     for (const char* key : {"fallback_ops", "verify", "verify.fallback_ops"}) {
       auto it = metadata->properties.find(key);
       if (it == metadata->properties.end()) continue;
@@ -110,6 +161,35 @@ absl::Status Upload(InferenceClient& client, const std::string& file, const std:
                                                                            : it->second.c_str());
     }
   }
+  return absl::OkStatus();
+}
+
+// `upload --dry-run`: the server imports and validates the file and answers
+// with the contract it derived; it stores and serves nothing.
+absl::Status DryRunUpload(InferenceClient& client, const std::string& file,
+                          const std::string& name, const std::string& config_file) {
+  nlohmann::json config = nlohmann::json::object();
+  if (!config_file.empty()) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(config_file));
+    config = nlohmann::json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+    if (!config.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", config_file, "' does not hold a JSON object"));
+    }
+  }
+  config["dry_run"] = true;
+  kiln::client::UploadOptions options;
+  options.config_json = config.dump();
+  ASSIGN_OR_RETURN(kiln::client::UploadResult result, client.UploadFile(name, file, options));
+  if (!result.dry_run) {
+    return absl::UnimplementedError("the server ignored the dry run (it predates dry runs?)");
+  }
+  std::printf("dry run of '%s': imported and validated in %.1f ms; nothing stored or served\n",
+              name.c_str(), result.load_ms);
+  nlohmann::json contract =
+      nlohmann::json::parse(result.contract_json, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  std::printf("%s\n", contract.is_discarded() ? result.contract_json.c_str()
+                                              : contract.dump(/*indent=*/2).c_str());
   return absl::OkStatus();
 }
 
@@ -166,34 +246,71 @@ absl::Status Metadata(InferenceClient& client, const std::string& name,
   return absl::OkStatus();
 }
 
+// Outputs up to this many values are printed as a table by default.
+constexpr int64_t kDefaultPrintLimit = 100;
+
 absl::Status Infer(InferenceClient& client, const std::string& name,
                    const std::vector<std::string>& input_args,
                    const std::vector<std::string>& requested, const std::string& output_dir,
-                   const std::string& version) {
-  std::vector<kiln::client::NamedTensor> inputs;
+                   const std::string& version, int64_t print_limit) {
+  std::vector<kiln::cli::InputArg> args;
+  bool any_inline = false;
   for (const std::string& arg : input_args) {
-    const size_t eq = arg.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--input '", arg, "' must look like NAME=FILE.npy"));
+    ASSIGN_OR_RETURN(kiln::cli::InputArg parsed, kiln::cli::ParseInputArg(arg));
+    any_inline |= parsed.npy_file.empty();
+    args.push_back(std::move(parsed));
+  }
+  // Inline values take their datatype and shape from the model's contract.
+  std::optional<kiln::client::ModelMetadata> metadata;
+  if (any_inline) {
+    absl::StatusOr<kiln::client::ModelMetadata> m = client.Metadata(name, version);
+    if (!m.ok() && !absl::IsUnimplemented(m.status())) return m.status();
+    if (m.ok()) metadata = std::move(*m);
+  }
+  std::vector<kiln::client::NamedTensor> inputs;
+  for (const kiln::cli::InputArg& arg : args) {
+    if (!arg.npy_file.empty()) {
+      ASSIGN_OR_RETURN(kiln::Tensor tensor, kiln::client::ReadNpy(arg.npy_file));
+      inputs.push_back({arg.name, std::move(tensor)});
+      continue;
     }
-    ASSIGN_OR_RETURN(kiln::Tensor tensor, kiln::client::ReadNpy(arg.substr(eq + 1)));
-    inputs.push_back({arg.substr(0, eq), std::move(tensor)});
+    const kiln::client::TensorMetadata* declared = nullptr;
+    if (metadata.has_value()) {
+      for (const auto& t : metadata->inputs) {
+        if (t.name == arg.name) declared = &t;
+      }
+    }
+    ASSIGN_OR_RETURN(kiln::Tensor tensor, kiln::cli::MakeInlineTensor(arg, declared));
+    inputs.push_back({arg.name, std::move(tensor)});
   }
   ASSIGN_OR_RETURN(auto outputs, client.Infer(name, inputs, requested, version));
 
-  std::error_code ec;
-  fs::create_directories(output_dir, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot create output directory '", output_dir, "': ", ec.message()));
+  if (!output_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(output_dir, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot create output directory '", output_dir, "': ", ec.message()));
+    }
   }
   for (const auto& output : outputs) {
-    const std::string path = (fs::path(output_dir) / (SafeFileName(output.name) + ".npy")).string();
-    RETURN_IF_ERROR(kiln::client::WriteNpy(path, output.tensor));
-    std::printf("%s %s %s -> %s\n", output.name.c_str(),
-                std::string(kiln::DTypeName(output.tensor.dtype())).c_str(),
-                kiln::DimsToString(output.tensor.dims()).c_str(), path.c_str());
+    const kiln::Tensor& t = output.tensor;
+    const bool small = t.num_elements() <= print_limit;
+    if (!output_dir.empty()) {
+      const std::string path =
+          (fs::path(output_dir) / (SafeFileName(output.name) + ".npy")).string();
+      RETURN_IF_ERROR(kiln::client::WriteNpy(path, t));
+      std::printf("%s %s %s -> %s\n", output.name.c_str(),
+                  std::string(kiln::DTypeName(t.dtype())).c_str(),
+                  kiln::DimsToString(t.dims()).c_str(), path.c_str());
+    } else if (small) {
+      std::printf("%s", kiln::cli::FormatTable(output.name, t).c_str());
+    } else {
+      std::printf("%s\n  (more than %lld values: -o DIR saves it as DIR/%s.npy; --print-limit N "
+                  "prints up to N)\n",
+                  kiln::cli::FormatSummary(output.name, t).c_str(),
+                  static_cast<long long>(print_limit), SafeFileName(output.name).c_str());
+    }
   }
   return absl::OkStatus();
 }
@@ -280,20 +397,29 @@ absl::Status Health(InferenceClient& client) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: client for the Kiln inference server"};
+  app.footer(kiln::cli::ExitCodeTable());
   const char* env_server = std::getenv("KILN_SERVER");
   std::string server = env_server != nullptr && *env_server != '\0' ? env_server : "127.0.0.1:8001";
   app.add_option("--server", server,
-                 "Server address host:port (default: $KILN_SERVER or 127.0.0.1:8001)");
+                 "Server address host:port (default: $KILN_SERVER, else 127.0.0.1:8001)");
+  double timeout_s = 0;
+  app.add_option("--timeout", timeout_s,
+                 "Deadline of every call to the server, in seconds (0: none); past it the command "
+                 "fails with DEADLINE_EXCEEDED, exit status 5. For upload it covers sending the "
+                 "file and the server's verify and load")
+      ->check(CLI::NonNegativeNumber);
   app.require_subcommand(1);
 
-  std::string file, name, config_file, output_dir = ".", version;
+  std::string file, name, config_file, output_dir, version;
   std::vector<std::string> input_args, output_names;
   int64_t upload_version = 0;
   size_t chunk_bytes = 0;
   bool single_message = false;
+  int64_t print_limit = kDefaultPrintLimit;
 
   CLI::App* upload = app.add_subcommand(
-      "upload", "Upload a TorchScript file as a new model version (streamed, verified, resumable)");
+      "upload", "Upload a TorchScript file as a new model version (streamed, verified, resumable), "
+                "wait until it is served and print its inputs and outputs");
   upload->add_option("FILE", file, "TorchScript archive (torch.jit.save)")->required();
   upload->add_option("--name", name, "Model name")->required();
   upload->add_option("--config", config_file, "Load configuration JSON file");
@@ -304,6 +430,15 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   upload->add_flag("--single-message", single_message,
                    "Send the file in one RepositoryModelLoad message (Triton's way)");
+  bool progress = false, no_progress = false;
+  upload->add_flag("--progress", progress,
+                   "Show the progress bar (bytes, rate) even when stderr is not a terminal or the "
+                   "file is small; default: on a terminal, for files of 4 MiB or more");
+  upload->add_flag("--no-progress", no_progress, "Never show the progress bar");
+  bool dry_run = false;
+  upload->add_flag("--dry-run", dry_run,
+                   "Import and validate only, print the derived contract (names, datatypes, "
+                   "shapes, fallback ops); the server stores and serves nothing");
 
   CLI::App* remove = app.add_subcommand("delete", "Stop serving a model and delete its files");
   remove->add_option("NAME", name, "Model name")->required();
@@ -316,12 +451,26 @@ int main(int argc, char** argv) {
   metadata->add_option("NAME", name, "Model name")->required();
   metadata->add_option("--version", version, "Model version (default: the latest ready)");
 
-  CLI::App* infer = app.add_subcommand("infer", "Run a model on .npy inputs");
+  CLI::App* infer = app.add_subcommand(
+      "infer", "Run a model on .npy files or inline values; print small outputs as a table");
+  infer->footer(R"(Inputs:
+  -i NAME=FILE.npy           a NumPy file
+  -i NAME=1,2,3              inline values; datatype and shape from the model's metadata
+  -i NAME=1,2,3,4:2x2        with a shape (dims joined by 'x')
+  -i NAME=[[1,2],[3,4]]      nested brackets give the shape
+  -i NAME=7:INT64            with a datatype (FP32, FP64, INT64, INT32, INT8, UINT8, BOOL, ...)
+Outputs with at most --print-limit values are printed as a table (rows: leading
+indices, columns: the last dim); larger ones as a one-line summary. -o DIR writes
+every output to DIR/NAME.npy instead.)");
   infer->add_option("NAME", name, "Model name")->required();
   infer->add_option("--version", version, "Model version (default: the latest ready)");
-  infer->add_option("--input", input_args, "NAME=FILE.npy (repeatable)")->required();
+  infer->add_option("-i,--input", input_args, "NAME=FILE.npy or NAME=VALUES[:DTYPE][:SHAPE] (repeatable)")
+      ->required();
   infer->add_option("--output", output_names, "Output to return (repeatable; default: all)");
-  infer->add_option("--output-dir", output_dir, "Where to write <output>.npy")
+  infer->add_option("-o,--output-dir", output_dir, "Write every output to DIR/<output>.npy");
+  infer->add_option("--print-limit", print_limit,
+                    "Print outputs with at most this many values as a table")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
   CLI::App* unload = app.add_subcommand("unload", "Stop serving a model (files stay)");
@@ -344,43 +493,64 @@ int main(int argc, char** argv) {
   inspect->add_flag("--remote", remote, "Ask the server for the graph of the model MODEL");
   inspect->add_option("--version", version, "With --remote: the model version");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message
+    return kiln::cli::kExitUsage;
+  }
+
+  auto fail = [&](const absl::Status& status) {
+    std::string hint;
+    if (status.code() == absl::StatusCode::kUnavailable) {
+      hint = absl::StrCat(" (is kilnd running at ", server, "? set --server or KILN_SERVER)");
+    } else if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+      hint = absl::StrFormat(" (no answer from %s within --timeout %g s)", server, timeout_s);
+    }
+    std::fprintf(stderr, "kiln: error: %s: %s%s\n", absl::StatusCodeToString(status.code()).c_str(),
+                 std::string(status.message()).c_str(), hint.c_str());
+    return kiln::cli::ExitCodeFor(status.code());
+  };
 
   if (inspect->parsed() && !remote) {
     // Offline, no server: the importer's binary next to this one does it.
     std::vector<std::string> args = {file};
     if (!dot_file.empty()) args.insert(args.end(), {"--dot", dot_file});
     if (strict) args.push_back("--strict");
-    absl::Status s = kiln::cli::RunInspectBinary(args);
-    std::fprintf(stderr, "kiln: error: %s: %s\n", absl::StatusCodeToString(s.code()).c_str(),
-                 std::string(s.message()).c_str());
-    return 1;
+    return fail(kiln::cli::RunInspectBinary(args));
   }
 
-  absl::StatusOr<std::unique_ptr<InferenceClient>> client = InferenceClient::Connect(server);
+  kiln::client::ClientOptions client_options;
+  client_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_s * 1e3)));
+  absl::StatusOr<std::unique_ptr<InferenceClient>> client =
+      InferenceClient::Connect(server, client_options);
   absl::Status status = client.status();
   if (status.ok()) {
     InferenceClient& c = **client;
-    if (upload->parsed()) {
-      status = Upload(c, file, name, config_file, upload_version, chunk_bytes, single_message);
+    if (upload->parsed() && dry_run) {
+      status = DryRunUpload(c, file, name, config_file);
+    } else if (upload->parsed()) {
+      std::optional<bool> show;
+      if (progress) show = true;
+      if (no_progress) show = false;
+      status = Upload(c, file, name, config_file, upload_version, chunk_bytes, single_message,
+                      show);
     }
     if (remove->parsed()) status = Delete(c, name, upload_version);
     if (models->parsed()) status = Models(c);
     if (metadata->parsed()) status = Metadata(c, name, version);
-    if (infer->parsed()) status = Infer(c, name, input_args, output_names, output_dir, version);
+    if (infer->parsed()) {
+      status = Infer(c, name, input_args, output_names, output_dir, version, print_limit);
+    }
     if (unload->parsed()) status = Unload(c, name);
     if (stats->parsed()) status = Stats(c, name);
     if (health->parsed()) status = Health(c);
     if (inspect->parsed()) status = kiln::cli::InspectRemote(c, file, version);
   }
-  if (!status.ok()) {
-    std::string hint;
-    if (status.code() == absl::StatusCode::kUnavailable) {
-      hint = absl::StrCat(" (is kilnd running at ", server, "? set --server or KILN_SERVER)");
-    }
-    std::fprintf(stderr, "kiln: error: %s: %s%s\n", absl::StatusCodeToString(status.code()).c_str(),
-                 std::string(status.message()).c_str(), hint.c_str());
-    return 1;
-  }
-  return 0;
+  if (!status.ok()) return fail(status);
+  return kiln::cli::kExitOk;
 }

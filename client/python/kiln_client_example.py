@@ -70,7 +70,10 @@ def main() -> int:
         if t.name in given:
             arr = np.load(given[t.name])
         else:
-            arr = np.zeros([d if d > 0 else 1 for d in t.shape], dtype=NP_OF[t.datatype])
+            # An "ANY" datatype is open: the model compiles for what the request
+            # brings, so zeros of float32 are as good a guess as any.
+            arr = np.zeros([d if d > 0 else 1 for d in t.shape],
+                           dtype=NP_OF.get(t.datatype, np.float32))
         arr = np.ascontiguousarray(arr)
         tensor = req.inputs.add(name=t.name, datatype=NAME_OF[arr.dtype], shape=list(arr.shape))
         req.raw_input_contents.append(arr.tobytes())

@@ -160,7 +160,7 @@ TEST_F(KilndCliTest, ServesUploadsInfersAndStopsCleanly) {
   EXPECT_THAT(via_env.output, HasSubstr("mlp"));
 
   Result unknown = Kiln(server, "infer nope --input x=" + Fixture("mlp.input.x.npy"));
-  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.exit_code, 4);  // NOT_FOUND (client/cli/exit_codes.cc)
   EXPECT_THAT(unknown.output, HasSubstr("kiln: error: NOT_FOUND"));
   EXPECT_THAT(unknown.output, HasSubstr("nope"));
 
@@ -170,23 +170,37 @@ TEST_F(KilndCliTest, ServesUploadsInfersAndStopsCleanly) {
 }
 
 TEST_F(KilndCliTest, CliErrorsAreClearAndNonZero) {
+  // Exit statuses from client/cli/exit_codes.cc.
   Result unreachable = RunCommand(Bin("kiln") + " --server 127.0.0.1:1 models");
-  EXPECT_EQ(unreachable.exit_code, 1);
+  EXPECT_EQ(unreachable.exit_code, 2);
   EXPECT_THAT(unreachable.output, HasSubstr("kiln: error: UNAVAILABLE"));
   EXPECT_THAT(unreachable.output, HasSubstr("is kilnd running"));
 
   Result bad_input = RunCommand(Bin("kiln") + " --server 127.0.0.1:1 infer m --input oops");
-  EXPECT_EQ(bad_input.exit_code, 1);
-  EXPECT_THAT(bad_input.output, HasSubstr("NAME=FILE.npy"));
+  EXPECT_EQ(bad_input.exit_code, 3);
+  EXPECT_THAT(bad_input.output, HasSubstr("NAME=FILE.npy or NAME=VALUES[:DTYPE][:SHAPE]"));
 
   Result missing_file =
       RunCommand(Bin("kiln") + " --server 127.0.0.1:1 upload /nonexistent.pt --name m");
-  EXPECT_EQ(missing_file.exit_code, 1);
+  EXPECT_EQ(missing_file.exit_code, 4);
   EXPECT_THAT(missing_file.output, HasSubstr("cannot open '/nonexistent.pt'"));
 
-  EXPECT_NE(RunCommand(Bin("kiln")).exit_code, 0);
-  EXPECT_NE(RunCommand(Bin("kilnd") + " --port 70000").exit_code, 0);
-  EXPECT_NE(RunCommand(Bin("kilnd") + " --log-level loud").exit_code, 0);
+  EXPECT_EQ(RunCommand(Bin("kiln")).exit_code, 1);  // usage
+  EXPECT_EQ(RunCommand(Bin("kilnd") + " --port 70000").exit_code, 2);
+  EXPECT_EQ(RunCommand(Bin("kilnd") + " --log-level loud").exit_code, 2);
+  EXPECT_EQ(RunCommand(Bin("kilnd") + " --log-format xml").exit_code, 2);
+}
+
+TEST_F(KilndCliTest, ConfigFileUnknownKeyIsAnErrorNamingIt) {
+  const std::string config = root_ + "/kiln.yaml";
+  FILE* f = std::fopen(config.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("port: 0\nthreds: 4\n", f);
+  std::fclose(f);
+  Result r = RunCommand(Bin("kilnd") + " --config " + config);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("unknown key 'threds'"));
+  EXPECT_THAT(r.output, HasSubstr(config));
 }
 
 }  // namespace

@@ -1,0 +1,105 @@
+#include "server/model_contract.h"
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace kiln::server {
+namespace {
+
+using nlohmann::json;
+
+std::vector<size_t> DynamicDims(const runtime::TensorSpec& spec) {
+  std::vector<size_t> dynamic;
+  if (!spec.dims) return dynamic;
+  for (size_t d = 0; d < spec.dims->size(); ++d) {
+    if ((*spec.dims)[d] < 0) dynamic.push_back(d);
+  }
+  return dynamic;
+}
+
+std::string DatatypeProperty(const runtime::TensorSpec& spec) {
+  if (spec.dtype == DType::kUnknown) return "open";
+  if (spec.dtype_source.empty()) return "fixed";
+  return absl::StrCat("fixed (", spec.dtype_source, ")");
+}
+
+std::string ShapeProperty(const runtime::TensorSpec& spec) {
+  if (!spec.dims) return "any rank";
+  const std::vector<size_t> dynamic = DynamicDims(spec);
+  if (dynamic.empty()) return "fixed";
+  return absl::StrCat(dynamic.size() == 1 ? "dynamic dim " : "dynamic dims ",
+                      absl::StrJoin(dynamic, ", "));
+}
+
+void AddTensorProperties(const runtime::TensorSpec& spec, const std::string& kind,
+                         const std::string& alias,
+                         std::map<std::string, std::string>& properties) {
+  const std::string prefix = absl::StrCat(kind, ".", spec.name, ".");
+  properties[prefix + "datatype"] = DatatypeProperty(spec);
+  properties[prefix + "shape"] = ShapeProperty(spec);
+  properties[prefix + "alias"] = alias;
+  if (!spec.path.empty()) properties[prefix + "path"] = spec.path;
+  if (spec.optional) properties[prefix + "optional"] = "true";
+}
+
+json TensorJson(const runtime::TensorSpec& spec, const std::string& alias) {
+  json t;
+  t["name"] = spec.name;
+  t["datatype"] = ContractDatatype(spec);
+  t["datatype_fixed"] = spec.dtype != DType::kUnknown;
+  t["dtype_source"] = spec.dtype_source;
+  t["shape"] = spec.dims ? json(*spec.dims) : json(nullptr);
+  t["dynamic_dims"] = DynamicDims(spec);
+  t["alias"] = alias;
+  t["path"] = spec.path;
+  t["optional"] = spec.optional;
+  return t;
+}
+
+}  // namespace
+
+std::string ContractDatatype(const runtime::TensorSpec& spec) {
+  return spec.dtype == DType::kUnknown ? "ANY" : DTypeName(spec.dtype);
+}
+
+void AddContractProperties(const runtime::Model& model,
+                           std::map<std::string, std::string>& properties) {
+  for (size_t i = 0; i < model.inputs().size(); ++i) {
+    AddTensorProperties(model.inputs()[i], "input", runtime::InputAlias(i), properties);
+  }
+  for (size_t i = 0; i < model.outputs().size(); ++i) {
+    AddTensorProperties(model.outputs()[i], "output", runtime::OutputAlias(i), properties);
+  }
+}
+
+std::string ContractJson(const runtime::Model& model, const std::string& name, int64_t version,
+                         bool dry_run) {
+  json root;
+  root["model"] = name;
+  root["version"] = version;
+  root["dry_run"] = dry_run;
+  root["inputs"] = json::array();
+  for (size_t i = 0; i < model.inputs().size(); ++i) {
+    root["inputs"].push_back(TensorJson(model.inputs()[i], runtime::InputAlias(i)));
+  }
+  root["outputs"] = json::array();
+  for (size_t i = 0; i < model.outputs().size(); ++i) {
+    root["outputs"].push_back(TensorJson(model.outputs()[i], runtime::OutputAlias(i)));
+  }
+  root["fallback_ops"] = json::array();
+  const auto& properties = model.properties();
+  if (auto it = properties.find("fallback_ops"); it != properties.end() && !it->second.empty()) {
+    for (absl::string_view op : absl::StrSplit(it->second, ',')) {
+      root["fallback_ops"].push_back(std::string(op));
+    }
+  }
+  if (auto it = properties.find("verify"); it != properties.end()) root["verify"] = it->second;
+  // ASCII only: the answer may travel in gRPC metadata.
+  return root.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/true);
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,42 @@
+// The contract a loaded model offers, as the server reports it: in the
+// ModelMetadata properties (per tensor, what the protocol's TensorMetadata
+// cannot say) and as JSON in the load answer.
+//
+// Properties, per input and output (<kind> is "input" or "output"):
+//   <kind>.<name>.datatype  "fixed (declared)", "fixed (implied)", "fixed
+//                           (model)", "fixed (argument)", "fixed", or "open"
+//                           (any datatype; the metadata's datatype is "ANY")
+//   <kind>.<name>.shape     "fixed", "dynamic dims 0, 2", or "any rank"
+//   <kind>.<name>.alias     Triton's positional name, "INPUT__0"/"OUTPUT__0"
+//   <kind>.<name>.path      where the tensor sits in forward()'s arguments or
+//                           result: "x", "pair[1]", "result['logits']",
+//                           "result[1][0]"
+//   <kind>.<name>.optional  "true" for an Optional[Tensor] input (else absent)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "engine/runtime/model.h"
+
+namespace kiln::server {
+
+// The datatype string the metadata shows for `spec`: "FP32", or "ANY" when open.
+std::string ContractDatatype(const runtime::TensorSpec& spec);
+
+// Adds the per-tensor properties above for every input and output of `model`.
+void AddContractProperties(const runtime::Model& model,
+                           std::map<std::string, std::string>& properties);
+
+// The contract as one line of JSON (ASCII only):
+//   {"model": NAME, "version": V, "dry_run": B,
+//    "inputs": [{"name", "datatype", "shape", "datatype_fixed", "dtype_source",
+//                "dynamic_dims", "alias", "path", "optional"}],
+//    "outputs": [... same keys ...],
+//    "fallback_ops": ["aten::i0"], "verify": "passed ..."}
+// "shape" is null for an input of any rank.
+std::string ContractJson(const runtime::Model& model, const std::string& name, int64_t version,
+                         bool dry_run);
+
+}  // namespace kiln::server
