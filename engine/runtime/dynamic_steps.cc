@@ -101,6 +101,7 @@ absl::Status Executable::RunDynamicKernel(const Step& step, Arena& arena) const 
                                                              : nullptr;
     ins.push_back(&t);
     infos.push_back(kernels::TensorInfo{t.dtype(), t.dims(), constant, true});
+    infos.back().scalar = ir::IsScalarKind(g.value(v).kind);
   }
   const std::string key = internal::InfoKey(infos);
   ASSIGN_OR_RETURN(std::shared_ptr<const Prepared> prepared, PrepareAtRunTime(step, infos, key));

@@ -325,6 +325,7 @@ class Executable::Compiler {
         info.dtype = slots_[v].dtype;
         info.dims = slots_[v].dims;
         info.constant = slots_[v].constant;
+        info.scalar = ir::IsScalarKind(g_.value(v).kind);
         all_constant &= info.constant != nullptr;
       }
       ctx.inputs.push_back(std::move(info));

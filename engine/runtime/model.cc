@@ -1,18 +1,34 @@
 #include "engine/runtime/model.h"
 
+#include <algorithm>
 #include <deque>
+#include <optional>
 #include <set>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
 #include "engine/passes/input_contract.h"
 
 namespace kiln::runtime {
 namespace {
 
+// Why a dtype is fixed, for error messages.
+std::string SourceText(const std::string& source) {
+  if (source == "declared") return "declared in the load config";
+  if (source == "implied") return "implied by the ops using it";
+  if (source == "model") return "recorded in the model file";
+  if (source == "argument") return "the parameter's type";
+  return "fixed";
+}
+
+// "FP32[-1, 16]", "any datatype[-1, 16]", "INT64[any rank]".
 std::string SpecString(const TensorSpec& spec) {
-  return ir::TensorType{spec.dtype, spec.dims}.ToString();
+  return absl::StrCat(spec.dtype == DType::kUnknown ? "any datatype" : DTypeName(spec.dtype),
+                      spec.dims ? DimsToString(*spec.dims) : "[any rank]");
 }
 
 // Signature key for the executable cache: "FP32[1, 3, 224, 224];...".
@@ -22,27 +38,85 @@ std::string SignatureKey(const std::vector<kernels::TensorInfo>& sig) {
   return key;
 }
 
+// "[1]" for a numeric part of a structured name, "['key']" for any other.
+std::string PathPart(absl::string_view part) {
+  const bool numeric =
+      !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return numeric ? absl::StrCat("[", part, "]") : absl::StrCat("['", part, "']");
+}
+
+// Where the importer's output name puts the value in forward()'s result:
+// "output1.0" -> "result[1][0]", "logits" -> "result['logits']".
+std::string OutputPath(const std::string& name) {
+  std::vector<absl::string_view> parts = absl::StrSplit(name, '.');
+  std::string path = "result";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    absl::string_view part = parts[i];
+    if (i == 0 && absl::StartsWith(part, "output") && part.size() > 6 &&
+        std::all_of(part.begin() + 6, part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      part.remove_prefix(6);  // "output1" is position 1; "outputs" is a dict key
+    }
+    absl::StrAppend(&path, PathPart(part));
+  }
+  return path;
+}
+
+// A flattened tuple parameter "pair.1" -> "pair[1]".
+std::string InputPath(const std::string& name) {
+  std::vector<absl::string_view> parts = absl::StrSplit(name, '.');
+  std::string path(parts[0]);
+  for (size_t i = 1; i < parts.size(); ++i) absl::StrAppend(&path, PathPart(parts[i]));
+  return path;
+}
+
+// The position `name` has as a Triton alias ("INPUT__3" with prefix "INPUT__"), if it is one.
+std::optional<size_t> AliasPosition(absl::string_view name, absl::string_view prefix) {
+  if (!absl::StartsWith(name, prefix)) return std::nullopt;
+  size_t position = 0;
+  if (!absl::SimpleAtoi(name.substr(prefix.size()), &position)) return std::nullopt;
+  if (absl::StrCat(prefix, position) != name) return std::nullopt;  // "INPUT__01"
+  return position;
+}
+
+// One probe signature: dynamic dims set to `size`, open dtypes to `open_dtype`.
+std::optional<std::vector<kernels::TensorInfo>> ProbeSignature(
+    const std::vector<TensorSpec>& inputs, int64_t size, DType open_dtype) {
+  std::vector<kernels::TensorInfo> sig;
+  for (const TensorSpec& in : inputs) {
+    if (!in.dims || in.optional) return std::nullopt;
+    Dims dims = *in.dims;
+    for (int64_t& d : dims) {
+      if (d < 0) d = size;
+    }
+    const DType dtype = in.dtype == DType::kUnknown ? open_dtype : in.dtype;
+    sig.push_back(kernels::TensorInfo{dtype, dims, nullptr, true});
+  }
+  return sig;
+}
+
 // Output specs by compiling for two probe sizes of every dynamic dim: a dim that
-// is the same in both is fixed, one that differs is dynamic. Prepare only, no
-// run, so the probe sizes cost nothing. Returns unknown specs when the inputs'
-// ranks are open or a probe does not compile.
+// is the same in both is fixed, one that differs is dynamic. Open input dtypes
+// are probed as FP32 and as FP64: an output dtype that differs between the two
+// depends on the request and is left open. Prepare only, no run, so the
+// probes cost nothing. Returns unknown specs when the inputs' ranks are open
+// or a probe does not compile.
 std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<TensorSpec>& inputs,
                                      const CompileOptions& options) {
   std::vector<TensorSpec> outs(graph.outputs().size());
   for (size_t i = 0; i < outs.size(); ++i) outs[i].name = graph.output_names()[i];
+  bool open = false;
+  for (const TensorSpec& in : inputs) open = open || in.dtype == DType::kUnknown;
   std::vector<std::vector<kernels::TensorInfo>> probes;
-  for (int64_t probe : {64, 65}) {
-    std::vector<kernels::TensorInfo> sig;
-    for (const TensorSpec& in : inputs) {
-      if (!in.dims || in.dtype == DType::kUnknown || in.optional) return outs;
-      Dims dims = *in.dims;
-      for (int64_t& d : dims) {
-        if (d < 0) d = probe;
-      }
-      sig.push_back(kernels::TensorInfo{in.dtype, dims, nullptr, true});
+  for (auto [size, dtype] : {std::pair<int64_t, DType>{64, DType::kF32}, {65, DType::kF32},
+                             {64, DType::kF64}}) {
+    if (dtype == DType::kF64 && !open) break;
+    std::optional<std::vector<kernels::TensorInfo>> sig = ProbeSignature(inputs, size, dtype);
+    if (!sig) return outs;
+    auto exe = Executable::Compile(graph, *sig, options);
+    if (!exe.ok()) {
+      if (dtype == DType::kF64) break;  // FP64 not compiled: output dtypes stay open
+      return outs;
     }
-    auto exe = Executable::Compile(graph, sig, options);
-    if (!exe.ok()) return outs;
     probes.push_back((*exe)->output_infos());
   }
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -50,7 +124,8 @@ std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<T
     const auto& b = probes[1][i];
     // Only a run tells the type of a branch's, loop's or fallback's output.
     if (a.dtype == DType::kUnknown || b.dtype == DType::kUnknown || !a.present) continue;
-    outs[i].dtype = a.dtype;
+    const bool dtype_fixed = !open || (probes.size() == 3 && probes[2][i].dtype == a.dtype);
+    if (dtype_fixed) outs[i].dtype = a.dtype;
     if (a.dims.size() != b.dims.size()) continue;
     Dims dims = a.dims;
     for (size_t d = 0; d < dims.size(); ++d) {
@@ -62,6 +137,9 @@ std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<T
 }
 
 }  // namespace
+
+std::string InputAlias(size_t position) { return absl::StrCat("INPUT__", position); }
+std::string OutputAlias(size_t position) { return absl::StrCat("OUTPUT__", position); }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptions options) {
   RETURN_IF_ERROR(ir::VerifyGraph(graph));
@@ -76,6 +154,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
                                                    " outputs, the model has ",
                                                    graph.outputs().size()));
   }
+  // Where each value sits in forward()'s signature, from the importer's
+  // names, before the config renames anything.
+  std::vector<std::string> input_paths, output_paths;
+  for (ir::ValueId in : gin) input_paths.push_back(InputPath(graph.value(in).name));
+  for (const std::string& name : graph.output_names()) output_paths.push_back(OutputPath(name));
   // Declared names override by position; then the contract the graph implies,
   // with declarations taking precedence.
   for (size_t i = 0; i < options.inputs.size(); ++i) {
@@ -89,9 +172,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
   for (size_t i = 0; i < gin.size(); ++i) {
     const ir::Value& value = graph.value(gin[i]);
     TensorSpec spec{value.name, implied[i].dtype, implied[i].dims, value.optional};
+    spec.path = input_paths[i];
+    if (value.type.dtype != DType::kUnknown) {
+      spec.dtype_source = "model";
+    } else if (spec.dtype != DType::kUnknown) {
+      spec.dtype_source = "implied";
+    }
     if (ir::IsScalarKind(value.kind)) {
       // An int/float/bool argument: one element, 0-dim or [1] (Infer takes both).
       spec.dtype = ir::ScalarKindDType(value.kind);
+      spec.dtype_source = "argument";
       spec.dims = Dims{1};
     } else if (value.kind != ir::ValueKind::kTensor) {
       return absl::UnimplementedError(absl::StrCat("input '", value.name, "' is a ",
@@ -100,11 +190,14 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
     }
     if (i < options.inputs.size()) {
       const TensorSpec& decl = options.inputs[i];
-      if (decl.dtype != DType::kUnknown) spec.dtype = decl.dtype;
+      if (decl.dtype != DType::kUnknown) {
+        spec.dtype = decl.dtype;
+        spec.dtype_source = "declared";
+      }
       if (decl.dims) spec.dims = decl.dims;
     }
-    // Until the typing issue lets a request choose, an open dtype means PyTorch's default.
-    if (spec.dtype == DType::kUnknown) spec.dtype = DType::kF32;
+    // Nothing fixes the dtype: it stays open, and each request's dtype is
+    // compiled for (never cast to a guessed one).
     if (!seen.insert(spec.name).second) {
       return absl::InvalidArgumentError(absl::StrCat("duplicate input name '", spec.name, "'"));
     }
@@ -117,6 +210,22 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
     }
   }
   model->outputs_ = ProbeOutputs(graph, model->inputs_, options.compile);
+  for (size_t i = 0; i < model->outputs_.size(); ++i) model->outputs_[i].path = output_paths[i];
+  // Each output's dtype as declared; a request's output must have it.
+  for (size_t i = 0; i < options.outputs.size(); ++i) {
+    const TensorSpec& decl = options.outputs[i];
+    TensorSpec& out = model->outputs_[i];
+    if (decl.dtype != DType::kUnknown) {
+      if (out.dtype != DType::kUnknown && out.dtype != decl.dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output '", out.name, "': config declares datatype ", DTypeName(decl.dtype),
+            ", the model computes ", DTypeName(out.dtype)));
+      }
+      out.dtype = decl.dtype;
+      out.dtype_source = "declared";
+    }
+    if (decl.dims) out.dims = decl.dims;
+  }
   model->graph_ = std::move(graph);
   model->options_ = std::move(options);
   return model;
@@ -154,6 +263,11 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     size_t idx = 0;
     while (idx < inputs_.size() && inputs_[idx].name != in.name) ++idx;
     if (idx == inputs_.size()) {
+      // Triton's positional name, unless a real input is called that.
+      std::optional<size_t> alias = AliasPosition(in.name, "INPUT__");
+      if (alias.has_value() && *alias < inputs_.size()) idx = *alias;
+    }
+    if (idx == inputs_.size()) {
       std::vector<std::string> names;
       for (const auto& s : inputs_) names.push_back(s.name);
       return absl::InvalidArgumentError(absl::StrCat("unknown input '", in.name,
@@ -161,7 +275,9 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
                                                      absl::StrJoin(names, ", ")));
     }
     if (bound[idx] != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "' given twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", in.name, "' given twice (", inputs_[idx].name, " alias ",
+                       InputAlias(idx), "); expected each input once"));
     }
     const TensorSpec& spec = inputs_[idx];
     const Tensor& t = in.tensor;
@@ -175,10 +291,11 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
       bound[idx] = &scalars.back();
       continue;
     }
-    if (t.dtype() != spec.dtype) {
-      return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "': expected datatype ",
-                                                     DTypeName(spec.dtype), ", got ",
-                                                     DTypeName(t.dtype())));
+    if (spec.dtype != DType::kUnknown && t.dtype() != spec.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", in.name, "': expected datatype ", DTypeName(spec.dtype), ", got ",
+          DTypeName(t.dtype()), " (", DTypeName(spec.dtype), " is ", SourceText(spec.dtype_source),
+          "; inputs are never cast)"));
     }
     if (spec.dims) {
       bool ok = t.rank() == static_cast<int64_t>(spec.dims->size());
@@ -201,12 +318,23 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   }
   std::vector<size_t> wanted;
   const auto& names = graph_.output_names();
+  std::vector<std::string> reply_names = names;  // as requested: a name or an alias
   if (requested.empty()) {
     for (size_t i = 0; i < names.size(); ++i) wanted.push_back(i);
   } else {
+    std::set<size_t> seen_outputs;
     for (const std::string& r : requested) {
       size_t idx = 0;
       while (idx < names.size() && names[idx] != r) ++idx;
+      if (idx == names.size()) {
+        std::optional<size_t> alias = AliasPosition(r, "OUTPUT__");
+        if (alias.has_value() && *alias < names.size()) idx = *alias;
+      }
+      if (idx < names.size() && !seen_outputs.insert(idx).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("output '", r, "' requested twice; expected each output once"));
+      }
+      if (idx < names.size()) reply_names[idx] = r;
       if (idx == names.size()) {
         return absl::InvalidArgumentError(absl::StrCat("unknown output '", r,
                                                        "'; the model's outputs are: ",
@@ -233,10 +361,11 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   for (size_t i : wanted) {
     RunValue& out = outs[i];
     if (out.kind == RunValue::Kind::kTensor) {
-      result.push_back(NamedTensor{names[i], std::move(out.tensor)});
+      result.push_back(NamedTensor{reply_names[i], std::move(out.tensor)});
     } else if (out.kind == RunValue::Kind::kTensorList) {
       for (size_t k = 0; k < out.list.size(); ++k) {
-        result.push_back(NamedTensor{absl::StrCat(names[i], ".", k), std::move(out.list[k])});
+        result.push_back(
+            NamedTensor{absl::StrCat(reply_names[i], ".", k), std::move(out.list[k])});
       }
     }
   }

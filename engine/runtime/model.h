@@ -18,14 +18,27 @@
 namespace kiln::runtime {
 
 // One input or output as the server advertises it. dims: -1 is a dynamic dim;
-// nullopt means the rank itself is open.
+// nullopt means the rank itself is open. dtype kUnknown means open: any
+// dtype is accepted and compiled for (an output's dtype then depends on the
+// request's).
 struct TensorSpec {
   std::string name;
   DType dtype = DType::kUnknown;
   std::optional<Dims> dims;
   // An input that may be left out of a request (an Optional[Tensor] argument).
   bool optional = false;
+  // Why the dtype is fixed, for metadata: "declared" (load config), "model"
+  // (recorded in the file), "implied" (by the ops using the input),
+  // "argument" (an int/float/bool parameter); empty while open.
+  std::string dtype_source;
+  // Where the tensor sits in forward()'s arguments or result, in Python
+  // syntax: "x", "pair[1]", "result[0]", "result['logits']", "result[1][0]".
+  std::string path;
 };
+
+// Triton's positional names, accepted as aliases: "INPUT__0", "OUTPUT__2".
+std::string InputAlias(size_t position);
+std::string OutputAlias(size_t position);
 
 struct NamedTensor {
   std::string name;
@@ -75,8 +88,11 @@ class Model {
   // Checks `inputs` against the contract (unknown, missing or duplicate name,
   // dtype, rank, fixed dims: InvalidArgument naming the input with expected
   // versus got), compiles for their signature on first use, runs, and returns
-  // the requested outputs (all when `requested` is empty; an unknown name is
-  // InvalidArgument). An optional input may be left out; an int/float/bool
+  // the requested outputs (all when `requested` is empty; an unknown or
+  // repeated name is InvalidArgument). Inputs and outputs may also be named
+  // by their Triton alias (INPUT__<i>, OUTPUT__<i>); a requested output comes
+  // back under the name it was requested by. An input whose dtype is open
+  // takes any dtype. An optional input may be left out; an int/float/bool
   // input takes a 0-dim or one-element tensor. An output that is a tensor list
   // comes back as "<name>.0", "<name>.1", ...; one that is None is left out.
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::vector<NamedTensor>& inputs,

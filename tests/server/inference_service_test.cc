@@ -227,6 +227,49 @@ TEST_F(InferenceServiceTest, MlpMatchesLibtorchAndReportsMetadata) {
   EXPECT_EQ((*index)[0].state, "READY");
 }
 
+TEST_F(InferenceServiceTest, MetadataSaysWhatIsFixedAndTheLoadAnswersWithTheContract) {
+  REQUIRE_FIXTURE("two_input.pt");
+  auto stub = inference::GRPCInferenceService::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name("two_input");
+  (*request.mutable_parameters())["file:1/model.pt"].set_bytes_param(
+      Slurp(Fixture("two_input.pt")));
+  (*request.mutable_parameters())["config"].set_string_param(R"({"dry_run": true})");
+  inference::RepositoryModelLoadResponse response;
+  {
+    grpc::ClientContext context;
+    grpc::Status status = stub->RepositoryModelLoad(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    auto trailer = context.GetServerTrailingMetadata().find("kiln-contract");
+    ASSERT_NE(trailer, context.GetServerTrailingMetadata().end());
+    const std::string contract(trailer->second.data(), trailer->second.size());
+    EXPECT_THAT(contract, HasSubstr(R"("dry_run":true)"));
+    EXPECT_THAT(contract, HasSubstr(R"("name":"image")"));
+    EXPECT_THAT(contract, HasSubstr(R"("fallback_ops":[])"));
+  }
+  // A dry run stores and serves nothing.
+  EXPECT_FALSE(fs::exists(repo_ + "/two_input"));
+  EXPECT_EQ(client_->ModelReady("two_input").value_or(true), false);
+
+  (*request.mutable_parameters())["config"].set_string_param("{}");
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub->RepositoryModelLoad(&context, request, &response).ok());
+  EXPECT_NE(context.GetServerTrailingMetadata().find("kiln-contract"),
+            context.GetServerTrailingMetadata().end());
+  auto metadata = client_->Metadata("two_input");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  // The conv fixes the image's dtype and channels; the bias is only added: open.
+  EXPECT_EQ(metadata->inputs[0].datatype, "FP32");
+  EXPECT_EQ(metadata->properties["input.image.datatype"], "fixed (implied)");
+  EXPECT_EQ(metadata->properties["input.image.shape"], "dynamic dims 0, 2, 3");
+  EXPECT_EQ(metadata->inputs[1].datatype, "ANY");
+  EXPECT_EQ(metadata->properties["input.bias.datatype"], "open");
+  EXPECT_EQ(metadata->properties["input.bias.shape"], "any rank");
+  EXPECT_EQ(metadata->properties["input.bias.alias"], "INPUT__1");
+  EXPECT_EQ(metadata->properties["output.output0.path"], "result[0]");
+}
+
 TEST_F(InferenceServiceTest, TwoInputModelTakesForwardParameterNames) {
   REQUIRE_FIXTURE("two_input.pt");
   UploadAndCompare("two_input");

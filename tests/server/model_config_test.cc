@@ -26,6 +26,16 @@ TEST(ModelConfigTest, ParsesNamesDatatypesAndDims) {
   EXPECT_EQ(config->model.outputs[0].name, "logits");
 }
 
+TEST(ModelConfigTest, DryRunFlag) {
+  auto config = ParseModelConfig(R"({"dry_run": true, "inputs": [{"datatype": "INT64"}]})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->dry_run);
+  EXPECT_FALSE(ParseModelConfig("{}")->dry_run);
+  auto bad = ParseModelConfig(R"({"dry_run": "yes"})");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("dry_run"));
+}
+
 TEST(ModelConfigTest, EmptyObjectIsValid) {
   auto config = ParseModelConfig("{}");
   ASSERT_TRUE(config.ok());

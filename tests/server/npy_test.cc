@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 namespace kiln::client {
 namespace {
@@ -119,10 +120,20 @@ TEST(NpyTest, RejectsBadMagicAndWrongDataSize) {
   EXPECT_THAT(ParseNpy(truncated).status().message(), HasSubstr("data holds 20 bytes"));
 }
 
-TEST(NpyTest, Bf16HasNoNumpyDtype) {
-  auto bytes = SerializeNpy(Tensor::Zeros(DType::kBF16, {1}));
-  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bytes.status().message(), HasSubstr("BF16"));
+TEST(NpyTest, Bf16IsWrittenAsExactlyWidenedFloat32) {
+  // NumPy has no bfloat16: 1.5, -2.0 and 0.15625 as bfloat16 bit patterns.
+  Tensor bf16 = Tensor::Zeros(DType::kBF16, {3});
+  auto* bits = static_cast<uint16_t*>(bf16.raw_data());
+  bits[0] = 0x3FC0;
+  bits[1] = 0xC000;
+  bits[2] = 0x3E20;
+  auto bytes = SerializeNpy(bf16);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto back = ParseNpy(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->dtype(), DType::kF32);
+  EXPECT_THAT(std::vector<float>(back->data<float>(), back->data<float>() + 3),
+              ElementsAre(1.5f, -2.0f, 0.15625f));
 }
 
 TEST(NpyTest, FileRoundTrip) {

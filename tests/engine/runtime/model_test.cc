@@ -51,12 +51,86 @@ TEST(ModelTest, ContractComesFromTheGraph) {
 TEST(ModelTest, OutputsProbedWhenInputRanksAreKnown) {
   ModelOptions opts;
   opts.inputs = {TensorSpec{"", DType::kUnknown, Dims{-1, 4}},
-                 TensorSpec{"", DType::kUnknown, Dims{3}}};
+                 TensorSpec{"", DType::kF32, Dims{3}}};
   auto m = Model::Create(TwoInputGraph(), opts);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ((*m)->outputs().size(), 1u);
   EXPECT_EQ((*m)->outputs()[0].dtype, DType::kF32);
   EXPECT_EQ((*m)->outputs()[0].dims, (Dims{-1, 3}));
+  EXPECT_EQ((*m)->outputs()[0].path, "result[0]");
+  EXPECT_EQ((*m)->inputs()[1].dtype_source, "declared");
+}
+
+TEST(ModelTest, InputWithNothingImplyingADtypeIsOpenAndCompiledPerRequest) {
+  auto m = Model::Create(TwoInputGraph(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->inputs()[0].dtype, DType::kF32);  // Linear's weight
+  EXPECT_EQ((*m)->inputs()[0].dtype_source, "implied");
+  EXPECT_EQ((*m)->inputs()[1].dtype, DType::kUnknown);  // bias: only added
+  EXPECT_EQ((*m)->inputs()[1].dtype_source, "");
+  EXPECT_THAT(InferError(**m, {F32("bias", {3})}),
+              HasSubstr("missing input 'x' (FP32[-1, 4])"));
+  EXPECT_THAT(InferError(**m, {F32("x", {1, 4})}),
+              HasSubstr("missing input 'bias' (any datatype[any rank])"));
+}
+
+// forward(self, ids, mask, v): embedding(ids) rows, masked by mask, plus v.
+ir::Graph EmbeddingMaskGraph() {
+  ir::Graph g;
+  ir::ValueId ids = g.AddInput("ids", {});
+  ir::ValueId mask = g.AddInput("mask", {});
+  ir::ValueId v = g.AddInput("v", {});
+  ir::ValueId table = g.AddConstant(Tensor::Zeros(DType::kF32, {10, 4}), "embed.weight");
+  ir::Attributes attrs;
+  attrs.SetInt("axis", 0);
+  ir::NodeId emb = g.AddNode(ir::OpKind::kIndexSelect, {table, ids}, attrs, "aten::embedding");
+  ir::NodeId where =
+      g.AddNode(ir::OpKind::kWhere, {mask, v, g.node(emb).outputs[0]}, {}, "aten::masked_fill");
+  g.AddOutput(g.node(where).outputs[0], "output0");
+  return g;
+}
+
+TEST(ModelTest, EmbeddingIndicesAreInt64AndWhereConditionsBool) {
+  auto m = Model::Create(EmbeddingMaskGraph(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->inputs()[0].dtype, DType::kInt64);
+  EXPECT_EQ((*m)->inputs()[1].dtype, DType::kBool);
+  EXPECT_EQ((*m)->inputs()[2].dtype, DType::kUnknown);
+  NamedTensor ids{"ids", Tensor::Zeros(DType::kF32, {2})};
+  NamedTensor mask{"mask", Tensor::Zeros(DType::kBool, {2, 4})};
+  EXPECT_THAT(InferError(**m, {ids, mask, F32("v", {2, 4})}),
+              HasSubstr("input 'ids': expected datatype INT64, got FP32 (INT64 is implied"));
+}
+
+TEST(ModelTest, TritonPositionalNamesAreAliases) {
+  auto m = Model::Create(TwoInputGraph(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto out = (*m)->Infer({F32("INPUT__0", {2, 4}), F32("INPUT__1", {3})}, {"OUTPUT__0"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].name, "OUTPUT__0");  // the name it was requested by
+  EXPECT_THAT(InferError(**m, {F32("x", {2, 4}), F32("INPUT__0", {2, 4}), F32("bias", {3})}),
+              HasSubstr("input 'INPUT__0' given twice (x alias INPUT__0)"));
+  EXPECT_THAT(InferError(**m, {F32("INPUT__2", {2, 4})}), HasSubstr("unknown input 'INPUT__2'"));
+  EXPECT_THAT(InferError(**m, {F32("x", {2, 4}), F32("bias", {3})}, {"output0", "OUTPUT__0"}),
+              HasSubstr("output 'OUTPUT__0' requested twice"));
+  EXPECT_EQ(InputAlias(3), "INPUT__3");
+  EXPECT_EQ(OutputAlias(0), "OUTPUT__0");
+}
+
+TEST(ModelTest, OutputPathsFollowTheImportersStructuredNames) {
+  ir::Graph g;
+  ir::ValueId x = g.AddInput("pair.1", {});
+  g.AddOutput(x, "output1.0");
+  g.AddOutput(x, "logits");
+  ModelOptions opts;
+  opts.outputs = {TensorSpec{"renamed", DType::kUnknown, std::nullopt}};
+  auto m = Model::Create(std::move(g), opts);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->inputs()[0].path, "pair[1]");
+  EXPECT_EQ((*m)->outputs()[0].name, "renamed");
+  EXPECT_EQ((*m)->outputs()[0].path, "result[1][0]");  // where it is, whatever it is called
+  EXPECT_EQ((*m)->outputs()[1].path, "result['logits']");
 }
 
 TEST(ModelTest, InfersAndCachesPerSignature) {
@@ -89,7 +163,7 @@ TEST(ModelTest, ValidationNamesTheInputAndSaysExpectedVersusGot) {
               HasSubstr("input 'x': expected shape FP32[-1, 4], got [4]"));
   NamedTensor ints{"x", Tensor::Zeros(DType::kInt64, {1, 4})};
   EXPECT_THAT(InferError(model, {ints, F32("bias", {3})}),
-              HasSubstr("input 'x': expected datatype FP32, got INT64"));
+              HasSubstr("input 'x': expected datatype FP32, got INT64 (FP32 is implied"));
   EXPECT_THAT(InferError(model, {F32("x", {1, 4}), F32("bias", {3})}, {"logits"}),
               HasSubstr("unknown output 'logits'"));
 }

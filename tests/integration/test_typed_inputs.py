@@ -1,0 +1,376 @@
+"""Named, typed inputs end to end: the real kilnd on a loopback port, the real `kiln` CLI
+with .npy files of many dtypes, and stock grpcio. Models come from typed_models.py
+(float64, int64 token ids, bool masks, uint8 images, integer/bool outputs, PyTorch's
+promotion rules, tuple/list/dict results); every result is compared with libtorch's
+output for the same file: integer and bool bit-identical, float64 within 1e-6 and
+float32 within 1e-4 (relative to the largest expected value)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import grpc
+import numpy as np
+
+import test_end_to_end as e2e
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(e2e.SOURCE, "client", "python"))
+import kiln_client_example  # noqa: E402  (stub generation, dtype tables)
+
+NP_OF = kiln_client_example.NP_OF
+NAME_OF = kiln_client_example.NAME_OF
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class TypedInputsTest(unittest.TestCase):
+    kiln = e2e.EndToEndTest.kiln  # the CLI runner of the end-to-end test
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="kiln-typed-")
+        cls.models = os.path.join(cls.tmp, "typed")
+        subprocess.run([sys.executable, os.path.join(HERE, "typed_models.py"), cls.models],
+                       check=True, capture_output=True, timeout=600)
+        with open(os.path.join(cls.models, "manifest.json")) as f:
+            cls.manifest = json.load(f)
+        cls.repo = os.path.join(cls.tmp, "models")
+        os.makedirs(cls.repo)
+        cls.server = e2e.Kilnd(cls.repo)
+        cls.pb, pb_grpc = kiln_client_example.load_stubs()
+        cls.channel = grpc.insecure_channel(cls.server.address)
+        cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
+        cls.uploaded = set()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+
+    def path(self, name):
+        return os.path.join(self.models, name)
+
+    def sample(self, model, arg):
+        return np.load(self.path(f"{model}.input.{arg}.npy"))
+
+    def expected(self, model, output):
+        return np.load(self.path(f"{model}.output.{output}.npy"))
+
+    def upload(self, model, name=None, config=None):
+        """Uploads through the CLI (streamed upload RPC); returns its stdout."""
+        name = name or model
+        args = ["upload", self.path(f"{model}.pt"), "--name", name]
+        if config is not None:
+            cfg = os.path.join(self.tmp, f"{name}.config.json")
+            with open(cfg, "w") as f:
+                json.dump(config, f)
+            args += ["--config", cfg]
+        out = self.kiln(*args).stdout
+        self.uploaded.add(name)
+        return out
+
+    def ensure(self, model):
+        if model not in self.uploaded:
+            self.upload(model)
+
+    def metadata(self, name):
+        return self.stub.ModelMetadata(self.pb.ModelMetadataRequest(name=name))
+
+    def infer_cli(self, name, inputs, outputs=()):
+        """`kiln infer` with one .npy per input; returns {output name: array}."""
+        out_dir = tempfile.mkdtemp(dir=self.tmp)
+        args = ["infer", name, "--output-dir", out_dir]
+        for arg, file in inputs.items():
+            args += ["--input", f"{arg}={file}"]
+        for o in outputs:
+            args += ["--output", o]
+        self.kiln(*args)
+        return {f[:-4]: np.load(os.path.join(out_dir, f)) for f in os.listdir(out_dir)}
+
+    def request(self, name, inputs, outputs=()):
+        req = self.pb.ModelInferRequest(model_name=name)
+        for arg, value in inputs.items():
+            t = req.inputs.add(name=arg, datatype=NAME_OF[value.dtype], shape=list(value.shape))
+            req.raw_input_contents.append(np.ascontiguousarray(value).tobytes())
+        for o in outputs:
+            req.outputs.add(name=o)
+        return req
+
+    def infer_grpc(self, name, inputs, outputs=()):
+        """ModelInfer with raw contents; returns {output name: array} in response order."""
+        resp = self.stub.ModelInfer(self.request(name, inputs, outputs))
+        result = {}
+        for out, raw in zip(resp.outputs, resp.raw_output_contents):
+            result[out.name] = np.frombuffer(raw, NP_OF[out.datatype]).reshape(list(out.shape))
+        return result
+
+    def assert_matches(self, got, want):
+        """Integer and bool bit-identical; float64 1e-6, float32 1e-4 relative."""
+        self.assertEqual(got.dtype, want.dtype)
+        self.assertEqual(got.shape, want.shape)
+        if want.dtype.kind in "biu":
+            np.testing.assert_array_equal(got, want)
+        else:
+            e2e.assert_close(self, got, want, rtol=1e-6 if want.dtype == np.float64 else 1e-4)
+
+    def assert_invalid(self, req, *fragments):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.ModelInfer(req)
+        self.assertEqual(ctx.exception.code(), INVALID, ctx.exception.details())
+        for fragment in fragments:
+            self.assertIn(fragment, ctx.exception.details())
+
+    def check_names(self, model, name=None):
+        """Metadata names are forward()'s parameters and the structure's output names."""
+        meta = self.metadata(name or model)
+        self.assertEqual([t.name for t in meta.inputs], self.manifest[model]["inputs"])
+        self.assertEqual([t.name for t in meta.outputs], self.manifest[model]["outputs"])
+        return meta
+
+    def check_all_outputs(self, model, got):
+        self.assertEqual(sorted(got), sorted(self.manifest[model]["outputs"]))
+        for out, value in got.items():
+            with self.subTest(model=model, output=out):
+                self.assert_matches(value, self.expected(model, out))
+
+    # ------------------------------------------------------------------ through the CLI
+
+    def test_float64_model_cli(self):
+        self.ensure("float64_mlp")
+        meta = self.check_names("float64_mlp")
+        self.assertEqual(meta.inputs[0].datatype, "FP64")
+        self.assertEqual(meta.properties["input.x.datatype"], "fixed (implied)")
+        self.assertEqual(list(meta.inputs[0].shape), [-1, 8])
+        self.assertEqual(meta.properties["input.x.shape"], "dynamic dim 0")
+        self.assertEqual(meta.outputs[0].datatype, "FP64")
+        got = self.infer_cli("float64_mlp", {"x": self.path("float64_mlp.input.x.npy")})
+        self.check_all_outputs("float64_mlp", got)
+        # A float32 request is refused, not cast.
+        x32 = os.path.join(self.tmp, "x32.npy")
+        np.save(x32, self.sample("float64_mlp", "x").astype(np.float32))
+        r = self.kiln("infer", "float64_mlp", "--input", f"x={x32}", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("input 'x': expected datatype FP64, got FP32 (FP64 is implied", r.stderr + r.stdout)
+
+    def test_bert_like_encoder_cli(self):
+        self.ensure("tiny_bert")
+        meta = self.check_names("tiny_bert")
+        self.assertEqual(meta.inputs[0].datatype, "INT64")  # embedding indices
+        self.assertEqual(meta.properties["input.input_ids.datatype"], "fixed (implied)")
+        # The mask is only compared with 0: any dtype works, each compiled for.
+        self.assertEqual(meta.inputs[1].datatype, "ANY")
+        self.assertEqual(meta.properties["input.attention_mask.datatype"], "open")
+        files = {a: self.path(f"tiny_bert.input.{a}.npy") for a in ("input_ids", "attention_mask")}
+        got = self.infer_cli("tiny_bert", files)
+        self.check_all_outputs("tiny_bert", got)
+        # The same mask as bool gives the same result (mask == 0 is the same test).
+        ids = self.sample("tiny_bert", "input_ids")
+        mask = self.sample("tiny_bert", "attention_mask")
+        got = self.infer_grpc("tiny_bert", {"input_ids": ids, "attention_mask": mask.astype(bool)})
+        self.assert_matches(got["output0"], self.expected("tiny_bert", "output0"))
+        # Token ids as float are refused, never cast.
+        self.assert_invalid(self.request("tiny_bert", {"input_ids": ids.astype(np.float32),
+                                                       "attention_mask": mask}),
+                            "input 'input_ids': expected datatype INT64", "got FP32")
+
+    def test_uint8_image_normalised_inside_cli(self):
+        self.ensure("uint8_image")
+        meta = self.check_names("uint8_image")
+        self.assertEqual(meta.properties["input.image.datatype"], "open")
+        got = self.infer_cli("uint8_image", {"image": self.path("uint8_image.input.image.npy")})
+        self.check_all_outputs("uint8_image", got)
+
+    def test_bool_mask_cli(self):
+        self.ensure("bool_mask")
+        meta = self.check_names("bool_mask")
+        self.assertEqual(meta.inputs[1].datatype, "BOOL")  # masked_fill's mask
+        self.assertEqual(meta.properties["input.mask.datatype"], "fixed (implied)")
+        got = self.infer_cli("bool_mask", {a: self.path(f"bool_mask.input.{a}.npy")
+                                           for a in ("values", "mask")})
+        self.check_all_outputs("bool_mask", got)
+
+    def test_int64_and_bool_outputs_cli(self):
+        self.ensure("argmax_sign")
+        meta = self.check_names("argmax_sign")
+        # Nothing fixes x's dtype or rank, so no output can be compiled ahead: open.
+        self.assertEqual(meta.properties["output.output0.datatype"], "open")
+        # Declared, the outputs' dtypes and shapes are known at load.
+        self.upload("argmax_sign", name="argmax_sign_declared",
+                    config={"inputs": [{"datatype": "FP32", "dims": [-1, 6]}]})
+        meta = self.metadata("argmax_sign_declared")
+        self.assertEqual([(o.datatype, list(o.shape)) for o in meta.outputs],
+                         [("INT64", [-1]), ("BOOL", [-1, 6])])
+        got = self.infer_cli("argmax_sign", {"x": self.path("argmax_sign.input.x.npy")})
+        self.check_all_outputs("argmax_sign", got)
+        # `outputs` in the request limits what comes back.
+        got = self.infer_cli("argmax_sign", {"x": self.path("argmax_sign.input.x.npy")},
+                             outputs=["output1"])
+        self.assertEqual(list(got), ["output1"])
+        self.assert_matches(got["output1"], self.expected("argmax_sign", "output1"))
+
+    # ------------------------------------------------------------------ through grpcio
+
+    def test_mixed_promotion_grpc(self):
+        self.ensure("promotion")
+        self.check_names("promotion")
+        inputs = {a: self.sample("promotion", a) for a in ("a", "b", "m", "f")}
+        got = self.infer_grpc("promotion", inputs)
+        # int32 + int64 -> int64; int64 * 2.5 -> float32; bool * float -> float32;
+        # int / int -> float32 (true division).
+        self.assertEqual([got[o].dtype for o in ("output0", "output1", "output2", "output3")],
+                         [np.int64, np.float32, np.float32, np.float32])
+        self.check_all_outputs("promotion", got)
+
+    def test_dict_result_grpc(self):
+        self.ensure("dict_out")
+        meta = self.check_names("dict_out")
+        self.assertEqual(meta.properties["output.logits.path"], "result['logits']")
+        self.assertEqual(meta.properties["output.probs.alias"], "OUTPUT__1")
+        x = self.sample("dict_out", "x")
+        self.check_all_outputs("dict_out", self.infer_grpc("dict_out", {"x": x}))
+        got = self.infer_grpc("dict_out", {"x": x}, outputs=["probs"])
+        self.assertEqual(list(got), ["probs"])
+        # Triton's positional names work for inputs and outputs; the reply uses the
+        # name the output was requested by.
+        got = self.infer_grpc("dict_out", {"INPUT__0": x}, outputs=["OUTPUT__0"])
+        self.assertEqual(list(got), ["OUTPUT__0"])
+        self.assert_matches(got["OUTPUT__0"], self.expected("dict_out", "logits"))
+
+    def test_nested_tuple_and_list_results_grpc(self):
+        for model in ("nested_tuple_out", "list_out"):
+            self.ensure(model)
+            self.check_names(model)
+            got = self.infer_grpc(model, {"x": self.sample(model, "x")})
+            self.check_all_outputs(model, got)
+        meta = self.metadata("nested_tuple_out")
+        self.assertEqual([o.name for o in meta.outputs], ["output0", "output1.0", "output1.1"])
+        self.assertEqual(meta.properties["output.output1.0.path"], "result[1][0]")
+
+    def test_tuple_parameter_grpc(self):
+        self.ensure("tuple_input")
+        meta = self.check_names("tuple_input")
+        self.assertEqual(meta.properties["input.pair.1.path"], "pair[1]")
+        inputs = {"pair.0": np.load(self.path("tuple_input.input.pair.0.npy")),
+                  "pair.1": np.load(self.path("tuple_input.input.pair.1.npy")),
+                  "scale": self.sample("tuple_input", "scale")}
+        self.check_all_outputs("tuple_input", self.infer_grpc("tuple_input", inputs))
+
+    def test_scripted_model_reports_names_without_suffixes(self):
+        self.ensure("renamed")
+        meta = self.check_names("renamed")
+        self.assertEqual([t.name for t in meta.inputs], ["x", "y"])
+        inputs = {a: self.sample("renamed", a) for a in ("x", "y")}
+        self.check_all_outputs("renamed", self.infer_grpc("renamed", inputs))
+
+    def test_metadata_names_match_forward_for_every_model(self):
+        for model in self.manifest:
+            with self.subTest(model=model):
+                self.ensure(model)
+                self.check_names(model)
+
+    def test_config_overrides_names_datatypes_and_dims(self):
+        config = {"inputs": [{"name": "scores", "datatype": "FP32", "dims": [-1, 5]},
+                             {"name": "keep"}],
+                  "outputs": [{"name": "total"}]}
+        self.upload("bool_mask", name="bool_mask_named", config=config)
+        meta = self.metadata("bool_mask_named")
+        self.assertEqual([(t.name, t.datatype, list(t.shape)) for t in meta.inputs],
+                         [("scores", "FP32", [-1, 5]), ("keep", "BOOL", [-1])])
+        self.assertEqual(meta.properties["input.keep.shape"], "any rank")
+        self.assertEqual(meta.properties["input.scores.datatype"], "fixed (declared)")
+        self.assertEqual(meta.properties["input.scores.shape"], "dynamic dim 0")
+        self.assertEqual([t.name for t in meta.outputs], ["total"])
+        values, mask = self.sample("bool_mask", "values"), self.sample("bool_mask", "mask")
+        got = self.infer_grpc("bool_mask_named", {"scores": values, "keep": mask})
+        self.assert_matches(got["total"], self.expected("bool_mask", "output0"))
+        self.assert_invalid(self.request("bool_mask_named", {"values": values, "keep": mask}),
+                            "unknown input 'values'", "scores, keep")
+
+    # ------------------------------------------------------------------ validation
+
+    def test_every_validation_error_names_the_input(self):
+        config = {"inputs": [{"datatype": "FP32", "dims": [-1, 5]}, {"datatype": "BOOL"}]}
+        self.upload("bool_mask", name="bool_mask_checked", config=config)
+        name = "bool_mask_checked"
+        values, mask = self.sample("bool_mask", "values"), self.sample("bool_mask", "mask")
+        self.assert_invalid(self.request(name, {"values": values, "mask": mask, "nope": mask}),
+                            "unknown input 'nope'", "values, mask")
+        self.assert_invalid(self.request(name, {"values": values}),
+                            "missing input 'mask'", "BOOL")
+        req = self.request(name, {"values": values, "mask": mask})
+        req.inputs.add(name="values", datatype="FP32", shape=list(values.shape))
+        req.raw_input_contents.append(values.tobytes())
+        self.assert_invalid(req, "input 'values' given twice")
+        self.assert_invalid(self.request(name, {"values": values.astype(np.float64), "mask": mask}),
+                            "input 'values': expected datatype FP32, got FP64 (FP32 is declared")
+        self.assert_invalid(self.request(name, {"values": values[None], "mask": mask}),
+                            "input 'values': expected shape FP32[-1, 5], got [1, 3, 5]")
+        self.assert_invalid(self.request(name, {"values": values[:, :4], "mask": mask}),
+                            "input 'values': expected shape FP32[-1, 5], got [3, 4]")
+        req = self.request(name, {"values": values, "mask": mask})
+        req.raw_input_contents[0] = values.tobytes()[:-4]
+        self.assert_invalid(req, "input 'values'", "holds 56 bytes, expected 60")
+        req = self.request(name, {"values": values, "mask": mask})
+        req.inputs[1].contents.bool_contents.extend(mask.ravel().tolist())
+        self.assert_invalid(req, "input 'mask'",
+                            "contents must not be set when raw_input_contents is used")
+        self.assert_invalid(self.request(name, {"values": values, "mask": mask}, outputs=["nope"]),
+                            "unknown output 'nope'", "output0")
+        # Nothing above hurt the model.
+        got = self.infer_grpc(name, {"values": values, "mask": mask})
+        self.assert_matches(got["output0"], self.expected("bool_mask", "output0"))
+
+    # ------------------------------------------------------------------ dry run
+
+    def test_dry_run_cli_reports_contract_and_stores_nothing(self):
+        r = self.kiln("upload", self.path("dict_out.pt"), "--name", "dry_cli", "--dry-run")
+        self.assertIn("dry run", r.stdout)
+        contract = json.loads(r.stdout[r.stdout.index("{"):])
+        self.assertTrue(contract["dry_run"])
+        self.assertEqual([t["name"] for t in contract["inputs"]], ["x"])
+        self.assertEqual([t["name"] for t in contract["outputs"]], ["logits", "probs"])
+        self.assertEqual(contract["outputs"][0]["path"], "result['logits']")
+        self.assertEqual(contract["fallback_ops"], [])
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "dry_cli")))
+        ready = self.stub.ModelReady(self.pb.ModelReadyRequest(name="dry_cli"))
+        self.assertFalse(ready.ready)
+
+    def test_dry_run_load_grpc(self):
+        with open(self.path("tiny_bert.pt"), "rb") as f:
+            req = self.pb.RepositoryModelLoadRequest(model_name="dry_grpc")
+            req.parameters["file:1/model.pt"].bytes_param = f.read()
+            req.parameters["config"].string_param = json.dumps({"dry_run": True})
+        _, call = self.stub.RepositoryModelLoad.with_call(req)
+        trailers = dict(call.trailing_metadata())
+        contract = json.loads(trailers["kiln-contract"])
+        self.assertTrue(contract["dry_run"])
+        self.assertEqual([(t["name"], t["datatype"], t["datatype_fixed"]) for t in contract["inputs"]],
+                         [("input_ids", "INT64", True), ("attention_mask", "ANY", False)])
+        self.assertIn("fallback_ops", contract)
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "dry_grpc")))
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.metadata("dry_grpc")
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+        # A real load answers with the contract too.
+        req.parameters["config"].string_param = "{}"
+        _, call = self.stub.RepositoryModelLoad.with_call(req)
+        contract = json.loads(dict(call.trailing_metadata())["kiln-contract"])
+        self.assertFalse(contract["dry_run"])
+        self.assertTrue(self.stub.ModelReady(self.pb.ModelReadyRequest(name="dry_grpc")).ready)
+
+    def test_dry_run_of_a_broken_model_fails(self):
+        r = self.kiln("upload", os.path.join(e2e.FIXTURES, "corrupt.pt"), "--name", "dry_broken",
+                      "--dry-run", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "dry_broken")))
+        self.assertTrue(self.server.alive())
+
+
+if __name__ == "__main__":
+    unittest.main()

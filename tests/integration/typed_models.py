@@ -1,0 +1,217 @@
+"""Writes the TorchScript models of test_typed_inputs.py into a directory.
+
+Models take and return tensors of many dtypes (float64, int64 token ids, bool masks,
+uint8 images, int32), return tuples, lists and dicts, and mix dtypes under PyTorch's
+promotion rules. For every model <name>.pt it writes the sample inputs
+<name>.input.<arg>.npy and libtorch's outputs for exactly the saved archive,
+<name>.output.<output-name>.npy, with output names as Kiln derives them from the
+model's structure (output0, output1.0, dict keys), and manifest.json: per model, the
+parameter names of the Python forward() (a tuple parameter p as p.0, p.1) and the
+output names. Seeded: reruns are identical.
+
+    python3 typed_models.py OUTPUT_DIR
+"""
+import inspect
+import json
+import os
+import sys
+from typing import Dict, List, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class Float64Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x)) + x.mean(dim=1, keepdim=True)
+
+
+class TinyBert(nn.Module):
+    """nn.Embedding + nn.TransformerEncoder (batch_first), padding from the attention mask."""
+
+    def __init__(self, vocab=50, d_model=32, heads=4, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.position = nn.Parameter(torch.randn(1, 16, d_model) * 0.1)
+        layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=64, dropout=0.0,
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def forward(self, input_ids, attention_mask):
+        h = self.embed(input_ids) + self.position[:, : input_ids.shape[1]]
+        return self.encoder(h, src_key_padding_mask=attention_mask == 0)
+
+
+class Uint8Image(nn.Module):
+    """Takes raw uint8 pixels and normalises inside the model."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, kernel_size=3, padding=1)
+        self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1))
+
+    def forward(self, image):
+        x = image.float() / 255.0
+        return self.conv((x - self.mean) / self.std)
+
+
+class BoolMask(nn.Module):
+    def forward(self, values, mask):
+        kept = values.masked_fill(mask, 0.0)
+        return kept.sum(dim=1)
+
+
+class ArgmaxAndSign(nn.Module):
+    """Integer and bool outputs: the argmax of each row and which elements are positive."""
+
+    def forward(self, x):
+        return x.argmax(dim=1), x > 0
+
+
+class Promotion(nn.Module):
+    """PyTorch's promotion rules: int32 + int64, int tensor * 2.5, bool * float, int / int."""
+
+    def forward(self, a, b, m, f):
+        return a + b, b * 2.5, m * f, a / b
+
+
+class DictOut(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x) -> Dict[str, torch.Tensor]:
+        logits = self.fc(x)
+        return {"logits": logits, "probs": torch.softmax(logits, dim=1)}
+
+
+class NestedTupleOut(nn.Module):
+    def forward(self, x) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+        return x * 2.0, (x + 1.0, x.sum(dim=1))
+
+
+class ListOut(nn.Module):
+    def forward(self, x) -> List[torch.Tensor]:
+        return [x * 3.0, x - 1.0]
+
+
+class TupleInput(nn.Module):
+    def forward(self, pair: Tuple[torch.Tensor, torch.Tensor], scale: torch.Tensor):
+        return (pair[0] + pair[1]) * scale
+
+
+class Renamed(nn.Module):
+    """Scripted, reassigning its parameters: TorchScript names the graph inputs x.1, y.1."""
+
+    def forward(self, x, y):
+        x = x * 2.0
+        y = y + x
+        return y
+
+
+def _flatten(value, prefix, out):
+    """Names libtorch's result the way Kiln names its outputs."""
+    if isinstance(value, dict):
+        for key, v in value.items():
+            _flatten(v, key if prefix is None else f"{prefix}.{key}", out)
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            _flatten(v, f"output{i}" if prefix is None else f"{prefix}.{i}", out)
+    else:
+        out[prefix if prefix is not None else "output0"] = value
+
+
+MANIFEST = {}
+
+
+def save_case(out_dir, name, module, inputs, eager):
+    """Saves `module` (scripted or traced from the nn.Module class `eager`) as <name>.pt."""
+    params = []
+    for p in list(inspect.signature(eager.forward).parameters)[1:]:
+        if isinstance(inputs[p], tuple):
+            params += [f"{p}.{i}" for i in range(len(inputs[p]))]
+        else:
+            params.append(p)
+    path = os.path.join(out_dir, f"{name}.pt")
+    module.save(path)
+    loaded = torch.jit.load(path)
+    loaded.eval()
+    with torch.no_grad():
+        result = loaded(*inputs.values())
+    outputs = {}
+    _flatten(result, None, outputs)
+    for arg, value in inputs.items():
+        if isinstance(value, tuple):
+            for i, v in enumerate(value):
+                np.save(os.path.join(out_dir, f"{name}.input.{arg}.{i}.npy"), v.numpy())
+        else:
+            np.save(os.path.join(out_dir, f"{name}.input.{arg}.npy"), value.numpy())
+    for out_name, value in outputs.items():
+        np.save(os.path.join(out_dir, f"{name}.output.{out_name}.npy"), value.numpy())
+    MANIFEST[name] = {"inputs": params, "outputs": list(outputs)}
+
+
+def trace(module, inputs, grad=False):
+    module.eval()
+    with torch.set_grad_enabled(grad):
+        # check_trace re-traces and compares graphs, which differ only in module names here.
+        return torch.jit.trace(module, tuple(inputs.values()), check_trace=False)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: {sys.argv[0]} OUTPUT_DIR")
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    torch.manual_seed(0)
+
+    inputs = {"x": torch.randn(3, 8, dtype=torch.float64)}
+    save_case(out_dir, "float64_mlp", trace(Float64Mlp().double(), inputs), inputs, Float64Mlp)
+
+    ids = torch.randint(1, 50, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.int64)
+    mask[1, 5:] = 0
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    # Traced with autograd on: in eval mode without it, PyTorch 1.13 takes the fused
+    # "fast path" (one opaque op per layer); with it, the graph has the real ops.
+    save_case(out_dir, "tiny_bert", trace(TinyBert(), inputs, grad=True), inputs, TinyBert)
+
+    inputs = {"image": torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)}
+    save_case(out_dir, "uint8_image", trace(Uint8Image(), inputs), inputs, Uint8Image)
+
+    inputs = {"values": torch.randn(3, 5), "mask": torch.rand(3, 5) > 0.5}
+    save_case(out_dir, "bool_mask", torch.jit.script(BoolMask()), inputs, BoolMask)
+
+    inputs = {"x": torch.randn(4, 6)}
+    save_case(out_dir, "argmax_sign", trace(ArgmaxAndSign(), inputs), inputs, ArgmaxAndSign)
+
+    inputs = {"a": torch.randint(-20, 20, (2, 3), dtype=torch.int32),
+              "b": torch.randint(1, 9, (2, 3), dtype=torch.int64),
+              "m": torch.rand(2, 3) > 0.5,
+              "f": torch.randn(2, 3)}
+    save_case(out_dir, "promotion", torch.jit.script(Promotion()), inputs, Promotion)
+
+    inputs = {"x": torch.randn(2, 6)}
+    save_case(out_dir, "dict_out", torch.jit.script(DictOut().eval()), inputs, DictOut)
+
+    inputs = {"x": torch.randn(2, 3)}
+    save_case(out_dir, "nested_tuple_out", torch.jit.script(NestedTupleOut()), inputs, NestedTupleOut)
+    save_case(out_dir, "list_out", torch.jit.script(ListOut()), inputs, ListOut)
+
+    inputs = {"pair": (torch.randn(2, 3), torch.randn(2, 3)), "scale": torch.randn(1, 3)}
+    save_case(out_dir, "tuple_input", torch.jit.script(TupleInput()), inputs, TupleInput)
+
+    inputs = {"x": torch.randn(2, 3), "y": torch.randn(2, 3)}
+    save_case(out_dir, "renamed", torch.jit.script(Renamed()), inputs, Renamed)
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(MANIFEST, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
