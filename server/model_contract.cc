@@ -44,6 +44,12 @@ void AddTensorProperties(const runtime::TensorSpec& spec, const std::string& kin
   properties[prefix + "alias"] = alias;
   if (!spec.path.empty()) properties[prefix + "path"] = spec.path;
   if (spec.optional) properties[prefix + "optional"] = "true";
+  if (!spec.list.empty()) {
+    // The spec stands for every element of a List[Tensor] argument.
+    properties[prefix + "list"] =
+        absl::StrCat(spec.list, ": List[Tensor], sent as ", spec.list, ".0, ", spec.list,
+                     ".1, ... (one or more, consecutive from 0)");
+  }
 }
 
 json TensorJson(const runtime::TensorSpec& spec, const std::string& alias) {
@@ -57,6 +63,7 @@ json TensorJson(const runtime::TensorSpec& spec, const std::string& alias) {
   t["alias"] = alias;
   t["path"] = spec.path;
   t["optional"] = spec.optional;
+  t["list"] = spec.list;  // a List[Tensor] argument's name: send <list>.0, <list>.1, ...
   return t;
 }
 

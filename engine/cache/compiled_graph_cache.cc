@@ -228,6 +228,7 @@ std::string CompiledGraphCache::PlanKey(const std::string& model_key,
                                         const runtime::CompileOptions& options) {
   return absl::StrCat("plan;model=", model_key, ";signature=", SignatureString(signature),
                       ";threads=", options.num_threads,
+                      options.graph_variant.empty() ? "" : ";variant=", options.graph_variant,
                       ";passes=", PassesText(),
                       ";engine=", EngineVersion());
 }

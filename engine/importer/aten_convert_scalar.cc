@@ -65,16 +65,19 @@ ConvertResult Binary(const TorchNode& node, ImportContext& ctx) {
 }
 
 constexpr char kAdd[] = "add", kSub[] = "sub", kMul[] = "mul", kTrueDiv[] = "truediv",
-               kFloorDiv[] = "floordiv", kMod[] = "mod", kPow[] = "pow", kMin[] = "min",
-               kMax[] = "max", kEq[] = "eq", kNe[] = "ne", kLt[] = "lt", kLe[] = "le",
-               kGt[] = "gt", kGe[] = "ge", kAnd[] = "and", kOr[] = "or", kXor[] = "xor";
+               kFloorDiv[] = "floordiv", kTruncDiv[] = "truncdiv", kMod[] = "mod",
+               kPow[] = "pow", kMin[] = "min", kMax[] = "max", kEq[] = "eq", kNe[] = "ne",
+               kLt[] = "lt", kLe[] = "le", kGt[] = "gt", kGe[] = "ge", kAnd[] = "and",
+               kOr[] = "or", kXor[] = "xor";
 
-// div(a, b, rounding_mode) on 0-dim tensors: "floor" is floordiv; "trunc" is
-// not a Python operator, so it stays with the tensor table.
+// div(a, b, rounding_mode) on 0-dim tensors: "floor" is floordiv, "trunc" is
+// truncdiv (no Python operator; traced sequence-first MultiheadAttention
+// computes head_dim = embed_dim // num_heads with it). Ints stay ints.
 ConvertResult ConvertDiv(const TorchNode& node, ImportContext& ctx) {
   if (node.inputs().size() == 3 && !ctx.IsNone(node, 2)) {
     ASSIGN_OR_RETURN(std::string mode, ctx.ConstString(node, 2));
     if (mode == "floor") return EmitBinary(kFloorDiv, node, ctx);
+    if (mode == "trunc") return EmitBinary(kTruncDiv, node, ctx);
     return ctx.Unimplemented(node, absl::StrCat("rounding_mode '", mode, "' on scalars"));
   }
   return EmitBinary(kTrueDiv, node, ctx);

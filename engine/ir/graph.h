@@ -210,6 +210,10 @@ class Graph {
   // outputs) to `to`.
   void ReplaceAllUses(ValueId from, ValueId to);
 
+  // Replaces the graph's input list (values made by AddInput, in the order
+  // a caller passes them); an input left out must have no uses.
+  void SetInputs(std::vector<ValueId> inputs) { inputs_ = std::move(inputs); }
+
   // Returns a copy without nodes whose outputs are unused (graph outputs are
   // used; Raise nodes, and control flow containing them, always are); value
   // ids are renumbered, names, kinds and types kept. With `remap`, sets

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -75,8 +76,9 @@ void ValidRange(int64_t size, int64_t out_size, int64_t stride, int64_t offset, 
 absl::Status PrepareConv(PrepareContext& ctx) {
   const ir::Node& node = ctx.node;
   RETURN_IF_ERROR(CheckInputCount(ctx, 2, 3));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
-  RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
+  const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  RETURN_IF_ERROR(CheckDType(ctx, 1, t));
   const Dims& x = ctx.inputs[0].dims;
   const Dims& w = ctx.inputs[1].dims;
   if (w.size() < 3 || w.size() > 5) {
@@ -151,7 +153,7 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   p->oh = (p->h + 2 * p->ph - span_h) / p->sh + 1;
   p->ow = (p->w + 2 * p->pw - span_w) / p->sw + 1;
   if (HasInput(ctx, 2)) {
-    RETURN_IF_ERROR(CheckDType(ctx, 2, DType::kF32));
+    RETURN_IF_ERROR(CheckDType(ctx, 2, t));
     const Dims& b = ctx.inputs[2].dims;
     if (b.size() != 1 || b[0] != p->o) {
       return InvalidArg(node, "expected bias [", p->o, "], got ", DimsToString(b));
@@ -171,8 +173,9 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     p->algo = ConvAlgo::kPointwise;
   } else if (flat && p->groups == p->c && p->o == p->c) {
     p->algo = ConvAlgo::kDepthwise;
-    p->dw3x3 = p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 && p->sh == p->sw &&
-               (p->sw == 1 || p->sw == 2);
+    // The register-blocked 3x3 path is FP32 only; FP64 goes tap by tap.
+    p->dw3x3 = t == DType::kF32 && p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 &&
+               p->sh == p->sw && (p->sw == 1 || p->sw == 2);
     if (p->dw3x3) {
       p->dw3x3_lo = std::max({p->ow_lo[0], p->ow_lo[1], p->ow_lo[2]});
       p->dw3x3_hi = std::max(p->dw3x3_lo, std::min({p->ow_hi[0], p->ow_hi[1], p->ow_hi[2]}));
@@ -182,13 +185,13 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     p->algo = ConvAlgo::kIm2col;
     ctx.workspace_bytes = static_cast<size_t>(p->cg * p->kd * p->kh * p->kw * p->od * p->oh *
                                               p->ow) *
-                          sizeof(float);
+                          DTypeSize(t);
   }
   Dims out(x.begin(), x.begin() + off);
   out.push_back(p->o);
   const Dims out_spatial = {p->od, p->oh, p->ow};
   out.insert(out.end(), out_spatial.begin() + lift, out_spatial.end());
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.outputs = {TensorInfo{t, out}};
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
@@ -209,14 +212,31 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, beta, c, n);
 }
 
+// The FP64 overload: the same cases with cblas_dgemv / cblas_dgemm.
+void Gemm(int64_t m, int64_t n, int64_t k, const double* a, const double* b, double beta,
+          double* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0.0) std::fill(c, c + m * n, 0.0);
+    return;
+  }
+  if (n == 1) {
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0, a, k, b, 1, beta, c, 1);
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, beta, c, n);
+}
+
 // Writes `bias[0..rows)` into each row of `out` ([rows, cols]).
-void FillBias(const float* bias, int64_t rows, int64_t cols, float* out) {
+template <typename T>
+void FillBias(const T* bias, int64_t rows, int64_t cols, T* out) {
   for (int64_t r = 0; r < rows; ++r) std::fill(out + r * cols, out + (r + 1) * cols, bias[r]);
 }
 
 // col[(c, a, i, j), (z, y, x)] = input[c, z * sd - pd + a * dd, y * sh - ph + i * dh,
 // x * sw - pw + j * dw], 0 in the padding.
-void Im2Col(const ConvPlan& p, const float* in, float* col, int num_threads) {
+template <typename T>
+void Im2Col(const ConvPlan& p, const T* in, T* col, int num_threads) {
   const int64_t taps = p.kd * p.kh * p.kw;
   const int64_t rows = p.cg * taps;
   const int64_t plane = p.oh * p.ow;
@@ -229,30 +249,30 @@ void Im2Col(const ConvPlan& p, const float* in, float* col, int num_threads) {
       const int64_t j = r % p.kw;
       const int64_t lo = p.ow_lo[j], hi = p.ow_hi[j];
       const int64_t shift = j * p.dw - p.pw;
-      float* dst = col + r * volume;
+      T* dst = col + r * volume;
       for (int64_t z = 0; z < p.od; ++z) {
         const int64_t iz = z * p.sd - p.pd + a * p.dd;
         if (iz < 0 || iz >= p.d) {
-          std::fill(dst, dst + plane, 0.0f);
+          std::fill(dst, dst + plane, T(0));
           dst += plane;
           continue;
         }
-        const float* src_plane = in + (c * p.d + iz) * p.h * p.w;
+        const T* src_plane = in + (c * p.d + iz) * p.h * p.w;
         for (int64_t y = 0; y < p.oh; ++y, dst += p.ow) {
           const int64_t iy = y * p.sh - p.ph + i * p.dh;
           if (iy < 0 || iy >= p.h) {
-            std::fill(dst, dst + p.ow, 0.0f);
+            std::fill(dst, dst + p.ow, T(0));
             continue;
           }
-          std::fill(dst, dst + lo, 0.0f);
-          std::fill(dst + hi, dst + p.ow, 0.0f);
+          std::fill(dst, dst + lo, T(0));
+          std::fill(dst + hi, dst + p.ow, T(0));
           if (hi == lo) continue;
           // First valid input column, then every sw-th one.
-          const float* src = src_plane + iy * p.w + lo * p.sw + shift;
-          float* d = dst + lo;
+          const T* src = src_plane + iy * p.w + lo * p.sw + shift;
+          T* d = dst + lo;
           const int64_t len = hi - lo;
           if (p.sw == 1) {
-            std::memcpy(d, src, len * sizeof(float));
+            std::memcpy(d, src, len * sizeof(T));
           } else {
             for (int64_t t = 0; t < len; ++t) d[t] = src[t * p.sw];
           }
@@ -316,20 +336,21 @@ void Depthwise3x3Plane(const ConvPlan& p, const float* in, const float* wc, floa
 
 // One depthwise output plane, any kernel: out = bias + sum over taps of w *
 // shifted input, accumulated tap by tap over each output row.
-void DepthwisePlane(const ConvPlan& p, const float* in, const float* wc, float bias, float* out) {
+template <typename T>
+void DepthwisePlane(const ConvPlan& p, const T* in, const T* wc, T bias, T* out) {
   for (int64_t y = 0; y < p.oh; ++y) {
-    float* dst = out + y * p.ow;
+    T* dst = out + y * p.ow;
     std::fill(dst, dst + p.ow, bias);
     for (int64_t i = 0; i < p.kh; ++i) {
       const int64_t iy = y * p.sh - p.ph + i * p.dh;
       if (iy < 0 || iy >= p.h) continue;
-      const float* row = in + iy * p.w;
+      const T* row = in + iy * p.w;
       for (int64_t j = 0; j < p.kw; ++j) {
         const int64_t lo = p.ow_lo[j], hi = p.ow_hi[j];
         if (hi == lo) continue;
-        const float wv = wc[i * p.kw + j];
-        const float* src = row + lo * p.sw + j * p.dw - p.pw;  // input of output column lo
-        float* d = dst + lo;
+        const T wv = wc[i * p.kw + j];
+        const T* src = row + lo * p.sw + j * p.dw - p.pw;  // input of output column lo
+        T* d = dst + lo;
         const int64_t len = hi - lo;
         if (p.sw == 1) {
           for (int64_t t = 0; t < len; ++t) d[t] += wv * src[t];
@@ -343,45 +364,50 @@ void DepthwisePlane(const ConvPlan& p, const float* in, const float* wc, float b
   }
 }
 
+// T is float or double (one table row each): the same plan, im2col and GEMM
+// (cblas_sgemm or cblas_dgemm), so FP64 accumulates in double throughout.
+template <typename T>
 absl::Status EvalConv(EvalContext& ctx) {
   const ConvPlan& p = StateAs<ConvPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  const float* w = ctx.inputs[1]->data<float>();
-  const float* bias =
-      ctx.inputs.size() > 2 && ctx.inputs[2] != nullptr ? ctx.inputs[2]->data<float>() : nullptr;
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  const T* w = ctx.inputs[1]->data<T>();
+  const T* bias =
+      ctx.inputs.size() > 2 && ctx.inputs[2] != nullptr ? ctx.inputs[2]->data<T>() : nullptr;
+  T* y = ctx.outputs[0]->data<T>();
   // Depthwise runs only with a single depth slice, where these are the planes.
   const int64_t in_plane = p.d * p.h * p.w;
   const int64_t out_plane = p.od * p.oh * p.ow;
-  const float beta = p.has_bias ? 1.0f : 0.0f;
+  const T beta = p.has_bias ? T(1) : T(0);
 
   if (p.algo == ConvAlgo::kDepthwise) {
     const int64_t planes = p.n * p.c;
-    float* zeros = static_cast<float*>(ctx.workspace);
-    if (p.dw3x3) std::fill(zeros, zeros + p.w, 0.0f);
+    T* zeros = static_cast<T*>(ctx.workspace);
+    if (p.dw3x3) std::fill(zeros, zeros + p.w, T(0));
     ParallelFor(planes, ctx.num_threads, planes * out_plane * p.kh * p.kw,
                 [&](int64_t begin, int64_t end) {
                   for (int64_t q = begin; q < end; ++q) {
                     const int64_t c = q % p.c;
-                    const float* wc = w + c * p.kh * p.kw;
-                    const float b = p.has_bias ? bias[c] : 0.0f;
-                    if (p.dw3x3) {
-                      Depthwise3x3Plane(p, x + q * in_plane, wc, b, zeros, y + q * out_plane);
-                    } else {
-                      DepthwisePlane(p, x + q * in_plane, wc, b, y + q * out_plane);
+                    const T* wc = w + c * p.kh * p.kw;
+                    const T b = p.has_bias ? bias[c] : T(0);
+                    if constexpr (std::is_same_v<T, float>) {
+                      if (p.dw3x3) {  // set in Prepare for FP32 only
+                        Depthwise3x3Plane(p, x + q * in_plane, wc, b, zeros, y + q * out_plane);
+                        continue;
+                      }
                     }
+                    DepthwisePlane(p, x + q * in_plane, wc, b, y + q * out_plane);
                   }
                 });
     return absl::OkStatus();
   }
 
-  float* col = static_cast<float*>(ctx.workspace);
+  T* col = static_cast<T*>(ctx.workspace);
   const int64_t k = p.cg * p.kd * p.kh * p.kw;
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {
-      const float* xg = x + (n * p.c + g * p.cg) * in_plane;
-      const float* wg = w + g * p.og * k;
-      float* yg = y + (n * p.o + g * p.og) * out_plane;
+      const T* xg = x + (n * p.c + g * p.cg) * in_plane;
+      const T* wg = w + g * p.og * k;
+      T* yg = y + (n * p.o + g * p.og) * out_plane;
       if (p.has_bias) FillBias(bias + g * p.og, p.og, out_plane, yg);
       if (p.algo == ConvAlgo::kPointwise) {
         Gemm(p.og, out_plane, p.cg, wg, xg, beta, yg);
@@ -556,7 +582,8 @@ absl::Status EvalConvTranspose(EvalContext& ctx) {
 
 absl::Span<const KernelDef> ConvKernels() {
   static const KernelDef kKernels[] = {
-      {ir::OpKind::kConv, DType::kF32, PrepareConv, EvalConv},
+      {ir::OpKind::kConv, DType::kF32, PrepareConv, EvalConv<float>},
+      {ir::OpKind::kConv, DType::kF64, PrepareConv, EvalConv<double>},
       {ir::OpKind::kConvTranspose, DType::kF32, PrepareConvTranspose, EvalConvTranspose},
   };
   return kKernels;

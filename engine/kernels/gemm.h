@@ -1,12 +1,29 @@
-// Single-precision GEMM for the kernel families other than matmul.cc and
-// conv.cc (attention, recurrent, einsum), so that the cblas calls and their
-// edge cases stay in one place (private to engine/kernels/). Never call it
+// BLAS for the kernels (private to engine/kernels/): the routines of each
+// element type for kernels templated on it, and a single-precision GEMM for the
+// families other than matmul.cc and conv.cc (attention, recurrent, einsum), so
+// that the cblas calls and their edge cases stay in one place. Never call it
 // inside an OpenMP region: OpenBLAS runs its own thread pool.
 #pragma once
+
+#include <cblas.h>
 
 #include <cstdint>
 
 namespace kiln::kernels {
+
+// The BLAS routines of one element type, for kernels templated on it.
+template <typename T>
+struct Blas;
+template <>
+struct Blas<float> {
+  static constexpr auto gemm = cblas_sgemm;
+  static constexpr auto gemv = cblas_sgemv;
+};
+template <>
+struct Blas<double> {
+  static constexpr auto gemm = cblas_dgemm;
+  static constexpr auto gemv = cblas_dgemv;
+};
 
 // C[M, N] = alpha * op(A) * op(B) + beta * C, row-major; op(A) is A ([M, K],
 // leading dim lda) or, with trans_a, the transpose of A stored [K, M]; the

@@ -42,55 +42,32 @@ namespace {
 
 // C[M, N] = A[M, K] * op(B) + beta * C, all row-major and dense. op(B) is B
 // ([K, N]) or, with `b_transposed`, the transpose of B stored as [N, K].
-void Gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool b_transposed,
-          float beta, float* c) {
+// float and double alike: PyTorch's CPU float64 matmul is also a BLAS dgemm,
+// so results agree to rounding.
+template <typename T>
+void Gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, bool b_transposed, T beta, T* c) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     // OpenBLAS rejects lda = 0; the product is empty, so C = beta * C.
-    if (beta == 0.0f) std::fill(c, c + m * n, 0.0f);
+    if (beta == T(0)) std::fill(c, c + m * n, T(0));
     return;
   }
   if (m == 1) {
     // c[N] = op(B)^T a: with B stored [K, N] that is B^T a, with B stored [N, K] it is B a.
     if (b_transposed) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, k, a, 1, beta, c, 1);
+      Blas<T>::gemv(CblasRowMajor, CblasNoTrans, n, k, T(1), b, k, a, 1, beta, c, 1);
     } else {
-      cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b, n, a, 1, beta, c, 1);
+      Blas<T>::gemv(CblasRowMajor, CblasTrans, k, n, T(1), b, n, a, 1, beta, c, 1);
     }
     return;
   }
   if (n == 1) {
     // c[M] = A b, where b is the single column of op(B): contiguous either way.
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0f, a, k, b, 1, beta, c, 1);
+    Blas<T>::gemv(CblasRowMajor, CblasNoTrans, m, k, T(1), a, k, b, 1, beta, c, 1);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-              a, k, b, b_transposed ? k : n, beta, c, n);
-}
-
-// The same for float64 (cblas_dgemv/dgemm): PyTorch's CPU float64 matmul is
-// also a BLAS dgemm, so results agree to rounding.
-void Gemm(int64_t m, int64_t n, int64_t k, const double* a, const double* b, bool b_transposed,
-          double beta, double* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (beta == 0.0) std::fill(c, c + m * n, 0.0);
-    return;
-  }
-  if (m == 1) {
-    if (b_transposed) {
-      cblas_dgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0, b, k, a, 1, beta, c, 1);
-    } else {
-      cblas_dgemv(CblasRowMajor, CblasTrans, k, n, 1.0, b, n, a, 1, beta, c, 1);
-    }
-    return;
-  }
-  if (n == 1) {
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0, a, k, b, 1, beta, c, 1);
-    return;
-  }
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0,
-              a, k, b, b_transposed ? k : n, beta, c, n);
+  Blas<T>::gemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, m, n, k, T(1),
+                a, k, b, b_transposed ? k : n, beta, c, n);
 }
 
 // FP32 or FP64 (the dtype of input 0, which every operand must share).

@@ -19,7 +19,8 @@
 //   Adaptive pools: window [floor(i*In/Out), ceil((i+1)*In/Out)) per dim,
 //     bounds precomputed in Prepare; a 1x1 average is a plain plane mean.
 //     AdaptiveMaxPool returns values and flat argmax indices.
-// All run in parallel over planes.
+// All run in parallel over planes, in the input's dtype (FP32 or FP64: one
+// template instance and table row each).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -63,7 +64,8 @@ int64_t PoolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64
 // Reads the input as [planes, D, H, W] for `spatial` (1..3) spatial dims.
 absl::Status PrepareInput(PrepareContext& ctx, PoolPlan* p, size_t spatial) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  // FP32, or FP64 (its own table rows); the output has the input's dtype.
+  if (ctx.inputs[0].dtype != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
   const Dims& x = ctx.inputs[0].dims;
   if (x.size() != spatial + 2 && x.size() != spatial + 1) {
     return InvalidArg(ctx.node, "expected ", spatial + 2, "-D input, got ", DimsToString(x));
@@ -83,7 +85,7 @@ void SetOutputs(PrepareContext& ctx, std::shared_ptr<PoolPlan> p, size_t spatial
   Dims out = ctx.inputs[0].dims;
   const int64_t sizes[3] = {p->od, p->oh, p->ow};
   for (size_t i = 0; i < spatial; ++i) out[out.size() - spatial + i] = sizes[3 - spatial + i];
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, out}};
   if (with_indices) ctx.outputs.push_back(TensorInfo{DType::kInt64, out});
   ctx.state = std::move(p);
 }
@@ -169,21 +171,23 @@ absl::Status PrepareMaxPoolWithIndices(PrepareContext& ctx) {
 }
 
 // max that lets NaN through, as PyTorch's max pooling does.
-inline float MaxNan(float acc, float v) { return (v > acc || v != v) ? v : acc; }
+template <typename T>
+inline T MaxNan(T acc, T v) { return (v > acc || v != v) ? v : acc; }
 
 // Accumulates the 2-D max pool of input plane `in` into output plane `out`.
-void MaxPoolPlane(const PoolPlan& p, const float* in, float* out) {
+template <typename T>
+void MaxPoolPlane(const PoolPlan& p, const T* in, T* out) {
   for (int64_t y = 0; y < p.oh; ++y) {
-    float* dst = out + y * p.ow;
+    T* dst = out + y * p.ow;
     for (int64_t i = 0; i < p.kh; ++i) {
       const int64_t iy = y * p.sh - p.ph + i * p.dh;
       if (iy < 0 || iy >= p.h) continue;
-      const float* row = in + iy * p.w;
+      const T* row = in + iy * p.w;
       for (int64_t j = 0; j < p.kw; ++j) {
         const int64_t lo = p.ow_lo[j], hi = p.ow_hi[j];
         if (hi == lo) continue;
-        const float* src = row + lo * p.sw + j * p.dw - p.pw;
-        float* d = dst + lo;
+        const T* src = row + lo * p.sw + j * p.dw - p.pw;
+        T* d = dst + lo;
         const int64_t len = hi - lo;
         if (p.sw == 1) {
           for (int64_t t = 0; t < len; ++t) d[t] = MaxNan(d[t], src[t]);
@@ -195,18 +199,19 @@ void MaxPoolPlane(const PoolPlan& p, const float* in, float* out) {
   }
 }
 
+template <typename T>
 absl::Status EvalMaxPool(EvalContext& ctx) {
   const PoolPlan& p = StateAs<PoolPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
   const int64_t in_plane = p.h * p.w, out_plane = p.oh * p.ow;
   const int64_t in_volume = p.d * in_plane, out_volume = p.od * out_plane;
   ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * p.kd * p.kh * p.kw,
               [&](int64_t begin, int64_t end) {
                 for (int64_t q = begin; q < end; ++q) {
                   for (int64_t z = 0; z < p.od; ++z) {
-                    float* dst = y + q * out_volume + z * out_plane;
-                    std::fill(dst, dst + out_plane, -std::numeric_limits<float>::infinity());
+                    T* dst = y + q * out_volume + z * out_plane;
+                    std::fill(dst, dst + out_plane, -std::numeric_limits<T>::infinity());
                     for (int64_t a = 0; a < p.kd; ++a) {
                       const int64_t iz = z * p.sd - p.pd + a * p.dd;
                       if (iz < 0 || iz >= p.d) continue;
@@ -220,21 +225,22 @@ absl::Status EvalMaxPool(EvalContext& ctx) {
 
 // Values and flat spatial indices, one window at a time (PyTorch's rule: a
 // larger value or a NaN takes over).
+template <typename T>
 absl::Status EvalMaxPoolWithIndices(EvalContext& ctx) {
   const PoolPlan& p = StateAs<PoolPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
   int64_t* idx = ctx.outputs[1]->data<int64_t>();
   const int64_t in_volume = p.d * p.h * p.w, out_volume = p.od * p.oh * p.ow;
   ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * p.kd * p.kh * p.kw,
               [&](int64_t begin, int64_t end) {
                 for (int64_t q = begin; q < end; ++q) {
-                  const float* in = x + q * in_volume;
+                  const T* in = x + q * in_volume;
                   int64_t o = q * out_volume;
                   for (int64_t z = 0; z < p.od; ++z) {
                     for (int64_t yy = 0; yy < p.oh; ++yy) {
                       for (int64_t xx = 0; xx < p.ow; ++xx, ++o) {
-                        float best = -std::numeric_limits<float>::infinity();
+                        T best = -std::numeric_limits<T>::infinity();
                         int64_t at = -1;
                         for (int64_t a = 0; a < p.kd; ++a) {
                           const int64_t iz = z * p.sd - p.pd + a * p.dd;
@@ -291,22 +297,23 @@ inline Window ClipWindow(int64_t o, int64_t stride, int64_t pad, int64_t k, int6
   return {std::max<int64_t>(lo, 0), std::min(hi, n), padded};
 }
 
-void AvgPoolVolume(const PoolPlan& p, const float* in, float* out) {
+template <typename T>
+void AvgPoolVolume(const PoolPlan& p, const T* in, T* out) {
   for (int64_t z = 0; z < p.od; ++z) {
     const Window wz = ClipWindow(z, p.sd, p.pd, p.kd, p.d);
     for (int64_t y = 0; y < p.oh; ++y) {
       const Window wy = ClipWindow(y, p.sh, p.ph, p.kh, p.h);
       for (int64_t x = 0; x < p.ow; ++x) {
         const Window wx = ClipWindow(x, p.sw, p.pw, p.kw, p.w);
-        float* dst = out + (z * p.oh + y) * p.ow + x;
+        T* dst = out + (z * p.oh + y) * p.ow + x;
         if (wz.lo >= wz.hi || wy.lo >= wy.hi || wx.lo >= wx.hi) {
-          *dst = 0.0f;  // the window lies entirely in the padding
+          *dst = T(0);  // the window lies entirely in the padding
           continue;
         }
-        float sum = 0.0f;
+        T sum = T(0);
         for (int64_t iz = wz.lo; iz < wz.hi; ++iz) {
           for (int64_t iy = wy.lo; iy < wy.hi; ++iy) {
-            const float* row = in + (iz * p.h + iy) * p.w;
+            const T* row = in + (iz * p.h + iy) * p.w;
             for (int64_t ix = wx.lo; ix < wx.hi; ++ix) sum += row[ix];
           }
         }
@@ -314,16 +321,17 @@ void AvgPoolVolume(const PoolPlan& p, const float* in, float* out) {
             p.divisor_override != 0 ? p.divisor_override
             : p.count_include_pad   ? wz.padded * wy.padded * wx.padded
                                     : (wz.hi - wz.lo) * (wy.hi - wy.lo) * (wx.hi - wx.lo);
-        *dst = sum / static_cast<float>(divisor);
+        *dst = sum / static_cast<T>(divisor);
       }
     }
   }
 }
 
+template <typename T>
 absl::Status EvalAvgPool(EvalContext& ctx) {
   const PoolPlan& p = StateAs<PoolPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
   const int64_t in_volume = p.d * p.h * p.w, out_volume = p.od * p.oh * p.ow;
   ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * p.kd * p.kh * p.kw,
               [&](int64_t begin, int64_t end) {
@@ -377,37 +385,46 @@ absl::Status PrepareAdaptive(PrepareContext& ctx, bool with_indices) {
 absl::Status PrepareAdaptiveAvgPool(PrepareContext& ctx) { return PrepareAdaptive(ctx, false); }
 absl::Status PrepareAdaptiveMaxPool(PrepareContext& ctx) { return PrepareAdaptive(ctx, true); }
 
+// A plane's sum in double: AccurateSum for float, a plain double sum for FP64.
+inline double PlaneSum(const float* x, int64_t n) { return AccurateSum(x, n); }
+inline double PlaneSum(const double* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+template <typename T>
 absl::Status EvalAdaptiveAvgPool(EvalContext& ctx) {
   const PoolPlan& p = StateAs<PoolPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
   const int64_t in_volume = p.d * p.h * p.w, out_volume = p.od * p.oh * p.ow;
   if (out_volume == 1) {
     // Global average pooling (resnet, mobilenet heads): one mean per plane.
     ParallelFor(p.planes, ctx.num_threads, p.planes * in_volume, [&](int64_t begin, int64_t end) {
       for (int64_t q = begin; q < end; ++q) {
-        y[q] = static_cast<float>(AccurateSum(x + q * in_volume, in_volume) / in_volume);
+        y[q] = static_cast<T>(PlaneSum(x + q * in_volume, in_volume) / in_volume);
       }
     });
     return absl::OkStatus();
   }
   ParallelFor(p.planes, ctx.num_threads, p.planes * in_volume, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
-      const float* src = x + q * in_volume;
-      float* dst = y + q * out_volume;
+      const T* src = x + q * in_volume;
+      T* dst = y + q * out_volume;
       for (int64_t a = 0; a < p.od; ++a) {
         for (int64_t i = 0; i < p.oh; ++i) {
           for (int64_t j = 0; j < p.ow; ++j) {
-            float sum = 0.0f;
+            T sum = T(0);
             for (int64_t iz = p.d_start[a]; iz < p.d_end[a]; ++iz) {
               for (int64_t iy = p.h_start[i]; iy < p.h_end[i]; ++iy) {
-                const float* row = src + (iz * p.h + iy) * p.w;
+                const T* row = src + (iz * p.h + iy) * p.w;
                 for (int64_t ix = p.w_start[j]; ix < p.w_end[j]; ++ix) sum += row[ix];
               }
             }
             const int64_t count = (p.d_end[a] - p.d_start[a]) * (p.h_end[i] - p.h_start[i]) *
                                   (p.w_end[j] - p.w_start[j]);
-            dst[(a * p.oh + i) * p.ow + j] = sum / static_cast<float>(count);
+            dst[(a * p.oh + i) * p.ow + j] = sum / static_cast<T>(count);
           }
         }
       }
@@ -416,19 +433,20 @@ absl::Status EvalAdaptiveAvgPool(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+template <typename T>
 absl::Status EvalAdaptiveMaxPool(EvalContext& ctx) {
   const PoolPlan& p = StateAs<PoolPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
   int64_t* idx = ctx.outputs[1]->data<int64_t>();
   const int64_t in_volume = p.d * p.h * p.w, out_volume = p.od * p.oh * p.ow;
   ParallelFor(p.planes, ctx.num_threads, p.planes * in_volume, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
-      const float* src = x + q * in_volume;
+      const T* src = x + q * in_volume;
       for (int64_t a = 0; a < p.od; ++a) {
         for (int64_t i = 0; i < p.oh; ++i) {
           for (int64_t j = 0; j < p.ow; ++j) {
-            float best = -std::numeric_limits<float>::infinity();
+            T best = -std::numeric_limits<T>::infinity();
             int64_t at = -1;
             for (int64_t iz = p.d_start[a]; iz < p.d_end[a]; ++iz) {
               for (int64_t iy = p.h_start[i]; iy < p.h_end[i]; ++iy) {
@@ -456,12 +474,22 @@ absl::Status EvalAdaptiveMaxPool(EvalContext& ctx) {
 
 absl::Span<const KernelDef> PoolKernels() {
   static const KernelDef kKernels[] = {
-      {ir::OpKind::kMaxPool, DType::kF32, PrepareMaxPool, EvalMaxPool},
+      {ir::OpKind::kMaxPool, DType::kF32, PrepareMaxPool, EvalMaxPool<float>},
+      {ir::OpKind::kMaxPool, DType::kF64, PrepareMaxPool, EvalMaxPool<double>},
       {ir::OpKind::kMaxPoolWithIndices, DType::kF32, PrepareMaxPoolWithIndices,
-       EvalMaxPoolWithIndices},
-      {ir::OpKind::kAvgPool, DType::kF32, PrepareAvgPool, EvalAvgPool},
-      {ir::OpKind::kAdaptiveAvgPool, DType::kF32, PrepareAdaptiveAvgPool, EvalAdaptiveAvgPool},
-      {ir::OpKind::kAdaptiveMaxPool, DType::kF32, PrepareAdaptiveMaxPool, EvalAdaptiveMaxPool},
+       EvalMaxPoolWithIndices<float>},
+      {ir::OpKind::kMaxPoolWithIndices, DType::kF64, PrepareMaxPoolWithIndices,
+       EvalMaxPoolWithIndices<double>},
+      {ir::OpKind::kAvgPool, DType::kF32, PrepareAvgPool, EvalAvgPool<float>},
+      {ir::OpKind::kAvgPool, DType::kF64, PrepareAvgPool, EvalAvgPool<double>},
+      {ir::OpKind::kAdaptiveAvgPool, DType::kF32, PrepareAdaptiveAvgPool,
+       EvalAdaptiveAvgPool<float>},
+      {ir::OpKind::kAdaptiveAvgPool, DType::kF64, PrepareAdaptiveAvgPool,
+       EvalAdaptiveAvgPool<double>},
+      {ir::OpKind::kAdaptiveMaxPool, DType::kF32, PrepareAdaptiveMaxPool,
+       EvalAdaptiveMaxPool<float>},
+      {ir::OpKind::kAdaptiveMaxPool, DType::kF64, PrepareAdaptiveMaxPool,
+       EvalAdaptiveMaxPool<double>},
   };
   return kKernels;
 }

@@ -175,7 +175,7 @@ absl::Status PrepareNumel(PrepareContext& ctx) {
 // ------------------------------------------------------------- arithmetic
 
 enum class BinOp {
-  kAdd, kSub, kMul, kTrueDiv, kFloorDiv, kMod, kPow, kMin, kMax,
+  kAdd, kSub, kMul, kTrueDiv, kFloorDiv, kTruncDiv, kMod, kPow, kMin, kMax,
   kEq, kNe, kLt, kLe, kGt, kGe, kAnd, kOr, kXor,
 };
 
@@ -187,6 +187,7 @@ struct BinOpInfo {
 constexpr BinOpInfo kBinOps[] = {
     {"add", BinOp::kAdd},  {"sub", BinOp::kSub},           {"mul", BinOp::kMul},
     {"truediv", BinOp::kTrueDiv}, {"floordiv", BinOp::kFloorDiv}, {"mod", BinOp::kMod},
+    {"truncdiv", BinOp::kTruncDiv},  // torch.div(rounding_mode="trunc"): no Python operator
     {"pow", BinOp::kPow},  {"min", BinOp::kMin},           {"max", BinOp::kMax},
     {"eq", BinOp::kEq},    {"ne", BinOp::kNe},             {"lt", BinOp::kLt},
     {"le", BinOp::kLe},    {"gt", BinOp::kGt},             {"ge", BinOp::kGe},
@@ -262,7 +263,8 @@ double PyFMod(double a, double b) {
 absl::Status EvalScalarBinary(EvalContext& ctx) {
   const BinaryPlan& p = StateAs<BinaryPlan>(ctx);
   Tensor& out = *ctx.outputs[0];
-  const bool divides = p.op == BinOp::kTrueDiv || p.op == BinOp::kFloorDiv || p.op == BinOp::kMod;
+  const bool divides = p.op == BinOp::kTrueDiv || p.op == BinOp::kFloorDiv ||
+                       p.op == BinOp::kTruncDiv || p.op == BinOp::kMod;
   if (p.int_math) {
     const int64_t a = ElementAsInt(*ctx.inputs[0], 0);
     const int64_t b = ElementAsInt(*ctx.inputs[1], 0);
@@ -276,6 +278,7 @@ absl::Status EvalScalarBinary(EvalContext& ctx) {
       case BinOp::kMul: ir = a * b; break;
       case BinOp::kTrueDiv: r = static_cast<double>(a) / static_cast<double>(b); is_int = false; break;
       case BinOp::kFloorDiv: ir = FloorDiv(a, b); break;
+      case BinOp::kTruncDiv: ir = a / b; break;  // C++ int division rounds toward zero
       case BinOp::kMod: ir = PyMod(a, b); break;
       case BinOp::kPow: r = std::pow(static_cast<double>(a), static_cast<double>(b)); is_int = false; break;
       case BinOp::kMin: ir = std::min(a, b); break;
@@ -309,6 +312,9 @@ absl::Status EvalScalarBinary(EvalContext& ctx) {
     case BinOp::kMul: r = a * b; break;
     case BinOp::kTrueDiv: r = a / b; break;
     case BinOp::kFloorDiv: r = std::floor(a / b); break;
+    // Only torch.div makes truncdiv, and float tensors divide by zero to
+    // inf/nan there instead of raising, so no zero check above.
+    case BinOp::kTruncDiv: r = std::trunc(a / b); break;
     case BinOp::kMod: r = PyFMod(a, b); break;
     case BinOp::kPow: r = std::pow(a, b); break;
     case BinOp::kMin: r = std::min(a, b); break;

@@ -28,6 +28,9 @@ struct CompileOptions {
   // False when `graph` already went through the pass pipeline (a compiled plan
   // read back from the cache): only Prepare and planning run.
   bool run_passes = true;
+  // Which of a model's graphs this is, for cache keys only: a model with
+  // List[Tensor] inputs compiles one graph per list lengths ("lists=2,0").
+  std::string graph_variant;
 };
 
 // A graph input or output at run time: a tensor (scalars are 0-dim tensors,

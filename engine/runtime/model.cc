@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -83,7 +84,7 @@ std::optional<std::vector<kernels::TensorInfo>> ProbeSignature(
     const std::vector<TensorSpec>& inputs, int64_t size, DType open_dtype) {
   std::vector<kernels::TensorInfo> sig;
   for (const TensorSpec& in : inputs) {
-    if (!in.dims || in.optional) return std::nullopt;
+    if (!in.dims || in.optional || !in.list.empty()) return std::nullopt;
     Dims dims = *in.dims;
     for (int64_t& d : dims) {
       if (d < 0) d = size;
@@ -136,6 +137,62 @@ std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<T
   return outs;
 }
 
+// The k of "<list>.<k>" (digits only, no leading zero unless 0), if `name` is one.
+std::optional<size_t> ListElement(absl::string_view name, const std::string& list) {
+  if (list.empty() || !absl::StartsWith(name, list) || name.size() <= list.size() + 1 ||
+      name[list.size()] != '.') {
+    return std::nullopt;
+  }
+  size_t k = 0;
+  absl::string_view digits = name.substr(list.size() + 1);
+  if (!absl::SimpleAtoi(digits, &k) || absl::StrCat(k) != digits) return std::nullopt;
+  return k;
+}
+
+// A List[Tensor] input has no length until a request gives one; the graph a
+// request runs replaces each list input with `lengths[i]` tensor inputs
+// "<name>.<k>" that a ListConstruct at the top of the main block gathers, so
+// the rest of the graph (cat over the list, a loop over it) is unchanged and
+// the executable is compiled like any other.
+absl::StatusOr<ir::Graph> ExpandListInputs(const ir::Graph& graph,
+                                           const std::vector<size_t>& lengths) {
+  ir::Graph g = graph;
+  g.SetInsertionBlock(ir::kMainBlock);
+  std::vector<ir::ValueId> inputs;
+  std::vector<ir::NodeId> constructs;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const ir::ValueId in = graph.inputs()[i];
+    if (graph.value(in).kind != ir::ValueKind::kTensorList) {
+      inputs.push_back(in);
+      continue;
+    }
+    const std::string name = graph.value(in).name;
+    std::vector<ir::ValueId> elements;
+    for (size_t k = 0; k < lengths[i]; ++k) {
+      elements.push_back(g.AddInput(absl::StrCat(name, ".", k), ir::TensorType{}));
+    }
+    const ir::NodeId node = g.AddNode(ir::OpKind::kListConstruct, elements, {}, "", {name});
+    const ir::ValueId list = g.node(node).outputs[0];
+    g.mutable_value(list).kind = ir::ValueKind::kTensorList;
+    g.ReplaceAllUses(in, list);
+    inputs.insert(inputs.end(), elements.begin(), elements.end());
+    constructs.push_back(node);
+  }
+  g.SetInputs(std::move(inputs));
+  // AddNode appended the constructs; their lists are used from the start.
+  std::vector<ir::NodeId>& nodes = g.mutable_block(ir::kMainBlock).nodes;
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                             [&](ir::NodeId n) {
+                               return std::find(constructs.begin(), constructs.end(), n) !=
+                                      constructs.end();
+                             }),
+              nodes.end());
+  nodes.insert(nodes.begin(), constructs.begin(), constructs.end());
+  ir::Graph out = g.Compacted();
+  RETURN_IF_ERROR(ir::VerifyGraph(out));
+  return out;
+}
+
 }  // namespace
 
 std::string InputAlias(size_t position) { return absl::StrCat("INPUT__", position); }
@@ -183,6 +240,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
       spec.dtype = ir::ScalarKindDType(value.kind);
       spec.dtype_source = "argument";
       spec.dims = Dims{1};
+    } else if (value.kind == ir::ValueKind::kTensorList && !value.optional) {
+      // A List[Tensor] argument: the spec is its elements', named "xs.0".
+      spec.list = spec.name;
+      spec.name = absl::StrCat(spec.list, ".0");
+      spec.path = absl::StrCat(spec.path, "[0]");
     } else if (value.kind != ir::ValueKind::kTensor) {
       return absl::UnimplementedError(absl::StrCat("input '", value.name, "' is a ",
                                                    ir::ValueKindName(value.kind),
@@ -233,10 +295,33 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
 
 absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutable(
     const std::vector<kernels::TensorInfo>& signature) const {
-  if (options_.executables != nullptr) {
-    return options_.executables->Get(graph_, signature, options_.compile);
+  return GetExecutableOf(graph_, "", signature);
+}
+
+absl::StatusOr<std::shared_ptr<const ir::Graph>> Model::GraphForLengths(
+    const std::vector<size_t>& lengths) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = list_graphs_.find(lengths);
+    if (it != list_graphs_.end()) return it->second;
   }
-  const std::string key = SignatureKey(signature);
+  ASSIGN_OR_RETURN(ir::Graph expanded, ExpandListInputs(graph_, lengths));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] =
+      list_graphs_.emplace(lengths, std::make_shared<const ir::Graph>(std::move(expanded)));
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutableOf(
+    const ir::Graph& graph, const std::string& prefix,
+    const std::vector<kernels::TensorInfo>& signature) const {
+  if (options_.executables != nullptr) {
+    if (prefix.empty()) return options_.executables->Get(graph, signature, options_.compile);
+    CompileOptions options = options_.compile;
+    options.graph_variant = prefix;
+    return options_.executables->Get(graph, signature, options);
+  }
+  const std::string key = prefix + SignatureKey(signature);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = executables_.find(key);
@@ -244,7 +329,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutable(
   }
   // Compile outside the lock; if two requests race, the first one stored wins.
   ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
-                   Executable::Compile(graph_, signature, options_.compile));
+                   Executable::Compile(graph, signature, options_.compile));
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = executables_.emplace(key, std::shared_ptr<const Executable>(std::move(exe)));
   return it->second;
@@ -258,10 +343,19 @@ size_t Model::num_compiled() const {
 absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     const std::vector<NamedTensor>& inputs, const std::vector<std::string>& requested) const {
   std::vector<const Tensor*> bound(inputs_.size(), nullptr);
+  // Of list inputs, by index: a map, since a request may name any index.
+  std::vector<std::map<size_t, const Tensor*>> elements(inputs_.size());
   std::deque<Tensor> scalars;  // scalar inputs reshaped to 0-dim
   for (const NamedTensor& in : inputs) {
     size_t idx = 0;
+    size_t element = 0;  // of a list input
     while (idx < inputs_.size() && inputs_[idx].name != in.name) ++idx;
+    for (size_t j = 0; idx == inputs_.size() && j < inputs_.size(); ++j) {
+      if (std::optional<size_t> k = ListElement(in.name, inputs_[j].list)) {
+        idx = j;
+        element = *k;
+      }
+    }
     if (idx == inputs_.size()) {
       // Triton's positional name, unless a real input is called that.
       std::optional<size_t> alias = AliasPosition(in.name, "INPUT__");
@@ -273,6 +367,10 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
       return absl::InvalidArgumentError(absl::StrCat("unknown input '", in.name,
                                                      "'; the model's inputs are: ",
                                                      absl::StrJoin(names, ", ")));
+    }
+    if (elements[idx].count(element) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", in.name,
+                                                     "' given twice; expected each input once"));
     }
     if (bound[idx] != nullptr) {
       return absl::InvalidArgumentError(
@@ -308,9 +406,24 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
                                                        DimsToString(t.dims())));
       }
     }
+    if (!spec.list.empty()) {
+      elements[idx][element] = &t;
+      continue;
+    }
     bound[idx] = &t;
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
+    const std::string& list = inputs_[i].list;
+    size_t k = 0;  // the map is ordered: a gap is the first key that is not k
+    for (const auto& [index, tensor] : elements[i]) {
+      if (index != k) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "missing input '", list, ".", k, "': list argument '", list, "' is sent as ", list,
+            ".0 ... ", list, ".", elements[i].rbegin()->first, ", consecutive from 0"));
+      }
+      ++k;
+    }
+    if (!list.empty() && !elements[i].empty()) continue;
     if (bound[i] == nullptr && !inputs_[i].optional) {
       return absl::InvalidArgumentError(absl::StrCat("missing input '", inputs_[i].name,
                                                      "' (", SpecString(inputs_[i]), ")"));
@@ -346,7 +459,20 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
 
   std::vector<kernels::TensorInfo> signature;
   std::vector<RunValue> args;
-  for (const Tensor* t : bound) {
+  std::vector<size_t> lengths(inputs_.size(), 0);
+  bool has_list = false;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const Tensor* t = bound[i];
+    if (!inputs_[i].list.empty()) {
+      // The list's elements in place of the list (see ExpandListInputs).
+      has_list = true;
+      lengths[i] = elements[i].size();
+      for (const auto& [index, e] : elements[i]) {
+        signature.push_back(kernels::TensorInfo{e->dtype(), e->dims(), nullptr, true});
+        args.push_back(RunValue::Of(*e));
+      }
+      continue;
+    }
     if (t == nullptr) {  // an optional input left out
       signature.push_back(kernels::TensorInfo{DType::kUnknown, {}, nullptr, false});
       args.push_back(RunValue::None());
@@ -355,7 +481,14 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     signature.push_back(kernels::TensorInfo{t->dtype(), t->dims(), nullptr, true});
     args.push_back(RunValue::Of(*t));
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe, GetExecutable(signature));
+  std::shared_ptr<const Executable> exe;
+  if (has_list) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const ir::Graph> graph, GraphForLengths(lengths));
+    const std::string variant = absl::StrCat("lists=", absl::StrJoin(lengths, ","), ";");
+    ASSIGN_OR_RETURN(exe, GetExecutableOf(*graph, variant, signature));
+  } else {
+    ASSIGN_OR_RETURN(exe, GetExecutable(signature));
+  }
   ASSIGN_OR_RETURN(std::vector<RunValue> outs, exe->RunValues(args));
   std::vector<NamedTensor> result;
   for (size_t i : wanted) {

@@ -34,6 +34,11 @@ struct TensorSpec {
   // Where the tensor sits in forward()'s arguments or result, in Python
   // syntax: "x", "pair[1]", "result[0]", "result['logits']", "result[1][0]".
   std::string path;
+  // A List[Tensor] argument's name ("xs"), empty for any other input. The spec
+  // then describes every element: a request sends the list as "xs.0",
+  // "xs.1", ... (at least one element, consecutive from 0), and `name` is the
+  // first element's, "xs.0". Each list length compiles its own executable.
+  std::string list;
 };
 
 // Triton's positional names, accepted as aliases: "INPUT__0", "OUTPUT__2".
@@ -93,7 +98,9 @@ class Model {
   // by their Triton alias (INPUT__<i>, OUTPUT__<i>); a requested output comes
   // back under the name it was requested by. An input whose dtype is open
   // takes any dtype. An optional input may be left out; an int/float/bool
-  // input takes a 0-dim or one-element tensor. An output that is a tensor list
+  // input takes a 0-dim or one-element tensor. A List[Tensor] input "xs" takes
+  // "xs.0" ... "xs.<n-1>" (n >= 1; a gap is InvalidArgument naming the missing
+  // element), and each n compiles its own executable. An output that is a tensor list
   // comes back as "<name>.0", "<name>.1", ...; one that is None is left out.
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::vector<NamedTensor>& inputs,
                                                  const std::vector<std::string>& requested) const;
@@ -107,6 +114,17 @@ class Model {
  private:
   Model() = default;
 
+  // The graph a request with these list lengths (one per graph input, 0 for
+  // an input that is not a list) runs: each list input becomes that many
+  // tensor inputs feeding a ListConstruct. Built once per lengths.
+  absl::StatusOr<std::shared_ptr<const ir::Graph>> GraphForLengths(
+      const std::vector<size_t>& lengths) const;
+  // GetExecutable for `graph` (graph_ or one of list_graphs_); `prefix` tells
+  // the graphs apart in executables_.
+  absl::StatusOr<std::shared_ptr<const Executable>> GetExecutableOf(
+      const ir::Graph& graph, const std::string& prefix,
+      const std::vector<kernels::TensorInfo>& signature) const;
+
   ir::Graph graph_;
   ModelOptions options_;
   std::vector<TensorSpec> inputs_;
@@ -115,6 +133,7 @@ class Model {
 
   mutable std::mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const Executable>> executables_;
+  mutable std::map<std::vector<size_t>, std::shared_ptr<const ir::Graph>> list_graphs_;
 };
 
 }  // namespace kiln::runtime

@@ -6,7 +6,8 @@ promotion rules. For every model <name>.pt it writes the sample inputs
 <name>.input.<arg>.npy and libtorch's outputs for exactly the saved archive,
 <name>.output.<output-name>.npy, with output names as Kiln derives them from the
 model's structure (output0, output1.0, dict keys), and manifest.json: per model, the
-parameter names of the Python forward() (a tuple parameter p as p.0, p.1) and the
+parameter names of the Python forward() (a tuple parameter p as p.0, p.1; a list
+parameter xs as xs.0, its elements saved as <name>.input.xs.<i>.npy) and the
 output names. Seeded: reruns are identical.
 
     python3 typed_models.py OUTPUT_DIR
@@ -106,6 +107,16 @@ class TupleInput(nn.Module):
         return (pair[0] + pair[1]) * scale
 
 
+class ListInput(nn.Module):
+    """A List[Tensor] parameter, sent as inputs xs.0, xs.1, ...: cat and a loop over it."""
+
+    def forward(self, xs: List[torch.Tensor], scale: torch.Tensor):
+        total = torch.zeros_like(xs[0])
+        for x in xs:
+            total = total + x
+        return torch.cat(xs, 0) * scale, total
+
+
 class Renamed(nn.Module):
     """Scripted, reassigning its parameters: TorchScript names the graph inputs x.1, y.1."""
 
@@ -136,6 +147,8 @@ def save_case(out_dir, name, module, inputs, eager):
     for p in list(inspect.signature(eager.forward).parameters)[1:]:
         if isinstance(inputs[p], tuple):
             params += [f"{p}.{i}" for i in range(len(inputs[p]))]
+        elif isinstance(inputs[p], list):
+            params.append(f"{p}.0")  # one metadata entry stands for every element
         else:
             params.append(p)
     path = os.path.join(out_dir, f"{name}.pt")
@@ -147,7 +160,7 @@ def save_case(out_dir, name, module, inputs, eager):
     outputs = {}
     _flatten(result, None, outputs)
     for arg, value in inputs.items():
-        if isinstance(value, tuple):
+        if isinstance(value, (tuple, list)):
             for i, v in enumerate(value):
                 np.save(os.path.join(out_dir, f"{name}.input.{arg}.{i}.npy"), v.numpy())
         else:
@@ -206,6 +219,9 @@ def main():
 
     inputs = {"pair": (torch.randn(2, 3), torch.randn(2, 3)), "scale": torch.randn(1, 3)}
     save_case(out_dir, "tuple_input", torch.jit.script(TupleInput()), inputs, TupleInput)
+
+    inputs = {"xs": [torch.randn(2, 3) for _ in range(3)], "scale": torch.randn(1, 3)}
+    save_case(out_dir, "list_input", torch.jit.script(ListInput()), inputs, ListInput)
 
     inputs = {"x": torch.randn(2, 3), "y": torch.randn(2, 3)}
     save_case(out_dir, "renamed", torch.jit.script(Renamed()), inputs, Renamed)

@@ -600,6 +600,10 @@ cases("attention", [
     ("mha_weights", SelfAttention(True, need_weights=True), randn(2, 5, 16)),
     ("encoder_layer", nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True),
      randn(2, 5, 16)),
+    # BERT-like: sequence-first, so no fast path; head_dim is a trunc div of sizes.
+    ("encoder_seq_first",
+     nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0), 2),
+     randn(5, 2, 16)),
 ])
 
 # ---------------------------------------------------------------- scripted (not traced)

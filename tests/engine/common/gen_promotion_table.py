@@ -11,7 +11,7 @@ Kiln gives run-time scalars).
 
 OUT_DIR/promotion_cases/ holds a sample of those rows as traced TorchScript
 modules (case_N.pt), plus a few small models over the dtypes models bring
-(float64 MLP, int64/int32 embedding ids with argmax, bool masks, uint8
+(float64 MLP, float64 CNN, int64/int32 embedding ids with argmax, bool masks, uint8
 images, integer arithmetic, mixed promotion), and promotion_cases.tsv lists,
 per case, the inputs and
 the output libtorch computed from that file (loaded and frozen, as Kiln's
@@ -113,6 +113,34 @@ class F64Mlp(torch.nn.Module):
         return torch.softmax(self.fc2(torch.tanh(h) + torch.sigmoid(h)), dim=-1)
 
 
+class F64Cnn(torch.nn.Module):
+    """model.double() on a small conv net: 3x3 conv with padding, batch norm
+    (eval, non-trivial running statistics; the second one follows a pool, so
+    freezing cannot fold it into a conv), relu, max pool, depthwise conv,
+    adaptive average pool and linear, all in float64."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.bn2 = torch.nn.BatchNorm2d(8)
+        self.dw = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.head = torch.nn.Linear(8, 5)
+        for bn in (self.bn1, self.bn2):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.data.uniform_(0.5, 1.5)
+            bn.bias.data.uniform_(-0.2, 0.2)
+        self.double()
+
+    def forward(self, x):
+        h = self.pool(torch.relu(self.bn1(self.conv(x))))
+        h = torch.relu(self.dw(self.bn2(h)))
+        h = torch.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1)
+        return self.head(h)
+
+
 class EmbeddingArgmax(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -148,6 +176,7 @@ def model_cases():
     torch.manual_seed(0)
     return [
         ("f64_mlp", F64Mlp(), (torch.randn(3, 8, dtype=torch.float64),)),
+        ("f64_cnn", F64Cnn(), (torch.randn(2, 3, 12, 12, dtype=torch.float64),)),
         ("embedding_argmax_int64", EmbeddingArgmax(), (torch.randint(0, 20, (2, 5)),)),
         ("embedding_argmax_int32", EmbeddingArgmax(),
          (torch.randint(0, 20, (2, 5), dtype=torch.int32),)),

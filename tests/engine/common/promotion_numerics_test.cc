@@ -1,6 +1,7 @@
 // Numeric parity of the promotion sample: each traced module that
 // gen_promotion_table.py saved (one op on operands of two dtypes and kinds, or
-// one of its small models: float64 MLP, int64/int32 embedding ids, bool masks,
+// one of its small models: float64 MLP, float64 CNN (conv, batch norm, pools,
+// depthwise conv, linear), int64/int32 embedding ids, bool masks,
 // uint8 images, integer arithmetic) is imported, compiled natively (no libtorch
 // fallback is installed) for libtorch's input dtypes and run; the output
 // must have libtorch's dtype and dims, and its values must be bit-identical
@@ -99,6 +100,7 @@ TEST(PromotionNumericsTest, SampledRowsMatchLibtorch) {
   std::ifstream file(dir + "/promotion_cases.tsv");
   ASSERT_TRUE(file.good()) << "run the promotion_table target first";
   int cases = 0, failures = 0;
+  bool saw_f64_cnn = false;
   for (std::string line; std::getline(file, line);) {
     if (line.empty() || line[0] == '#') continue;
     std::vector<std::string> f;
@@ -108,6 +110,7 @@ TEST(PromotionNumericsTest, SampledRowsMatchLibtorch) {
     const std::string what =
         absl::StrCat(f[0], " ", f[1], "(", f[2], " ", f[3], ", ", f[4], " ", f[5], "): ");
     ++cases;
+    saw_f64_cnn |= f[0] == "f64_cnn";
     std::vector<Tensor> inputs;
     std::stringstream is(f[6]);
     for (std::string tok; std::getline(is, tok, ' ');) inputs.push_back(ParseTensor(tok));
@@ -140,6 +143,7 @@ TEST(PromotionNumericsTest, SampledRowsMatchLibtorch) {
     if (!diff.empty()) fail(diff + "\n" + ir::PrintGraph(*graph));
   }
   EXPECT_GT(cases, 300);
+  EXPECT_TRUE(saw_f64_cnn) << "the float64 CNN model is missing from the sample";
   EXPECT_EQ(failures, 0) << failures << " of " << cases << " cases differ from libtorch";
 }
 

@@ -178,6 +178,26 @@ def forward(self, x):
   EXPECT_THAT(skipped->skip_reason, HasSubstr("input 'x' has no known shape"));
 }
 
+TEST_F(VerifyTest, ListOfTensorsArgumentIsSkippedNotFailed) {
+  torch::jit::Module module("M");
+  module.define(R"PY(
+def forward(self, xs: List[Tensor]):
+    return torch.cat(xs, 0)
+)PY");
+  std::ostringstream s;
+  module.save(s);
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(s.str());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::unique_ptr<runtime::Model> model = Build(*std::move(graph));
+  ASSERT_NE(model, nullptr);
+  VerifyOptions options;
+  options.samples = {{"xs.0", DType::kF32, Dims{2}}};
+  auto skipped = VerifyOnce(s.str(), {}, *model, options);
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_TRUE(skipped->skipped);
+  EXPECT_THAT(skipped->skip_reason, HasSubstr("List[Tensor] argument 'xs'"));
+}
+
 // A model whose imported graph is wrong (the Softmax axis changed) diverges at
 // that node; asking for the fallback serves it through libtorch instead.
 TEST_F(VerifyTest, DivergenceNamesTheFirstDivergingNodeAndFallbackRepairsIt) {

@@ -9,9 +9,15 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include <ATen/Functions.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/irparser.h>
+
 #include "absl/strings/str_cat.h"
+#include "engine/importer/import_context.h"
 #include "engine/importer/torchscript_importer.h"
 #include "engine/runtime/model.h"
 #include "gtest/gtest.h"
@@ -89,6 +95,69 @@ TEST_P(ImportedModelNumericsTest, MatchesLibtorchOutput) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ImportedModelNumericsTest,
                          ::testing::Values("mlp", "mlp_scripted", "two_input", "resnet18",
                                            "mobilenet_v2"));
+
+// torch.div(a, b, rounding_mode=...) on run-time Python numbers seen as 0-dim
+// tensors (traced shape arithmetic such as sequence-first MultiheadAttention's
+// head_dim): imported natively, run, and compared with what at::div computes
+// for the same operands, signs and dtypes.
+template <typename T>
+Tensor ScalarOf(T v) {
+  Tensor t = Tensor::Zeros(std::is_integral_v<T> ? DType::kInt64 : DType::kF64, {});
+  *t.data<T>() = v;
+  return t;
+}
+
+template <typename T>
+void ExpectDivMatchesLibtorch(const std::string& mode, T a, T b) {
+  constexpr bool kInt = std::is_integral_v<T>;
+  const std::string type = kInt ? "int" : "float";
+  const std::string ir_text = absl::StrCat(R"IR(
+graph(%a : )IR", type, ", %b : ", type, R"IR():
+  %mode : str = prim::Constant[value=")IR", mode, R"IR("]()
+  %ta : Tensor = prim::NumToTensor(%a)
+  %tb : Tensor = prim::NumToTensor(%b)
+  %q : Tensor = aten::div(%ta, %tb, %mode)
+  %r : )IR", type, " = aten::", kInt ? "Int" : "Float", R"IR((%q)
+  return (%r))IR");
+  torch::jit::Graph torch_graph;
+  torch::jit::parseIR(ir_text, &torch_graph);
+  ImportOptions options;
+  options.strict = true;  // a fallback would hide a missing translation
+  absl::StatusOr<ir::Graph> graph = ImportTorchGraph(torch_graph, options);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model =
+      runtime::Model::Create(*std::move(graph), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto outputs = (*model)->Infer({{"a", ScalarOf(a)}, {"b", ScalarOf(b)}}, {});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  ASSERT_EQ(outputs->size(), 1u);
+  const Tensor& got = (*outputs)[0].tensor;
+
+  const at::ScalarType st = kInt ? at::kLong : at::kDouble;
+  const at::Tensor want =
+      at::div(at::scalar_tensor(a, st), at::scalar_tensor(b, st), mode);
+  ASSERT_EQ(want.scalar_type(), st);
+  const std::string what = absl::StrCat("div(", a, ", ", b, ", rounding_mode=", mode, ")");
+  ASSERT_EQ(got.num_elements(), 1) << what;
+  if constexpr (kInt) {
+    ASSERT_EQ(got.dtype(), DType::kInt64) << what;
+    EXPECT_EQ(*got.data<int64_t>(), want.item<int64_t>()) << what;
+  } else {
+    ASSERT_EQ(got.dtype(), DType::kF64) << what;
+    EXPECT_EQ(*got.data<double>(), want.item<double>()) << what;
+  }
+}
+
+TEST(ImporterScalarDivTest, TruncAndFloorMatchLibtorchOnSignedIntsAndFloats) {
+  for (const char* mode : {"trunc", "floor"}) {
+    for (int64_t a : {-7, 7, -6, 16, 0}) {
+      for (int64_t b : {2, -2, 3, 4}) ExpectDivMatchesLibtorch<int64_t>(mode, a, b);
+    }
+    for (double a : {-7.5, 7.5, -0.25, 6.0}) {
+      for (double b : {2.0, -2.0, 0.5}) ExpectDivMatchesLibtorch<double>(mode, a, b);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace kiln::importer

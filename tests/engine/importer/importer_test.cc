@@ -418,6 +418,35 @@ graph(%x : Tensor, %two : Tensor):
   EXPECT_EQ(g->value(list.inputs[2]).kind, ir::ValueKind::kInt);
 }
 
+// Traced sequence-first nn.MultiheadAttention: head_dim = embed_dim // num_heads
+// is aten::div.Tensor_mode(trunc) on a size and a 0-dim constant. It must stay
+// native (strict import), as an int ScalarBinary "truncdiv".
+TEST(ImporterIrTest, TracedTruncDivOnSizesIsAScalarTruncDiv) {
+  absl::StatusOr<ir::Graph> g = ImportStrict(R"IR(
+graph(%x : Tensor, %heads : Tensor):
+  %2 : int = prim::Constant[value=2]()
+  %trunc : str = prim::Constant[value="trunc"]()
+  %e : int = aten::size(%x, %2)
+  %et : Tensor = prim::NumToTensor(%e)
+  %hd : Tensor = aten::div(%et, %heads, %trunc)
+  %hdi : int = aten::Int(%hd)
+  %m1 : int = prim::Constant[value=-1]()
+  %shape : int[] = prim::ListConstruct(%m1, %hdi)
+  %v : Tensor = aten::view(%x, %shape)
+  return (%v))IR",
+                                             {{"heads", at::scalar_tensor(4, at::kLong)}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(OpHistogram(*g).count("Fallback"), 0u);
+  const ir::Node& view = Producer(*g, g->outputs()[0]);
+  ASSERT_EQ(view.inputs.size(), 2u);
+  const ir::Node& list = Producer(*g, view.inputs[1]);
+  ASSERT_EQ(list.inputs.size(), 2u);
+  const ir::Node& div = Producer(*g, list.inputs[1]);
+  EXPECT_EQ(div.kind, ir::OpKind::kScalarBinary);
+  EXPECT_EQ(div.attrs.GetString("op"), "truncdiv");
+  EXPECT_EQ(g->value(list.inputs[1]).kind, ir::ValueKind::kInt);
+}
+
 TEST(ImporterIrTest, IfAndLoopBecomeBlocks) {
   absl::StatusOr<ir::Graph> g = ImportText(R"IR(
 graph(%x : Tensor, %n : int):

@@ -171,7 +171,11 @@ TEST(DTypeSupportTest, CastsAndMovementTakeEveryDType) {
 TEST(DTypeSupportTest, Float64RunsTheFloatKernelsModelsUse) {
   for (OpKind op : {OpKind::kRelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kGelu,
                     OpKind::kSoftmax, OpKind::kLayerNorm, OpKind::kMatMul, OpKind::kLinear,
-                    OpKind::kSum, OpKind::kMean}) {
+                    OpKind::kSum, OpKind::kMean,
+                    // A float64 CNN (model.double() on a conv net).
+                    OpKind::kConv, OpKind::kMaxPool, OpKind::kMaxPoolWithIndices,
+                    OpKind::kAvgPool, OpKind::kAdaptiveAvgPool, OpKind::kAdaptiveMaxPool,
+                    OpKind::kBatchNorm, OpKind::kGroupNorm}) {
     EXPECT_TRUE(Native(op, DType::kF64)) << ir::OpName(op);
   }
 }
@@ -203,6 +207,7 @@ TEST(DTypeSupportTest, IndexingAndArgReductionsTakeIntegerAndFloatData) {
 TEST(DTypeSupportTest, OtherFloatKernelsAgreeWithFloat32) {
   const auto& gens = testing::SweepGenerators();
   int checked = 0;
+  std::set<OpKind> checked_f64;
   for (const auto& [op, natives] : GetMatrix().native) {
     // Their output dtype comes from an attribute, not from the input.
     if (op == OpKind::kArange || op == OpKind::kFill || op == OpKind::kCast) continue;
@@ -257,10 +262,17 @@ TEST(DTypeSupportTest, OtherFloatKernelsAgreeWithFloat32) {
           }
         }
         ++checked;
+        if (d == DType::kF64) checked_f64.insert(op);
       }
     }
   }
   EXPECT_GT(checked, 100);
+  // The FP64 CNN kernels must be among the compared ones (a sweep generator
+  // change that stopped giving them FP32 cases would silently drop them).
+  for (OpKind op : {OpKind::kConv, OpKind::kMaxPool, OpKind::kAvgPool, OpKind::kAdaptiveAvgPool,
+                    OpKind::kAdaptiveMaxPool, OpKind::kBatchNorm, OpKind::kGroupNorm}) {
+    EXPECT_TRUE(checked_f64.count(op) > 0) << ir::OpName(op);
+  }
 }
 
 }  // namespace

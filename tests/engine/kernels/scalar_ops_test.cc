@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "tests/engine/kernels/single_op_graph.h"
 
@@ -81,6 +82,27 @@ TEST(ScalarKernelTest, MixedAndFloatArithmetic) {
   EXPECT_DOUBLE_EQ(AsFloat(Binary("floordiv", Float(-7.5), Int(2))), -4.0);
   EXPECT_DOUBLE_EQ(AsFloat(Binary("mod", Float(-1.0), Float(3.0))), 2.0);
   EXPECT_EQ(AsInt(Binary("add", Bool(true), Int(1))), 2);  // True + 1
+}
+
+// torch.div(rounding_mode="trunc") rounds toward zero, "floor" (floordiv)
+// toward -inf; ints stay ints. The values are what torch 1.13 gives for 0-dim
+// tensors (importer_numerics_test compares the imported op with at::div).
+TEST(ScalarKernelTest, TruncDivRoundsTowardZeroFloorDivTowardMinusInf) {
+  EXPECT_EQ(AsInt(Binary("truncdiv", Int(-7), Int(2))), -3);
+  EXPECT_EQ(AsInt(Binary("floordiv", Int(-7), Int(2))), -4);
+  EXPECT_EQ(AsInt(Binary("truncdiv", Int(7), Int(-2))), -3);
+  EXPECT_EQ(AsInt(Binary("floordiv", Int(7), Int(-2))), -4);
+  EXPECT_EQ(AsInt(Binary("truncdiv", Int(-7), Int(-2))), 3);
+  EXPECT_EQ(AsInt(Binary("truncdiv", Int(-6), Int(3))), -2);
+  EXPECT_EQ(AsInt(Binary("truncdiv", Int(16), Int(4))), 4);  // MHA's head_dim
+  EXPECT_DOUBLE_EQ(AsFloat(Binary("truncdiv", Float(-7.5), Float(2.0))), -3.0);
+  EXPECT_DOUBLE_EQ(AsFloat(Binary("floordiv", Float(-7.5), Float(2.0))), -4.0);
+  EXPECT_DOUBLE_EQ(AsFloat(Binary("truncdiv", Float(7.5), Int(-2))), -3.0);
+  // Float tensors divide by zero to inf, as in torch; ints raise.
+  EXPECT_EQ(AsFloat(Binary("truncdiv", Float(1.0), Float(0.0))),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(Binary("truncdiv", Int(1), Int(0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ScalarKernelTest, ComparisonsAndLogic) {

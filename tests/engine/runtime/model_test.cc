@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace kiln::runtime {
 namespace {
 
@@ -186,6 +188,67 @@ TEST(ModelTest, RejectsMoreDeclaredInputsThanTheModelHas) {
   opts.inputs.resize(3);
   auto m = Model::Create(TwoInputGraph(), opts);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// forward(self, xs: List[Tensor], bias): cat(xs, 0) + bias.
+ir::Graph ListInputGraph() {
+  ir::Graph g;
+  ir::ValueId xs = g.AddInput("xs", {}, ir::ValueKind::kTensorList);
+  ir::ValueId bias = g.AddInput("bias", {});
+  ir::Attributes axis;
+  axis.SetInt("axis", 0);
+  ir::NodeId cat = g.AddNode(ir::OpKind::kConcat, {xs}, axis, "aten::cat");
+  ir::NodeId add = g.AddNode(ir::OpKind::kAdd, {g.node(cat).outputs[0], bias}, {}, "aten::add");
+  g.AddOutput(g.node(add).outputs[0], "output0");
+  return g;
+}
+
+TEST(ModelTest, ListInputIsSentAsNumberedElements) {
+  auto m = Model::Create(ListInputGraph(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto& in = (*m)->inputs();
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(in[0].name, "xs.0");
+  EXPECT_EQ(in[0].list, "xs");
+  EXPECT_EQ(in[0].path, "xs[0]");
+  EXPECT_TRUE(in[1].list.empty());
+  for (int n : {1, 3}) {
+    std::vector<NamedTensor> request;
+    for (int k = n - 1; k >= 0; --k) request.push_back(F32(absl::StrCat("xs.", k), {k + 1, 2}));
+    request.push_back(F32("bias", {2}));
+    auto out = (*m)->Infer(request, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
+    const int64_t rows = n * (n + 1) / 2;  // 1 + 2 + ... + n
+    EXPECT_EQ((*out)[0].tensor.dims(), (Dims{rows, 2}));
+    for (int64_t i = 0; i < rows * 2; ++i) EXPECT_EQ((*out)[0].tensor.data<float>()[i], 2.0f);
+  }
+  EXPECT_EQ((*m)->num_compiled(), 2u);  // one executable per list length
+  // The same length again reuses its executable.
+  ASSERT_TRUE((*m)->Infer({F32("xs.0", {1, 2}), F32("bias", {2})}, {}).ok());
+  EXPECT_EQ((*m)->num_compiled(), 2u);
+}
+
+TEST(ModelTest, ListInputWithAGapOrNoElementIsRefusedNamingTheMissingOne) {
+  auto m = Model::Create(ListInputGraph(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::string msg = InferError(**m, {F32("xs.0", {1, 2}), F32("xs.2", {1, 2}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("missing input 'xs.1'"));
+  EXPECT_THAT(msg, HasSubstr("xs.0 ... xs.2"));
+  // A huge index is a gap too, not an allocation.
+  msg = InferError(**m, {F32("xs.0", {1, 2}), F32("xs.4000000000", {1, 2}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("missing input 'xs.1'"));
+  msg = InferError(**m, {F32("xs.1", {1, 2}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("missing input 'xs.0'"));
+  msg = InferError(**m, {F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("missing input 'xs.0'"));
+  msg = InferError(**m, {F32("xs.0", {1, 2}), F32("xs.0", {1, 2}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("'xs.0' given twice"));
+  // Not element names: a leading zero, a non-number, the bare list name.
+  for (const char* name : {"xs.01", "xs.a", "xs", "xs."}) {
+    msg = InferError(**m, {F32("xs.0", {1, 2}), F32(name, {1, 2}), F32("bias", {2})});
+    EXPECT_THAT(msg, HasSubstr(absl::StrCat("unknown input '", name, "'")));
+  }
 }
 
 }  // namespace
