@@ -38,6 +38,7 @@
 
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/gemm.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 
@@ -196,35 +197,22 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   return absl::OkStatus();
 }
 
-// C[M, N] (+)= A[M, K] * B[K, N], row-major, leading dims K, N, N.
-void Gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta, float* c) {
+// C[M, N] (+)= A[M, K] * B[K, N], row-major, leading dims K, N, N; float or
+// double through the BLAS routines of that type.
+template <typename T>
+void Gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T beta, T* c) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     // No input channels: OpenBLAS rejects lda = 0, and C = beta * C is the answer.
-    if (beta == 0.0f) std::fill(c, c + m * n, 0.0f);
+    if (beta == T(0)) std::fill(c, c + m * n, T(0));
     return;
   }
   if (n == 1) {
     // A 1x1 output plane (squeeze-excite style convs): a matrix-vector product.
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0f, a, k, b, 1, beta, c, 1);
+    Blas<T>::gemv(CblasRowMajor, CblasNoTrans, m, k, T(1), a, k, b, 1, beta, c, 1);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, beta, c, n);
-}
-
-// The FP64 overload: the same cases with cblas_dgemv / cblas_dgemm.
-void Gemm(int64_t m, int64_t n, int64_t k, const double* a, const double* b, double beta,
-          double* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (beta == 0.0) std::fill(c, c + m * n, 0.0);
-    return;
-  }
-  if (n == 1) {
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0, a, k, b, 1, beta, c, 1);
-    return;
-  }
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, beta, c, n);
+  Blas<T>::gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, T(1), a, k, b, n, beta, c, n);
 }
 
 // Writes `bias[0..rows)` into each row of `out` ([rows, cols]).
