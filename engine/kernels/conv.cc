@@ -38,6 +38,7 @@
 
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/conv_epilogue.h"
 #include "engine/kernels/gemm.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
@@ -56,6 +57,7 @@ struct ConvPlan {
   int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   int64_t groups = 1, cg = 0, og = 0;  // channels per group
   bool has_bias = false;
+  ConvEpilogue epilogue;  // a fused BatchNorm / Relu / Clip (conv_epilogue.h)
   // For kernel column j, the output columns [ow_lo[j], ow_hi[j]) read input
   // columns inside [0, w); the rest of the row reads padding.
   std::vector<int64_t> ow_lo, ow_hi;
@@ -161,6 +163,7 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     }
     p->has_bias = true;
   }
+  ASSIGN_OR_RETURN(p->epilogue, ConvEpilogueFromAttrs(node, t, p->o));
   for (int64_t j = 0; j < p->kw; ++j) {
     int64_t lo, hi;
     ValidRange(p->w, p->ow, p->sw, j * p->dw - p->pw, &lo, &hi);
@@ -380,10 +383,12 @@ absl::Status EvalConv(EvalContext& ctx) {
                     if constexpr (std::is_same_v<T, float>) {
                       if (p.dw3x3) {  // set in Prepare for FP32 only
                         Depthwise3x3Plane(p, x + q * in_plane, wc, b, zeros, y + q * out_plane);
+                        ApplyConvEpilogue(p.epilogue, c, 1, out_plane, y + q * out_plane);
                         continue;
                       }
                     }
                     DepthwisePlane(p, x + q * in_plane, wc, b, y + q * out_plane);
+                    ApplyConvEpilogue(p.epilogue, c, 1, out_plane, y + q * out_plane);
                   }
                 });
     return absl::OkStatus();
@@ -403,6 +408,7 @@ absl::Status EvalConv(EvalContext& ctx) {
         Im2Col(p, xg, col, ctx.num_threads);
         Gemm(p.og, out_plane, k, wg, col, beta, yg);
       }
+      ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg, ctx.num_threads);
     }
   }
   return absl::OkStatus();

@@ -22,6 +22,7 @@ class Pass {
 
 std::unique_ptr<Pass> MakeEliminateIdentityPass();
 std::unique_ptr<Pass> MakeDeadCodeEliminationPass();
+std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 
 struct PipelineOptions {
   std::vector<std::string> disabled;  // pass names to skip, for bisecting

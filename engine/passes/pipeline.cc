@@ -12,6 +12,8 @@ std::vector<std::unique_ptr<Pass>> MakePipeline() {
   std::vector<std::unique_ptr<Pass>> passes;
   // Identities first: they hide producer/consumer pairs from later pattern passes.
   passes.push_back(MakeEliminateIdentityPass());
+  // Conv -> BatchNorm -> Relu/Clip into the convolution's epilogue.
+  passes.push_back(MakeFuseConvEpiloguePass());
   // Last: clean up whatever earlier rewrites left unused.
   passes.push_back(MakeDeadCodeEliminationPass());
   return passes;

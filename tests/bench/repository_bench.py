@@ -37,6 +37,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "client", "python"))
 from kiln_client_example import load_stubs  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
+
 
 def make_resnet50(path):
     import torch
@@ -109,24 +112,12 @@ def from_fixture(fixtures, name):
     return make
 
 
-class Server:
-    def __init__(self, bin_dir, repo, cache, threads):
-        args = [os.path.join(bin_dir, "kilnd"), "--port", "0", "--model-repository", repo,
-                "--threads", str(threads), "--log-level", "warn"]
-        if cache:
-            args += ["--cache-dir", cache]
-        t0 = time.perf_counter()
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        self.ready_s = time.perf_counter() - t0
-        m = re.search(r"listening on (\S+)", line)
-        if not m:
-            raise RuntimeError(f"kilnd did not start: {line!r}")
-        self.address = m.group(1)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
+def Server(bin_dir, repo, cache, threads):
+    """kilnd on a free port; its ready_s is the time from exec to listening (models loaded)."""
+    args = ["--port", "0", "--model-repository", repo, "--threads", threads, "--log-level", "warn"]
+    if cache:
+        args += ["--cache-dir", cache]
+    return KilndProcess(bin_dir, args)
 
 
 def request_ms(pb, stub, name, inputs, n=1):

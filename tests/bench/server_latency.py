@@ -10,9 +10,7 @@ medians and their ratio. A measuring instrument: it never fails on a number.
 """
 import argparse
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +22,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "client", "python"))
 from kiln_client_example import load_stubs  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
 SHAPES = {"resnet18": (1, 3, 224, 224), "mobilenet_v2": (1, 3, 224, 224), "mlp": (1, 16)}
 
@@ -41,14 +42,12 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     pb, pb_grpc = load_stubs()
     repo = tempfile.mkdtemp(prefix="kiln-bench-")
-    proc = subprocess.Popen([os.path.join(args.bin, "kilnd"), "--port", "0", "--model-repository",
-                             repo, "--threads", str(args.threads), "--log-level", "warn"],
-                            stdout=subprocess.PIPE, text=True)
+    server = KilndProcess(args.bin, ["--port", "0", "--model-repository", repo, "--threads",
+                                     args.threads, "--log-level", "warn"])
     try:
-        m = re.search(r"listening on (\S+)", proc.stdout.readline())
         opts = [("grpc.max_send_message_length", 1 << 30),
                 ("grpc.max_receive_message_length", 1 << 30)]
-        stub = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(m.group(1), options=opts))
+        stub = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.address, options=opts))
         print(f"threads={args.threads} iters={args.iters} (batch 1, median ms)")
         print(f"{'model':<14} {'server_ms':>10} {'torch_ms':>10} {'ratio':>8}")
         for name in args.model or ["resnet18", "mobilenet_v2", "mlp"]:
@@ -88,8 +87,7 @@ def main() -> int:
             s, t = statistics.median(ts), statistics.median(tt)
             print(f"{name:<14} {s:>10.3f} {t:>10.3f} {s / t:>8.2f}", flush=True)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server.stop()
     return 0
 
 

@@ -12,13 +12,13 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import unittest
 
 import numpy as np
 
-from test_end_to_end import BIN, fixture
+from test_end_to_end import BIN, fixture  # also puts tests/support on the path
+from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
 KILN = os.path.join(BIN, "kiln")
 KILND = os.path.join(BIN, "kilnd")
@@ -31,51 +31,9 @@ EXIT_NOT_FOUND = 4
 EXIT_DEADLINE = 5
 
 
-class Daemon:
-    """kilnd with the given flags; stdout gives the address, stderr (the log) is collected apart."""
-
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([KILND, *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        self.stderr = []
-        self.drain = threading.Thread(target=self._drain_stderr, daemon=True)
-        self.drain.start()
-        line = self.proc.stdout.readline()  # "kilnd listening on HOST:PORT", or EOF on failure
-        m = re.search(r"listening on (\S+)", line)
-        if not m:
-            self.proc.wait(timeout=30)
-            time.sleep(0.2)
-            raise RuntimeError(f"kilnd did not start ({self.proc.returncode}):\n{self.log()}")
-        self.address = m.group(1)
-        self.port = int(self.address.rsplit(":", 1)[1])
-
-    def _drain_stderr(self):
-        for line in self.proc.stderr:
-            self.stderr.append(line)
-
-    def log(self):
-        return "".join(self.stderr)
-
-    def wait_for_log(self, pattern, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if re.search(pattern, self.log()):
-                return True
-            time.sleep(0.05)
-        return False
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-        finally:
-            self.drain.join(timeout=10)
-            self.proc.stdout.close()
-            self.proc.stderr.close()
+def Daemon(*args):
+    """kilnd with exactly these flags; its log (stderr) is kept apart from the address line."""
+    return KilndProcess(BIN, args, merge_log=False)
 
 
 def run_kiln(*args, env=None, timeout=300):
@@ -271,8 +229,8 @@ class KilndTest(unittest.TestCase):
         server = Daemon("--config", config)
         try:
             self.assertEqual(server.port, port)
-            self.assertTrue(server.wait_for_log(r"threads=3"), server.log())
-            self.assertTrue(all(json.loads(l) for l in server.log().splitlines()), server.log())
+            self.assertTrue(server.wait_for_log(r"threads=3"), server.text())
+            self.assertTrue(all(json.loads(l) for l in server.text().splitlines()), server.text())
             r = run_kiln("--server", server.address, "health")
             self.assertEqual(r.returncode, 0, r.stderr)
         finally:
@@ -284,7 +242,7 @@ class KilndTest(unittest.TestCase):
         server = Daemon("--config", config, "--threads", "2")
         try:
             self.assertNotEqual(server.port, port)
-            self.assertTrue(server.wait_for_log(r"threads=2"), server.log())
+            self.assertTrue(server.wait_for_log(r"threads=2"), server.text())
         finally:
             self.assertEqual(server.stop(), 0)
 
@@ -318,7 +276,7 @@ class KilndTest(unittest.TestCase):
                                          fixture("corrupt.pt"), "--name", "bad").returncode, 0)
         finally:
             self.assertEqual(server.stop(), 0)
-        lines = server.log().splitlines()
+        lines = server.text().splitlines()
         self.assertGreater(len(lines), 3)
         events = [json.loads(line) for line in lines]  # every line, or the test fails here
         for event in events:
@@ -336,7 +294,7 @@ class KilndTest(unittest.TestCase):
             run_kiln("--server", server.address, "upload", fixture("corrupt.pt"), "--name", "bad")
         finally:
             self.assertEqual(server.stop(), 0)
-        for line in server.log().splitlines():
+        for line in server.text().splitlines():
             self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (trace|debug|info|"
                                    r"warning|error|critical) \S")
 
@@ -358,12 +316,12 @@ class KilndTest(unittest.TestCase):
                        for out in outs]
             started = r"rpc /inference.GRPCInferenceService/ModelInfer started"
             deadline = time.time() + 60
-            while len(re.findall(started, server.log())) < 4 and time.time() < deadline:
+            while len(re.findall(started, server.text())) < 4 and time.time() < deadline:
                 time.sleep(0.05)
             self.assertTrue(all(c.poll() is None for c in clients), "requests ended too early")
             server.proc.send_signal(signal.SIGTERM)
-            self.assertTrue(server.wait_for_log(r"received SIGTERM"), server.log())
-            self.assertRegex(server.log(), r"draining 4 in flight")
+            self.assertTrue(server.wait_for_log(r"received SIGTERM"), server.text())
+            self.assertRegex(server.text(), r"draining 4 in flight")
             # While it drains, new requests are refused ...
             r = run_kiln("--server", server.address, "infer", "resnet18", "-i",
                          f"x={fixture('resnet18.input.x.npy')}", "-o", self.tmp)
@@ -380,8 +338,8 @@ class KilndTest(unittest.TestCase):
                 for row in got:
                     np.testing.assert_allclose(row, want[0], rtol=1e-4,
                                                atol=1e-4 * np.abs(want).max())
-            self.assertEqual(server.proc.wait(timeout=60), 0, server.log())
-            self.assertRegex(server.log(), r"drained in \d+ ms")
+            self.assertEqual(server.proc.wait(timeout=60), 0, server.text())
+            self.assertRegex(server.text(), r"drained in \d+ ms")
         finally:
             server.stop()
 

@@ -1,13 +1,10 @@
 """End-to-end tests: real kilnd, real `kiln` CLI, real TorchScript files, numbers compared
 with what libtorch gives for the same file and inputs (relative error <= 1e-4)."""
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 import numpy as np
@@ -15,53 +12,21 @@ import numpy as np
 FIXTURES = os.environ["KILN_FIXTURES"]
 BIN = os.environ["KILN_BIN"]
 SOURCE = os.environ.get("KILN_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
 
 def fixture(name):
     return os.path.join(FIXTURES, name)
 
 
-class Kilnd:
-    """A kilnd process on a free loopback port."""
+class Kilnd(KilndProcess):
+    """kilnd serving `repo` on a free loopback port."""
 
     def __init__(self, repo, threads=2):
+        super().__init__(BIN, ["--host", "127.0.0.1", "--port", "0", "--model-repository", repo,
+                               "--threads", threads, "--log-level", "info"])
         self.repo = repo
-        self.proc = subprocess.Popen(
-            [os.path.join(BIN, "kilnd"), "--host", "127.0.0.1", "--port", "0",
-             "--model-repository", repo, "--threads", str(threads), "--log-level", "info"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.log = []
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("kilnd exited early:\n" + "".join(self.log))
-            self.log.append(line)
-            m = re.search(r"listening on ([\d.]+):(\d+)", line)
-            if m:
-                self.address = f"{m.group(1)}:{m.group(2)}"
-                break
-        else:
-            raise RuntimeError("kilnd did not start")
-        # Keep draining the log so the pipe never fills.
-        import threading
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.proc.stdout:
-            self.log.append(line)
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stop(self):
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def assert_close(testcase, got, want, rtol=1e-4):

@@ -140,7 +140,7 @@ class ImportChecksTest(unittest.TestCase):
     def assert_still_serving(self, server=None):
         """The daemon survived: alive, and it still loads and answers correctly."""
         server = server or self.server
-        self.assertTrue(server.alive(), "".join(server.log[-30:]))
+        self.assertTrue(server.alive(), "".join(server.lines[-30:]))
         self.upload("canary", "canary", server=server)
         self.infer_and_compare("canary", "canary", server=server)
 

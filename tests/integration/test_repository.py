@@ -8,7 +8,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -17,14 +16,11 @@ import unittest
 
 import numpy as np
 
-FIXTURES = os.environ["KILN_FIXTURES"]
-BIN = os.environ["KILN_BIN"]
+from test_end_to_end import BIN, FIXTURES, fixture  # also puts tests/support on the path
+from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
+
 # kill -9 rounds; each costs about a second or two.
 KILL_ROUNDS = int(os.environ.get("KILN_KILL_ROUNDS", "20"))
-
-
-def fixture(name):
-    return os.path.join(FIXTURES, name)
 
 
 def sha256(path):
@@ -32,67 +28,17 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-class Kilnd:
-    """A kilnd process on a free loopback port, its log collected."""
+class Kilnd(KilndProcess):
+    """kilnd serving `repo` (and a cache dir) on a free loopback port."""
 
     def __init__(self, repo, cache=None, extra=(), env=None):
-        args = [os.path.join(BIN, "kilnd"), "--host", "127.0.0.1", "--port", "0",
-                "--model-repository", repo, "--threads", "1", "--log-level", "info", *extra]
+        args = ["--host", "127.0.0.1", "--port", "0", "--model-repository", repo, "--threads", "1",
+                "--log-level", "info", *extra]
         if cache:
             args += ["--cache-dir", cache]
         # kilnd re-executes itself to set OMP_WAIT_POLICY when it is unset; setting it here
         # halves each start (libtorch is loaded once, not twice).
-        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **(env or {})}
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=env)
-        self.log = []
-        self.started = time.monotonic()
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("kilnd exited early:\n" + "".join(self.log))
-            self.log.append(line)
-            m = re.search(r"listening on ([\d.]+):(\d+)", line)
-            if m:
-                self.address = f"{m.group(1)}:{m.group(2)}"
-                break
-        else:
-            raise RuntimeError("kilnd did not start")
-        self.ready_s = time.monotonic() - self.started
-        self.drain = threading.Thread(target=self._drain, daemon=True)
-        self.drain.start()
-
-    def _drain(self):
-        for line in self.proc.stdout:
-            self.log.append(line)
-
-    def text(self):
-        return "".join(self.log)
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stop(self):
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._close()
-
-    def kill9(self):
-        self.proc.kill()
-        self.proc.wait()
-        self._close()
-
-    def _close(self):
-        # The process is gone: the log reaches EOF, then the pipe can close.
-        self.drain.join(timeout=10)
-        if not self.drain.is_alive():
-            self.proc.stdout.close()
+        super().__init__(BIN, args, env={"OMP_WAIT_POLICY": "PASSIVE", **(env or {})})
 
 
 def import_workers_of(repo):

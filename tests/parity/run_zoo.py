@@ -24,50 +24,24 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
 
-class Kilnd:
-    def __init__(self, bin_dir, repo):
-        self.proc = subprocess.Popen(
-            [os.path.join(bin_dir, "kilnd"), "--host", "127.0.0.1", "--port", "0",
-             "--model-repository", repo, "--threads", "2", "--log-level", "warn",
-             "--max-upload-bytes", str(4 << 30), "--import-memory-mb", "16000",
-             "--import-timeout-s", "1800"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.log = []
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("kilnd exited early:\n" + "".join(self.log))
-            self.log.append(line)
-            m = re.search(r"listening on ([\d.]+):(\d+)", line)
-            if m:
-                self.address = f"{m.group(1)}:{m.group(2)}"
-                break
-        else:
-            raise RuntimeError("kilnd did not start")
-        threading.Thread(target=lambda: [self.log.append(l) for l in self.proc.stdout],
-                         daemon=True).start()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def Kilnd(bin_dir, repo):
+    """kilnd for the zoo: uploads up to 4 GiB, imports given 16 GB and 30 minutes."""
+    return KilndProcess(bin_dir, [
+        "--host", "127.0.0.1", "--port", "0", "--model-repository", repo, "--threads", "2",
+        "--log-level", "warn", "--max-upload-bytes", 4 << 30, "--import-memory-mb", 16000,
+        "--import-timeout-s", 1800])
 
 
 def relative_error(got, want):

@@ -21,6 +21,7 @@
 #include "engine/importer/import_context.h"
 #include "engine/importer/torchscript_importer.h"
 #include "engine/ir/graph.h"
+#include "engine/passes/pass.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -803,12 +804,21 @@ TEST(ImporterFixtureTest, Resnet18) {
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_TRUE(ir::VerifyGraph(*g).ok());
   EXPECT_THAT(InputNames(*g), ElementsAre("x"));
-  // Freezing folds every batch_norm into its conv.
+  // The import keeps every batch_norm (freezing is asked not to fold them into
+  // the weights, which changes results); Kiln's pass then fuses each
+  // conv -> batch_norm [-> relu] into the conv's epilogue.
   EXPECT_THAT(ComputeOps(*g),
-              UnorderedElementsAre(Pair("Conv", 20), Pair("Relu", 17), Pair("Add", 8),
+              UnorderedElementsAre(Pair("Conv", 20), Pair("BatchNorm", 20), Pair("Relu", 17),
+                                   Pair("Add", 8), Pair("MaxPool", 1), Pair("AdaptiveAvgPool", 1),
+                                   Pair("Flatten", 1), Pair("Linear", 1)));
+  EXPECT_EQ(OpHistogram(*g)["Constant"], 70);
+  ir::Graph fused = *g;
+  ASSERT_TRUE(passes::RunPipeline(fused).ok());
+  // The relus after a residual add stay; the 9 right after a conv's batch norm fuse.
+  EXPECT_THAT(ComputeOps(fused),
+              UnorderedElementsAre(Pair("Conv", 20), Pair("Relu", 8), Pair("Add", 8),
                                    Pair("MaxPool", 1), Pair("AdaptiveAvgPool", 1),
                                    Pair("Flatten", 1), Pair("Linear", 1)));
-  EXPECT_EQ(OpHistogram(*g)["Constant"], 42);
   EXPECT_GT(g->ConstantBytes(), 40u << 20);  // ~11.7 M float parameters
 }
 
@@ -818,9 +828,15 @@ TEST(ImporterFixtureTest, MobileNetV2) {
   EXPECT_TRUE(ir::VerifyGraph(*g).ok());
   EXPECT_THAT(InputNames(*g), ElementsAre("x"));
   EXPECT_THAT(ComputeOps(*g),
-              UnorderedElementsAre(Pair("Conv", 52), Pair("Clip", 35), Pair("Add", 10),
-                                   Pair("AdaptiveAvgPool", 1), Pair("Flatten", 1),
-                                   Pair("Linear", 1)));
+              UnorderedElementsAre(Pair("Conv", 52), Pair("BatchNorm", 52), Pair("Clip", 35),
+                                   Pair("Add", 10), Pair("AdaptiveAvgPool", 1),
+                                   Pair("Flatten", 1), Pair("Linear", 1)));
+  ir::Graph fused = *g;
+  ASSERT_TRUE(passes::RunPipeline(fused).ok());
+  // Every batch norm and relu6 follows a conv: all fuse.
+  EXPECT_THAT(ComputeOps(fused),
+              UnorderedElementsAre(Pair("Conv", 52), Pair("Add", 10), Pair("AdaptiveAvgPool", 1),
+                                   Pair("Flatten", 1), Pair("Linear", 1)));
   for (const ir::Node& n : g->nodes()) {
     if (n.kind == ir::OpKind::kClip) {
       EXPECT_EQ(n.attrs.GetFloat("min"), 0.0);

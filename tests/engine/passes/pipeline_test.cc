@@ -66,7 +66,8 @@ TEST(PipelineTest, RunsEveryPassAndCanDisableByName) {
   EXPECT_EQ(CountOps(h, ir::OpKind::kIdentity), 2);
   EXPECT_EQ(CountOps(h, ir::OpKind::kSigmoid), 0);
   EXPECT_EQ(PipelinePassNames(),
-            (std::vector<std::string>{"eliminate_identity", "dead_code_elimination"}));
+            (std::vector<std::string>{"eliminate_identity", "fuse_conv_epilogue",
+                                      "dead_code_elimination"}));
 }
 
 // Passes see nodes inside blocks too: an Identity in a branch is removed and

@@ -1,0 +1,96 @@
+"""A real kilnd process for tests and benchmarks: the one launcher every Python test and tool uses.
+
+kilnd prints "kilnd listening on HOST:PORT" on stdout once it serves, so `--port 0` gives a free
+loopback port with no race. The log (stderr) is read on a thread so its pipe never fills; with
+merge_log it shares stdout with the address line, else it is kept apart (tests that check every
+log line is JSON want it so).
+"""
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+
+class KilndProcess:
+    def __init__(self, bin_dir, args, env=None, merge_log=True, startup_timeout=300):
+        """Starts `bin_dir/kilnd args...` and waits until it listens (RuntimeError otherwise)."""
+        self.lines = []  # log lines, in order
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [os.path.join(bin_dir, "kilnd"), *map(str, args)], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_log else subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})})
+        self._readers = []
+        if not merge_log:
+            self._read_in_background(self.proc.stderr)
+        deadline = time.time() + startup_timeout
+        while True:
+            line = self.proc.stdout.readline()
+            if not line or time.time() > deadline:
+                self.stop()
+                raise RuntimeError(f"kilnd did not start (exit {self.proc.returncode}):\n"
+                                   + self.text())
+            if merge_log:
+                self.lines.append(line)
+            m = re.search(r"listening on (\S+):(\d+)", line)
+            if m:
+                break
+        self.address = f"{m.group(1)}:{m.group(2)}"
+        self.port = int(m.group(2))
+        self.ready_s = time.monotonic() - self.started
+        self._read_in_background(self.proc.stdout)
+
+    def _read_in_background(self, stream):
+        def read():
+            for line in stream:
+                self.lines.append(line)
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        self._readers.append(reader)
+
+    def text(self):
+        return "".join(self.lines)
+
+    def wait_for_log(self, pattern, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if re.search(pattern, self.text()):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, timeout=60):
+        """SIGTERM (kilnd drains and exits 0), SIGKILL after `timeout` s; returns the exit status."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+        return self.proc.returncode
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+        self._close()
+
+    def _close(self):
+        # The process is gone: the readers reach EOF, then the pipes can close.
+        for reader in self._readers:
+            reader.join(timeout=10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None and not any(r.is_alive() for r in self._readers):
+                stream.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
