@@ -230,7 +230,10 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
                    ";outputs=", absl::StrJoin(outputs, ","));
   built.counters = std::make_shared<cache::PlanCounters>();
   options.compile = options_.compile;
-  options.executables = options_.cache->Provider(model_key, label, built.counters);
+  // A dry run leaves no trace: neither its graph nor its plans enter the cache.
+  if (!config.dry_run) {
+    options.executables = options_.cache->Provider(model_key, label, built.counters);
+  }
   built.weight_bytes = graph.ConstantBytes();
   // A model rebuilt with ops forced onto the fallback (verify.on_mismatch)
   // is another graph: it compiles outside the shared plan cache.
@@ -245,7 +248,7 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
                                },
                                /*verify=*/built.load.graph_source != "disk-cache"));
   built.model = std::move(model);
-  CommitGraph(built.sha256, pending);
+  if (!config.dry_run) CommitGraph(built.sha256, pending);
   built.load.load_ns = NsSince(start);
   return built;
 }

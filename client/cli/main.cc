@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -97,8 +98,19 @@ absl::Status Upload(InferenceClient& client, const std::string& file, const std:
   }
   if (single_message) {
     ASSIGN_OR_RETURN(std::string bytes, ReadFile(file));
-    RETURN_IF_ERROR(client.Upload(name, bytes, std::move(config), version > 0 ? version : 1));
-    std::printf("uploaded '%s' (%zu bytes, one message): READY\n", name.c_str(), bytes.size());
+    if (version <= 0) {
+      // Triton's message names the version ("file:1/model.pt"); the next one
+      // after those the repository has, as the streamed upload does.
+      ASSIGN_OR_RETURN(std::vector<kiln::client::ModelIndexEntry> index, client.Index());
+      version = 1;
+      for (const kiln::client::ModelIndexEntry& e : index) {
+        int64_t v = 0;
+        if (e.name == name && absl::SimpleAtoi(e.version, &v)) version = std::max(version, v + 1);
+      }
+    }
+    RETURN_IF_ERROR(client.Upload(name, bytes, std::move(config), version));
+    std::printf("uploaded '%s' version %lld (%zu bytes, one message): READY\n", name.c_str(),
+                static_cast<long long>(version), bytes.size());
     return absl::OkStatus();
   }
   kiln::client::UploadOptions options;

@@ -168,6 +168,14 @@ class RepositoryTest(unittest.TestCase):
                          sha256(fixture("mobilenet_v2.pt")))
         self.assert_matches_libtorch(self.infer(server, "resnet18", "mobilenet_v2"),
                                      "mobilenet_v2")
+        # Without --version the single message installs the next version, as the streamed
+        # upload does, instead of replacing version 1.
+        r = self.kiln(server, "upload", fixture("resnet18.pt"), "--name", "resnet18",
+                      "--single-message")
+        self.assertIn("version 6", r.stdout)
+        self.assertEqual(sha256(os.path.join(self.repo, "resnet18", "6", "model.pt")),
+                         sha256(fixture("resnet18.pt")))
+        self.assert_matches_libtorch(self.infer(server, "resnet18", "resnet18"), "resnet18")
 
         # Unload stops serving and keeps the files; delete removes them.
         self.kiln(server, "unload", "mlp")
@@ -304,6 +312,18 @@ class RepositoryTest(unittest.TestCase):
         for m in ("mlp", "two_input", "resnet18"):
             self.assert_matches_libtorch(self.infer(server, m, m), m)
         self.assertIn("0 corrupt removed", self.stats(server))
+
+    def test_dry_run_leaves_nothing_in_the_repository_or_the_cache(self):
+        server = self.start()
+        r = self.kiln(server, "upload", fixture("resnet18.pt"), "--name", "dry", "--dry-run")
+        self.assertIn("dry run", r.stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "dry")))
+        cached = [f for _, _, files in os.walk(self.cache) for f in files]
+        self.assertEqual(cached, [], "a dry run wrote into the compiled-graph cache")
+        # A real upload of the same file does fill it.
+        self.kiln(server, "upload", fixture("resnet18.pt"), "--name", "real")
+        self.assertTrue([f for _, _, files in os.walk(self.cache) for f in files])
+        self.assertTrue(server.alive())
 
     def test_two_processes_share_a_cache_directory(self):
         a = self.start(repo=os.path.join(self.tmp, "repo_a"))
