@@ -2,21 +2,66 @@
 // kilnd loads on first use (torch_backend.h). Linked with a version script
 // that exports only the entry point, so its own copies of Kiln's engine
 // libraries bind to each other and never to kilnd's.
+//
+// libtorch's warnings (TORCH_WARN: deprecations, fallback ops' own notices)
+// would go straight to stderr and break a JSON log; every entry point routes
+// them into kilnd's log instead. libtorch keeps the handler per thread, so
+// each call installs it for its duration.
 #include "server/torch_plugin.h"
+
+#include <c10/util/Exception.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/fallback/fallback.h"
 
 namespace kiln::server::torch {
 namespace {
 
+class LogWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::SourceLocation& where, const std::string& msg,
+               const bool verbatim) override {
+    if (verbatim) {
+      spdlog::warn("libtorch: {}", msg);
+    } else {
+      spdlog::warn("libtorch: {} ({}:{})", msg, where.file, where.line);
+    }
+  }
+};
+
+c10::WarningHandler* Handler() {
+  static LogWarnings* handler = new LogWarnings();
+  return handler;
+}
+
 absl::StatusOr<ir::Graph> Import(std::string_view bytes, const importer::ImportOptions& options) {
+  c10::Warning::WarningHandlerGuard warnings(Handler());
   return importer::ImportTorchScript(bytes, options);
+}
+
+// The fallback kernel's own Prepare and Eval, wrapped to log warnings.
+kernels::KernelDef& Wrapped() {
+  static kernels::KernelDef kernel;
+  return kernel;
+}
+absl::Status PrepareLogged(kernels::PrepareContext& ctx) {
+  c10::Warning::WarningHandlerGuard warnings(Handler());
+  return Wrapped().prepare(ctx);
+}
+absl::Status EvalLogged(kernels::EvalContext& ctx) {
+  c10::Warning::WarningHandlerGuard warnings(Handler());
+  return Wrapped().eval(ctx);
 }
 
 kernels::KernelDef FallbackKernel(int num_threads) {
   fallback::InstallFallbackKernel(num_threads);
   const kernels::KernelDef* kernel = kernels::FindKernel(ir::OpKind::kFallback, DType::kUnknown);
-  return kernel != nullptr ? *kernel : kernels::KernelDef{};
+  if (kernel == nullptr) return kernels::KernelDef{};
+  Wrapped() = *kernel;
+  kernels::KernelDef logged = *kernel;
+  logged.prepare = PrepareLogged;
+  logged.eval = EvalLogged;
+  return logged;
 }
 
 absl::StatusOr<fallback::VerifiedModel> Verify(std::string_view model_bytes,
@@ -24,6 +69,7 @@ absl::StatusOr<fallback::VerifiedModel> Verify(std::string_view model_bytes,
                                                std::unique_ptr<runtime::Model> model,
                                                const fallback::ModelBuilder& build,
                                                const fallback::VerifyOptions& options) {
+  c10::Warning::WarningHandlerGuard warnings(Handler());
   return fallback::VerifyModel(model_bytes, import, std::move(model), build, options);
 }
 

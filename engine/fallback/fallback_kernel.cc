@@ -36,23 +36,6 @@ namespace {
 using kernels::EvalContext;
 using kernels::PrepareContext;
 
-absl::StatusOr<c10::ScalarType> TorchDType(DType d) {
-  switch (d) {
-    case DType::kBool: return c10::ScalarType::Bool;
-    case DType::kUInt8: return c10::ScalarType::Byte;
-    case DType::kInt8: return c10::ScalarType::Char;
-    case DType::kInt16: return c10::ScalarType::Short;
-    case DType::kInt32: return c10::ScalarType::Int;
-    case DType::kInt64: return c10::ScalarType::Long;
-    case DType::kF16: return c10::ScalarType::Half;
-    case DType::kBF16: return c10::ScalarType::BFloat16;
-    case DType::kF32: return c10::ScalarType::Float;
-    case DType::kF64: return c10::ScalarType::Double;
-    case DType::kUnknown: break;
-  }
-  return absl::InvalidArgumentError("a tensor of unknown dtype");
-}
-
 // How one schema argument gets its value.
 struct Arg {
   enum class Kind { kInput, kList, kRunTimeList, kConstant, kNone } kind;
@@ -214,7 +197,7 @@ absl::Status PrepareFallback(PrepareContext& ctx) {
 // A Kiln tensor as an at::Tensor over the same bytes; the deleter keeps the
 // Kiln storage alive for as long as libtorch holds the tensor (a view result).
 absl::StatusOr<at::Tensor> ToTorch(const Tensor& t, bool clone) {
-  ASSIGN_OR_RETURN(c10::ScalarType st, TorchDType(t.dtype()));
+  ASSIGN_OR_RETURN(c10::ScalarType st, importer::TorchFromDType(t.dtype()));
   Tensor keep = t;
   at::Tensor out = at::from_blob(const_cast<void*>(t.raw_data()),
                                  std::vector<int64_t>(t.dims().begin(), t.dims().end()),

@@ -35,26 +35,9 @@
 namespace kiln::fallback {
 namespace {
 
-absl::StatusOr<c10::ScalarType> TorchDType(DType d) {
-  switch (d) {
-    case DType::kBool: return c10::ScalarType::Bool;
-    case DType::kUInt8: return c10::ScalarType::Byte;
-    case DType::kInt8: return c10::ScalarType::Char;
-    case DType::kInt16: return c10::ScalarType::Short;
-    case DType::kInt32: return c10::ScalarType::Int;
-    case DType::kInt64: return c10::ScalarType::Long;
-    case DType::kF16: return c10::ScalarType::Half;
-    case DType::kBF16: return c10::ScalarType::BFloat16;
-    case DType::kF32: return c10::ScalarType::Float;
-    case DType::kF64: return c10::ScalarType::Double;
-    case DType::kUnknown: break;
-  }
-  return absl::InvalidArgumentError("unknown dtype");
-}
-
 // A copy of a Kiln tensor as an at::Tensor.
 absl::StatusOr<at::Tensor> CopyToTorch(const Tensor& t) {
-  ASSIGN_OR_RETURN(c10::ScalarType st, TorchDType(t.dtype()));
+  ASSIGN_OR_RETURN(c10::ScalarType st, importer::TorchFromDType(t.dtype()));
   return at::from_blob(const_cast<void*>(t.raw_data()),
                        std::vector<int64_t>(t.dims().begin(), t.dims().end()),
                        at::TensorOptions().dtype(st))
@@ -176,7 +159,7 @@ absl::StatusOr<Samples> MakeSamples(const runtime::Model& model, const ir::Graph
     Tensor t = Tensor::Zeros(spec.dtype, dims);
     std::normal_distribution<double> normal(0.0, 1.0);
     std::uniform_int_distribution<int> small(0, 3);
-    ASSIGN_OR_RETURN(c10::ScalarType st, TorchDType(spec.dtype));
+    ASSIGN_OR_RETURN(c10::ScalarType st, importer::TorchFromDType(spec.dtype));
     at::Tensor tt = at::from_blob(t.raw_data(), std::vector<int64_t>(dims.begin(), dims.end()),
                                   at::TensorOptions().dtype(st));
     if (IsFloatingPoint(spec.dtype)) {

@@ -172,8 +172,13 @@ class ImportContext {
 };
 
 // Kiln's dtype for a libtorch scalar type; Unimplemented for complex, quantized
-// and other types Kiln has no dtype for. The only place the two are mapped.
+// and other types Kiln has no dtype for. With TorchFromDType, the only place
+// the two are mapped.
 absl::StatusOr<DType> DTypeFromTorch(c10::ScalarType type);
+
+// libtorch's scalar type for a Kiln dtype (the fallback and the verified
+// import hand Kiln tensors to libtorch); InvalidArgument for kUnknown.
+absl::StatusOr<c10::ScalarType> TorchFromDType(DType dtype);
 
 // The ir kind of a TorchScript type (Tensor, int, List[int], Optional[Tensor],
 // ...), with `optional` set for Optional[T]; nullopt for types Kiln has no

@@ -271,6 +271,20 @@ absl::StatusOr<DType> DTypeFromTorch(c10::ScalarType type) {
   }
 }
 
+absl::StatusOr<c10::ScalarType> TorchFromDType(DType dtype) {
+  // The inverse of the table above, so the two cannot drift apart.
+  for (c10::ScalarType t :
+       {c10::ScalarType::Bool, c10::ScalarType::Byte, c10::ScalarType::Char,
+        c10::ScalarType::Short, c10::ScalarType::Int, c10::ScalarType::Long,
+        c10::ScalarType::Half, c10::ScalarType::BFloat16, c10::ScalarType::Float,
+        c10::ScalarType::Double}) {
+    absl::StatusOr<DType> d = DTypeFromTorch(t);
+    if (d.ok() && *d == dtype) return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("a tensor of dtype ", DTypeName(dtype), " has no libtorch scalar type"));
+}
+
 std::optional<ir::ValueKind> KindOfType(const c10::TypePtr& type, bool* optional) {
   if (optional != nullptr) *optional = false;
   c10::TypePtr t = type;

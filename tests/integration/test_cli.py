@@ -16,6 +16,7 @@ import time
 import unittest
 
 import numpy as np
+import torch
 
 from test_end_to_end import BIN, fixture  # also puts tests/support on the path
 from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
@@ -34,6 +35,14 @@ EXIT_DEADLINE = 5
 def Daemon(*args):
     """kilnd with exactly these flags; its log (stderr) is kept apart from the address line."""
     return KilndProcess(BIN, args, merge_log=False)
+
+
+class ChainMatmul(torch.nn.Module):
+    """aten::chain_matmul: no native translation (runs through the libtorch fallback), and
+    libtorch warns that it is deprecated when it runs."""
+
+    def forward(self, a, b):
+        return torch.chain_matmul(a, b, b.t())
 
 
 def run_kiln(*args, env=None, timeout=300):
@@ -274,6 +283,16 @@ class KilndTest(unittest.TestCase):
             # An error path logs too (a corrupt upload quotes a multi-line libtorch message).
             self.assertNotEqual(run_kiln("--server", server.address, "upload",
                                          fixture("corrupt.pt"), "--name", "bad").returncode, 0)
+            # libtorch's own warnings (here: a deprecated op run through the fallback) are log
+            # events too, not raw stderr lines.
+            chain = os.path.join(self.tmp, "chain.pt")
+            torch.jit.script(ChainMatmul()).save(chain)
+            self.assertEqual(run_kiln("--server", server.address, "upload", chain,
+                                      "--name", "chain").returncode, 0)
+            r = run_kiln("--server", server.address, "infer", "chain", "-i", "a=[[1,2]]",
+                         "-i", "b=[[1],[2]]")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(server.wait_for_log("chain_matmul is deprecated"), server.text())
         finally:
             self.assertEqual(server.stop(), 0)
         lines = server.text().splitlines()
