@@ -272,25 +272,38 @@ absl::Status Infer(InferenceClient& client, const std::string& name,
     any_inline |= parsed.npy_file.empty();
     args.push_back(std::move(parsed));
   }
-  // Inline values take their datatype and shape from the model's contract.
+  // Inline values take their datatype and shape from the model's contract,
+  // and a float32 .npy feeds a BF16 input (NumPy has no bfloat16).
+  std::vector<kiln::Tensor> files(args.size());
+  bool need_contract = any_inline;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].npy_file.empty()) continue;
+    ASSIGN_OR_RETURN(files[i], kiln::client::ReadNpy(args[i].npy_file));
+    need_contract |= files[i].dtype() == kiln::DType::kF32;
+  }
   std::optional<kiln::client::ModelMetadata> metadata;
-  if (any_inline) {
+  if (need_contract) {
     absl::StatusOr<kiln::client::ModelMetadata> m = client.Metadata(name, version);
     if (!m.ok() && !absl::IsUnimplemented(m.status())) return m.status();
     if (m.ok()) metadata = std::move(*m);
   }
   std::vector<kiln::client::NamedTensor> inputs;
-  for (const kiln::cli::InputArg& arg : args) {
-    if (!arg.npy_file.empty()) {
-      ASSIGN_OR_RETURN(kiln::Tensor tensor, kiln::client::ReadNpy(arg.npy_file));
-      inputs.push_back({arg.name, std::move(tensor)});
-      continue;
-    }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const kiln::cli::InputArg& arg = args[i];
     const kiln::client::TensorMetadata* declared = nullptr;
     if (metadata.has_value()) {
       for (const auto& t : metadata->inputs) {
         if (t.name == arg.name) declared = &t;
       }
+    }
+    if (!arg.npy_file.empty()) {
+      kiln::Tensor tensor = std::move(files[i]);
+      if (declared != nullptr && declared->datatype == "BF16" &&
+          tensor.dtype() == kiln::DType::kF32) {
+        tensor = kiln::cli::RoundToBF16(tensor);
+      }
+      inputs.push_back({arg.name, std::move(tensor)});
+      continue;
     }
     ASSIGN_OR_RETURN(kiln::Tensor tensor, kiln::cli::MakeInlineTensor(arg, declared));
     inputs.push_back({arg.name, std::move(tensor)});

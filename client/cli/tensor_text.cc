@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/common/half.h"
 #include "engine/common/status_macros.h"
 
 namespace kiln::cli {
@@ -184,29 +185,6 @@ absl::Status ParseBools(const std::vector<std::string>& values, bool* out,
   return absl::OkStatus();
 }
 
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1f;
-  const uint32_t mantissa = h & 0x3ff;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // subnormal
-  } else if (exponent == 31) {
-    magnitude = mantissa == 0 ? std::numeric_limits<float>::infinity()
-                              : std::numeric_limits<float>::quiet_NaN();
-  } else {
-    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
-  }
-  return sign != 0 ? -magnitude : magnitude;
-}
-
-float Bf16ToFloat(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
 // Element i as a double (for summaries) and as text (for tables).
 double ValueAt(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
@@ -217,7 +195,7 @@ double ValueAt(const Tensor& t, int64_t i) {
     case DType::kInt32: return t.data<int32_t>()[i];
     case DType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
     case DType::kF16: return HalfToFloat(t.data<uint16_t>()[i]);
-    case DType::kBF16: return Bf16ToFloat(t.data<uint16_t>()[i]);
+    case DType::kBF16: return BF16ToFloat(t.data<uint16_t>()[i]);
     case DType::kF32: return t.data<float>()[i];
     case DType::kF64: return t.data<double>()[i];
     default: return std::nan("");
@@ -343,10 +321,29 @@ absl::StatusOr<Tensor> MakeInlineTensor(const InputArg& input,
     case DType::kInt64: RETURN_IF_ERROR(ParseInts(v, t.data<int64_t>(), input.name)); break;
     case DType::kF32: RETURN_IF_ERROR(ParseFloats(v, t.data<float>(), input.name)); break;
     case DType::kF64: RETURN_IF_ERROR(ParseFloats(v, t.data<double>(), input.name)); break;
+    case DType::kF16:
+    case DType::kBF16: {
+      // Parsed as float, then rounded to the storage type (nearest even).
+      std::vector<float> wide(v.size());
+      RETURN_IF_ERROR(ParseFloats(v, wide.data(), input.name));
+      uint16_t* out = t.data<uint16_t>();
+      for (size_t i = 0; i < wide.size(); ++i) {
+        out[i] = dtype == DType::kF16 ? FloatToHalf(wide[i]) : FloatToBF16(wide[i]);
+      }
+      break;
+    }
     default:
       return absl::UnimplementedError(absl::StrCat("input '", input.name, "': inline ",
                                                    DTypeName(dtype),
                                                    " values are not supported; use a .npy file"));
+  }
+  return t;
+}
+
+Tensor RoundToBF16(const Tensor& f32) {
+  Tensor t = Tensor::Zeros(DType::kBF16, f32.dims());
+  for (int64_t i = 0; i < f32.num_elements(); ++i) {
+    t.data<uint16_t>()[i] = FloatToBF16(f32.data<float>()[i]);
   }
   return t;
 }

@@ -39,6 +39,10 @@ absl::StatusOr<InputArg> ParseInputArg(const std::string& arg);
 absl::StatusOr<Tensor> MakeInlineTensor(const InputArg& input,
                                         const client::TensorMetadata* declared);
 
+// An FP32 tensor rounded to BF16 (nearest even): a float32 .npy for a BF16
+// input, since NumPy has no bfloat16.
+Tensor RoundToBF16(const Tensor& f32);
+
 // "NAME  DTYPE  [dims]" followed by the values as a table: the last dim runs
 // across (in chunks of `columns`), every other index down, one "[i, j]" row
 // label per row.

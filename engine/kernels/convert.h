@@ -12,7 +12,7 @@
 #include <type_traits>
 
 #include "engine/common/dtype.h"
-#include "engine/kernels/half.h"
+#include "engine/common/half.h"
 #include "engine/kernels/typed.h"
 
 namespace kiln::kernels {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/kernels/half.h"
+#include "engine/common/half.h"
 #include "engine/kernels/kernel_util.h"
 
 namespace kiln::kernels {

@@ -117,6 +117,27 @@ class ListInput(nn.Module):
         return torch.cat(xs, 0) * scale, total
 
 
+class HalfMix(nn.Module):
+    """float16 in: the float16 arithmetic libtorch 1.13 has on CPU (float32 compute, rounded per
+    op), promotion to float32 with a float32 operand, and a float16 mean."""
+
+    def forward(self, h, f):
+        y = torch.where(h > 0, h * 2.0 + 1.0, h.abs()) - h
+        return y, h + f, torch.maximum(h, y).mean(dim=1)
+
+
+class Bf16Head(nn.Module):
+    """A bfloat16 model (model.to(torch.bfloat16)): linear, gelu, layer norm, softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 6)
+        self.norm = nn.LayerNorm(6)
+
+    def forward(self, x):
+        return torch.softmax(self.norm(nn.functional.gelu(self.fc(x))), dim=-1)
+
+
 class Renamed(nn.Module):
     """Scripted, reassigning its parameters: TorchScript names the graph inputs x.1, y.1."""
 
@@ -141,6 +162,11 @@ def _flatten(value, prefix, out):
 MANIFEST = {}
 
 
+def _numpy(t):
+    """NumPy has no bfloat16: saved widened to float32, which is exact (the CLI does the same)."""
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+
+
 def save_case(out_dir, name, module, inputs, eager):
     """Saves `module` (scripted or traced from the nn.Module class `eager`) as <name>.pt."""
     params = []
@@ -162,11 +188,11 @@ def save_case(out_dir, name, module, inputs, eager):
     for arg, value in inputs.items():
         if isinstance(value, (tuple, list)):
             for i, v in enumerate(value):
-                np.save(os.path.join(out_dir, f"{name}.input.{arg}.{i}.npy"), v.numpy())
+                np.save(os.path.join(out_dir, f"{name}.input.{arg}.{i}.npy"), _numpy(v))
         else:
-            np.save(os.path.join(out_dir, f"{name}.input.{arg}.npy"), value.numpy())
+            np.save(os.path.join(out_dir, f"{name}.input.{arg}.npy"), _numpy(value))
     for out_name, value in outputs.items():
-        np.save(os.path.join(out_dir, f"{name}.output.{out_name}.npy"), value.numpy())
+        np.save(os.path.join(out_dir, f"{name}.output.{out_name}.npy"), _numpy(value))
     MANIFEST[name] = {"inputs": params, "outputs": list(outputs)}
 
 
@@ -209,6 +235,12 @@ def main():
               "m": torch.rand(2, 3) > 0.5,
               "f": torch.randn(2, 3)}
     save_case(out_dir, "promotion", torch.jit.script(Promotion()), inputs, Promotion)
+
+    inputs = {"h": torch.randn(3, 4).half(), "f": torch.randn(3, 4)}
+    save_case(out_dir, "half_mix", torch.jit.script(HalfMix()), inputs, HalfMix)
+
+    inputs = {"x": torch.randn(4, 8).bfloat16()}
+    save_case(out_dir, "bf16_head", trace(Bf16Head().to(torch.bfloat16), inputs), inputs, Bf16Head)
 
     inputs = {"x": torch.randn(2, 6)}
     save_case(out_dir, "dict_out", torch.jit.script(DictOut().eval()), inputs, DictOut)
