@@ -236,6 +236,83 @@ std::vector<std::string> StructureResults(torch::jit::Graph& graph) {
   return names;
 }
 
+// ---- nested tuples out of branches ----
+//
+// libtorch 1.13's LowerAllTuples flattens a tuple an If yields, but asserts
+// on a nested one (`return x, (y, z)` from both branches). So nested tuples
+// out of an If are flattened here first: each branch yields one flat tuple of
+// the leaves, and right after the If the nested structure is rebuilt from
+// them for the If's users, which LowerAllTuples then flattens as usual.
+
+bool IsNestedTuple(const c10::TypePtr& type) {
+  auto tuple = type->cast<c10::TupleType>();
+  if (!tuple) return false;
+  for (const c10::TypePtr& e : tuple->elements()) {
+    if (e->cast<c10::TupleType>()) return true;
+  }
+  return false;
+}
+
+void LeafTypes(const c10::TypePtr& type, std::vector<c10::TypePtr>& out) {
+  if (auto tuple = type->cast<c10::TupleType>()) {
+    for (const c10::TypePtr& e : tuple->elements()) LeafTypes(e, out);
+    return;
+  }
+  out.push_back(type);
+}
+
+// The leaves of tuple value `v`, unpacking where it is not a TupleConstruct.
+void Leaves(torch::jit::Graph& graph, Value* v, std::vector<Value*>& out) {
+  if (!v->type()->cast<c10::TupleType>()) {
+    out.push_back(v);
+    return;
+  }
+  if (v->node()->kind() == c10::prim::TupleConstruct) {
+    for (Value* e : v->node()->inputs()) Leaves(graph, e, out);
+    return;
+  }
+  Node* unpack = graph.insertNode(graph.createTupleUnpack(v));
+  for (Value* e : unpack->outputs()) Leaves(graph, e, out);
+}
+
+// Rebuilds a value of tuple `type` from `leaves` (consumed from `next`).
+Value* Rebuild(torch::jit::Graph& graph, const c10::TypePtr& type,
+               const std::vector<Value*>& leaves, size_t& next) {
+  auto tuple = type->cast<c10::TupleType>();
+  if (!tuple) return leaves[next++];
+  std::vector<Value*> elements;
+  for (const c10::TypePtr& e : tuple->elements()) elements.push_back(Rebuild(graph, e, leaves, next));
+  return graph.insertNode(graph.createTuple(elements))->output();
+}
+
+void FlattenNestedTupleBranches(torch::jit::Graph& graph, torch::jit::Block* block) {
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* b : node->blocks()) FlattenNestedTupleBranches(graph, b);
+    if (node->kind() != c10::prim::If) continue;
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      Value* out = node->output(i);
+      const c10::TypePtr nested = out->type();
+      if (!IsNestedTuple(nested)) continue;
+      std::vector<c10::TypePtr> leaf_types;
+      LeafTypes(nested, leaf_types);
+      for (torch::jit::Block* b : node->blocks()) {
+        torch::jit::WithInsertPoint guard(b->return_node());
+        std::vector<Value*> leaves;
+        Leaves(graph, b->outputs()[i], leaves);
+        b->return_node()->replaceInput(i, graph.insertNode(graph.createTuple(leaves))->output());
+      }
+      out->setType(c10::TupleType::create(leaf_types));
+      torch::jit::WithInsertPoint guard(node->next());
+      Node* unpack = graph.insertNode(graph.createTupleUnpack(out));
+      std::vector<Value*> leaves(unpack->outputs().begin(), unpack->outputs().end());
+      size_t next = 0;
+      Value* rebuilt = Rebuild(graph, nested, leaves, next);
+      out->replaceAllUsesWith(rebuilt);
+      unpack->replaceInput(0, out);
+    }
+  }
+}
+
 // The single place libtorch exceptions are caught.
 template <typename Fn>
 absl::StatusOr<ir::Graph> CatchTorchErrors(Fn&& fn) {
@@ -339,6 +416,7 @@ PreparedModule LoadAndPrepare(std::string_view bytes) {
   // parameters and results, tuples carried by If and Loop) keeps them out of
   // the IR.
   std::vector<std::string> output_names = StructureResults(*graph);
+  FlattenNestedTupleBranches(*graph, graph->block());
   torch::jit::LowerAllTuples(graph);
   torch::jit::EliminateDeadCode(graph);
   // Keep the names only when they still match the outputs one to one.

@@ -297,6 +297,18 @@ class TypedInputsTest(unittest.TestCase):
         self.assertEqual([o.name for o in meta.outputs], ["output0", "output1.0", "output1.1"])
         self.assertEqual(meta.properties["output.output1.0.path"], "result[1][0]")
 
+    def test_nested_tuple_from_both_branches_grpc(self):
+        self.ensure("nested_branches")
+        meta = self.check_names("nested_branches")
+        self.assertEqual([o.name for o in meta.outputs], ["output0", "output1.0", "output1.1"])
+        x = self.sample("nested_branches", "x")
+        self.check_all_outputs("nested_branches", self.infer_grpc("nested_branches", {"x": x}))
+        # The else branch (sum < 0): x - 1, (x, x * x).
+        got = self.infer_grpc("nested_branches", {"x": -x})
+        for name, want in (("output0", -x - np.float32(1)), ("output1.0", -x),
+                           ("output1.1", x * x)):
+            np.testing.assert_array_equal(got[name], want, name)
+
     def test_tuple_parameter_grpc(self):
         self.ensure("tuple_input")
         meta = self.check_names("tuple_input")

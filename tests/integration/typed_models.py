@@ -97,6 +97,17 @@ class NestedTupleOut(nn.Module):
         return x * 2.0, (x + 1.0, x.sum(dim=1))
 
 
+class NestedTupleFromBranches(nn.Module):
+    """A nested tuple returned from both branches of an if (libtorch 1.13's own tuple lowering
+    asserts on this; Kiln flattens it first)."""
+
+    def forward(self, x) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+        if bool(x.sum() > 0):
+            return x * 3.0, (x + 1.0, x.abs())
+        else:
+            return x - 1.0, (x, x * x)
+
+
 class ListOut(nn.Module):
     def forward(self, x) -> List[torch.Tensor]:
         return [x * 3.0, x - 1.0]
@@ -248,6 +259,9 @@ def main():
     inputs = {"x": torch.randn(2, 3)}
     save_case(out_dir, "nested_tuple_out", torch.jit.script(NestedTupleOut()), inputs, NestedTupleOut)
     save_case(out_dir, "list_out", torch.jit.script(ListOut()), inputs, ListOut)
+    inputs = {"x": torch.rand(2, 3) + 0.1}  # the then-branch; the test sends -x for the else
+    save_case(out_dir, "nested_branches", torch.jit.script(NestedTupleFromBranches()), inputs,
+              NestedTupleFromBranches)
 
     inputs = {"pair": (torch.randn(2, 3), torch.randn(2, 3)), "scale": torch.randn(1, 3)}
     save_case(out_dir, "tuple_input", torch.jit.script(TupleInput()), inputs, TupleInput)
