@@ -86,17 +86,15 @@ ConvertResult ConvertComparisonAlias(const TorchNode& node, ImportContext& ctx) 
   return ConvertBinaryOp(op, node, ctx);
 }
 
-// div(self, other, *, rounding_mode): "floor" is FloorDiv, "trunc" is Div then Trunc.
+// div(self, other, *, rounding_mode): "floor" is FloorDiv, "trunc" TruncDiv (both
+// keep integers integers, as PyTorch does).
 ConvertResult ConvertDiv(const TorchNode& node, ImportContext& ctx) {
   if (node.inputs().size() < 3 || ctx.IsNone(node, 2)) return ConvertBinary(OpKind::kDiv, node, ctx);
   ASSIGN_OR_RETURN(std::string mode, ctx.ConstString(node, 2));
   ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 0));
   ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 1));
   if (mode == "floor") return One(ctx.Emit(node, OpKind::kFloorDiv, {a, b}));
-  if (mode == "trunc") {
-    ir::ValueId q = ctx.Emit(node, OpKind::kDiv, {a, b}, {}, ".quotient");
-    return One(ctx.Emit(node, OpKind::kTrunc, {q}));
-  }
+  if (mode == "trunc") return One(ctx.Emit(node, OpKind::kTruncDiv, {a, b}));
   return ctx.InvalidArgument(node, absl::StrCat("unknown rounding_mode '", mode, "'"));
 }
 

@@ -1,5 +1,5 @@
 // Broadcasting elementwise ops: arithmetic (Add, Sub, Mul, Div, Pow, Maximum,
-// Minimum, FloorDiv, Remainder, Fmod, Atan2), comparisons (-> BOOL), logical
+// Minimum, FloorDiv, TruncDiv, Remainder, Fmod, Atan2), comparisons (-> BOOL), logical
 // ops (-> BOOL) and Where.
 //
 // Prepare asks engine/common/type_promotion for the dtype PyTorch computes in
@@ -142,6 +142,16 @@ struct FloorDivOp {
       T q = static_cast<T>(a / b);
       if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
       return q;
+    }
+  }
+};
+template <typename T>
+struct TruncDivOp {
+  static T Apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::trunc(a / b);  // PyTorch's div_trunc for floats
+    } else {
+      return b == 0 ? T(0) : static_cast<T>(a / b);  // C++ rounds toward zero
     }
   }
 };
@@ -394,6 +404,7 @@ RunFn SelectFn(const ir::Node& node, DType t) {
     case OpKind::kMaximum: return ArithFn<MaximumOp>(t);
     case OpKind::kMinimum: return ArithFn<MinimumOp>(t);
     case OpKind::kFloorDiv: return IntDivFn<FloorDivOp>(t);
+    case OpKind::kTruncDiv: return IntDivFn<TruncDivOp>(t);
     case OpKind::kRemainder: return IntDivFn<RemainderOp>(t);
     case OpKind::kFmod: return IntDivFn<FmodOp>(t);
     case OpKind::kAtan2: return FloatFn<Atan2Op>(t);
@@ -421,6 +432,7 @@ PromotedOp PromotionFor(const ir::Node& node) {
     case OpKind::kMaximum:
     case OpKind::kMinimum: return PromotedOp::kMaximum;
     case OpKind::kFloorDiv:
+    case OpKind::kTruncDiv:
     case OpKind::kRemainder:
     case OpKind::kFmod: return PromotedOp::kFloorDivide;
     case OpKind::kEqual:
@@ -616,6 +628,7 @@ absl::Span<const KernelDef> ElementwiseKernels() {
       {OpKind::kMaximum, DType::kUnknown, PrepareBinary, EvalElementwise},
       {OpKind::kMinimum, DType::kUnknown, PrepareBinary, EvalElementwise},
       {OpKind::kFloorDiv, DType::kUnknown, PrepareBinary, EvalElementwise},
+      {OpKind::kTruncDiv, DType::kUnknown, PrepareBinary, EvalElementwise},
       {OpKind::kRemainder, DType::kUnknown, PrepareBinary, EvalElementwise},
       {OpKind::kFmod, DType::kUnknown, PrepareBinary, EvalElementwise},
       {OpKind::kAtan2, DType::kUnknown, PrepareBinary, EvalElementwise},

@@ -118,6 +118,11 @@ cases("elementwise", [
     ("div_broadcast", lambda x, y: x / y, randn(*X), pos(4, 1)),
     ("div_floor", lambda x, y: torch.div(x, y, rounding_mode="floor"), randn(*X), pos(*X)),
     ("div_trunc", lambda x, y: torch.div(x, y, rounding_mode="trunc"), randn(*X), pos(*X)),
+    # Integers stay integers, rounded toward zero (negative numerators included).
+    ("div_trunc_int64", lambda x, y: torch.div(x - 5, y, rounding_mode="trunc"), ints(3, 4),
+     ints(3, 4, lo=1, hi=4)),
+    ("div_floor_int64", lambda x, y: torch.div(x - 5, y, rounding_mode="floor"), ints(3, 4),
+     ints(3, 4, lo=1, hi=4)),
     ("floor_divide", lambda x: torch.floor_divide(x * 5, 2.0), randn(*X)),
     ("remainder_scalar", lambda x: torch.remainder(x * 5, 1.5), randn(*X)),
     ("remainder_tensor", lambda x, y: x % y, randn(*X), pos(*X)),

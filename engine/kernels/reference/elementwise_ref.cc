@@ -100,6 +100,7 @@ std::optional<double> BinaryValue(OpKind op, double x, double y, bool integral) 
     case OpKind::kMaximum: return std::isnan(x) ? x : std::isnan(y) ? y : std::max(x, y);
     case OpKind::kMinimum: return std::isnan(x) ? x : std::isnan(y) ? y : std::min(x, y);
     case OpKind::kFloorDiv: return std::floor(x / y);
+    case OpKind::kTruncDiv: return std::trunc(x / y);
     case OpKind::kRemainder: return x - std::floor(x / y) * y;
     case OpKind::kFmod: return integral ? std::trunc(x / y) * -y + x : std::fmod(x, y);
     case OpKind::kAtan2: return std::atan2(x, y);

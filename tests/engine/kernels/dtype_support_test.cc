@@ -156,6 +156,7 @@ TEST(DTypeSupportTest, ArithmeticAndComparisonsTakeEveryDType) {
     // PyTorch itself rejects bool subtraction and bool floor division.
     EXPECT_EQ(Native(OpKind::kSub, d), d != DType::kBool);
     EXPECT_EQ(Native(OpKind::kFloorDiv, d), d != DType::kBool);
+    EXPECT_EQ(Native(OpKind::kTruncDiv, d), d != DType::kBool);
   }
 }
 

@@ -54,6 +54,29 @@ TEST(ElementwiseDTypeTest, IntegerFloorDivisionAndRemainderRoundLikePython) {
   EXPECT_THAT(Get<int8_t>(r8), ElementsAre(1));
 }
 
+TEST(ElementwiseDTypeTest, TruncDivisionKeepsIntegersAndRoundsTowardZero) {
+  // torch.div(a, b, rounding_mode="trunc"): [-7, 7, -8] / [2, 2, 3] -> [-3, 3, -2], int64.
+  Tensor q = Run1(OpKind::kTruncDiv, {Make<int64_t>(DType::kInt64, {-7, 7, -8}),
+                                      Make<int64_t>(DType::kInt64, {2, 2, 3})});
+  ASSERT_EQ(q.dtype(), DType::kInt64);
+  EXPECT_THAT(Get<int64_t>(q), ElementsAre(-3, 3, -2));
+  // int32 with an int64 operand promotes to int64; floats truncate the quotient.
+  Tensor mixed = Run1(OpKind::kTruncDiv, {Make<int32_t>(DType::kInt32, {-9}),
+                                          Make<int64_t>(DType::kInt64, {4})});
+  ASSERT_EQ(mixed.dtype(), DType::kInt64);
+  EXPECT_THAT(Get<int64_t>(mixed), ElementsAre(-2));
+  Tensor f = Run1(OpKind::kTruncDiv, {Make<float>(DType::kF32, {-7.5f, 7.5f}),
+                                      Make<float>(DType::kF32, {2.0f, 2.0f})});
+  EXPECT_THAT(Get<float>(f), ElementsAre(-3.0f, 3.0f));
+  // PyTorch: "div_trunc_cpu" not implemented for 'Bool'.
+  SingleOpGraph bools(OpKind::kTruncDiv, {Make<bool>(DType::kBool, {true}),
+                                          Make<bool>(DType::kBool, {true})});
+  EXPECT_FALSE(bools.Run().ok());
+  SingleOpGraph zero(OpKind::kTruncDiv, {Make<int64_t>(DType::kInt64, {1}),
+                                         Make<int64_t>(DType::kInt64, {0})});
+  EXPECT_FALSE(zero.Run().ok());
+}
+
 TEST(ElementwiseDTypeTest, IntegerDivisionByZeroFailsTheRequest) {
   SingleOpGraph g(OpKind::kFloorDiv, {Make<int32_t>(DType::kInt32, {1, 2}),
                                       Make<int32_t>(DType::kInt32, {1, 0})});

@@ -133,7 +133,8 @@ Case BinaryAny(K op, Rng& rng, int i) {
   const bool compare = op == K::kEqual || op == K::kNotEqual || op == K::kLess ||
                        op == K::kLessEqual || op == K::kGreater || op == K::kGreaterEqual;
   const bool logical = op == K::kLogicalAnd || op == K::kLogicalOr || op == K::kLogicalXor;
-  const bool divides = op == K::kFloorDiv || op == K::kRemainder || op == K::kFmod;
+  const bool divides = op == K::kFloorDiv || op == K::kTruncDiv || op == K::kRemainder ||
+                       op == K::kFmod;
   const bool float_only = op == K::kPow || op == K::kAtan2 || op == K::kDiv;
   Case c;
   if (logical) {
@@ -766,7 +767,7 @@ void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& m) {
   m[K::kPRelu] = PRelu;
   // Add, Sub, Mul and Div now also take INT64 and weak scalars: replace their generators.
   for (K op : {K::kAdd, K::kSub, K::kMul, K::kDiv, K::kPow, K::kMaximum, K::kMinimum, K::kFloorDiv,
-               K::kRemainder, K::kFmod, K::kAtan2, K::kEqual, K::kNotEqual, K::kLess,
+               K::kTruncDiv, K::kRemainder, K::kFmod, K::kAtan2, K::kEqual, K::kNotEqual, K::kLess,
                K::kLessEqual, K::kGreater, K::kGreaterEqual, K::kLogicalAnd, K::kLogicalOr,
                K::kLogicalXor}) {
     m[op] = [op](Rng& r, int i) { return BinaryAny(op, r, i); };
