@@ -21,7 +21,8 @@ namespace kiln::fallback {
 
 struct VerifyOptions {
   // Float outputs pass when max|kiln - libtorch| <= tolerance * max|libtorch|
-  // + 1e-6; integer and bool outputs must be equal.
+  // + 1e-6 (for BF16 and FP16 outputs, at least four units in the last place
+  // of the type); integer and bool outputs must be equal.
   double tolerance = 1e-4;
   // Sample input shapes and dtypes by input name, overriding the model's
   // contract (needed where the contract leaves dims open that the model

@@ -5,17 +5,17 @@
 // template over a per-op functor; the formulas follow PyTorch's CPU kernels
 // term by term so float32 results agree to rounding. The activations models
 // use also run on FP64 (double functors) and on FP16/BF16 (widened to FP32,
-// widen.h).
+// widen.cc).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <string>
 
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
-#include "engine/kernels/widen.h"
 
 namespace kiln::kernels {
 namespace {
@@ -31,7 +31,15 @@ struct UnaryParams {
   // The same parameters unrounded, for FP64 input.
   double lo_d = -std::numeric_limits<double>::infinity();
   double hi_d = std::numeric_limits<double>::infinity();
-  double a_d = 0.0;
+  double a_d = 0.0, b_d = 0.0, c_d = 0.0;
+
+  // a, b, c in the element type T (float or double).
+  template <typename T>
+  T A() const { return std::is_same_v<T, double> ? a_d : a; }
+  template <typename T>
+  T B() const { return std::is_same_v<T, double> ? b_d : b; }
+  template <typename T>
+  T C() const { return std::is_same_v<T, double> ? c_d : c; }
 };
 
 absl::Status PrepareUnary(PrepareContext& ctx) {
@@ -39,6 +47,18 @@ absl::Status PrepareUnary(PrepareContext& ctx) {
   // FP32, or FP64 for the ops registered with it (the table's FP64 rows).
   const DType t = ctx.inputs[0].dtype;
   if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  ctx.outputs = {TensorInfo{t, ctx.inputs[0].dims}};
+  ctx.state = std::make_shared<UnaryParams>();
+  return absl::OkStatus();
+}
+
+// Relu of an integer tensor (not BOOL: PyTorch refuses it).
+absl::Status PrepareIntegerUnary(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  const DType t = ctx.inputs[0].dtype;
+  if (!IsIntegral(t)) {
+    return Unimplemented(ctx.node, "expected an integer input, got ", DTypeName(t));
+  }
   ctx.outputs = {TensorInfo{t, ctx.inputs[0].dims}};
   ctx.state = std::make_shared<UnaryParams>();
   return absl::OkStatus();
@@ -83,25 +103,30 @@ absl::Status PrepareParams(PrepareContext& ctx) {
     case ir::OpKind::kElu: {
       const double alpha = attrs.GetFloat("alpha", 1.0);
       const double scale = attrs.GetFloat("scale", 1.0);
-      params->a = static_cast<float>(alpha * scale);
-      params->b = static_cast<float>(scale);
-      params->c = static_cast<float>(attrs.GetFloat("input_scale", 1.0));
+      params->a_d = alpha * scale;
+      params->b_d = scale;
+      params->c_d = attrs.GetFloat("input_scale", 1.0);
       break;
     }
     case ir::OpKind::kSoftplus:
-      params->a = static_cast<float>(attrs.GetFloat("beta", 1.0));
-      params->b = static_cast<float>(attrs.GetFloat("threshold", 20.0));
+      params->a_d = attrs.GetFloat("beta", 1.0);
+      params->b_d = attrs.GetFloat("threshold", 20.0);
       break;
     case ir::OpKind::kHardShrink:
     case ir::OpKind::kSoftShrink:
-      params->a = static_cast<float>(attrs.GetFloat("lambd", 0.5));
+      params->a_d = attrs.GetFloat("lambd", 0.5);
       break;
     case ir::OpKind::kThreshold:
-      params->a = static_cast<float>(attrs.GetFloat("threshold", 0.0));
-      params->b = static_cast<float>(attrs.GetFloat("value", 0.0));
+      params->a_d = attrs.GetFloat("threshold", 0.0);
+      params->b_d = attrs.GetFloat("value", 0.0);
       break;
     default:
       break;
+  }
+  if (ctx.node.kind != ir::OpKind::kLeakyRelu) {
+    params->a = static_cast<float>(params->a_d);
+    params->b = static_cast<float>(params->b_d);
+    params->c = static_cast<float>(params->c_d);
   }
   ctx.state = std::move(params);
   return absl::OkStatus();
@@ -114,6 +139,11 @@ struct ReluOp {
   // std::max(x, 0) returns x for NaN, as PyTorch's relu (clamp_min) does.
   static float Apply(float x, const UnaryParams&) { return std::max(x, 0.0f); }
   static double Apply(double x, const UnaryParams&) { return std::max(x, 0.0); }
+  // Integer tensors stay integers (PyTorch's relu is clamp_min, defined on them).
+  template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+  static T Apply(T x, const UnaryParams&) {
+    return x < T(0) ? T(0) : x;
+  }
 };
 struct ClipOp {
   static constexpr int kCost = 1;
@@ -161,14 +191,16 @@ struct SiluOp {
 };
 struct HardSigmoidOp {
   static constexpr int kCost = 2;
-  static float Apply(float x, const UnaryParams&) {
-    return std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+  template <typename T>
+  static T Apply(T x, const UnaryParams&) {
+    return std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
   }
 };
 struct HardSwishOp {
   static constexpr int kCost = 3;
-  static float Apply(float x, const UnaryParams&) {
-    return x * std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+  template <typename T>
+  static T Apply(T x, const UnaryParams&) {
+    return x * std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
   }
 };
 
@@ -179,40 +211,49 @@ struct LeakyReluOp {
 };
 struct EluOp {
   static constexpr int kCost = 20;
-  static float Apply(float x, const UnaryParams& p) {
-    return x <= 0.0f ? std::expm1(x * p.c) * p.a : x * p.b;
+  template <typename T>
+  static T Apply(T x, const UnaryParams& p) {
+    return x <= T(0) ? std::expm1(x * p.C<T>()) * p.A<T>() : x * p.B<T>();
   }
 };
 struct MishOp {
   static constexpr int kCost = 40;
-  static float Apply(float x, const UnaryParams&) { return x * std::tanh(std::log1p(std::exp(x))); }
+  template <typename T>
+  static T Apply(T x, const UnaryParams&) { return x * std::tanh(std::log1p(std::exp(x))); }
 };
 struct SoftplusOp {
   static constexpr int kCost = 40;
-  static float Apply(float x, const UnaryParams& p) {
-    return x * p.a > p.b ? x : std::log1p(std::exp(x * p.a)) / p.a;
+  template <typename T>
+  static T Apply(T x, const UnaryParams& p) {
+    return x * p.A<T>() > p.B<T>() ? x : std::log1p(std::exp(x * p.A<T>())) / p.A<T>();
   }
 };
 struct LogSigmoidOp {
   static constexpr int kCost = 40;
   // min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|.
-  static float Apply(float x, const UnaryParams&) {
-    return std::min(x, 0.0f) - std::log1p(std::exp(-std::abs(x)));
+  template <typename T>
+  static T Apply(T x, const UnaryParams&) {
+    return std::min(x, T(0)) - std::log1p(std::exp(-std::abs(x)));
   }
 };
 struct HardShrinkOp {
   static constexpr int kCost = 1;
-  static float Apply(float x, const UnaryParams& p) { return (x >= -p.a && x <= p.a) ? 0.0f : x; }
+  template <typename T>
+  static T Apply(T x, const UnaryParams& p) {
+    return (x >= -p.A<T>() && x <= p.A<T>()) ? T(0) : x;
+  }
 };
 struct SoftShrinkOp {
   static constexpr int kCost = 1;
-  static float Apply(float x, const UnaryParams& p) {
-    return x > p.a ? x - p.a : (x < -p.a ? x + p.a : 0.0f);
+  template <typename T>
+  static T Apply(T x, const UnaryParams& p) {
+    return x > p.A<T>() ? x - p.A<T>() : (x < -p.A<T>() ? x + p.A<T>() : T(0));
   }
 };
 struct ThresholdOp {
   static constexpr int kCost = 1;
-  static float Apply(float x, const UnaryParams& p) { return x <= p.a ? p.b : x; }
+  template <typename T>
+  static T Apply(T x, const UnaryParams& p) { return x <= p.A<T>() ? p.B<T>() : x; }
 };
 
 template <typename Op, typename T = float>
@@ -242,8 +283,9 @@ struct PReluPlan {
 
 absl::Status PreparePRelu(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
-  RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
+  const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  RETURN_IF_ERROR(CheckDType(ctx, 1, t));
   const Dims& x = ctx.inputs[0].dims;
   const int64_t w = NumElements(ctx.inputs[1].dims);
   auto plan = std::make_shared<PReluPlan>();
@@ -258,23 +300,24 @@ absl::Status PreparePRelu(PrepareContext& ctx) {
     plan->channels = w;
     plan->inner = NumElements(Dims(x.begin() + cdim + 1, x.end()));
   }
-  ctx.outputs = {TensorInfo{DType::kF32, x}};
+  ctx.outputs = {TensorInfo{t, x}};
   ctx.state = std::move(plan);
   return absl::OkStatus();
 }
 
+template <typename T>
 absl::Status EvalPRelu(EvalContext& ctx) {
   const PReluPlan& p = StateAs<PReluPlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  const float* w = ctx.inputs[1]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  const T* w = ctx.inputs[1]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
   const int64_t planes = p.outer * p.channels;
   ParallelFor(planes, ctx.num_threads, planes * p.inner, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
-      const float a = w[q % p.channels];
-      const float* src = x + q * p.inner;
-      float* dst = y + q * p.inner;
-      for (int64_t i = 0; i < p.inner; ++i) dst[i] = src[i] > 0.0f ? src[i] : a * src[i];
+      const T a = w[q % p.channels];
+      const T* src = x + q * p.inner;
+      T* dst = y + q * p.inner;
+      for (int64_t i = 0; i < p.inner; ++i) dst[i] = src[i] > T(0) ? src[i] : a * src[i];
     }
   });
   return absl::OkStatus();
@@ -285,6 +328,11 @@ absl::Status EvalPRelu(EvalContext& ctx) {
 absl::Span<const KernelDef> ActivationKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kRelu, DType::kF32, PrepareUnary, EvalUnary<ReluOp>},
+      {ir::OpKind::kRelu, DType::kInt64, PrepareIntegerUnary, EvalUnary<ReluOp, int64_t>},
+      {ir::OpKind::kRelu, DType::kInt32, PrepareIntegerUnary, EvalUnary<ReluOp, int32_t>},
+      {ir::OpKind::kRelu, DType::kInt16, PrepareIntegerUnary, EvalUnary<ReluOp, int16_t>},
+      {ir::OpKind::kRelu, DType::kInt8, PrepareIntegerUnary, EvalUnary<ReluOp, int8_t>},
+      {ir::OpKind::kRelu, DType::kUInt8, PrepareIntegerUnary, EvalUnary<ReluOp, uint8_t>},
       {ir::OpKind::kClip, DType::kF32, PrepareClip, EvalUnary<ClipOp>},
       {ir::OpKind::kSigmoid, DType::kF32, PrepareUnary, EvalUnary<SigmoidOp>},
       {ir::OpKind::kTanh, DType::kF32, PrepareUnary, EvalUnary<TanhOp>},
@@ -300,8 +348,8 @@ absl::Span<const KernelDef> ActivationKernels() {
       {ir::OpKind::kHardShrink, DType::kF32, PrepareParams, EvalUnary<HardShrinkOp>},
       {ir::OpKind::kSoftShrink, DType::kF32, PrepareParams, EvalUnary<SoftShrinkOp>},
       {ir::OpKind::kThreshold, DType::kF32, PrepareParams, EvalUnary<ThresholdOp>},
-      {ir::OpKind::kPRelu, DType::kF32, PreparePRelu, EvalPRelu},
-      // FP64: the activations models use, computed in double like PyTorch.
+      {ir::OpKind::kPRelu, DType::kF32, PreparePRelu, EvalPRelu<float>},
+      // FP64: every activation, computed in double like PyTorch.
       {ir::OpKind::kRelu, DType::kF64, PrepareUnary, EvalUnary<ReluOp, double>},
       {ir::OpKind::kClip, DType::kF64, PrepareClip, EvalUnary<ClipOp, double>},
       {ir::OpKind::kSigmoid, DType::kF64, PrepareUnary, EvalUnary<SigmoidOp, double>},
@@ -309,19 +357,16 @@ absl::Span<const KernelDef> ActivationKernels() {
       {ir::OpKind::kGelu, DType::kF64, PrepareGelu, EvalGelu<double>},
       {ir::OpKind::kSilu, DType::kF64, PrepareUnary, EvalUnary<SiluOp, double>},
       {ir::OpKind::kLeakyRelu, DType::kF64, PrepareParams, EvalUnary<LeakyReluOp, double>},
-      // FP16/BF16: computed in FP32 and rounded back (widen.h).
-      KILN_WIDENED(ir::OpKind::kRelu, DType::kF16, PrepareUnary, EvalUnary<ReluOp>),
-      KILN_WIDENED(ir::OpKind::kRelu, DType::kBF16, PrepareUnary, EvalUnary<ReluOp>),
-      KILN_WIDENED(ir::OpKind::kClip, DType::kF16, PrepareClip, EvalUnary<ClipOp>),
-      KILN_WIDENED(ir::OpKind::kClip, DType::kBF16, PrepareClip, EvalUnary<ClipOp>),
-      KILN_WIDENED(ir::OpKind::kSigmoid, DType::kF16, PrepareUnary, EvalUnary<SigmoidOp>),
-      KILN_WIDENED(ir::OpKind::kSigmoid, DType::kBF16, PrepareUnary, EvalUnary<SigmoidOp>),
-      KILN_WIDENED(ir::OpKind::kTanh, DType::kF16, PrepareUnary, EvalUnary<TanhOp>),
-      KILN_WIDENED(ir::OpKind::kTanh, DType::kBF16, PrepareUnary, EvalUnary<TanhOp>),
-      KILN_WIDENED(ir::OpKind::kGelu, DType::kF16, PrepareGelu, EvalGelu<>),
-      KILN_WIDENED(ir::OpKind::kGelu, DType::kBF16, PrepareGelu, EvalGelu<>),
-      KILN_WIDENED(ir::OpKind::kSilu, DType::kF16, PrepareUnary, EvalUnary<SiluOp>),
-      KILN_WIDENED(ir::OpKind::kSilu, DType::kBF16, PrepareUnary, EvalUnary<SiluOp>),
+      {ir::OpKind::kHardSigmoid, DType::kF64, PrepareUnary, EvalUnary<HardSigmoidOp, double>},
+      {ir::OpKind::kHardSwish, DType::kF64, PrepareUnary, EvalUnary<HardSwishOp, double>},
+      {ir::OpKind::kElu, DType::kF64, PrepareParams, EvalUnary<EluOp, double>},
+      {ir::OpKind::kMish, DType::kF64, PrepareUnary, EvalUnary<MishOp, double>},
+      {ir::OpKind::kSoftplus, DType::kF64, PrepareParams, EvalUnary<SoftplusOp, double>},
+      {ir::OpKind::kLogSigmoid, DType::kF64, PrepareUnary, EvalUnary<LogSigmoidOp, double>},
+      {ir::OpKind::kHardShrink, DType::kF64, PrepareParams, EvalUnary<HardShrinkOp, double>},
+      {ir::OpKind::kSoftShrink, DType::kF64, PrepareParams, EvalUnary<SoftShrinkOp, double>},
+      {ir::OpKind::kThreshold, DType::kF64, PrepareParams, EvalUnary<ThresholdOp, double>},
+      {ir::OpKind::kPRelu, DType::kF64, PreparePRelu, EvalPRelu<double>},
   };
   return kKernels;
 }

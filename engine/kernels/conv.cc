@@ -224,6 +224,34 @@ void FillBias(const T* bias, int64_t rows, int64_t cols, T* out) {
   for (int64_t r = 0; r < rows; ++r) std::fill(out + r * cols, out + (r + 1) * cols, bias[r]);
 }
 
+// Where each (image, group) slice lies, for Conv and ConvTranspose alike:
+// input channels [c_in] of `in_plane` elements, `w_group` weights per group,
+// output channels [c_out] of `out_plane` elements.
+struct GroupLayout {
+  int64_t n, groups, c_in, cg_in, in_plane, w_group, c_out, og, out_plane;
+};
+
+// The batch and group loops around both convolutions' GEMMs: for each image
+// and group, pre-fills the group's output planes with the bias (or, with
+// `zero_fill`, zeros when there is none, for a body that accumulates), then
+// calls body(g, x_g, w_g, y_g) on the group's slices. Sequential, because the
+// body calls BLAS, which runs its own threads.
+template <typename T, typename Body>
+void ForEachImageGroup(const GroupLayout& l, const T* x, const T* w, const T* bias,
+                       bool zero_fill, T* y, Body&& body) {
+  for (int64_t n = 0; n < l.n; ++n) {
+    for (int64_t g = 0; g < l.groups; ++g) {
+      T* yg = y + (n * l.c_out + g * l.og) * l.out_plane;
+      if (bias != nullptr) {
+        FillBias(bias + g * l.og, l.og, l.out_plane, yg);
+      } else if (zero_fill) {
+        std::fill(yg, yg + l.og * l.out_plane, T(0));
+      }
+      body(g, x + (n * l.c_in + g * l.cg_in) * l.in_plane, w + g * l.w_group, yg);
+    }
+  }
+}
+
 // col[(c, a, i, j), (z, y, x)] = input[c, z * sd - pd + a * dd, y * sh - ph + i * dh,
 // x * sw - pw + j * dw], 0 in the padding.
 template <typename T>
@@ -396,21 +424,19 @@ absl::Status EvalConv(EvalContext& ctx) {
 
   T* col = static_cast<T*>(ctx.workspace);
   const int64_t k = p.cg * p.kd * p.kh * p.kw;
-  for (int64_t n = 0; n < p.n; ++n) {
-    for (int64_t g = 0; g < p.groups; ++g) {
-      const T* xg = x + (n * p.c + g * p.cg) * in_plane;
-      const T* wg = w + g * p.og * k;
-      T* yg = y + (n * p.o + g * p.og) * out_plane;
-      if (p.has_bias) FillBias(bias + g * p.og, p.og, out_plane, yg);
-      if (p.algo == ConvAlgo::kPointwise) {
-        Gemm(p.og, out_plane, p.cg, wg, xg, beta, yg);
-      } else {
-        Im2Col(p, xg, col, ctx.num_threads);
-        Gemm(p.og, out_plane, k, wg, col, beta, yg);
-      }
-      ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg, ctx.num_threads);
-    }
-  }
+  const GroupLayout layout{p.n, p.groups, p.c, p.cg, in_plane, p.og * k, p.o, p.og, out_plane};
+  // Without a bias the GEMM writes the output (beta = 0), so there is nothing to clear.
+  ForEachImageGroup<T>(layout, x, w, bias, /*zero_fill=*/false, y,
+                       [&](int64_t g, const T* xg, const T* wg, T* yg) {
+                         if (p.algo == ConvAlgo::kPointwise) {
+                           Gemm(p.og, out_plane, p.cg, wg, xg, beta, yg);
+                         } else {
+                           Im2Col(p, xg, col, ctx.num_threads);
+                           Gemm(p.og, out_plane, k, wg, col, beta, yg);
+                         }
+                         ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg,
+                                           ctx.num_threads);
+                       });
   return absl::OkStatus();
 }
 
@@ -435,8 +461,9 @@ struct ConvTransposePlan {
 absl::Status PrepareConvTranspose(PrepareContext& ctx) {
   const ir::Node& node = ctx.node;
   RETURN_IF_ERROR(CheckInputCount(ctx, 2, 3));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
-  RETURN_IF_ERROR(CheckDType(ctx, 1, DType::kF32));
+  const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  RETURN_IF_ERROR(CheckDType(ctx, 1, t));
   const Dims& x = ctx.inputs[0].dims;
   const Dims& w = ctx.inputs[1].dims;
   if (w.size() < 3 || w.size() > 5) {
@@ -491,42 +518,43 @@ absl::Status PrepareConvTranspose(PrepareContext& ctx) {
     return InvalidArg(node, "padding leaves an empty output for input ", DimsToString(x));
   }
   if (HasInput(ctx, 2)) {
-    RETURN_IF_ERROR(CheckDType(ctx, 2, DType::kF32));
+    RETURN_IF_ERROR(CheckDType(ctx, 2, t));
     if (ctx.inputs[2].dims != Dims{p->o}) {
       return InvalidArg(node, "expected bias [", p->o, "], got ", DimsToString(ctx.inputs[2].dims));
     }
     p->has_bias = true;
   }
   ctx.workspace_bytes = static_cast<size_t>(p->og * p->kd * p->kh * p->kw * p->d * p->h * p->w) *
-                        sizeof(float);
+                        DTypeSize(t);
   Dims out(x.begin(), x.begin() + off);
   out.push_back(p->o);
   const Dims out_spatial = {p->od, p->oh, p->ow};
   out.insert(out.end(), out_spatial.begin() + lift, out_spatial.end());
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.outputs = {TensorInfo{t, out}};
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
 
 // Adds col [og * taps, D*H*W] into the output planes [og, OD*OH*OW].
-void Col2Im(const ConvTransposePlan& p, const float* col, float* out, int num_threads) {
+template <typename T>
+void Col2Im(const ConvTransposePlan& p, const T* col, T* out, int num_threads) {
   const int64_t taps = p.kd * p.kh * p.kw;
   const int64_t in_volume = p.d * p.h * p.w;
   const int64_t out_volume = p.od * p.oh * p.ow;
   ParallelFor(p.og, num_threads, p.og * taps * in_volume, [&](int64_t begin, int64_t end) {
     for (int64_t co = begin; co < end; ++co) {
-      float* dst = out + co * out_volume;
+      T* dst = out + co * out_volume;
       for (int64_t t = 0; t < taps; ++t) {
         const int64_t a = t / (p.kh * p.kw), i = (t / p.kw) % p.kh, j = t % p.kw;
-        const float* src = col + (co * taps + t) * in_volume;
+        const T* src = col + (co * taps + t) * in_volume;
         for (int64_t z = 0; z < p.d; ++z) {
           const int64_t oz = z * p.sd - p.pd + a * p.dd;
           if (oz < 0 || oz >= p.od) continue;
           for (int64_t y = 0; y < p.h; ++y) {
             const int64_t oy = y * p.sh - p.ph + i * p.dh;
             if (oy < 0 || oy >= p.oh) continue;
-            const float* row = src + (z * p.h + y) * p.w;
-            float* drow = dst + (oz * p.oh + oy) * p.ow;
+            const T* row = src + (z * p.h + y) * p.w;
+            T* drow = dst + (oz * p.oh + oy) * p.ow;
             for (int64_t x = 0; x < p.w; ++x) {
               const int64_t ox = x * p.sw - p.pw + j * p.dw;
               if (ox >= 0 && ox < p.ow) drow[ox] += row[x];
@@ -538,37 +566,33 @@ void Col2Im(const ConvTransposePlan& p, const float* col, float* out, int num_th
   });
 }
 
+// T is float or double (one table row each): GEMM through Blas<T>.
+template <typename T>
 absl::Status EvalConvTranspose(EvalContext& ctx) {
   const ConvTransposePlan& p = StateAs<ConvTransposePlan>(ctx);
-  const float* x = ctx.inputs[0]->data<float>();
-  const float* w = ctx.inputs[1]->data<float>();
-  const float* bias = p.has_bias ? ctx.inputs[2]->data<float>() : nullptr;
-  float* y = ctx.outputs[0]->data<float>();
-  float* col = static_cast<float*>(ctx.workspace);
+  const T* x = ctx.inputs[0]->data<T>();
+  const T* w = ctx.inputs[1]->data<T>();
+  const T* bias = p.has_bias ? ctx.inputs[2]->data<T>() : nullptr;
+  T* y = ctx.outputs[0]->data<T>();
+  T* col = static_cast<T*>(ctx.workspace);
   const int64_t taps = p.kd * p.kh * p.kw;
   const int64_t in_volume = p.d * p.h * p.w;
   const int64_t out_volume = p.od * p.oh * p.ow;
   const int64_t m = p.og * taps;
-  for (int64_t n = 0; n < p.n; ++n) {
-    for (int64_t g = 0; g < p.groups; ++g) {
-      const float* xg = x + (n * p.c + g * p.cg) * in_volume;
-      const float* wg = w + g * p.cg * m;  // [cg, og * taps]
-      float* yg = y + (n * p.o + g * p.og) * out_volume;
-      if (bias != nullptr) {
-        FillBias(bias + g * p.og, p.og, out_volume, yg);
-      } else {
-        std::fill(yg, yg + p.og * out_volume, 0.0f);
-      }
-      if (m == 0 || in_volume == 0) continue;
-      if (p.cg == 0) {
-        std::fill(col, col + m * in_volume, 0.0f);
-      } else {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, in_volume, p.cg, 1.0f, wg, m, xg,
-                    in_volume, 0.0f, col, in_volume);
-      }
-      Col2Im(p, col, yg, ctx.num_threads);
-    }
-  }
+  const GroupLayout layout{p.n, p.groups, p.c, p.cg, in_volume, p.cg * m, p.o, p.og, out_volume};
+  // col2im accumulates, so an output without a bias starts from zeros.
+  ForEachImageGroup<T>(layout, x, w, bias, /*zero_fill=*/true, y,
+                       [&](int64_t, const T* xg, const T* wg, T* yg) {
+                         if (m == 0 || in_volume == 0) return;
+                         if (p.cg == 0) {
+                           std::fill(col, col + m * in_volume, T(0));
+                         } else {
+                           // wg is [cg, og * taps]: col = wg^T * xg.
+                           Blas<T>::gemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, in_volume,
+                                         p.cg, T(1), wg, m, xg, in_volume, T(0), col, in_volume);
+                         }
+                         Col2Im(p, col, yg, ctx.num_threads);
+                       });
   return absl::OkStatus();
 }
 
@@ -578,7 +602,8 @@ absl::Span<const KernelDef> ConvKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kConv, DType::kF32, PrepareConv, EvalConv<float>},
       {ir::OpKind::kConv, DType::kF64, PrepareConv, EvalConv<double>},
-      {ir::OpKind::kConvTranspose, DType::kF32, PrepareConvTranspose, EvalConvTranspose},
+      {ir::OpKind::kConvTranspose, DType::kF32, PrepareConvTranspose, EvalConvTranspose<float>},
+      {ir::OpKind::kConvTranspose, DType::kF64, PrepareConvTranspose, EvalConvTranspose<double>},
   };
   return kKernels;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/common/dtype.h"
 #include "engine/common/tensor.h"
@@ -92,6 +93,13 @@ const std::vector<KernelDef>& AllKernels();
 // The kernel for `op` whose dtype is `dtype` (or kUnknown); nullptr when none.
 // Installed kernels are searched after the families.
 const KernelDef* FindKernel(ir::OpKind op, DType dtype);
+
+// Finds and prepares the kernel for `ctx.node` and its operand types (fills
+// ctx.outputs, workspace_bytes, state). An FP16/BF16 operand the op's own
+// kernel does not take runs through its FP32 kernel, widened and rounded back
+// as PyTorch computes the storage types on CPU (widen.cc). NotFound when the op
+// has no kernel for the operand dtype; otherwise Prepare's own error.
+absl::StatusOr<const KernelDef*> PrepareKernel(PrepareContext& ctx);
 
 // Adds a kernel from outside the families: the libtorch fallback
 // (engine/fallback) installs its kernel this way, so builds without libtorch

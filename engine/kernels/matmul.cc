@@ -16,7 +16,7 @@
 // OpenBLAS's own small-matrix path is fast enough for the shapes models use.
 //
 // FP64 runs the same plans on cblas_dgemm/dgemv; FP16 and BF16 are widened to
-// FP32 around the FP32 kernels (widen.h), as PyTorch computes them on CPU.
+// FP32 around the FP32 kernels (widen.cc), as PyTorch computes them on CPU.
 //
 // This file and conv.cc are the only callers of cblas; neither calls it
 // inside an OpenMP region, since OpenBLAS runs its own thread pool.
@@ -35,7 +35,6 @@
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/movement.h"
-#include "engine/kernels/widen.h"
 
 namespace kiln::kernels {
 namespace {
@@ -497,11 +496,6 @@ absl::Span<const KernelDef> MatMulKernels() {
       {ir::OpKind::kLinear, DType::kF32, PrepareLinear, EvalLinear<float>},
       {ir::OpKind::kMatMul, DType::kF64, PrepareMatMul, EvalMatMul<double>},
       {ir::OpKind::kLinear, DType::kF64, PrepareLinear, EvalLinear<double>},
-      // FP16/BF16: widened to FP32 around the FP32 kernel (widen.h).
-      KILN_WIDENED(ir::OpKind::kMatMul, DType::kF16, PrepareMatMul, EvalMatMul<float>),
-      KILN_WIDENED(ir::OpKind::kMatMul, DType::kBF16, PrepareMatMul, EvalMatMul<float>),
-      KILN_WIDENED(ir::OpKind::kLinear, DType::kF16, PrepareLinear, EvalLinear<float>),
-      KILN_WIDENED(ir::OpKind::kLinear, DType::kBF16, PrepareLinear, EvalLinear<float>),
       {ir::OpKind::kEinsum, DType::kF32, PrepareEinsum, EvalEinsum},
   };
   return kKernels;

@@ -17,7 +17,6 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
-#include "engine/kernels/widen.h"
 
 namespace kiln::kernels {
 namespace {
@@ -290,8 +289,6 @@ absl::Span<const KernelDef> NormKernels() {
       {ir::OpKind::kBatchNorm, DType::kF64, PrepareBatchNorm, EvalBatchNorm<double>},
       {ir::OpKind::kLayerNorm, DType::kF32, PrepareLayerNorm, EvalLayerNorm},
       {ir::OpKind::kLayerNorm, DType::kF64, PrepareLayerNorm, EvalLayerNormF64},
-      KILN_WIDENED(ir::OpKind::kLayerNorm, DType::kF16, PrepareLayerNorm, EvalLayerNorm),
-      KILN_WIDENED(ir::OpKind::kLayerNorm, DType::kBF16, PrepareLayerNorm, EvalLayerNorm),
       {ir::OpKind::kGroupNorm, DType::kF32, PrepareGroupNorm, EvalGroupNorm<float>},
       {ir::OpKind::kGroupNorm, DType::kF64, PrepareGroupNorm, EvalGroupNorm<double>},
   };

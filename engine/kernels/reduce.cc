@@ -24,7 +24,6 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
-#include "engine/kernels/widen.h"
 #include "engine/kernels/movement.h"
 #include "engine/kernels/typed.h"
 
@@ -418,19 +417,35 @@ void ArgRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&)
   static_cast<int64_t*>(out)[r] = Extreme<T, kMax>(static_cast<const T*>(row), len).second;
 }
 
+// The sum of a float or double row in double.
+template <typename T>
+double RowSum(const T* x, int64_t len) {
+  if constexpr (std::is_same_v<T, float>) {
+    return AccurateSum(x, len);
+  } else {
+    double acc = 0.0;
+    for (int64_t i = 0; i < len; ++i) acc += x[i];
+    return acc;
+  }
+}
+
+// Var, Std, Norm and LogSumExp of float (T = float, accumulated in double) or
+// double rows: one row function per type, one SelectRow entry each.
+
 // Two-pass variance in double; n - correction <= 0 gives inf or NaN like PyTorch.
-template <bool kStd>
+template <typename T, bool kStd>
 void VarRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan& p) {
-  const float* x = static_cast<const float*>(row);
-  const double mean = AccurateSum(x, len) / static_cast<double>(len);
+  const T* x = static_cast<const T*>(row);
+  const double mean = RowSum(x, len) / static_cast<double>(len);
   double sq = 0.0;
   for (int64_t i = 0; i < len; ++i) sq += (x[i] - mean) * (x[i] - mean);
   const double var = sq / std::max(0.0, static_cast<double>(len) - p.correction);
-  static_cast<float*>(out)[r] = static_cast<float>(kStd ? std::sqrt(var) : var);
+  static_cast<T*>(out)[r] = static_cast<T>(kStd ? std::sqrt(var) : var);
 }
 
+template <typename T>
 void NormRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan& p) {
-  const float* x = static_cast<const float*>(row);
+  const T* x = static_cast<const T*>(row);
   double acc = 0.0;
   if (std::isinf(p.p)) {
     acc = p.p > 0 ? 0.0 : std::numeric_limits<double>::infinity();
@@ -443,7 +458,7 @@ void NormRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&
       acc = p.p > 0 ? std::max(acc, a) : std::min(acc, a);
     }
   } else if (p.p == 0) {
-    for (int64_t i = 0; i < len; ++i) acc += x[i] != 0.0f ? 1.0 : 0.0;
+    for (int64_t i = 0; i < len; ++i) acc += x[i] != T(0) ? 1.0 : 0.0;
   } else if (p.p == 1) {
     for (int64_t i = 0; i < len; ++i) acc += std::abs(x[i]);
   } else if (p.p == 2) {
@@ -453,18 +468,19 @@ void NormRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&
     for (int64_t i = 0; i < len; ++i) acc += std::pow(std::abs(static_cast<double>(x[i])), p.p);
     acc = std::pow(acc, 1.0 / p.p);
   }
-  static_cast<float*>(out)[r] = static_cast<float>(acc);
+  static_cast<T*>(out)[r] = static_cast<T>(acc);
 }
 
 // log(sum(exp(x - m))) + m, with an infinite max treated as 0 as PyTorch does.
+template <typename T>
 void LogSumExpRow(const void* row, int64_t len, void* out, int64_t r, const AxesPlan&) {
-  const float* x = static_cast<const float*>(row);
+  const T* x = static_cast<const T*>(row);
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < len; ++i) m = std::max(m, static_cast<double>(x[i]));
   if (std::isinf(m)) m = 0.0;
   double sum = 0.0;
   for (int64_t i = 0; i < len; ++i) sum += std::exp(x[i] - m);
-  static_cast<float*>(out)[r] = static_cast<float>(std::log(sum) + m);
+  static_cast<T*>(out)[r] = static_cast<T>(std::log(sum) + m);
 }
 
 template <bool kAll>
@@ -485,6 +501,7 @@ void LogicalRow(const void* row, int64_t len, void* out, int64_t r, const AxesPl
 std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
   using K = ir::OpKind;
   const bool f32 = t == DType::kF32;
+  const bool f64 = t == DType::kF64;
   switch (op) {
     // Sums and products of integers and bools are int64 (PyTorch's default
     // for integral reductions); extremes keep the dtype; arg* give int64.
@@ -543,16 +560,20 @@ std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
       break;
 #undef KILN_INT_REDUCE
     case K::kVar:
-      if (f32) return {t, VarRow<false>};
+      if (f32) return {t, VarRow<float, false>};
+      if (f64) return {t, VarRow<double, false>};
       break;
     case K::kStd:
-      if (f32) return {t, VarRow<true>};
+      if (f32) return {t, VarRow<float, true>};
+      if (f64) return {t, VarRow<double, true>};
       break;
     case K::kNorm:
-      if (f32) return {t, NormRow};
+      if (f32) return {t, NormRow<float>};
+      if (f64) return {t, NormRow<double>};
       break;
     case K::kLogSumExp:
-      if (f32) return {t, LogSumExpRow};
+      if (f32) return {t, LogSumExpRow<float>};
+      if (f64) return {t, LogSumExpRow<double>};
       break;
     case K::kReduceAll:
       if (IsPlainDType(t)) return {DType::kBool, LogicalRow<true>};
@@ -620,7 +641,7 @@ absl::Status PrepareScan(PrepareContext& ctx) {
   const DType t = ctx.inputs[0].dtype;
   const bool sum = ctx.node.kind == ir::OpKind::kCumSum;
   DType out_dtype;
-  if (t == DType::kF32 || t == DType::kInt64) {
+  if (t == DType::kF32 || t == DType::kF64 || t == DType::kInt64) {
     out_dtype = t;
   } else if (sum && (t == DType::kBool || t == DType::kInt32 || t == DType::kUInt8)) {
     out_dtype = DType::kInt64;  // integer sums widen to int64, as in PyTorch
@@ -642,24 +663,36 @@ absl::Status PrepareScan(PrepareContext& ctx) {
   return absl::OkStatus();
 }
 
+// One float or double scan of n elements `stride` apart, accumulated in double.
+template <typename T, bool kSum>
+void ScanFloat(const T* x, T* y, int64_t n, int64_t stride) {
+  double acc = kSum ? 0.0 : 1.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = i * stride;
+    acc = kSum ? acc + x[k] : acc * x[k];
+    y[k] = static_cast<T>(acc);
+  }
+}
+
 template <bool kSum>
 absl::Status EvalScan(EvalContext& ctx) {
   const ScanPlan& p = StateAs<ScanPlan>(ctx);
   const void* x = ctx.inputs[0]->raw_data();
   void* y = ctx.outputs[0]->raw_data();
-  const bool is_float = p.in == DType::kF32;
+  // Float rows accumulate in double (FP32 rounds each running value back).
+  const bool is_float = p.in == DType::kF32 || p.in == DType::kF64;
   ParallelFor(p.outer * p.inner, ctx.num_threads, p.outer * p.inner * p.n,
               [&](int64_t begin, int64_t end) {
                 for (int64_t c = begin; c < end; ++c) {
                   const int64_t o = c / p.inner, j = c % p.inner;
                   const int64_t base = o * p.n * p.inner + j;
                   if (is_float) {
-                    double acc = kSum ? 0.0 : 1.0;
-                    for (int64_t i = 0; i < p.n; ++i) {
-                      const int64_t k = base + i * p.inner;
-                      acc = kSum ? acc + static_cast<const float*>(x)[k]
-                                 : acc * static_cast<const float*>(x)[k];
-                      static_cast<float*>(y)[k] = static_cast<float>(acc);
+                    if (p.in == DType::kF32) {
+                      ScanFloat<float, kSum>(static_cast<const float*>(x) + base,
+                                             static_cast<float*>(y) + base, p.n, p.inner);
+                    } else {
+                      ScanFloat<double, kSum>(static_cast<const double*>(x) + base,
+                                              static_cast<double*>(y) + base, p.n, p.inner);
                     }
                   } else {
                     int64_t acc = kSum ? 0 : 1;
@@ -683,14 +716,8 @@ absl::Span<const KernelDef> ReduceKernels() {
       {ir::OpKind::kLogSoftmax, DType::kF32, PrepareSoftmax, EvalSoftmax</*kLog=*/true>},
       {ir::OpKind::kSoftmax, DType::kF64, PrepareSoftmax, EvalSoftmaxF64</*kLog=*/false>},
       {ir::OpKind::kLogSoftmax, DType::kF64, PrepareSoftmax, EvalSoftmaxF64</*kLog=*/true>},
-      KILN_WIDENED(ir::OpKind::kSoftmax, DType::kF16, PrepareSoftmax, EvalSoftmax<false>),
-      KILN_WIDENED(ir::OpKind::kSoftmax, DType::kBF16, PrepareSoftmax, EvalSoftmax<false>),
-      KILN_WIDENED(ir::OpKind::kLogSoftmax, DType::kF16, PrepareSoftmax, EvalSoftmax<true>),
-      KILN_WIDENED(ir::OpKind::kLogSoftmax, DType::kBF16, PrepareSoftmax, EvalSoftmax<true>),
       {ir::OpKind::kMean, DType::kF32, PrepareMean, EvalMean<float>},
       {ir::OpKind::kMean, DType::kF64, PrepareMean, EvalMean<double>},
-      KILN_WIDENED(ir::OpKind::kMean, DType::kF16, PrepareMean, EvalMean<float>),
-      KILN_WIDENED(ir::OpKind::kMean, DType::kBF16, PrepareMean, EvalMean<float>),
       // Any dtype: Prepare picks the typed row (see SelectRow).
       {ir::OpKind::kSum, DType::kUnknown, PrepareReduce, EvalReduce},
       {ir::OpKind::kProd, DType::kUnknown, PrepareReduce, EvalReduce},

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -34,7 +35,23 @@ struct Axis {
   int64_t in = 1, out = 1;
   int taps = 1;
   std::vector<int64_t> index;  // [out * taps]
-  std::vector<float> weight;   // [out * taps]
+  // [out * taps]: computed in float for FP32 input and in double for FP64, as
+  // PyTorch computes them in the input's type; one of the two is filled.
+  std::vector<float> weight;
+  std::vector<double> weight_f64;
+
+  template <typename T>
+  const std::vector<T>& Weights() const {
+    if constexpr (std::is_same_v<T, float>) {
+      return weight;
+    } else {
+      return weight_f64;
+    }
+  }
+  template <typename T>
+  std::vector<T>& Weights() {
+    return const_cast<std::vector<T>&>(static_cast<const Axis*>(this)->Weights<T>());
+  }
 };
 
 struct ResizePlan {
@@ -43,32 +60,40 @@ struct ResizePlan {
 };
 
 // PyTorch's compute_scales_value: 1/scale when a scale was given, else in/out.
-float ScaleValue(double scale, int64_t in, int64_t out) {
-  return scale > 0 ? static_cast<float>(1.0 / scale)
-                   : static_cast<float>(in) / static_cast<float>(out);
+// C is the type PyTorch computes coordinates in: float for FP32 input, double
+// for FP64 (and float for nearest, whose index PyTorch always takes in float).
+template <typename C>
+C ScaleValue(double scale, int64_t in, int64_t out) {
+  return scale > 0 ? static_cast<C>(1.0 / scale) : static_cast<C>(in) / static_cast<C>(out);
 }
 
 // PyTorch's area_pixel_compute_scale.
-float AreaScale(int64_t in, int64_t out, bool align_corners, double scale) {
-  if (align_corners) return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-  return ScaleValue(scale, in, out);
+template <typename C>
+C AreaScale(int64_t in, int64_t out, bool align_corners, double scale) {
+  if (align_corners) return out > 1 ? static_cast<C>(in - 1) / static_cast<C>(out - 1) : C(0);
+  return ScaleValue<C>(scale, in, out);
 }
 
 // PyTorch's area_pixel_compute_source_index.
-float SourceIndex(float scale, int64_t dst, bool align_corners, bool cubic) {
-  if (align_corners) return scale * static_cast<float>(dst);
-  const float src = scale * (static_cast<float>(dst) + 0.5f) - 0.5f;
-  return (!cubic && src < 0.0f) ? 0.0f : src;
+template <typename C>
+C SourceIndex(C scale, int64_t dst, bool align_corners, bool cubic) {
+  if (align_corners) return scale * static_cast<C>(dst);
+  const C src = scale * (static_cast<C>(dst) + C(0.5)) - C(0.5);
+  return (!cubic && src < C(0)) ? C(0) : src;
 }
 
-float Cubic1(float x, float a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
-float Cubic2(float x, float a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+template <typename C>
+C Cubic1(C x, C a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+template <typename C>
+C Cubic2(C x, C a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
 
+template <typename C>
 void BuildAxis(Axis& ax, const std::string& mode, bool align_corners, double scale) {
+  std::vector<C>& weight = ax.Weights<C>();
   const int64_t in = ax.in, out = ax.out;
   if (mode == "nearest" || mode == "nearest_exact") {
     ax.taps = 1;
-    const float s = ScaleValue(scale, in, out);
+    const float s = ScaleValue<float>(scale, in, out);
     for (int64_t i = 0; i < out; ++i) {
       int64_t src;
       if (mode == "nearest") {
@@ -83,48 +108,50 @@ void BuildAxis(Axis& ax, const std::string& mode, bool align_corners, double sca
         src = std::min(static_cast<int64_t>(std::floor((static_cast<float>(i) + 0.5f) * s)), in - 1);
       }
       ax.index.push_back(src);
-      ax.weight.push_back(1.0f);
+      weight.push_back(C(1));
     }
     return;
   }
   if (mode == "linear") {
     ax.taps = 2;
-    const float s = AreaScale(in, out, align_corners, scale);
+    const C s = AreaScale<C>(in, out, align_corners, scale);
     for (int64_t i = 0; i < out; ++i) {
       if (out == in) {
         ax.index.insert(ax.index.end(), {i, i});
-        ax.weight.insert(ax.weight.end(), {1.0f, 0.0f});
+        weight.insert(weight.end(), {C(1), C(0)});
         continue;
       }
-      const float real = SourceIndex(s, i, align_corners, /*cubic=*/false);
+      const C real = SourceIndex<C>(s, i, align_corners, /*cubic=*/false);
       const int64_t i0 = static_cast<int64_t>(real);
       const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
-      const float l1 = std::min(std::max(real - static_cast<float>(i0), 0.0f), 1.0f);
+      const C l1 = std::min(std::max(real - static_cast<C>(i0), C(0)), C(1));
       ax.index.insert(ax.index.end(), {i0, i1});
-      ax.weight.insert(ax.weight.end(), {1.0f - l1, l1});
+      weight.insert(weight.end(), {C(1) - l1, l1});
     }
     return;
   }
   // cubic
   ax.taps = 4;
-  const float s = AreaScale(in, out, align_corners, scale);
-  constexpr float kA = -0.75f;
+  const C s = AreaScale<C>(in, out, align_corners, scale);
+  constexpr C kA = C(-0.75);
   for (int64_t i = 0; i < out; ++i) {
-    const float real = SourceIndex(s, i, align_corners, /*cubic=*/true);
+    const C real = SourceIndex<C>(s, i, align_corners, /*cubic=*/true);
     const int64_t i0 = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
-    const float t = std::min(std::max(real - static_cast<float>(i0), 0.0f), 1.0f);
-    const float w[4] = {Cubic2(t + 1.0f, kA), Cubic1(t, kA), Cubic1(1.0f - t, kA),
-                        Cubic2(2.0f - t, kA)};
+    const C t = std::min(std::max(real - static_cast<C>(i0), C(0)), C(1));
+    const C w[4] = {Cubic2<C>(t + 1, kA), Cubic1<C>(t, kA), Cubic1<C>(1 - t, kA),
+                    Cubic2<C>(2 - t, kA)};
     for (int k = 0; k < 4; ++k) {
       ax.index.push_back(std::clamp<int64_t>(i0 - 1 + k, 0, in - 1));
-      ax.weight.push_back(w[k]);
+      weight.push_back(w[k]);
     }
   }
 }
 
 absl::Status PrepareResize(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 2));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const bool f64 = t == DType::kF64;
   const ir::Attributes& attrs = ctx.node.attrs;
   const Dims& x = ctx.inputs[0].dims;
   const std::string mode = attrs.GetString("mode", "nearest");
@@ -157,45 +184,54 @@ absl::Status PrepareResize(PrepareContext& ctx) {
                         absl::StrJoin(sizes, ", "), "] / scales [", absl::StrJoin(scales, ", "),
                         "]");
     }
-    BuildAxis(ax, mode, align_corners, scale);
+    if (f64) {
+      BuildAxis<double>(ax, mode, align_corners, scale);
+    } else {
+      BuildAxis<float>(ax, mode, align_corners, scale);
+    }
     out[x.size() - spatial + k] = ax.out;
   }
   for (size_t k = 0; k < 3 - spatial; ++k) {
     p->axes[k].index = {0};
     p->axes[k].weight = {1.0f};
+    p->axes[k].weight_f64 = {1.0};
   }
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.outputs = {TensorInfo{t, out}};
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
 
+template <typename T>
 absl::Status EvalResize(EvalContext& ctx) {
   const ResizePlan& p = StateAs<ResizePlan>(ctx);
   const Axis& az = p.axes[0];
   const Axis& ay = p.axes[1];
   const Axis& ax = p.axes[2];
-  const float* x = ctx.inputs[0]->data<float>();
-  float* y = ctx.outputs[0]->data<float>();
+  const T* x = ctx.inputs[0]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
+  const T* wz_of = az.Weights<T>().data();
+  const T* wy_of = ay.Weights<T>().data();
+  const T* wx_of = ax.Weights<T>().data();
   const int64_t in_volume = az.in * ay.in * ax.in;
   const int64_t out_volume = az.out * ay.out * ax.out;
   const int64_t taps = az.taps * ay.taps * ax.taps;
   ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * taps, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
-      const float* src = x + q * in_volume;
-      float* dst = y + q * out_volume;
+      const T* src = x + q * in_volume;
+      T* dst = y + q * out_volume;
       for (int64_t z = 0; z < az.out; ++z) {
         for (int64_t r = 0; r < ay.out; ++r) {
           for (int64_t c = 0; c < ax.out; ++c) {
-            float sum = 0.0f;
+            T sum = T(0);
             for (int a = 0; a < az.taps; ++a) {
-              const float wz = az.weight[z * az.taps + a];
+              const T wz = wz_of[z * az.taps + a];
               const int64_t iz = az.index[z * az.taps + a];
               for (int b = 0; b < ay.taps; ++b) {
-                const float wy = wz * ay.weight[r * ay.taps + b];
-                const float* row = src + (iz * ay.in + ay.index[r * ay.taps + b]) * ax.in;
-                float acc = 0.0f;
+                const T wy = wz * wy_of[r * ay.taps + b];
+                const T* row = src + (iz * ay.in + ay.index[r * ay.taps + b]) * ax.in;
+                T acc = T(0);
                 for (int t = 0; t < ax.taps; ++t) {
-                  acc += ax.weight[c * ax.taps + t] * row[ax.index[c * ax.taps + t]];
+                  acc += wx_of[c * ax.taps + t] * row[ax.index[c * ax.taps + t]];
                 }
                 sum += wy * acc;
               }
@@ -213,7 +249,8 @@ absl::Status EvalResize(EvalContext& ctx) {
 
 absl::Span<const KernelDef> ResizeKernels() {
   static const KernelDef kKernels[] = {
-      {ir::OpKind::kResize, DType::kF32, PrepareResize, EvalResize},
+      {ir::OpKind::kResize, DType::kF32, PrepareResize, EvalResize<float>},
+      {ir::OpKind::kResize, DType::kF64, PrepareResize, EvalResize<double>},
   };
   return kKernels;
 }

@@ -8,7 +8,7 @@
 // function PyTorch's CPU kernels use for that op (std::nearbyint for Round,
 // which rounds half to even like torch.round; 1/sqrt for Rsqrt), so results
 // agree to rounding; FP64 runs the same functors in double, FP16/BF16 the
-// common ones widened to FP32 (widen.h). Neg, Abs and Sign also take INT64,
+// common ones widened to FP32 (widen.cc). Neg, Abs and Sign also take INT64,
 // INT32, INT16 and INT8.
 #include <cmath>
 #include <cstdint>
@@ -18,7 +18,6 @@
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/typed.h"
-#include "engine/kernels/widen.h"
 
 namespace kiln::kernels {
 namespace {
@@ -219,23 +218,6 @@ absl::Span<const KernelDef> UnaryKernels() {
       {OpKind::kSign, DType::kInt32, PrepareInt, EvalUnary<int32_t, SignOp>},
       {OpKind::kSign, DType::kInt16, PrepareInt, EvalUnary<int16_t, SignOp>},
       {OpKind::kSign, DType::kInt8, PrepareInt, EvalUnary<int8_t, SignOp>},
-      // FP16/BF16: computed in FP32 and rounded back (widen.h).
-      KILN_WIDENED(OpKind::kNeg, DType::kF16, PrepareFloat, (EvalUnary<float, NegOp>)),
-      KILN_WIDENED(OpKind::kNeg, DType::kBF16, PrepareFloat, (EvalUnary<float, NegOp>)),
-      KILN_WIDENED(OpKind::kAbs, DType::kF16, PrepareFloat, (EvalUnary<float, AbsOp>)),
-      KILN_WIDENED(OpKind::kAbs, DType::kBF16, PrepareFloat, (EvalUnary<float, AbsOp>)),
-      KILN_WIDENED(OpKind::kSqrt, DType::kF16, PrepareFloat, (EvalUnary<float, SqrtOp>)),
-      KILN_WIDENED(OpKind::kSqrt, DType::kBF16, PrepareFloat, (EvalUnary<float, SqrtOp>)),
-      KILN_WIDENED(OpKind::kRsqrt, DType::kF16, PrepareFloat, (EvalUnary<float, RsqrtOp>)),
-      KILN_WIDENED(OpKind::kRsqrt, DType::kBF16, PrepareFloat, (EvalUnary<float, RsqrtOp>)),
-      KILN_WIDENED(OpKind::kExp, DType::kF16, PrepareFloat, (EvalUnary<float, ExpOp>)),
-      KILN_WIDENED(OpKind::kExp, DType::kBF16, PrepareFloat, (EvalUnary<float, ExpOp>)),
-      KILN_WIDENED(OpKind::kLog, DType::kF16, PrepareFloat, (EvalUnary<float, LogOp>)),
-      KILN_WIDENED(OpKind::kLog, DType::kBF16, PrepareFloat, (EvalUnary<float, LogOp>)),
-      KILN_WIDENED(OpKind::kReciprocal, DType::kF16, PrepareFloat, (EvalUnary<float, ReciprocalOp>)),
-      KILN_WIDENED(OpKind::kReciprocal, DType::kBF16, PrepareFloat, (EvalUnary<float, ReciprocalOp>)),
-      KILN_WIDENED(OpKind::kErf, DType::kF16, PrepareFloat, (EvalUnary<float, ErfOp>)),
-      KILN_WIDENED(OpKind::kErf, DType::kBF16, PrepareFloat, (EvalUnary<float, ErfOp>)),
   };
   return kKernels;
 }

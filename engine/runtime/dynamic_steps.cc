@@ -30,17 +30,16 @@ absl::StatusOr<std::shared_ptr<const Executable::Prepared>> Executable::PrepareA
   }
   const ir::Node& node = graph_.node(step.node);
   kernels::PrepareContext ctx{node, infos, {}, 0, nullptr, options_.num_threads};
-  const DType dtype = infos.empty() ? DType::kUnknown : infos[0].dtype;
   auto prepared = std::make_shared<Prepared>();
-  prepared->kernel = kernels::FindKernel(node.kind, dtype);
-  if (prepared->kernel == nullptr) {
+  ctx.outputs.resize(node.outputs.size());
+  absl::StatusOr<const kernels::KernelDef*> found = kernels::PrepareKernel(ctx);
+  if (absl::IsNotFound(found.status())) {
     return absl::UnimplementedError(absl::StrCat(
-        Where(graph_, step.node), "no kernel for input dtype ", DTypeName(dtype),
+        Where(graph_, step.node), found.status().message(),
         node.kind == ir::OpKind::kFallback ? " (this build has no libtorch fallback)" : ""));
   }
-  ctx.outputs.resize(node.outputs.size());
-  absl::Status s = prepared->kernel->prepare(ctx);
-  if (!s.ok()) return AtNode(step.node, s);
+  if (!found.ok()) return AtNode(step.node, found.status());
+  prepared->kernel = *found;
   if (ctx.outputs.size() != node.outputs.size()) {
     return absl::InternalError(absl::StrCat(Where(graph_, step.node), "prepare gave ",
                                             ctx.outputs.size(), " outputs for ",

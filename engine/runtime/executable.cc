@@ -330,16 +330,15 @@ class Executable::Compiler {
       }
       ctx.inputs.push_back(std::move(info));
     }
-    const DType dtype = ctx.inputs.empty() ? DType::kUnknown : ctx.inputs[0].dtype;
-    const kernels::KernelDef* kernel = kernels::FindKernel(node.kind, dtype);
-    if (kernel == nullptr) {
+    ctx.outputs.resize(node.outputs.size());
+    absl::StatusOr<const kernels::KernelDef*> found = kernels::PrepareKernel(ctx);
+    if (absl::IsNotFound(found.status())) {
       return absl::UnimplementedError(absl::StrCat(
-          Where(g_, id), "no kernel for input dtype ", DTypeName(dtype),
+          Where(g_, id), found.status().message(),
           node.kind == ir::OpKind::kFallback ? " (this build has no libtorch fallback)" : ""));
     }
-    ctx.outputs.resize(node.outputs.size());
-    absl::Status s = kernel->prepare(ctx);
-    if (!s.ok()) return AtNode(id, s);
+    if (!found.ok()) return AtNode(id, found.status());
+    const kernels::KernelDef* kernel = *found;
     if (ctx.outputs.size() != node.outputs.size()) {
       return absl::InternalError(absl::StrCat(Where(g_, id), "prepare gave ", ctx.outputs.size(),
                                               " outputs for ", node.outputs.size()));

@@ -82,6 +82,14 @@ class Promotion(nn.Module):
         return a + b, b * 2.5, m * f, a / b
 
 
+class IntDivision(nn.Module):
+    """Integer division of int64 tensors with negatives: trunc rounds toward zero, floor down;
+    both stay int64 (not a float division then a rounding)."""
+
+    def forward(self, a, b):
+        return torch.div(a, b, rounding_mode="trunc"), torch.div(a, b, rounding_mode="floor")
+
+
 class DictOut(nn.Module):
     def __init__(self):
         super().__init__()
@@ -147,6 +155,26 @@ class Bf16Head(nn.Module):
 
     def forward(self, x):
         return torch.softmax(self.norm(nn.functional.gelu(self.fc(x))), dim=-1)
+
+
+class Bf16Cnn(nn.Module):
+    """A bfloat16 CNN: conv, batch norm, relu, max pool, depthwise conv, hardswish, adaptive
+    average pool, linear, log_softmax. Kiln has no bfloat16 kernel for most of these: each runs
+    its float32 kernel, widened and rounded back, as libtorch computes bfloat16 on CPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        y = nn.functional.max_pool2d(y, 2)
+        y = nn.functional.hardswish(self.dw(y))
+        y = nn.functional.adaptive_avg_pool2d(y, 1).flatten(1)
+        return torch.log_softmax(self.fc(y), dim=1)
 
 
 class Renamed(nn.Module):
@@ -247,11 +275,18 @@ def main():
               "f": torch.randn(2, 3)}
     save_case(out_dir, "promotion", torch.jit.script(Promotion()), inputs, Promotion)
 
+    inputs = {"a": torch.tensor([[-7, 7, -9, 9, -1, 0], [-100, 100, 5, -5, 13, -13]]),
+              "b": torch.tensor([[2, 2, -4, -4, 3, 5], [7, -7, 2, 3, -5, -6]])}
+    save_case(out_dir, "int_division", trace(IntDivision(), inputs), inputs, IntDivision)
+
     inputs = {"h": torch.randn(3, 4).half(), "f": torch.randn(3, 4)}
     save_case(out_dir, "half_mix", torch.jit.script(HalfMix()), inputs, HalfMix)
 
     inputs = {"x": torch.randn(4, 8).bfloat16()}
     save_case(out_dir, "bf16_head", trace(Bf16Head().to(torch.bfloat16), inputs), inputs, Bf16Head)
+
+    inputs = {"x": torch.randn(2, 3, 16, 16).bfloat16()}
+    save_case(out_dir, "bf16_cnn", trace(Bf16Cnn().to(torch.bfloat16), inputs), inputs, Bf16Cnn)
 
     inputs = {"x": torch.randn(2, 6)}
     save_case(out_dir, "dict_out", torch.jit.script(DictOut().eval()), inputs, DictOut)

@@ -121,6 +121,13 @@ cases("elementwise", [
     # Integers stay integers, rounded toward zero (negative numerators included).
     ("div_trunc_int64", lambda x, y: torch.div(x - 5, y, rounding_mode="trunc"), ints(3, 4),
      ints(3, 4, lo=1, hi=4)),
+    # Integer tensors through the unary float ops compute in float32 (PyTorch's promotion);
+    # rounding ops and relu keep them integers.
+    ("sqrt_int64", lambda x: torch.sqrt(x), ints(3, 4, hi=50)),
+    ("exp_int32", lambda x: torch.exp(x.int() - 3), ints(3, 4, hi=6)),
+    ("sigmoid_bool", lambda x: torch.sigmoid(x > 4), ints(3, 4)),
+    ("floor_int64", lambda x: torch.floor(x - 5) * 2, ints(3, 4)),
+    ("relu_int64", lambda x: torch.relu(x - 5), ints(3, 4)),
     ("div_floor_int64", lambda x, y: torch.div(x - 5, y, rounding_mode="floor"), ints(3, 4),
      ints(3, 4, lo=1, hi=4)),
     ("floor_divide", lambda x: torch.floor_divide(x * 5, 2.0), randn(*X)),
@@ -191,6 +198,11 @@ cases("activation", [
     ("hardsigmoid", nn.Hardsigmoid(), lambda: torch.randn(*X) * 4),
     ("hardtanh", nn.Hardtanh(-2.0, 1.5), lambda: torch.randn(*X) * 3),
     ("softplus", nn.Softplus(), randn(*X)),
+    # float64 through the rarer activations (double functors, as PyTorch computes them).
+    ("hardswish_f64", lambda x: nn.functional.hardswish(x.double() * 4), randn(*X)),
+    ("elu_mish_f64", lambda x: nn.functional.mish(nn.functional.elu(x.double(), 0.7)), randn(*X)),
+    ("softplus_shrink_f64",
+     lambda x: nn.functional.softshrink(nn.functional.softplus(x.double(), 2.0), 0.3), randn(*X)),
     ("softplus_beta", nn.Softplus(beta=2.0, threshold=3.0), lambda: torch.randn(*X) * 3),
     ("sigmoid", torch.sigmoid, randn(*X)),
     ("tanh", torch.tanh, randn(*X)),

@@ -166,6 +166,13 @@ class IntArithmetic(torch.nn.Module):
         return (a * 3 + b) // 2 % 5 - (a // -3)
 
 
+class IntTruncDiv(torch.nn.Module):
+    """div(rounding_mode='trunc') of int64 tensors with negatives stays int64, toward zero."""
+
+    def forward(self, a, b):
+        return torch.div(a, b, rounding_mode="trunc") * 10 + torch.div(a, 4, rounding_mode="trunc")
+
+
 class MixedPromotion(torch.nn.Module):
     def forward(self, i, f, m):
         return (i + 2.5) * m + f.double() / i
@@ -185,6 +192,9 @@ def model_cases():
          (torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8),)),
         ("int_arithmetic", IntArithmetic(),
          (torch.randint(-50, 50, (4, 5)), torch.randint(-50, 50, (4, 5), dtype=torch.int32))),
+        ("int_trunc_div", IntTruncDiv(),
+         (torch.randint(-50, 50, (4, 5)),
+          torch.randint(1, 9, (4, 5)) * (torch.randint(0, 2, (4, 5)) * 2 - 1))),
         ("mixed_promotion", MixedPromotion(),
          (torch.randint(1, 9, (2, 3), dtype=torch.int32), torch.randn(2, 3),
           torch.rand(2, 3) > 0.3)),

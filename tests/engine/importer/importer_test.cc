@@ -201,7 +201,7 @@ graph(%x : Tensor, %y : Tensor):
   return (%b))IR");
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_THAT(OpHistogram(*g),
-              UnorderedElementsAre(Pair("FloorDiv", 1), Pair("Div", 1), Pair("Trunc", 1)));
+              UnorderedElementsAre(Pair("FloorDiv", 1), Pair("TruncDiv", 1)));
 }
 
 TEST(ImporterIrTest, AddmmDecomposesAndTransposesConstantWeight) {

@@ -77,6 +77,25 @@ TEST(ElementwiseDTypeTest, TruncDivisionKeepsIntegersAndRoundsTowardZero) {
   EXPECT_FALSE(zero.Run().ok());
 }
 
+TEST(ElementwiseDTypeTest, UnaryFloatOpsPromoteIntegersAndRoundingOpsKeepThem) {
+  // torch.sqrt(int64) and torch.sigmoid(bool) are float32; floor and relu of int64 stay int64.
+  Tensor r = Run1(OpKind::kSqrt, {Make<int64_t>(DType::kInt64, {4, 9, 2})});
+  ASSERT_EQ(r.dtype(), DType::kF32);
+  EXPECT_THAT(Get<float>(r), ElementsAre(2.0f, 3.0f, std::sqrt(2.0f)));
+  Tensor s = Run1(OpKind::kSigmoid, {Make<bool>(DType::kBool, {true, false})});
+  ASSERT_EQ(s.dtype(), DType::kF32);
+  EXPECT_THAT(Get<float>(s), ElementsAre(::testing::FloatNear(0.7310586f, 1e-6f), 0.5f));
+  Tensor f = Run1(OpKind::kFloor, {Make<int32_t>(DType::kInt32, {-3, 7})});
+  ASSERT_EQ(f.dtype(), DType::kInt32);
+  EXPECT_THAT(Get<int32_t>(f), ElementsAre(-3, 7));
+  Tensor relu = Run1(OpKind::kRelu, {Make<int64_t>(DType::kInt64, {-3, 7})});
+  ASSERT_EQ(relu.dtype(), DType::kInt64);
+  EXPECT_THAT(Get<int64_t>(relu), ElementsAre(0, 7));
+  // PyTorch has no integer gelu or frac either: a clean error, not a silent cast.
+  EXPECT_FALSE(SingleOpGraph(OpKind::kGelu, {Make<int64_t>(DType::kInt64, {1})}).Run().ok());
+  EXPECT_FALSE(SingleOpGraph(OpKind::kFrac, {Make<int64_t>(DType::kInt64, {1})}).Run().ok());
+}
+
 TEST(ElementwiseDTypeTest, IntegerDivisionByZeroFailsTheRequest) {
   SingleOpGraph g(OpKind::kFloorDiv, {Make<int32_t>(DType::kInt32, {1, 2}),
                                       Make<int32_t>(DType::kInt32, {1, 0})});

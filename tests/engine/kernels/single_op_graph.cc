@@ -67,32 +67,32 @@ PrepareContext SingleOpGraph::MakePrepareContext(int num_threads) const {
   return ctx;
 }
 
-absl::Status SingleOpGraph::Prepare(int num_threads) const {
-  const DType dtype = inputs_.empty() ? DType::kUnknown : inputs_[0].dtype();
-  const KernelDef* kernel = FindKernel(node().kind, dtype);
-  if (kernel == nullptr) {
-    return absl::UnimplementedError(absl::StrCat("no kernel for ", ir::OpName(node().kind)));
+// The kernel as the executor picks and prepares it (kernels::PrepareKernel:
+// FP16/BF16 operands an op's own kernel refuses run widened).
+absl::StatusOr<const KernelDef*> SingleOpGraph::PrepareInto(PrepareContext& ctx) const {
+  ctx.outputs.resize(node().outputs.size());
+  absl::StatusOr<const KernelDef*> kernel = PrepareKernel(ctx);
+  if (absl::IsNotFound(kernel.status())) {
+    return absl::UnimplementedError(absl::StrCat("no kernel for ", ir::OpName(node().kind), ": ",
+                                                 kernel.status().message()));
   }
+  return kernel;
+}
+
+absl::Status SingleOpGraph::Prepare(int num_threads) const {
   PrepareContext ctx = MakePrepareContext(num_threads);
-  return kernel->prepare(ctx);
+  return PrepareInto(ctx).status();
 }
 
 absl::StatusOr<size_t> SingleOpGraph::WorkspaceBytes() const {
-  const KernelDef* kernel = FindKernel(node().kind, inputs_[0].dtype());
-  if (kernel == nullptr) return absl::UnimplementedError("no kernel");
   PrepareContext ctx = MakePrepareContext(1);
-  RETURN_IF_ERROR(kernel->prepare(ctx));
+  RETURN_IF_ERROR(PrepareInto(ctx).status());
   return ctx.workspace_bytes;
 }
 
 absl::StatusOr<std::vector<Tensor>> SingleOpGraph::Run(int num_threads, bool eval_aliases) const {
-  const DType dtype = inputs_.empty() ? DType::kUnknown : inputs_[0].dtype();
-  const KernelDef* kernel = FindKernel(node().kind, dtype);
-  if (kernel == nullptr) {
-    return absl::UnimplementedError(absl::StrCat("no kernel for ", ir::OpName(node().kind)));
-  }
   PrepareContext pctx = MakePrepareContext(num_threads);
-  RETURN_IF_ERROR(kernel->prepare(pctx));
+  ASSIGN_OR_RETURN(const KernelDef* kernel, PrepareInto(pctx));
   if (pctx.outputs.size() != node().outputs.size()) {
     return absl::InternalError("Prepare filled the wrong number of outputs");
   }

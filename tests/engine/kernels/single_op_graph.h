@@ -54,6 +54,7 @@ class SingleOpGraph {
 
  private:
   PrepareContext MakePrepareContext(int num_threads) const;
+  absl::StatusOr<const KernelDef*> PrepareInto(PrepareContext& ctx) const;
 
   ir::Graph graph_;
   ir::NodeId node_id_ = ir::kNoNode;
