@@ -1,6 +1,7 @@
 // MultiHeadAttention: PyTorch's fused aten::_native_multi_head_attention (what
 // nn.MultiheadAttention and the transformer layers of vit_b_16 become after
-// freezing), in float32.
+// freezing), in float32 or float64 (one table row each, computed in that type
+// throughout, as PyTorch does).
 //
 // Inputs q [B, L, E], k and v [B, S, E], in_proj_w [3E, E], out_w [E, E],
 // optional in_proj_b [3E], out_b [E] and mask (BOOL, true = masked out:
@@ -36,18 +37,19 @@ struct AttentionPlan {
   bool has_in_bias = false, has_out_bias = false;
   bool has_mask = false, key_padding = false;
   std::vector<int64_t> mask_strides;  // over [B, H, L, S], 0 where broadcast
-  // Workspace layout (floats).
+  // Workspace layout (elements of the input dtype).
   size_t q_off = 0, k_off = 0, v_off = 0, scores_off = 0, concat_off = 0;
 };
 
 absl::Status PrepareAttention(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 5, 8));
-  for (size_t i : {kQ, kK, kV, kInW, kOutW}) RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
+  const DType t = ctx.inputs[kQ].dtype;  // FP32, or FP64 (its own table row)
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, kQ, DType::kF32));
+  for (size_t i : {kK, kV, kInW, kOutW}) RETURN_IF_ERROR(CheckDType(ctx, i, t));
   const Dims& q = ctx.inputs[kQ].dims;
   const Dims& k = ctx.inputs[kK].dims;
   const Dims& v = ctx.inputs[kV].dims;
-  if (q.size() != 3 || k.size() != 3 || v.size() != 3 || k != v || q[0] != k[0] ||
-      q[2] != k[2]) {
+  if (q.size() != 3 || k.size() != 3 || v.size() != 3 || k != v || q[0] != k[0] || q[2] != k[2]) {
     return InvalidArg(ctx.node, "expected query [B, L, E] and key, value [B, S, E], got ",
                       DimsToString(q), ", ", DimsToString(k), ", ", DimsToString(v));
   }
@@ -69,12 +71,12 @@ absl::Status PrepareAttention(PrepareContext& ctx) {
                       DimsToString(ctx.inputs[kOutW].dims));
   }
   if (HasInput(ctx, kInB)) {
-    RETURN_IF_ERROR(CheckDType(ctx, kInB, DType::kF32));
+    RETURN_IF_ERROR(CheckDType(ctx, kInB, t));
     if (ctx.inputs[kInB].dims != Dims{3 * p->e}) return InvalidArg(ctx.node, "bad in_proj_bias");
     p->has_in_bias = true;
   }
   if (HasInput(ctx, kOutB)) {
-    RETURN_IF_ERROR(CheckDType(ctx, kOutB, DType::kF32));
+    RETURN_IF_ERROR(CheckDType(ctx, kOutB, t));
     if (ctx.inputs[kOutB].dims != Dims{p->e}) return InvalidArg(ctx.node, "bad out_proj.bias");
     p->has_out_bias = true;
   }
@@ -117,96 +119,96 @@ absl::Status PrepareAttention(PrepareContext& ctx) {
   p->v_off = take(p->b * p->s * p->e);
   p->scores_off = take(p->l * p->s);
   p->concat_off = take(p->b * p->l * p->e);
-  ctx.workspace_bytes = off * sizeof(float);
+  ctx.workspace_bytes = off * DTypeSize(t);
   Dims weights = {0};
   if (p->need_weights) {
     weights = p->average ? Dims{p->b, p->l, p->s} : Dims{p->b, p->heads, p->l, p->s};
   }
-  ctx.outputs = {TensorInfo{DType::kF32, q}, TensorInfo{DType::kF32, weights}};
+  ctx.outputs = {TensorInfo{t, q}, TensorInfo{t, weights}};
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
 
 // rows x [rows, E] @ w[E_out, E]^T + bias -> out [rows, E_out].
-void Project(int64_t rows, int64_t e_in, int64_t e_out, const float* x, const float* w,
-             const float* bias, float* out) {
+template <typename T>
+void Project(int64_t rows, int64_t e_in, int64_t e_out, const T* x, const T* w, const T* bias,
+             T* out) {
   if (bias != nullptr) {
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(out + r * e_out, bias, e_out * sizeof(float));
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(out + r * e_out, bias, e_out * sizeof(T));
   }
-  Sgemm(false, true, rows, e_out, e_in, 1.0f, x, e_in, w, e_in, bias != nullptr ? 1.0f : 0.0f, out,
-        e_out);
+  Xgemm<T>(false, true, rows, e_out, e_in, T(1), x, e_in, w, e_in, bias != nullptr ? T(1) : T(0),
+           out, e_out);
 }
 
+template <typename T>
 absl::Status EvalAttention(EvalContext& ctx) {
   const AttentionPlan& p = StateAs<AttentionPlan>(ctx);
-  float* ws = static_cast<float*>(ctx.workspace);
-  float* q = ws + p.q_off;
-  float* k = ws + p.k_off;
-  float* v = ws + p.v_off;
-  float* scores = ws + p.scores_off;
-  float* concat = ws + p.concat_off;
-  const float* w_in = ctx.inputs[kInW]->data<float>();
-  const float* b_in = p.has_in_bias ? ctx.inputs[kInB]->data<float>() : nullptr;
+  T* ws = static_cast<T*>(ctx.workspace);
+  T* q = ws + p.q_off;
+  T* k = ws + p.k_off;
+  T* v = ws + p.v_off;
+  T* scores = ws + p.scores_off;
+  T* concat = ws + p.concat_off;
+  const T* w_in = ctx.inputs[kInW]->data<T>();
+  const T* b_in = p.has_in_bias ? ctx.inputs[kInB]->data<T>() : nullptr;
   const int64_t e = p.e;
-  Project(p.b * p.l, e, e, ctx.inputs[kQ]->data<float>(), w_in, b_in, q);
-  Project(p.b * p.s, e, e, ctx.inputs[kK]->data<float>(), w_in + e * e, b_in ? b_in + e : nullptr,
-          k);
-  Project(p.b * p.s, e, e, ctx.inputs[kV]->data<float>(), w_in + 2 * e * e,
+  Project(p.b * p.l, e, e, ctx.inputs[kQ]->data<T>(), w_in, b_in, q);
+  Project(p.b * p.s, e, e, ctx.inputs[kK]->data<T>(), w_in + e * e, b_in ? b_in + e : nullptr, k);
+  Project(p.b * p.s, e, e, ctx.inputs[kV]->data<T>(), w_in + 2 * e * e,
           b_in ? b_in + 2 * e : nullptr, v);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(p.d));
+  const T scale = T(1) / std::sqrt(static_cast<T>(p.d));
   for (int64_t i = 0; i < p.b * p.l * e; ++i) q[i] *= scale;
 
   const bool* mask = p.has_mask ? ctx.inputs[kMask]->data<bool>() : nullptr;
-  float* weights = p.need_weights ? ctx.outputs[1]->data<float>() : nullptr;
+  T* weights = p.need_weights ? ctx.outputs[1]->data<T>() : nullptr;
   if (weights != nullptr && p.average) {
-    std::fill(weights, weights + p.b * p.l * p.s, 0.0f);
+    std::fill(weights, weights + p.b * p.l * p.s, T(0));
   }
   for (int64_t b = 0; b < p.b; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
-      const float* qh = q + b * p.l * e + h * p.d;
-      const float* kh = k + b * p.s * e + h * p.d;
-      const float* vh = v + b * p.s * e + h * p.d;
+      const T* qh = q + b * p.l * e + h * p.d;
+      const T* kh = k + b * p.s * e + h * p.d;
+      const T* vh = v + b * p.s * e + h * p.d;
       // scores[L, S] = q_h [L, D] k_h^T.
-      Sgemm(false, true, p.l, p.s, p.d, 1.0f, qh, e, kh, e, 0.0f, scores, p.s);
+      Xgemm<T>(false, true, p.l, p.s, p.d, T(1), qh, e, kh, e, T(0), scores, p.s);
       for (int64_t i = 0; i < p.l; ++i) {
-        float* row = scores + i * p.s;
-        float m = -std::numeric_limits<float>::infinity();
+        T* row = scores + i * p.s;
+        T m = -std::numeric_limits<T>::infinity();
         for (int64_t j = 0; j < p.s; ++j) {
           if (mask != nullptr) {
             const int64_t mo = b * p.mask_strides[0] + h * p.mask_strides[1] +
                                i * p.mask_strides[2] + j * p.mask_strides[3];
-            if (mask[mo]) row[j] = -std::numeric_limits<float>::infinity();
+            if (mask[mo]) row[j] = -std::numeric_limits<T>::infinity();
           }
           m = std::max(m, row[j]);
         }
-        if (m == -std::numeric_limits<float>::infinity()) {
-          std::fill(row, row + p.s, 0.0f);  // every key masked out
+        if (m == -std::numeric_limits<T>::infinity()) {
+          std::fill(row, row + p.s, T(0));  // every key masked out
         } else {
           double sum = 0.0;
           for (int64_t j = 0; j < p.s; ++j) {
             row[j] = std::exp(row[j] - m);
             sum += row[j];
           }
-          const float inv = static_cast<float>(1.0 / sum);
+          const T inv = static_cast<T>(1.0 / sum);
           for (int64_t j = 0; j < p.s; ++j) row[j] *= inv;
         }
         if (weights != nullptr) {
           if (p.average) {
-            float* dst = weights + (b * p.l + i) * p.s;
-            for (int64_t j = 0; j < p.s; ++j) dst[j] += row[j] / static_cast<float>(p.heads);
+            T* dst = weights + (b * p.l + i) * p.s;
+            for (int64_t j = 0; j < p.s; ++j) dst[j] += row[j] / static_cast<T>(p.heads);
           } else {
-            std::memcpy(weights + ((b * p.heads + h) * p.l + i) * p.s, row, p.s * sizeof(float));
+            std::memcpy(weights + ((b * p.heads + h) * p.l + i) * p.s, row, p.s * sizeof(T));
           }
         }
       }
       // concat[:, h*D:(h+1)*D] = scores [L, S] v_h [S, D].
-      Sgemm(false, false, p.l, p.d, p.s, 1.0f, scores, p.s, vh, e, 0.0f,
-            concat + b * p.l * e + h * p.d, e);
+      Xgemm<T>(false, false, p.l, p.d, p.s, T(1), scores, p.s, vh, e, T(0),
+               concat + b * p.l * e + h * p.d, e);
     }
   }
-  Project(p.b * p.l, e, e, concat, ctx.inputs[kOutW]->data<float>(),
-          p.has_out_bias ? ctx.inputs[kOutB]->data<float>() : nullptr,
-          ctx.outputs[0]->data<float>());
+  Project(p.b * p.l, e, e, concat, ctx.inputs[kOutW]->data<T>(),
+          p.has_out_bias ? ctx.inputs[kOutB]->data<T>() : nullptr, ctx.outputs[0]->data<T>());
   return absl::OkStatus();
 }
 
@@ -214,7 +216,8 @@ absl::Status EvalAttention(EvalContext& ctx) {
 
 absl::Span<const KernelDef> AttentionKernels() {
   static const KernelDef kKernels[] = {
-      {ir::OpKind::kMultiHeadAttention, DType::kF32, PrepareAttention, EvalAttention},
+      {ir::OpKind::kMultiHeadAttention, DType::kF32, PrepareAttention, EvalAttention<float>},
+      {ir::OpKind::kMultiHeadAttention, DType::kF64, PrepareAttention, EvalAttention<double>},
   };
   return kKernels;
 }

@@ -187,9 +187,8 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     }
   } else {
     p->algo = ConvAlgo::kIm2col;
-    ctx.workspace_bytes = static_cast<size_t>(p->cg * p->kd * p->kh * p->kw * p->od * p->oh *
-                                              p->ow) *
-                          DTypeSize(t);
+    ctx.workspace_bytes =
+        static_cast<size_t>(p->cg * p->kd * p->kh * p->kw * p->od * p->oh * p->ow) * DTypeSize(t);
   }
   Dims out(x.begin(), x.begin() + off);
   out.push_back(p->o);
@@ -237,8 +236,8 @@ struct GroupLayout {
 // calls body(g, x_g, w_g, y_g) on the group's slices. Sequential, because the
 // body calls BLAS, which runs its own threads.
 template <typename T, typename Body>
-void ForEachImageGroup(const GroupLayout& l, const T* x, const T* w, const T* bias,
-                       bool zero_fill, T* y, Body&& body) {
+void ForEachImageGroup(const GroupLayout& l, const T* x, const T* w, const T* bias, bool zero_fill,
+                       T* y, Body&& body) {
   for (int64_t n = 0; n < l.n; ++n) {
     for (int64_t g = 0; g < l.groups; ++g) {
       T* yg = y + (n * l.c_out + g * l.og) * l.out_plane;
@@ -426,17 +425,16 @@ absl::Status EvalConv(EvalContext& ctx) {
   const int64_t k = p.cg * p.kd * p.kh * p.kw;
   const GroupLayout layout{p.n, p.groups, p.c, p.cg, in_plane, p.og * k, p.o, p.og, out_plane};
   // Without a bias the GEMM writes the output (beta = 0), so there is nothing to clear.
-  ForEachImageGroup<T>(layout, x, w, bias, /*zero_fill=*/false, y,
-                       [&](int64_t g, const T* xg, const T* wg, T* yg) {
-                         if (p.algo == ConvAlgo::kPointwise) {
-                           Gemm(p.og, out_plane, p.cg, wg, xg, beta, yg);
-                         } else {
-                           Im2Col(p, xg, col, ctx.num_threads);
-                           Gemm(p.og, out_plane, k, wg, col, beta, yg);
-                         }
-                         ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg,
-                                           ctx.num_threads);
-                       });
+  ForEachImageGroup<T>(
+      layout, x, w, bias, /*zero_fill=*/false, y, [&](int64_t g, const T* xg, const T* wg, T* yg) {
+        if (p.algo == ConvAlgo::kPointwise) {
+          Gemm(p.og, out_plane, p.cg, wg, xg, beta, yg);
+        } else {
+          Im2Col(p, xg, col, ctx.num_threads);
+          Gemm(p.og, out_plane, k, wg, col, beta, yg);
+        }
+        ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg, ctx.num_threads);
+      });
   return absl::OkStatus();
 }
 
@@ -450,9 +448,9 @@ absl::Status EvalConv(EvalContext& ctx) {
 // independent, so col2im runs in parallel over them.
 
 struct ConvTransposePlan {
-  int64_t n = 1, c = 0, d = 1, h = 1, w = 1;      // input
-  int64_t o = 0, kd = 1, kh = 1, kw = 1;          // output channels, kernel
-  int64_t od = 1, oh = 1, ow = 1;                 // output
+  int64_t n = 1, c = 0, d = 1, h = 1, w = 1;  // input
+  int64_t o = 0, kd = 1, kh = 1, kw = 1;      // output channels, kernel
+  int64_t od = 1, oh = 1, ow = 1;             // output
   int64_t sd = 1, sh = 1, sw = 1, pd = 0, ph = 0, pw = 0, dd = 1, dh = 1, dw = 1;
   int64_t groups = 1, cg = 0, og = 0;
   bool has_bias = false;
@@ -481,8 +479,9 @@ absl::Status PrepareConvTranspose(PrepareContext& ctx) {
     if (stride[i] < 1 || dilation[i] < 1 || padding[i] < 0 || out_pad[i] < 0 ||
         out_pad[i] >= std::max(stride[i], dilation[i])) {
       return InvalidArg(node, "invalid stride [", absl::StrJoin(stride, ", "), "], padding [",
-                        absl::StrJoin(padding, ", "), "], dilation [", absl::StrJoin(dilation, ", "),
-                        "] or output_padding [", absl::StrJoin(out_pad, ", "), "]");
+                        absl::StrJoin(padding, ", "), "], dilation [",
+                        absl::StrJoin(dilation, ", "), "] or output_padding [",
+                        absl::StrJoin(out_pad, ", "), "]");
     }
   }
   const size_t lift = 3 - spatial;
@@ -524,8 +523,8 @@ absl::Status PrepareConvTranspose(PrepareContext& ctx) {
     }
     p->has_bias = true;
   }
-  ctx.workspace_bytes = static_cast<size_t>(p->og * p->kd * p->kh * p->kw * p->d * p->h * p->w) *
-                        DTypeSize(t);
+  ctx.workspace_bytes =
+      static_cast<size_t>(p->og * p->kd * p->kh * p->kw * p->d * p->h * p->w) * DTypeSize(t);
   Dims out(x.begin(), x.begin() + off);
   out.push_back(p->o);
   const Dims out_spatial = {p->od, p->oh, p->ow};

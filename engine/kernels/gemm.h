@@ -25,6 +25,24 @@ struct Blas<double> {
   static constexpr auto gemv = cblas_dgemv;
 };
 
+// C[M, N] = alpha * op(A) * op(B) + beta * C in T (float or double), row-major;
+// the arguments are those of Sgemm below. Handles M, N or K of 0 (OpenBLAS
+// rejects a zero leading dim).
+template <typename T>
+void Xgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == T(0)) {
+    // The product is empty: C = beta * C.
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    }
+    return;
+  }
+  Blas<T>::gemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 // C[M, N] = alpha * op(A) * op(B) + beta * C, row-major; op(A) is A ([M, K],
 // leading dim lda) or, with trans_a, the transpose of A stored [K, M]; the
 // same for B ([K, N] or [N, K]). Handles M, N or K of 0 (OpenBLAS rejects a

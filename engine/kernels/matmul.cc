@@ -383,19 +383,23 @@ void PlanEinsumGemm(const PrepareContext& ctx, EinsumPlan* p) {
   p->permute_a = want_a != la;
   p->permute_b = want_b != lb;
   p->permute_out = got != lo;
-  if (p->permute_a) p->plan_a = MakePermutePlan(ctx.inputs[0].dims, perm_to(la, want_a), 4);
-  if (p->permute_b) p->plan_b = MakePermutePlan(ctx.inputs[1].dims, perm_to(lb, want_b), 4);
-  if (p->permute_out) p->plan_out = MakePermutePlan(dims_of(got), perm_to(got, lo), 4);
-  p->a_bytes = p->permute_a ? static_cast<size_t>(p->batch * p->m * p->k) * 4 : 0;
-  p->b_bytes = p->permute_b ? static_cast<size_t>(p->batch * p->k * p->n) * 4 : 0;
+  const size_t elem = DTypeSize(ctx.inputs[0].dtype);
+  if (p->permute_a) p->plan_a = MakePermutePlan(ctx.inputs[0].dims, perm_to(la, want_a), elem);
+  if (p->permute_b) p->plan_b = MakePermutePlan(ctx.inputs[1].dims, perm_to(lb, want_b), elem);
+  if (p->permute_out) p->plan_out = MakePermutePlan(dims_of(got), perm_to(got, lo), elem);
+  p->a_bytes = p->permute_a ? static_cast<size_t>(p->batch * p->m * p->k) * elem : 0;
+  p->b_bytes = p->permute_b ? static_cast<size_t>(p->batch * p->k * p->n) * elem : 0;
 }
 
 absl::Status PrepareEinsum(PrepareContext& ctx) {
   if (ctx.inputs.empty()) return InvalidArg(ctx.node, "expected at least 1 input");
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     if (!ctx.inputs[i].present) return InvalidArg(ctx.node, "input ", i, " is absent");
-    RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
   }
+  // FP32, or FP64 (its own table row); every operand shares input 0's dtype.
+  const DType t = ctx.inputs[0].dtype;
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) RETURN_IF_ERROR(CheckDType(ctx, i, t));
   auto p = std::make_shared<EinsumPlan>();
   RETURN_IF_ERROR(ParseEinsum(ctx, p.get()));
   PlanEinsumGemm(ctx, p.get());
@@ -404,14 +408,16 @@ absl::Status PrepareEinsum(PrepareContext& ctx) {
   if (p->gemm) {
     ctx.workspace_bytes =
         p->a_bytes + p->b_bytes +
-        (p->permute_out ? static_cast<size_t>(p->batch * p->m * p->n) * 4 : 0);
+        (p->permute_out ? static_cast<size_t>(p->batch * p->m * p->n) * DTypeSize(t) : 0);
   }
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.outputs = {TensorInfo{t, out}};
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
 
-// out[o...] = sum over the other labels of the product of the operands.
+// out[o...] = sum over the other labels of the product of the operands,
+// accumulated in double for float and double operands alike.
+template <typename T>
 void EinsumDirect(const EinsumPlan& p, EvalContext& ctx) {
   std::string all = p.out_labels;
   for (const std::string& l : p.in_labels) {
@@ -432,7 +438,7 @@ void EinsumDirect(const EinsumPlan& p, EvalContext& ctx) {
   }
   std::vector<int64_t> size(all.size());
   for (size_t j = 0; j < all.size(); ++j) size[j] = p.sizes[static_cast<unsigned char>(all[j])];
-  float* y = ctx.outputs[0]->data<float>();
+  T* y = ctx.outputs[0]->data<T>();
   const int64_t total_out = ctx.outputs[0]->num_elements();
   int64_t inner_total = 1;
   for (size_t j = n_out; j < all.size(); ++j) inner_total *= size[j];
@@ -445,7 +451,7 @@ void EinsumDirect(const EinsumPlan& p, EvalContext& ctx) {
       for (size_t i = 0; i < p.in_labels.size(); ++i) {
         int64_t off = 0;
         for (size_t j = 0; j < all.size(); ++j) off += idx[j] * strides[i][j];
-        prod *= ctx.inputs[i]->data<float>()[off];
+        prod *= ctx.inputs[i]->data<T>()[off];
       }
       acc += prod;
       for (size_t j = all.size(); j-- > n_out;) {
@@ -453,7 +459,7 @@ void EinsumDirect(const EinsumPlan& p, EvalContext& ctx) {
         idx[j] = 0;
       }
     }
-    y[o] = static_cast<float>(acc);
+    y[o] = static_cast<T>(acc);
     for (size_t j = n_out; j-- > 0;) {
       if (++idx[j] < size[j]) break;
       idx[j] = 0;
@@ -461,28 +467,30 @@ void EinsumDirect(const EinsumPlan& p, EvalContext& ctx) {
   }
 }
 
+// T is float or double (one table row each): the GEMM path through Xgemm<T>.
+template <typename T>
 absl::Status EvalEinsum(EvalContext& ctx) {
   const EinsumPlan& p = StateAs<EinsumPlan>(ctx);
   if (!p.gemm) {
-    EinsumDirect(p, ctx);
+    EinsumDirect<T>(p, ctx);
     return absl::OkStatus();
   }
   char* ws = static_cast<char*>(ctx.workspace);
-  const float* a = ctx.inputs[0]->data<float>();
-  const float* b = ctx.inputs[1]->data<float>();
+  const T* a = ctx.inputs[0]->data<T>();
+  const T* b = ctx.inputs[1]->data<T>();
   if (p.permute_a) {
     RunGather(p.plan_a, a, ws, ctx.num_threads);
-    a = reinterpret_cast<const float*>(ws);
+    a = reinterpret_cast<const T*>(ws);
   }
   if (p.permute_b) {
     RunGather(p.plan_b, b, ws + p.a_bytes, ctx.num_threads);
-    b = reinterpret_cast<const float*>(ws + p.a_bytes);
+    b = reinterpret_cast<const T*>(ws + p.a_bytes);
   }
-  float* c = p.permute_out ? reinterpret_cast<float*>(ws + p.a_bytes + p.b_bytes)
-                           : ctx.outputs[0]->data<float>();
+  T* c = p.permute_out ? reinterpret_cast<T*>(ws + p.a_bytes + p.b_bytes)
+                       : ctx.outputs[0]->data<T>();
   for (int64_t i = 0; i < p.batch; ++i) {
-    Sgemm(false, false, p.m, p.n, p.k, 1.0f, a + i * p.m * p.k, p.k, b + i * p.k * p.n, p.n, 0.0f,
-          c + i * p.m * p.n, p.n);
+    Xgemm<T>(false, false, p.m, p.n, p.k, T(1), a + i * p.m * p.k, p.k, b + i * p.k * p.n, p.n,
+             T(0), c + i * p.m * p.n, p.n);
   }
   if (p.permute_out) RunGather(p.plan_out, c, ctx.outputs[0]->raw_data(), ctx.num_threads);
   return absl::OkStatus();
@@ -496,23 +504,15 @@ absl::Span<const KernelDef> MatMulKernels() {
       {ir::OpKind::kLinear, DType::kF32, PrepareLinear, EvalLinear<float>},
       {ir::OpKind::kMatMul, DType::kF64, PrepareMatMul, EvalMatMul<double>},
       {ir::OpKind::kLinear, DType::kF64, PrepareLinear, EvalLinear<double>},
-      {ir::OpKind::kEinsum, DType::kF32, PrepareEinsum, EvalEinsum},
+      {ir::OpKind::kEinsum, DType::kF32, PrepareEinsum, EvalEinsum<float>},
+      {ir::OpKind::kEinsum, DType::kF64, PrepareEinsum, EvalEinsum<double>},
   };
   return kKernels;
 }
 
 void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0 || alpha == 0.0f) {
-    // OpenBLAS rejects a zero leading dim; the product is empty: C = beta * C.
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-    }
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  Xgemm<float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace kiln::kernels

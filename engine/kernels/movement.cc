@@ -112,7 +112,8 @@ void RunGatherTyped(const GatherPlan& plan, const W* src, W* dst, int num_thread
       bool padded = false;
       for (int d = 0; d < last; ++d) {
         const int64_t in = input_index(plan.dims[d], idx[d]);
-        if (in < 0 && !plan.dims[d].affine) padded = true;  // affine indices go negative when flipped
+        if (in < 0 && !plan.dims[d].affine)
+          padded = true;  // affine indices go negative when flipped
         offset += in * plan.dims[d].stride;
       }
       W* out = dst + r * inner.size;
@@ -132,23 +133,10 @@ void RunGatherTyped(const GatherPlan& plan, const W* src, W* dst, int num_thread
 }  // namespace
 
 void RunGather(const GatherPlan& plan, const void* src, void* dst, int num_threads) {
-  switch (plan.elem_size) {
-    case 1:
-      RunGatherTyped(plan, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), num_threads);
-      break;
-    case 2:
-      RunGatherTyped(plan, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst),
-                     num_threads);
-      break;
-    case 4:
-      RunGatherTyped(plan, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst),
-                     num_threads);
-      break;
-    default:
-      RunGatherTyped(plan, static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst),
-                     num_threads);
-      break;
-  }
+  DispatchByElemSize(plan.elem_size, [&](auto w) {
+    using W = decltype(w);
+    RunGatherTyped(plan, static_cast<const W*>(src), static_cast<W*>(dst), num_threads);
+  });
 }
 
 namespace {
@@ -196,23 +184,10 @@ void RunScatterTyped(const GatherPlan& plan, const W* src, W* dst, int num_threa
 }  // namespace
 
 void RunScatter(const GatherPlan& plan, const void* src, void* dst, int num_threads) {
-  switch (plan.elem_size) {
-    case 1:
-      RunScatterTyped(plan, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), num_threads);
-      break;
-    case 2:
-      RunScatterTyped(plan, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst),
-                      num_threads);
-      break;
-    case 4:
-      RunScatterTyped(plan, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst),
-                      num_threads);
-      break;
-    default:
-      RunScatterTyped(plan, static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst),
-                      num_threads);
-      break;
-  }
+  DispatchByElemSize(plan.elem_size, [&](auto w) {
+    using W = decltype(w);
+    RunScatterTyped(plan, static_cast<const W*>(src), static_cast<W*>(dst), num_threads);
+  });
 }
 
 GatherPlan MakePermutePlan(const Dims& dims, const std::vector<int64_t>& perm, size_t elem_size) {
@@ -247,7 +222,8 @@ GatherPlan IdentityPlan(const PrepareContext& ctx) {
 
 absl::Status CheckKnownDType(const PrepareContext& ctx) {
   if (DTypeSize(ctx.inputs[0].dtype) == 0 || DTypeSize(ctx.inputs[0].dtype) > 8) {
-    return InvalidArg(ctx.node, "input dtype ", DTypeName(ctx.inputs[0].dtype), " is not supported");
+    return InvalidArg(ctx.node, "input dtype ", DTypeName(ctx.inputs[0].dtype),
+                      " is not supported");
   }
   return absl::OkStatus();
 }
@@ -553,8 +529,9 @@ absl::Status PrepareSliceScatter(PrepareContext& ctx) {
   if (base.size() > kMaxGatherRank) return Unimplemented(ctx.node, "too many dims");
   ASSIGN_OR_RETURN(p->plan, SlicePlan(ctx, base, DTypeSize(ctx.inputs[0].dtype)));
   if (PlanDims(p->plan) != ctx.inputs[1].dims) {
-    return InvalidArg(ctx.node, "src ", DimsToString(ctx.inputs[1].dims), " does not match the slice ",
-                      DimsToString(PlanDims(p->plan)), " of ", DimsToString(base));
+    return InvalidArg(ctx.node, "src ", DimsToString(ctx.inputs[1].dims),
+                      " does not match the slice ", DimsToString(PlanDims(p->plan)), " of ",
+                      DimsToString(base));
   }
   p->bytes = static_cast<size_t>(NumElements(base)) * p->plan.elem_size;
   ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, base}};
@@ -700,7 +677,8 @@ absl::Status PreparePixelShuffle(PrepareContext& ctx) {
   const int64_t r = ctx.node.attrs.GetInt("factor", 1);
   const bool inverse = ctx.node.attrs.GetBool("inverse", false);
   if (x.size() < 3 || r < 1) {
-    return InvalidArg(ctx.node, "expected an input with at least 3 dims and a positive factor, got ",
+    return InvalidArg(ctx.node,
+                      "expected an input with at least 3 dims and a positive factor, got ",
                       DimsToString(x), " and ", r);
   }
   const size_t lead = x.size() - 3;
@@ -715,8 +693,12 @@ absl::Status PreparePixelShuffle(PrepareContext& ctx) {
     }
     const int64_t oc = c / (r * r);
     // Output viewed as [batch, oc, h, r, w, r]; input strides of [batch, oc, r, r, h, w].
-    plan.dims = {GatherDim{batch, c * h * w}, GatherDim{oc, r * r * h * w}, GatherDim{h, w},
-                 GatherDim{r, r * h * w},     GatherDim{w, 1},             GatherDim{r, h * w}};
+    plan.dims = {GatherDim{batch, c * h * w},
+                 GatherDim{oc, r * r * h * w},
+                 GatherDim{h, w},
+                 GatherDim{r, r * h * w},
+                 GatherDim{w, 1},
+                 GatherDim{r, h * w}};
     out.insert(out.end(), {oc, h * r, w * r});
   } else {
     if (h % r != 0 || w % r != 0) {
@@ -724,8 +706,8 @@ absl::Status PreparePixelShuffle(PrepareContext& ctx) {
     }
     const int64_t oh = h / r, ow = w / r;
     // Output viewed as [batch, c, r, r, oh, ow]; input strides of [batch, c, oh, r, ow, r].
-    plan.dims = {GatherDim{batch, c * h * w}, GatherDim{c, h * w},  GatherDim{r, w},
-                 GatherDim{r, 1},             GatherDim{oh, r * w}, GatherDim{ow, r}};
+    plan.dims = {GatherDim{batch, c * h * w}, GatherDim{c, h * w}, GatherDim{r, w}, GatherDim{r, 1},
+                 GatherDim{oh, r * w},        GatherDim{ow, r}};
     out.insert(out.end(), {c * r * r, oh, ow});
   }
   return Finish(ctx, std::move(plan), out);

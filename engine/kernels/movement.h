@@ -6,6 +6,7 @@
 // Einsum use MakePermutePlan to bring their operands into a convenient layout.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -31,6 +32,27 @@ struct GatherPlan {
 // Drops size-1 dims and merges adjacent affine dims that step contiguously,
 // so that the innermost loop is as long as possible. Call once in Prepare.
 void SimplifyGatherPlan(GatherPlan& plan);
+
+// Calls f(W{}) with W the unsigned integer type of `elem_size` bytes (1, 2, 4;
+// anything else is 8): movement copies elements as bit patterns, so one
+// instantiation per size serves every dtype of that size.
+template <typename F>
+void DispatchByElemSize(size_t elem_size, F&& f) {
+  switch (elem_size) {
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
+  }
+}
 
 // Copies the gathered elements from `src` into the dense `dst`.
 void RunGather(const GatherPlan& plan, const void* src, void* dst, int num_threads);

@@ -1,4 +1,5 @@
-// Recurrent layers in float32, as aten::lstm / aten::gru / aten::rnn_tanh /
+// Recurrent layers in float32 or float64 (one table row each, computed in that
+// type), as aten::lstm / aten::gru / aten::rnn_tanh /
 // aten::rnn_relu compute them: LSTM (gates i, f, g, o) and RNN with attr cell
 // gru (gates r, z, n) or tanh / relu, multi-layer and bidirectional, sequence
 // first or batch first.
@@ -35,7 +36,7 @@ struct RnnPlan {
   int64_t t = 1, b = 1, in = 1, h = 1, layers = 1, dirs = 1, gates = 4;
   bool batch_first = false, unbatched = false, has_biases = true, has_state = false;
   size_t first_weight = 1;  // input index of layer 0's w_ih
-  // Workspace layout (floats).
+  // Workspace layout (elements of the input dtype).
   size_t x_off = 0, buf_off[2] = {0, 0}, xg_off = 0, hg_off = 0, h_off = 0, c_off = 0;
 };
 
@@ -76,8 +77,10 @@ absl::Status PrepareRnn(PrepareContext& ctx) {
   }
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     if (!ctx.inputs[i].present) return InvalidArg(node, "input ", i, " is absent");
-    RETURN_IF_ERROR(CheckDType(ctx, i, DType::kF32));
   }
+  const DType dt = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
+  if (dt != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) RETURN_IF_ERROR(CheckDType(ctx, i, dt));
   const Dims& x = ctx.inputs[0].dims;
   if (x.size() == 2) {
     p->unbatched = true;
@@ -133,123 +136,128 @@ absl::Status PrepareRnn(PrepareContext& ctx) {
   p->hg_off = take(p->b * g);
   p->h_off = take(p->b * p->h);
   p->c_off = take(p->b * p->h);
-  ctx.workspace_bytes = off * sizeof(float);
-  Dims out = p->unbatched ? Dims{p->t, p->dirs * p->h}
+  ctx.workspace_bytes = off * DTypeSize(dt);
+  Dims out = p->unbatched     ? Dims{p->t, p->dirs * p->h}
              : p->batch_first ? Dims{p->b, p->t, p->dirs * p->h}
                               : Dims{p->t, p->b, p->dirs * p->h};
   Dims hn = p->unbatched ? Dims{p->layers * p->dirs, p->h} : state;
-  ctx.outputs = {TensorInfo{DType::kF32, out}, TensorInfo{DType::kF32, hn}};
-  if (lstm) ctx.outputs.push_back(TensorInfo{DType::kF32, hn});
+  ctx.outputs = {TensorInfo{dt, out}, TensorInfo{dt, hn}};
+  if (lstm) ctx.outputs.push_back(TensorInfo{dt, hn});
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
 
-inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+template <typename T>
+inline T Sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
 
 // Copies [A, B, C] to [B, A, C] (batch-first <-> sequence-first).
-void SwapLeading(const float* src, float* dst, int64_t a, int64_t b, int64_t c) {
+template <typename T>
+void SwapLeading(const T* src, T* dst, int64_t a, int64_t b, int64_t c) {
   for (int64_t i = 0; i < a; ++i) {
     for (int64_t j = 0; j < b; ++j) {
-      std::memcpy(dst + (j * a + i) * c, src + (i * b + j) * c, c * sizeof(float));
+      std::memcpy(dst + (j * a + i) * c, src + (i * b + j) * c, c * sizeof(T));
     }
   }
 }
 
+template <typename T>
 absl::Status EvalRnn(EvalContext& ctx) {
   const RnnPlan& p = StateAs<RnnPlan>(ctx);
-  float* ws = static_cast<float*>(ctx.workspace);
+  T* ws = static_cast<T*>(ctx.workspace);
   const int64_t tb = p.t * p.b, g = p.gates * p.h, out_w = p.dirs * p.h;
   const size_t per = p.has_biases ? 4 : 2;
   // Sequence-first input.
-  float* x = ws + p.x_off;
+  T* x = ws + p.x_off;
   if (p.batch_first && !p.unbatched) {
-    SwapLeading(ctx.inputs[0]->data<float>(), x, p.b, p.t, p.in);
+    SwapLeading(ctx.inputs[0]->data<T>(), x, p.b, p.t, p.in);
   } else {
-    std::memcpy(x, ctx.inputs[0]->data<float>(), tb * p.in * sizeof(float));
+    std::memcpy(x, ctx.inputs[0]->data<T>(), tb * p.in * sizeof(T));
   }
-  float* xg = ws + p.xg_off;
-  float* hg = ws + p.hg_off;
-  float* h = ws + p.h_off;
-  float* c = ws + p.c_off;
-  float* hn = ctx.outputs[1]->data<float>();
-  float* cn = p.cell == Cell::kLstm ? ctx.outputs[2]->data<float>() : nullptr;
-  const float* layer_in = x;
+  T* xg = ws + p.xg_off;
+  T* hg = ws + p.hg_off;
+  T* h = ws + p.h_off;
+  T* c = ws + p.c_off;
+  T* hn = ctx.outputs[1]->data<T>();
+  T* cn = p.cell == Cell::kLstm ? ctx.outputs[2]->data<T>() : nullptr;
+  const T* layer_in = x;
   int64_t in = p.in;
-  float* layer_out = nullptr;
+  T* layer_out = nullptr;
   for (int64_t l = 0; l < p.layers; ++l) {
     layer_out = ws + p.buf_off[l % 2];
     for (int64_t d = 0; d < p.dirs; ++d) {
       const size_t base = p.first_weight + per * (l * p.dirs + d);
-      const float* w_ih = ctx.inputs[base]->data<float>();
-      const float* w_hh = ctx.inputs[base + 1]->data<float>();
-      const float* b_ih = p.has_biases ? ctx.inputs[base + 2]->data<float>() : nullptr;
-      const float* b_hh = p.has_biases ? ctx.inputs[base + 3]->data<float>() : nullptr;
+      const T* w_ih = ctx.inputs[base]->data<T>();
+      const T* w_hh = ctx.inputs[base + 1]->data<T>();
+      const T* b_ih = p.has_biases ? ctx.inputs[base + 2]->data<T>() : nullptr;
+      const T* b_hh = p.has_biases ? ctx.inputs[base + 3]->data<T>() : nullptr;
       const int64_t s = l * p.dirs + d;
       if (p.has_state) {
-        std::memcpy(h, ctx.inputs[1]->data<float>() + s * p.b * p.h, p.b * p.h * sizeof(float));
+        std::memcpy(h, ctx.inputs[1]->data<T>() + s * p.b * p.h, p.b * p.h * sizeof(T));
         if (cn != nullptr) {
-          std::memcpy(c, ctx.inputs[2]->data<float>() + s * p.b * p.h, p.b * p.h * sizeof(float));
+          std::memcpy(c, ctx.inputs[2]->data<T>() + s * p.b * p.h, p.b * p.h * sizeof(T));
         }
       } else {
-        std::fill(h, h + p.b * p.h, 0.0f);
-        std::fill(c, c + p.b * p.h, 0.0f);
+        std::fill(h, h + p.b * p.h, T(0));
+        std::fill(c, c + p.b * p.h, T(0));
       }
       // Input contributions of all steps at once.
       if (b_ih != nullptr) {
-        for (int64_t r = 0; r < tb; ++r) std::memcpy(xg + r * g, b_ih, g * sizeof(float));
+        for (int64_t r = 0; r < tb; ++r) std::memcpy(xg + r * g, b_ih, g * sizeof(T));
       }
-      Sgemm(false, true, tb, g, in, 1.0f, layer_in, in, w_ih, in, b_ih ? 1.0f : 0.0f, xg, g);
+      Xgemm<T>(false, true, tb, g, in, T(1), layer_in, in, w_ih, in, b_ih ? T(1) : T(0), xg, g);
       for (int64_t step = 0; step < p.t; ++step) {
         const int64_t t = d == 0 ? step : p.t - 1 - step;
         if (b_hh != nullptr) {
-          for (int64_t r = 0; r < p.b; ++r) std::memcpy(hg + r * g, b_hh, g * sizeof(float));
+          for (int64_t r = 0; r < p.b; ++r) std::memcpy(hg + r * g, b_hh, g * sizeof(T));
         }
-        Sgemm(false, true, p.b, g, p.h, 1.0f, h, p.h, w_hh, p.h, b_hh ? 1.0f : 0.0f, hg, g);
+        Xgemm<T>(false, true, p.b, g, p.h, T(1), h, p.h, w_hh, p.h, b_hh ? T(1) : T(0), hg, g);
         for (int64_t bi = 0; bi < p.b; ++bi) {
-          const float* xr = xg + (t * p.b + bi) * g;
-          const float* hr = hg + bi * g;
-          float* hb = h + bi * p.h;
-          float* cb = c + bi * p.h;
+          const T* xr = xg + (t * p.b + bi) * g;
+          const T* hr = hg + bi * g;
+          T* hb = h + bi * p.h;
+          T* cb = c + bi * p.h;
           for (int64_t j = 0; j < p.h; ++j) {
             switch (p.cell) {
               case Cell::kLstm: {
-                const float ig = Sigmoid(xr[j] + hr[j]);
-                const float fg = Sigmoid(xr[p.h + j] + hr[p.h + j]);
-                const float gg = std::tanh(xr[2 * p.h + j] + hr[2 * p.h + j]);
-                const float og = Sigmoid(xr[3 * p.h + j] + hr[3 * p.h + j]);
+                const T ig = Sigmoid(xr[j] + hr[j]);
+                const T fg = Sigmoid(xr[p.h + j] + hr[p.h + j]);
+                const T gg = std::tanh(xr[2 * p.h + j] + hr[2 * p.h + j]);
+                const T og = Sigmoid(xr[3 * p.h + j] + hr[3 * p.h + j]);
                 cb[j] = fg * cb[j] + ig * gg;
                 hb[j] = og * std::tanh(cb[j]);
                 break;
               }
               case Cell::kGru: {
-                const float r = Sigmoid(xr[j] + hr[j]);
-                const float z = Sigmoid(xr[p.h + j] + hr[p.h + j]);
-                const float n = std::tanh(xr[2 * p.h + j] + r * hr[2 * p.h + j]);
-                hb[j] = (1.0f - z) * n + z * hb[j];
+                const T r = Sigmoid(xr[j] + hr[j]);
+                const T z = Sigmoid(xr[p.h + j] + hr[p.h + j]);
+                const T n = std::tanh(xr[2 * p.h + j] + r * hr[2 * p.h + j]);
+                hb[j] = (T(1) - z) * n + z * hb[j];
                 break;
               }
               case Cell::kTanh:
                 hb[j] = std::tanh(xr[j] + hr[j]);
                 break;
               case Cell::kRelu:
-                hb[j] = std::max(xr[j] + hr[j], 0.0f);
+                hb[j] = std::max(xr[j] + hr[j], T(0));
                 break;
             }
           }
-          std::memcpy(layer_out + (t * p.b + bi) * out_w + d * p.h, hb, p.h * sizeof(float));
+          std::memcpy(layer_out + (t * p.b + bi) * out_w + d * p.h, hb, p.h * sizeof(T));
         }
       }
-      std::memcpy(hn + s * p.b * p.h, h, p.b * p.h * sizeof(float));
-      if (cn != nullptr) std::memcpy(cn + s * p.b * p.h, c, p.b * p.h * sizeof(float));
+      std::memcpy(hn + s * p.b * p.h, h, p.b * p.h * sizeof(T));
+      if (cn != nullptr) std::memcpy(cn + s * p.b * p.h, c, p.b * p.h * sizeof(T));
     }
     layer_in = layer_out;
     in = out_w;
   }
-  float* y = ctx.outputs[0]->data<float>();
+  T* y = ctx.outputs[0]->data<T>();
   if (p.batch_first && !p.unbatched) {
     SwapLeading(layer_out, y, p.t, p.b, out_w);
   } else {
-    std::memcpy(y, layer_out, tb * out_w * sizeof(float));
+    std::memcpy(y, layer_out, tb * out_w * sizeof(T));
   }
   return absl::OkStatus();
 }
@@ -258,8 +266,10 @@ absl::Status EvalRnn(EvalContext& ctx) {
 
 absl::Span<const KernelDef> RecurrentKernels() {
   static const KernelDef kKernels[] = {
-      {ir::OpKind::kLSTM, DType::kF32, PrepareRnn, EvalRnn},
-      {ir::OpKind::kRNN, DType::kF32, PrepareRnn, EvalRnn},
+      {ir::OpKind::kLSTM, DType::kF32, PrepareRnn, EvalRnn<float>},
+      {ir::OpKind::kRNN, DType::kF32, PrepareRnn, EvalRnn<float>},
+      {ir::OpKind::kLSTM, DType::kF64, PrepareRnn, EvalRnn<double>},
+      {ir::OpKind::kRNN, DType::kF64, PrepareRnn, EvalRnn<double>},
   };
   return kKernels;
 }

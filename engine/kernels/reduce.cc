@@ -505,17 +505,24 @@ std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
   switch (op) {
     // Sums and products of integers and bools are int64 (PyTorch's default
     // for integral reductions); extremes keep the dtype; arg* give int64.
-#define KILN_INT_REDUCE(TYPE, T)                                                          \
-  case TYPE:                                                                              \
-    switch (op) {                                                                         \
-      case K::kSum: return {DType::kInt64, SumRow<T, int64_t>};                           \
-      case K::kProd: return {DType::kInt64, ProdRow<T, int64_t, int64_t>};                \
-      case K::kReduceMax: return {t, ExtremeRow<T, true>};                                \
-      case K::kReduceMin: return {t, ExtremeRow<T, false>};                               \
-      case K::kArgMax: return {DType::kInt64, ArgRow<T, true>};                           \
-      case K::kArgMin: return {DType::kInt64, ArgRow<T, false>};                          \
-      default: break;                                                                     \
-    }                                                                                     \
+#define KILN_INT_REDUCE(TYPE, T)                              \
+  case TYPE:                                                  \
+    switch (op) {                                             \
+      case K::kSum:                                           \
+        return {DType::kInt64, SumRow<T, int64_t>};           \
+      case K::kProd:                                          \
+        return {DType::kInt64, ProdRow<T, int64_t, int64_t>}; \
+      case K::kReduceMax:                                     \
+        return {t, ExtremeRow<T, true>};                      \
+      case K::kReduceMin:                                     \
+        return {t, ExtremeRow<T, false>};                     \
+      case K::kArgMax:                                        \
+        return {DType::kInt64, ArgRow<T, true>};              \
+      case K::kArgMin:                                        \
+        return {DType::kInt64, ArgRow<T, false>};             \
+      default:                                                \
+        break;                                                \
+    }                                                         \
     break;
     case K::kSum:
     case K::kProd:
@@ -526,27 +533,39 @@ std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
       switch (t) {
         case DType::kF32:
           switch (op) {
-            case K::kSum: return {t, SumRow<float, double>};
-            case K::kProd: return {t, ProdRow<float, double>};
-            case K::kReduceMax: return {t, ExtremeRow<float, true>};
-            case K::kReduceMin: return {t, ExtremeRow<float, false>};
-            case K::kArgMax: return {DType::kInt64, ArgRow<float, true>};
-            default: return {DType::kInt64, ArgRow<float, false>};
+            case K::kSum:
+              return {t, SumRow<float, double>};
+            case K::kProd:
+              return {t, ProdRow<float, double>};
+            case K::kReduceMax:
+              return {t, ExtremeRow<float, true>};
+            case K::kReduceMin:
+              return {t, ExtremeRow<float, false>};
+            case K::kArgMax:
+              return {DType::kInt64, ArgRow<float, true>};
+            default:
+              return {DType::kInt64, ArgRow<float, false>};
           }
         case DType::kF64:
           switch (op) {
-            case K::kSum: return {t, SumRow<double, double>};
-            case K::kProd: return {t, ProdRow<double, double>};
-            case K::kReduceMax: return {t, ExtremeRow<double, true>};
-            case K::kReduceMin: return {t, ExtremeRow<double, false>};
-            case K::kArgMax: return {DType::kInt64, ArgRow<double, true>};
-            default: return {DType::kInt64, ArgRow<double, false>};
+            case K::kSum:
+              return {t, SumRow<double, double>};
+            case K::kProd:
+              return {t, ProdRow<double, double>};
+            case K::kReduceMax:
+              return {t, ExtremeRow<double, true>};
+            case K::kReduceMin:
+              return {t, ExtremeRow<double, false>};
+            case K::kArgMax:
+              return {DType::kInt64, ArgRow<double, true>};
+            default:
+              return {DType::kInt64, ArgRow<double, false>};
           }
-        KILN_INT_REDUCE(DType::kInt64, int64_t)
-        KILN_INT_REDUCE(DType::kInt32, int32_t)
-        KILN_INT_REDUCE(DType::kInt16, int16_t)
-        KILN_INT_REDUCE(DType::kInt8, int8_t)
-        KILN_INT_REDUCE(DType::kUInt8, uint8_t)
+          KILN_INT_REDUCE(DType::kInt64, int64_t)
+          KILN_INT_REDUCE(DType::kInt32, int32_t)
+          KILN_INT_REDUCE(DType::kInt16, int16_t)
+          KILN_INT_REDUCE(DType::kInt8, int8_t)
+          KILN_INT_REDUCE(DType::kUInt8, uint8_t)
         case DType::kBool:
           // PyTorch has no bool argmax/argmin on CPU; sum and prod count.
           if (op == K::kSum) return {DType::kInt64, SumRow<bool, int64_t>};

@@ -83,9 +83,13 @@ C SourceIndex(C scale, int64_t dst, bool align_corners, bool cubic) {
 }
 
 template <typename C>
-C Cubic1(C x, C a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+C Cubic1(C x, C a) {
+  return ((a + 2) * x - (a + 3)) * x * x + 1;
+}
 template <typename C>
-C Cubic2(C x, C a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+C Cubic2(C x, C a) {
+  return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+}
 
 template <typename C>
 void BuildAxis(Axis& ax, const std::string& mode, bool align_corners, double scale) {
@@ -105,7 +109,8 @@ void BuildAxis(Axis& ax, const std::string& mode, bool align_corners, double sca
           src = std::min(static_cast<int64_t>(std::floor(static_cast<float>(i) * s)), in - 1);
         }
       } else {
-        src = std::min(static_cast<int64_t>(std::floor((static_cast<float>(i) + 0.5f) * s)), in - 1);
+        src =
+            std::min(static_cast<int64_t>(std::floor((static_cast<float>(i) + 0.5f) * s)), in - 1);
       }
       ax.index.push_back(src);
       weight.push_back(C(1));
@@ -215,33 +220,34 @@ absl::Status EvalResize(EvalContext& ctx) {
   const int64_t in_volume = az.in * ay.in * ax.in;
   const int64_t out_volume = az.out * ay.out * ax.out;
   const int64_t taps = az.taps * ay.taps * ax.taps;
-  ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * taps, [&](int64_t begin, int64_t end) {
-    for (int64_t q = begin; q < end; ++q) {
-      const T* src = x + q * in_volume;
-      T* dst = y + q * out_volume;
-      for (int64_t z = 0; z < az.out; ++z) {
-        for (int64_t r = 0; r < ay.out; ++r) {
-          for (int64_t c = 0; c < ax.out; ++c) {
-            T sum = T(0);
-            for (int a = 0; a < az.taps; ++a) {
-              const T wz = wz_of[z * az.taps + a];
-              const int64_t iz = az.index[z * az.taps + a];
-              for (int b = 0; b < ay.taps; ++b) {
-                const T wy = wz * wy_of[r * ay.taps + b];
-                const T* row = src + (iz * ay.in + ay.index[r * ay.taps + b]) * ax.in;
-                T acc = T(0);
-                for (int t = 0; t < ax.taps; ++t) {
-                  acc += wx_of[c * ax.taps + t] * row[ax.index[c * ax.taps + t]];
+  ParallelFor(p.planes, ctx.num_threads, p.planes * out_volume * taps,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t q = begin; q < end; ++q) {
+                  const T* src = x + q * in_volume;
+                  T* dst = y + q * out_volume;
+                  for (int64_t z = 0; z < az.out; ++z) {
+                    for (int64_t r = 0; r < ay.out; ++r) {
+                      for (int64_t c = 0; c < ax.out; ++c) {
+                        T sum = T(0);
+                        for (int a = 0; a < az.taps; ++a) {
+                          const T wz = wz_of[z * az.taps + a];
+                          const int64_t iz = az.index[z * az.taps + a];
+                          for (int b = 0; b < ay.taps; ++b) {
+                            const T wy = wz * wy_of[r * ay.taps + b];
+                            const T* row = src + (iz * ay.in + ay.index[r * ay.taps + b]) * ax.in;
+                            T acc = T(0);
+                            for (int t = 0; t < ax.taps; ++t) {
+                              acc += wx_of[c * ax.taps + t] * row[ax.index[c * ax.taps + t]];
+                            }
+                            sum += wy * acc;
+                          }
+                        }
+                        dst[(z * ay.out + r) * ax.out + c] = sum;
+                      }
+                    }
+                  }
                 }
-                sum += wy * acc;
-              }
-            }
-            dst[(z * ay.out + r) * ax.out + c] = sum;
-          }
-        }
-      }
-    }
-  });
+              });
   return absl::OkStatus();
 }
 

@@ -1,4 +1,4 @@
-// Sorting along one axis, for FP32 and INT64 values: TopK (attrs k, axis,
+// Sorting along one axis, for FP32, FP64 and INT64 values: TopK (attrs k, axis,
 // largest, sorted) and Sort (attrs axis, descending), each returning values
 // and INT64 indices along the axis.
 //
@@ -31,7 +31,7 @@ struct SortPlan {
 absl::Status PrepareSortLike(PrepareContext& ctx, bool topk) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
   const DType t = ctx.inputs[0].dtype;
-  if (t != DType::kF32 && t != DType::kInt64) {
+  if (t != DType::kF32 && t != DType::kF64 && t != DType::kInt64) {
     return Unimplemented(ctx.node, "input dtype ", DTypeName(t), " is not supported");
   }
   const Dims& x = ctx.inputs[0].dims;
@@ -114,6 +114,8 @@ absl::Status EvalSortLike(EvalContext& ctx) {
   const SortPlan& p = StateAs<SortPlan>(ctx);
   if (p.dtype == DType::kF32) {
     SortRows<float>(p, ctx, kTopK);
+  } else if (p.dtype == DType::kF64) {
+    SortRows<double>(p, ctx, kTopK);
   } else {
     SortRows<int64_t>(p, ctx, kTopK);
   }

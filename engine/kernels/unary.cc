@@ -8,8 +8,9 @@
 // function PyTorch's CPU kernels use for that op (std::nearbyint for Round,
 // which rounds half to even like torch.round; 1/sqrt for Rsqrt), so results
 // agree to rounding; FP64 runs the same functors in double, FP16/BF16 the
-// common ones widened to FP32 (widen.cc). Neg, Abs and Sign also take INT64,
-// INT32, INT16 and INT8.
+// rest widened to FP32 (widen.cc). Neg, Abs and Sign also take INT64,
+// INT32, INT16, INT8 and UINT8; IsNan takes every dtype (integers are never NaN).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -101,17 +102,28 @@ absl::Status EvalUnary(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+template <typename T>
 absl::Status EvalIsNan(EvalContext& ctx) {
-  const float* in = ctx.inputs[0]->data<float>();
+  const T* in = ctx.inputs[0]->data<T>();
   bool* out = ctx.outputs[0]->data<bool>();
   const int64_t n = ctx.outputs[0]->num_elements();
   for (int64_t i = 0; i < n; ++i) out[i] = std::isnan(in[i]);
   return absl::OkStatus();
 }
 
+// Integers and bools are never NaN (torch.isnan gives all False).
+absl::Status EvalNeverNan(EvalContext& ctx) {
+  Tensor& out = *ctx.outputs[0];
+  std::fill_n(out.data<bool>(), out.num_elements(), false);
+  return absl::OkStatus();
+}
+
 absl::Status PrepareIsNan(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
-  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const DType t = ctx.inputs[0].dtype;
+  if (t != DType::kF32 && t != DType::kF64 && t != DType::kBool && !IsIntegral(t)) {
+    return Unimplemented(ctx.node, "expected a float, integer or bool input, got ", DTypeName(t));
+  }
   ctx.outputs = {TensorInfo{DType::kBool, ctx.inputs[0].dims}};
   return absl::OkStatus();
 }
@@ -179,7 +191,14 @@ absl::Span<const KernelDef> UnaryKernels() {
       {OpKind::kAtan, DType::kF32, PrepareFloat, EvalUnary<float, AtanOp>},
       {OpKind::kSinh, DType::kF32, PrepareFloat, EvalUnary<float, SinhOp>},
       {OpKind::kCosh, DType::kF32, PrepareFloat, EvalUnary<float, CoshOp>},
-      {OpKind::kIsNan, DType::kF32, PrepareIsNan, EvalIsNan},
+      {OpKind::kIsNan, DType::kF32, PrepareIsNan, EvalIsNan<float>},
+      {OpKind::kIsNan, DType::kF64, PrepareIsNan, EvalIsNan<double>},
+      {OpKind::kIsNan, DType::kInt64, PrepareIsNan, EvalNeverNan},
+      {OpKind::kIsNan, DType::kInt32, PrepareIsNan, EvalNeverNan},
+      {OpKind::kIsNan, DType::kInt16, PrepareIsNan, EvalNeverNan},
+      {OpKind::kIsNan, DType::kInt8, PrepareIsNan, EvalNeverNan},
+      {OpKind::kIsNan, DType::kUInt8, PrepareIsNan, EvalNeverNan},
+      {OpKind::kIsNan, DType::kBool, PrepareIsNan, EvalNeverNan},
       {OpKind::kLogicalNot, DType::kUnknown, PrepareToBool, EvalLogicalNot},
       // FP64: the same functors in double.
       {OpKind::kNeg, DType::kF64, PrepareFloat, EvalUnary<double, NegOp>},
@@ -218,6 +237,10 @@ absl::Span<const KernelDef> UnaryKernels() {
       {OpKind::kSign, DType::kInt32, PrepareInt, EvalUnary<int32_t, SignOp>},
       {OpKind::kSign, DType::kInt16, PrepareInt, EvalUnary<int16_t, SignOp>},
       {OpKind::kSign, DType::kInt8, PrepareInt, EvalUnary<int8_t, SignOp>},
+      // UINT8: neg wraps (-1 is 255), abs is the identity, as in PyTorch.
+      {OpKind::kNeg, DType::kUInt8, PrepareInt, EvalUnary<uint8_t, NegOp>},
+      {OpKind::kAbs, DType::kUInt8, PrepareInt, EvalUnary<uint8_t, AbsOp>},
+      {OpKind::kSign, DType::kUInt8, PrepareInt, EvalUnary<uint8_t, SignOp>},
   };
   return kKernels;
 }

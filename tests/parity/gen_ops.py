@@ -128,6 +128,11 @@ cases("elementwise", [
     ("sigmoid_bool", lambda x: torch.sigmoid(x > 4), ints(3, 4)),
     ("floor_int64", lambda x: torch.floor(x - 5) * 2, ints(3, 4)),
     ("relu_int64", lambda x: torch.relu(x - 5), ints(3, 4)),
+    # isnan of integers is all False; float64 isnan in double; neg wraps on uint8.
+    ("isnan_int64_f64", lambda x: torch.isnan(x) | torch.isnan(torch.log(x.double() - 5)),
+     ints(3, 4)),
+    ("neg_abs_sign_uint8", lambda x: torch.neg(x.to(torch.uint8)) + torch.abs(x.to(torch.uint8))
+     * torch.sign(x.to(torch.uint8)), ints(3, 4)),
     ("div_floor_int64", lambda x, y: torch.div(x - 5, y, rounding_mode="floor"), ints(3, 4),
      ints(3, 4, lo=1, hi=4)),
     ("floor_divide", lambda x: torch.floor_divide(x * 5, 2.0), randn(*X)),

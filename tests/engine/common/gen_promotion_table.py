@@ -11,7 +11,7 @@ Kiln gives run-time scalars).
 
 OUT_DIR/promotion_cases/ holds a sample of those rows as traced TorchScript
 modules (case_N.pt), plus a few small models over the dtypes models bring
-(float64 MLP, float64 CNN, int64/int32 embedding ids with argmax, bool masks, uint8
+(float64 MLP, float64 CNN, float64 decoder head, int64/int32 embedding ids with argmax, bool masks, uint8
 images, integer arithmetic, mixed promotion), and promotion_cases.tsv lists,
 per case, the inputs and
 the output libtorch computed from that file (loaded and frozen, as Kiln's
@@ -141,6 +141,41 @@ class F64Cnn(torch.nn.Module):
         return self.head(h)
 
 
+class F64DecoderHead(torch.nn.Module):
+    """model.double() on the float64 kernels beyond a CNN: a transposed conv
+    (stride 2, output_padding), bilinear resizing with and without
+    align_corners and bicubic, var/std/logsumexp/norm/cumsum statistics, an
+    einsum, an nn.MultiheadAttention over the pixels as tokens (PyTorch's fused
+    attention, traced without grad), an LSTM and a two-layer bidirectional
+    GRU; every result flattened into one float64 output."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
+        self.proj = torch.nn.Linear(6, 8)
+        self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.lstm = torch.nn.LSTM(8, 5, batch_first=True)
+        self.gru = torch.nn.GRU(8, 4, num_layers=2, bidirectional=True)
+        self.double()
+
+    def forward(self, x):
+        interp = torch.nn.functional.interpolate
+        h = self.up(x)  # [B, 6, 12, 12]
+        a = interp(h, size=(17, 15), mode="bilinear", align_corners=False)
+        b = interp(h, size=(9, 10), mode="bilinear", align_corners=True)
+        c = interp(h, scale_factor=1.5, mode="bicubic", align_corners=False)
+        stats = [a.var(dim=(2, 3)), b.std(dim=-1).flatten(1), torch.logsumexp(h, dim=1).flatten(1),
+                 torch.norm(c, dim=(2, 3)), torch.cumsum(b, dim=3).flatten(1)]
+        seq = self.proj(b.flatten(2).transpose(1, 2))  # [B, 90, 8]
+        gram = torch.einsum("bld,bmd->blm", seq[:, :6], seq[:, 6:12])
+        attended, _ = self.attn(seq, seq, seq, need_weights=False)
+        rnn, _ = self.lstm(attended)
+        gru, _ = self.gru(attended.transpose(0, 1))
+        return torch.cat(stats + [a.flatten(1), c.flatten(1), gram.flatten(1),
+                                  attended.flatten(1), rnn.flatten(1),
+                                  gru.transpose(0, 1).flatten(1)], dim=1)
+
+
 class EmbeddingArgmax(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -184,6 +219,7 @@ def model_cases():
     return [
         ("f64_mlp", F64Mlp(), (torch.randn(3, 8, dtype=torch.float64),)),
         ("f64_cnn", F64Cnn(), (torch.randn(2, 3, 12, 12, dtype=torch.float64),)),
+        ("f64_decoder_head", F64DecoderHead(), (torch.randn(2, 4, 6, 6, dtype=torch.float64),)),
         ("embedding_argmax_int64", EmbeddingArgmax(), (torch.randint(0, 20, (2, 5)),)),
         ("embedding_argmax_int32", EmbeddingArgmax(),
          (torch.randint(0, 20, (2, 5), dtype=torch.int32),)),
@@ -256,7 +292,10 @@ def main():
                          " ".join(describe(t) for t in inputs), describe(result)]))
     for name, module, inputs in model_cases():
         path = os.path.join(case_dir, f"{name}.pt")
-        torch.jit.trace(module.eval(), inputs, check_trace=False).save(path)
+        # Without grad, as a served model runs: nn.MultiheadAttention then
+        # records PyTorch's fused attention op, which is what Kiln imports.
+        with torch.no_grad():
+            torch.jit.trace(module.eval(), inputs, check_trace=False).save(path)
         result = torch.jit.freeze(torch.jit.load(path).eval())(*inputs)
         cases.append("\t".join([name, "model", NAME_OF[inputs[0].dtype], "tensor", "-", "-",
                                  " ".join(describe(t) for t in inputs), describe(result)]))

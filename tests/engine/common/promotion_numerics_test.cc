@@ -1,7 +1,9 @@
 // Numeric parity of the promotion sample: each traced module that
 // gen_promotion_table.py saved (one op on operands of two dtypes and kinds, or
 // one of its small models: float64 MLP, float64 CNN (conv, batch norm, pools,
-// depthwise conv, linear), int64/int32 embedding ids, bool masks,
+// depthwise conv, linear), float64 decoder head (conv transpose, bilinear
+// and bicubic resize, var/std/logsumexp/norm/cumsum, einsum, multi-head
+// attention, LSTM, GRU), int64/int32 embedding ids, bool masks,
 // uint8 images, integer arithmetic) is imported, compiled natively (no libtorch
 // fallback is installed) for libtorch's input dtypes and run; the output
 // must have libtorch's dtype and dims, and its values must be bit-identical
@@ -100,7 +102,7 @@ TEST(PromotionNumericsTest, SampledRowsMatchLibtorch) {
   std::ifstream file(dir + "/promotion_cases.tsv");
   ASSERT_TRUE(file.good()) << "run the promotion_table target first";
   int cases = 0, failures = 0;
-  bool saw_f64_cnn = false;
+  bool saw_f64_cnn = false, saw_f64_decoder = false, saw_int_trunc_div = false;
   for (std::string line; std::getline(file, line);) {
     if (line.empty() || line[0] == '#') continue;
     std::vector<std::string> f;
@@ -111,6 +113,8 @@ TEST(PromotionNumericsTest, SampledRowsMatchLibtorch) {
         absl::StrCat(f[0], " ", f[1], "(", f[2], " ", f[3], ", ", f[4], " ", f[5], "): ");
     ++cases;
     saw_f64_cnn |= f[0] == "f64_cnn";
+    saw_f64_decoder |= f[0] == "f64_decoder_head";
+    saw_int_trunc_div |= f[0] == "int_trunc_div";
     std::vector<Tensor> inputs;
     std::stringstream is(f[6]);
     for (std::string tok; std::getline(is, tok, ' ');) inputs.push_back(ParseTensor(tok));
@@ -144,6 +148,8 @@ TEST(PromotionNumericsTest, SampledRowsMatchLibtorch) {
   }
   EXPECT_GT(cases, 300);
   EXPECT_TRUE(saw_f64_cnn) << "the float64 CNN model is missing from the sample";
+  EXPECT_TRUE(saw_f64_decoder) << "the float64 decoder-head model is missing from the sample";
+  EXPECT_TRUE(saw_int_trunc_div) << "the int64 trunc-division model is missing from the sample";
   EXPECT_EQ(failures, 0) << failures << " of " << cases << " cases differ from libtorch";
 }
 

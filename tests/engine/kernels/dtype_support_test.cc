@@ -175,7 +175,12 @@ TEST(DTypeSupportTest, Float64RunsTheFloatKernelsModelsUse) {
                     OpKind::kBatchNorm, OpKind::kGroupNorm,
                     // Every activation.
                     OpKind::kHardSigmoid, OpKind::kHardSwish, OpKind::kElu, OpKind::kMish,
-                    OpKind::kSoftplus, OpKind::kLogSigmoid, OpKind::kPRelu}) {
+                    OpKind::kSoftplus, OpKind::kLogSigmoid, OpKind::kPRelu,
+                    // Decoders, resizing heads, statistics, transformers, RNNs.
+                    OpKind::kConvTranspose, OpKind::kResize, OpKind::kVar, OpKind::kStd,
+                    OpKind::kNorm, OpKind::kLogSumExp, OpKind::kCumSum, OpKind::kCumProd,
+                    OpKind::kEinsum, OpKind::kMultiHeadAttention, OpKind::kLSTM, OpKind::kRNN,
+                    OpKind::kTopK, OpKind::kSort}) {
     EXPECT_TRUE(Native(op, DType::kF64)) << ir::OpName(op);
   }
 }
@@ -232,7 +237,11 @@ TEST(DTypeSupportTest, OtherFloatKernelsAgreeWithFloat32) {
     for (DType d : {DType::kF64, DType::kF16, DType::kBF16}) {
       if (!natives.at(d) || !natives.at(DType::kF32)) continue;
       testing::SweepRng rng(static_cast<uint32_t>(op) * 977 + 3);
-      for (int i = 0; i < 6; ++i) {
+      // FP64 runs more cases: its kernels are separate code (not the FP32
+      // kernel widened), so every configuration the generator draws
+      // (spatial rank, groups, dilation, output_padding, resize mode) counts.
+      const int num_cases = d == DType::kF64 ? 24 : 6;
+      for (int i = 0; i < num_cases; ++i) {
         testing::SweepCase c = gens.at(op)(rng, i);
         if (i % 6 == 5 || c.inputs.empty() || !c.inputs[0].defined() ||
             c.inputs[0].dtype() != DType::kF32) {
@@ -297,7 +306,11 @@ TEST(DTypeSupportTest, OtherFloatKernelsAgreeWithFloat32) {
   // The FP64 CNN kernels must be among the compared ones (a sweep generator
   // change that stopped giving them FP32 cases would silently drop them).
   for (OpKind op : {OpKind::kConv, OpKind::kMaxPool, OpKind::kAvgPool, OpKind::kAdaptiveAvgPool,
-                    OpKind::kAdaptiveMaxPool, OpKind::kBatchNorm, OpKind::kGroupNorm}) {
+                    OpKind::kAdaptiveMaxPool, OpKind::kBatchNorm, OpKind::kGroupNorm,
+                    OpKind::kConvTranspose, OpKind::kResize, OpKind::kVar, OpKind::kStd,
+                    OpKind::kNorm, OpKind::kLogSumExp, OpKind::kCumSum, OpKind::kCumProd,
+                    OpKind::kEinsum, OpKind::kMultiHeadAttention, OpKind::kLSTM, OpKind::kRNN,
+                    OpKind::kTopK, OpKind::kSort}) {
     EXPECT_TRUE(checked_f64.count(op) > 0) << ir::OpName(op);
   }
   // And the BF16 ones that run widened through the executor's generic path.

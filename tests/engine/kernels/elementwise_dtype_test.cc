@@ -96,6 +96,21 @@ TEST(ElementwiseDTypeTest, UnaryFloatOpsPromoteIntegersAndRoundingOpsKeepThem) {
   EXPECT_FALSE(SingleOpGraph(OpKind::kFrac, {Make<int64_t>(DType::kInt64, {1})}).Run().ok());
 }
 
+TEST(ElementwiseDTypeTest, IsNanTakesEveryDTypeAndUint8NegWraps) {
+  // torch.isnan of an integer tensor is all False; of float64, computed in double.
+  Tensor i = Run1(OpKind::kIsNan, {Make<int64_t>(DType::kInt64, {-1, 0, 5})});
+  ASSERT_EQ(i.dtype(), DType::kBool);
+  EXPECT_THAT(Get<bool>(i), ElementsAre(false, false, false));
+  Tensor d = Run1(OpKind::kIsNan, {Make<double>(DType::kF64, {1.0, std::nan(""), -2.0})});
+  EXPECT_THAT(Get<bool>(d), ElementsAre(false, true, false));
+  // torch.neg(uint8 [0, 1, 3]) == [0, 255, 253]; abs is the identity, sign 0 or 1.
+  Tensor n = Run1(OpKind::kNeg, {Make<uint8_t>(DType::kUInt8, {0, 1, 3})});
+  ASSERT_EQ(n.dtype(), DType::kUInt8);
+  EXPECT_THAT(Get<uint8_t>(n), ElementsAre(0, 255, 253));
+  EXPECT_THAT(Get<uint8_t>(Run1(OpKind::kSign, {Make<uint8_t>(DType::kUInt8, {0, 1, 3})})),
+              ElementsAre(0, 1, 1));
+}
+
 TEST(ElementwiseDTypeTest, IntegerDivisionByZeroFailsTheRequest) {
   SingleOpGraph g(OpKind::kFloorDiv, {Make<int32_t>(DType::kInt32, {1, 2}),
                                       Make<int32_t>(DType::kInt32, {1, 0})});
