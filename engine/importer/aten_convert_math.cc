@@ -161,6 +161,14 @@ ConvertResult ConvertClamp(const TorchNode& node, ImportContext& ctx) {
     return One(y);
   }
   ir::Attributes attrs;
+  // Python int bounds keep an integer tensor integer; a float bound makes the
+  // result float (PyTorch's promotion), which the Clip kernel needs to know.
+  bool integer_bounds = true;
+  for (size_t i : {min_i, max_i}) {
+    if (i >= node.inputs().size() || ctx.IsNone(node, i)) continue;
+    std::optional<c10::IValue> c = ctx.ConstantOf(node.inputs()[i]);
+    integer_bounds &= c.has_value() && (c->isInt() || c->isBool());
+  }
   if (min_i < node.inputs().size() && !ctx.IsNone(node, min_i)) {
     ASSIGN_OR_RETURN(double lo, ctx.ConstDouble(node, min_i));
     attrs.SetFloat("min", lo);
@@ -169,6 +177,7 @@ ConvertResult ConvertClamp(const TorchNode& node, ImportContext& ctx) {
     ASSIGN_OR_RETURN(double hi, ctx.ConstDouble(node, max_i));
     attrs.SetFloat("max", hi);
   }
+  if (integer_bounds) attrs.SetBool("integer_bounds", true);
   return One(ctx.Emit(node, OpKind::kClip, {x}, std::move(attrs)));
 }
 

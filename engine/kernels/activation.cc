@@ -64,8 +64,24 @@ absl::Status PrepareIntegerUnary(PrepareContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status PrepareClipParams(PrepareContext& ctx);
+
 absl::Status PrepareClip(PrepareContext& ctx) {
   RETURN_IF_ERROR(PrepareUnary(ctx));
+  return PrepareClipParams(ctx);
+}
+
+// clamp of an integer tensor keeps it integer only with integer bounds; with a
+// float bound PyTorch computes in float (the FP32 kernel, through widen.cc).
+absl::Status PrepareIntegerClip(PrepareContext& ctx) {
+  RETURN_IF_ERROR(PrepareIntegerUnary(ctx));
+  if (!ctx.node.attrs.GetBool("integer_bounds")) {
+    return Unimplemented(ctx.node, "float bounds on an integer tensor compute in float");
+  }
+  return PrepareClipParams(ctx);
+}
+
+absl::Status PrepareClipParams(PrepareContext& ctx) {
   auto params = std::make_shared<UnaryParams>();
   // An absent bound is PyTorch's clamp(min=None) / clamp(max=None).
   const ir::Attributes& attrs = ctx.node.attrs;
@@ -151,6 +167,17 @@ struct ClipOp {
   static float Apply(float x, const UnaryParams& p) { return std::min(std::max(x, p.lo), p.hi); }
   static double Apply(double x, const UnaryParams& p) {
     return std::min(std::max(x, p.lo_d), p.hi_d);
+  }
+  // Integer tensors with integer bounds (clamp(ids, 0, n - 1)): the bounds are
+  // clamped to T's range first, so they never wrap.
+  template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+  static T Apply(T x, const UnaryParams& p) {
+    const double lo = std::max(p.lo_d, static_cast<double>(std::numeric_limits<T>::lowest()));
+    const double hi = std::min(p.hi_d, static_cast<double>(std::numeric_limits<T>::max()));
+    T y = x;
+    if (static_cast<double>(y) < lo) y = static_cast<T>(std::ceil(lo));
+    if (static_cast<double>(y) > hi) y = static_cast<T>(std::floor(hi));
+    return y;
   }
 };
 struct SigmoidOp {
@@ -334,6 +361,11 @@ absl::Span<const KernelDef> ActivationKernels() {
       {ir::OpKind::kRelu, DType::kInt8, PrepareIntegerUnary, EvalUnary<ReluOp, int8_t>},
       {ir::OpKind::kRelu, DType::kUInt8, PrepareIntegerUnary, EvalUnary<ReluOp, uint8_t>},
       {ir::OpKind::kClip, DType::kF32, PrepareClip, EvalUnary<ClipOp>},
+      {ir::OpKind::kClip, DType::kInt64, PrepareIntegerClip, EvalUnary<ClipOp, int64_t>},
+      {ir::OpKind::kClip, DType::kInt32, PrepareIntegerClip, EvalUnary<ClipOp, int32_t>},
+      {ir::OpKind::kClip, DType::kInt16, PrepareIntegerClip, EvalUnary<ClipOp, int16_t>},
+      {ir::OpKind::kClip, DType::kInt8, PrepareIntegerClip, EvalUnary<ClipOp, int8_t>},
+      {ir::OpKind::kClip, DType::kUInt8, PrepareIntegerClip, EvalUnary<ClipOp, uint8_t>},
       {ir::OpKind::kSigmoid, DType::kF32, PrepareUnary, EvalUnary<SigmoidOp>},
       {ir::OpKind::kTanh, DType::kF32, PrepareUnary, EvalUnary<TanhOp>},
       {ir::OpKind::kGelu, DType::kF32, PrepareGelu, EvalGelu<>},

@@ -72,7 +72,9 @@ bool PromotesIntegersToFloat(ir::OpKind op) {
     case ir::OpKind::kTanh:
     case ir::OpKind::kSigmoid:
     case ir::OpKind::kErf:
-    case ir::OpKind::kReciprocal: return true;
+    case ir::OpKind::kReciprocal:
+    // clamp with a float bound (with integer bounds the integer kernel runs).
+    case ir::OpKind::kClip: return true;
     default: return false;
   }
 }

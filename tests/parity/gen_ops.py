@@ -128,6 +128,9 @@ cases("elementwise", [
     ("sigmoid_bool", lambda x: torch.sigmoid(x > 4), ints(3, 4)),
     ("floor_int64", lambda x: torch.floor(x - 5) * 2, ints(3, 4)),
     ("relu_int64", lambda x: torch.relu(x - 5), ints(3, 4)),
+    # clamp of token ids: integer bounds keep int64, a float bound gives float32.
+    ("clamp_int64", lambda x: torch.clamp(x - 5, 0, 3) + x.clamp(max=4), ints(3, 4)),
+    ("clamp_int64_float_bound", lambda x: torch.clamp(x, 0.5, 6.5), ints(3, 4)),
     # isnan of integers is all False; float64 isnan in double; neg wraps on uint8.
     ("isnan_int64_f64", lambda x: torch.isnan(x) | torch.isnan(torch.log(x.double() - 5)),
      ints(3, 4)),
