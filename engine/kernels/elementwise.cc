@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "engine/common/status_macros.h"
@@ -188,6 +189,20 @@ template <typename T>
 struct PowOp {
   static T Apply(T a, T b) { return std::pow(a, b); }
 };
+// Integer powers by squaring, wrapping on overflow as PyTorch's do (computed in
+// uint64 and truncated, which wraps the same way without signed overflow).
+// Negative exponents are rejected before the loop runs.
+template <typename T>
+struct IntPowOp {
+  static T Apply(T a, T b) {
+    uint64_t base = static_cast<uint64_t>(static_cast<int64_t>(a)), r = 1;
+    for (uint64_t e = static_cast<uint64_t>(b); e != 0; e >>= 1) {
+      if (e & 1) r *= base;
+      base *= base;
+    }
+    return static_cast<T>(r);
+  }
+};
 
 // Comparisons and logical ops: T in, bool out.
 template <typename T>
@@ -274,6 +289,20 @@ absl::Status RunIntDivision(const ElementwisePlan& p, EvalContext& ctx,
     if (b[i] == 0) return InvalidArg(ctx.node, "integer division by zero");
   }
   return RunBinary<T, T, Op>(p, ctx, operands, out);
+}
+
+// Integer pow: "Integers to negative integer powers are not allowed" (PyTorch).
+template <typename T>
+absl::Status RunIntPow(const ElementwisePlan& p, EvalContext& ctx, const void* const* operands,
+                       void* out) {
+  if constexpr (std::is_signed_v<T>) {
+    const T* b = static_cast<const T*>(operands[1]);
+    const int64_t nb = OperandElements(p, ctx, 1);
+    for (int64_t i = 0; i < nb; ++i) {
+      if (b[i] < 0) return InvalidArg(ctx.node, "integers to negative integer powers are not allowed");
+    }
+  }
+  return RunBinary<T, T, IntPowOp<T>>(p, ctx, operands, out);
 }
 
 // Pow with a scalar exponent PyTorch special-cases.
@@ -367,6 +396,15 @@ RunFn IntDivFn(DType t) {
 #undef KILN_INTDIV
 }
 
+RunFn IntPowFn(DType t) {
+#define KILN_INTPOW(T) RunIntPow<T>
+  switch (t) {
+    KILN_INT_CASES(KILN_INTPOW)
+    default: return nullptr;
+  }
+#undef KILN_INTPOW
+}
+
 template <template <typename> class Op>
 RunFn BitwiseFn(DType t) {
 #define KILN_BITWISE(T) RunBinary<T, T, Op<T>>
@@ -408,7 +446,7 @@ RunFn SelectFn(const ir::Node& node, DType t) {
     case OpKind::kRemainder: return IntDivFn<RemainderOp>(t);
     case OpKind::kFmod: return IntDivFn<FmodOp>(t);
     case OpKind::kAtan2: return FloatFn<Atan2Op>(t);
-    case OpKind::kPow: return FloatFn<PowOp>(t);
+    case OpKind::kPow: return IsIntegral(t) ? IntPowFn(t) : FloatFn<PowOp>(t);
     case OpKind::kEqual: return CompareFn<EqOp>(t);
     case OpKind::kNotEqual: return CompareFn<NeOp>(t);
     case OpKind::kLess: return CompareFn<LtOp>(t);

@@ -128,6 +128,11 @@ cases("elementwise", [
     ("sigmoid_bool", lambda x: torch.sigmoid(x > 4), ints(3, 4)),
     ("floor_int64", lambda x: torch.floor(x - 5) * 2, ints(3, 4)),
     ("relu_int64", lambda x: torch.relu(x - 5), ints(3, 4)),
+    # Integer powers stay integers (int32 wraps on overflow, as in PyTorch); a float
+    # exponent gives float32.
+    ("pow_int64", lambda x, y: (x - 5) ** 2 + x ** y, ints(3, 4), ints(3, 4, hi=4)),
+    ("pow_int32_wraps", lambda x: (x.int() + 20) ** 9, ints(3, 4)),
+    ("pow_int64_float_exponent", lambda x: x ** 0.5, ints(3, 4)),
     # clamp of token ids: integer bounds keep int64, a float bound gives float32.
     ("clamp_int64", lambda x: torch.clamp(x - 5, 0, 3) + x.clamp(max=4), ints(3, 4)),
     ("clamp_int64_float_bound", lambda x: torch.clamp(x, 0.5, 6.5), ints(3, 4)),

@@ -5,6 +5,7 @@
 // float32 and rounded back, in-place results kept in the destination's dtype.
 // Expected values are PyTorch's (torch 1.13, CPU) for the same inputs.
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "engine/kernels/convert.h"
@@ -109,6 +110,24 @@ TEST(ElementwiseDTypeTest, IsNanTakesEveryDTypeAndUint8NegWraps) {
   EXPECT_THAT(Get<uint8_t>(n), ElementsAre(0, 255, 253));
   EXPECT_THAT(Get<uint8_t>(Run1(OpKind::kSign, {Make<uint8_t>(DType::kUInt8, {0, 1, 3})})),
               ElementsAre(0, 1, 1));
+}
+
+TEST(ElementwiseDTypeTest, IntegerPowersStayIntegersAndWrap) {
+  Tensor p = Run1(OpKind::kPow, {Make<int64_t>(DType::kInt64, {-3, 2, 5, 0}),
+                                 Make<int64_t>(DType::kInt64, {3, 10, 0, 0})});
+  ASSERT_EQ(p.dtype(), DType::kInt64);
+  EXPECT_THAT(Get<int64_t>(p), ElementsAre(-27, 1024, 1, 1));
+  // uint8 2 ** 9 wraps to 0 and int32 2 ** 31 to INT32_MIN, as PyTorch's do.
+  Tensor u = Run1(OpKind::kPow, {Make<uint8_t>(DType::kUInt8, {2}), Make<uint8_t>(DType::kUInt8, {9})});
+  EXPECT_THAT(Get<uint8_t>(u), ElementsAre(0));
+  Tensor w = Run1(OpKind::kPow, {Make<int32_t>(DType::kInt32, {2}), Make<int32_t>(DType::kInt32, {31})});
+  EXPECT_THAT(Get<int32_t>(w), ElementsAre(std::numeric_limits<int32_t>::min()));
+  // PyTorch: "Integers to negative integer powers are not allowed."
+  SingleOpGraph negative(OpKind::kPow, {Make<int64_t>(DType::kInt64, {2}),
+                                        Make<int64_t>(DType::kInt64, {-1})});
+  absl::StatusOr<std::vector<Tensor>> out = negative.Run();
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("negative integer powers"));
 }
 
 TEST(ElementwiseDTypeTest, IntegerDivisionByZeroFailsTheRequest) {
