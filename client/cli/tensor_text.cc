@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/common/element.h"
 #include "engine/common/half.h"
 #include "engine/common/status_macros.h"
 
@@ -186,21 +187,7 @@ absl::Status ParseBools(const std::vector<std::string>& values, bool* out,
 }
 
 // Element i as a double (for summaries) and as text (for tables).
-double ValueAt(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kBool: return t.data<bool>()[i] ? 1 : 0;
-    case DType::kUInt8: return t.data<uint8_t>()[i];
-    case DType::kInt8: return t.data<int8_t>()[i];
-    case DType::kInt16: return t.data<int16_t>()[i];
-    case DType::kInt32: return t.data<int32_t>()[i];
-    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::kF16: return HalfToFloat(t.data<uint16_t>()[i]);
-    case DType::kBF16: return BF16ToFloat(t.data<uint16_t>()[i]);
-    case DType::kF32: return t.data<float>()[i];
-    case DType::kF64: return t.data<double>()[i];
-    default: return std::nan("");
-  }
-}
+double ValueAt(const Tensor& t, int64_t i) { return LoadAsDouble(t.raw_data(), t.dtype(), i); }
 
 std::string TextAt(const Tensor& t, int64_t i) {
   switch (t.dtype()) {

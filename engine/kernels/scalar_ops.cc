@@ -18,6 +18,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
+#include "engine/kernels/typed.h"
 
 namespace kiln::kernels {
 namespace {
@@ -27,52 +28,7 @@ bool IsScalarDType(DType d) {
 }
 
 // Reads element `i` of a tensor of any numeric dtype as double / int64.
-double ElementAsDouble(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kBool: return t.data<bool>()[i] ? 1.0 : 0.0;
-    case DType::kUInt8: return t.data<uint8_t>()[i];
-    case DType::kInt8: return t.data<int8_t>()[i];
-    case DType::kInt16: return t.data<int16_t>()[i];
-    case DType::kInt32: return t.data<int32_t>()[i];
-    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::kF32: return t.data<float>()[i];
-    case DType::kF64: return t.data<double>()[i];
-    case DType::kF16:
-    case DType::kBF16: {
-      // Half and bfloat16: widen the bit pattern to float.
-      const uint16_t h = t.data<uint16_t>()[i];
-      uint32_t bits;
-      if (t.dtype() == DType::kBF16) {
-        bits = static_cast<uint32_t>(h) << 16;
-      } else {
-        const uint32_t sign = (h & 0x8000u) << 16;
-        uint32_t exp = (h >> 10) & 0x1f;
-        uint32_t mant = h & 0x3ff;
-        if (exp == 0) {
-          if (mant == 0) {
-            bits = sign;
-          } else {  // subnormal: normalize
-            exp = 127 - 15 + 1;
-            while ((mant & 0x400) == 0) {
-              mant <<= 1;
-              --exp;
-            }
-            bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-          }
-        } else if (exp == 31) {
-          bits = sign | 0x7f800000u | (mant << 13);
-        } else {
-          bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-        }
-      }
-      float f;
-      std::memcpy(&f, &bits, sizeof(f));
-      return f;
-    }
-    case DType::kUnknown: return 0.0;
-  }
-  return 0.0;
-}
+double ElementAsDouble(const Tensor& t, int64_t i) { return LoadAsDouble(t.raw_data(), t.dtype(), i); }
 
 int64_t ElementAsInt(const Tensor& t, int64_t i) {
   if (t.dtype() == DType::kInt64) return t.data<int64_t>()[i];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/common/element.h"
 #include "engine/common/half.h"
 #include "engine/kernels/kernel_util.h"
 
@@ -20,23 +21,6 @@ inline std::vector<int64_t> RowMajorStrides(const Dims& dims) {
   std::vector<int64_t> s(dims.size(), 1);
   for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
   return s;
-}
-
-// Element `i` of a buffer of `dtype`, as a double (bool: 0 or 1).
-inline double LoadAsDouble(const void* data, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::kBool: return static_cast<const bool*>(data)[i] ? 1.0 : 0.0;
-    case DType::kUInt8: return static_cast<const uint8_t*>(data)[i];
-    case DType::kInt8: return static_cast<const int8_t*>(data)[i];
-    case DType::kInt16: return static_cast<const int16_t*>(data)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(data)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
-    case DType::kF32: return static_cast<const float*>(data)[i];
-    case DType::kF64: return static_cast<const double*>(data)[i];
-    case DType::kF16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DType::kBF16: return BF16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    default: return 0.0;
-  }
 }
 
 // Dtypes the typed kernels can read as C types (LoadAsDouble also widens

@@ -35,7 +35,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/npy.h"
-#include "engine/common/half.h"
+#include "engine/common/element.h"
 #include "engine/fallback/fallback.h"
 #include "engine/importer/torchscript_importer.h"
 #include "engine/runtime/model.h"
@@ -67,14 +67,7 @@ std::string Compare(const Tensor& got, const Tensor& want, double* worst) {
   // the last place of the storage type for FP16/BF16. Integers and bools: equal.
   const DType t = got.dtype();
   if (t == DType::kF32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16) {
-    auto at = [t](const Tensor& x, int64_t i) -> double {
-      switch (t) {
-        case DType::kF32: return x.data<float>()[i];
-        case DType::kF64: return x.data<double>()[i];
-        case DType::kF16: return HalfToFloat(x.data<uint16_t>()[i]);
-        default: return BF16ToFloat(x.data<uint16_t>()[i]);
-      }
-    };
+    auto at = [t](const Tensor& x, int64_t i) { return LoadAsDouble(x.raw_data(), t, i); };
     double diff = 0, max_want = 0;
     bool nan_mismatch = false;
     for (int64_t i = 0; i < got.num_elements(); ++i) {
