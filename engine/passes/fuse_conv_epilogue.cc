@@ -34,12 +34,11 @@ using ir::NodeId;
 using ir::OpKind;
 using ir::ValueId;
 
-// Uses of each value: inputs of live nodes, block results and graph outputs.
-std::vector<int> CountUses(const Graph& graph, const std::vector<bool>& dead) {
+// Uses of each value: node inputs, block results and graph outputs.
+std::vector<int> CountUses(const Graph& graph) {
   std::vector<int> uses(graph.values().size(), 0);
-  for (size_t n = 0; n < graph.nodes().size(); ++n) {
-    if (dead[n]) continue;
-    for (ValueId v : graph.nodes()[n].inputs) {
+  for (const Node& node : graph.nodes()) {
+    for (ValueId v : node.inputs) {
       if (v != ir::kNoValue) ++uses[v];
     }
   }
@@ -134,20 +133,23 @@ class FuseConvEpiloguePass : public Pass {
 
   absl::StatusOr<bool> Run(Graph& graph) const override {
     bool changed = false;
-    // Fused consumers stay in the graph, unused, until Compacted() drops them.
-    std::vector<bool> dead(graph.nodes().size(), false);
     // In node order a BatchNorm comes before the activation that follows it,
-    // so Conv -> BatchNorm -> Relu fuses both in one sweep. Uses are counted
-    // again after each fusion: rewiring moves the consumer's uses onto the
-    // convolution's output.
+    // so Conv -> BatchNorm -> Relu fuses both in one sweep. Fused consumers
+    // stay in the graph, unused, until Compacted() drops them; rewiring hands
+    // the consumer's uses to the convolution's output, whose one use was the
+    // consumer.
+    std::vector<int> uses = CountUses(graph);
     for (size_t n = 0; n < graph.nodes().size(); ++n) {
-      const OpKind kind = graph.node(static_cast<NodeId>(n)).kind;
-      if (kind != OpKind::kBatchNorm && kind != OpKind::kRelu && kind != OpKind::kClip) continue;
-      const std::vector<int> uses = CountUses(graph, dead);
-      const bool fused = kind == OpKind::kBatchNorm
+      const Node& node = graph.node(static_cast<NodeId>(n));
+      if (node.kind != OpKind::kBatchNorm && node.kind != OpKind::kRelu &&
+          node.kind != OpKind::kClip) {
+        continue;
+      }
+      const ValueId in = node.inputs[0], out = node.outputs[0];
+      const bool fused = node.kind == OpKind::kBatchNorm
                              ? FuseBatchNorm(graph, uses, static_cast<NodeId>(n))
                              : FuseClip(graph, uses, static_cast<NodeId>(n));
-      dead[n] = fused;
+      if (fused) uses[in] = uses[out];
       changed |= fused;
     }
     if (changed) graph = graph.Compacted();
