@@ -47,8 +47,11 @@ void AddTensorProperties(const runtime::TensorSpec& spec, const std::string& kin
   if (!spec.list.empty()) {
     // The spec stands for every element of a List[Tensor] argument.
     properties[prefix + "list"] =
-        absl::StrCat(spec.list, ": List[Tensor], sent as ", spec.list, ".0, ", spec.list,
-                     ".1, ... (one or more, consecutive from 0)");
+        absl::StrCat(spec.list, spec.optional ? ": Optional[List[Tensor]]" : ": List[Tensor]",
+                     ", sent as ", spec.list, ".0, ", spec.list,
+                     ".1, ... (consecutive from 0) or whole as ", spec.list,
+                     " (the elements stacked on a new first dim; shape [0] for an empty list)",
+                     spec.optional ? "; left out, it is None" : "");
   }
 }
 
@@ -63,7 +66,7 @@ json TensorJson(const runtime::TensorSpec& spec, const std::string& alias) {
   t["alias"] = alias;
   t["path"] = spec.path;
   t["optional"] = spec.optional;
-  t["list"] = spec.list;  // a List[Tensor] argument's name: send <list>.0, <list>.1, ...
+  t["list"] = spec.list;  // a List[Tensor] argument's name: send <list>.0, ... or <list> whole
   return t;
 }
 

@@ -225,10 +225,11 @@ absl::StatusOr<InputArg> ParseInputArg(const std::string& arg) {
   const size_t close = rest.rfind(']');
   const size_t colon = rest.find(':', close == std::string::npos ? 0 : close);
   const std::string values = Trim(rest.substr(0, colon));
-  if (values.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--input '", arg, "': no values"));
-  }
-  if (values.front() == '[') {
+  if (values == "[]") {
+    input.nested_dims = Dims{0};  // an empty tensor (an empty list sent whole)
+  } else if (values.empty()) {
+    // Only an empty shape holds no values: "xs=:FP32:0x3".
+  } else if (values.front() == '[') {
     Dims dims;
     absl::Status parsed = NestedParser(values).Parse(input.values, dims);
     if (!parsed.ok()) {
@@ -246,8 +247,9 @@ absl::StatusOr<InputArg> ParseInputArg(const std::string& arg) {
       input.values.push_back(token);
     }
   }
-  if (colon == std::string::npos) return input;
-  for (absl::string_view part : absl::StrSplit(rest.substr(colon + 1), ':')) {
+  std::vector<std::string> parts;
+  if (colon != std::string::npos) parts = absl::StrSplit(rest.substr(colon + 1), ':');
+  for (const std::string& part : parts) {
     const std::string p = Trim(std::string(part));
     if (std::optional<DType> dtype = DTypeFromName(absl::AsciiStrToUpper(p)); dtype.has_value()) {
       if (input.dtype.has_value()) {
@@ -264,6 +266,10 @@ absl::StatusOr<InputArg> ParseInputArg(const std::string& arg) {
           "--input '", arg, "': '", p,
           "' is neither a datatype (FP32, INT64, BOOL, ...) nor a shape like 1x3"));
     }
+  }
+  if (values.empty() && (!input.shape.has_value() || NumElements(*input.shape) != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--input '", arg, "': no values (an empty tensor is NAME=[] or NAME=:DTYPE:0x3)"));
   }
   return input;
 }

@@ -23,7 +23,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -104,11 +106,48 @@ absl::StatusOr<std::vector<at::Tensor>> Flatten(const runtime::RunValue& v) {
 }
 
 struct Samples {
+  // Kiln's side runs the graph with its list inputs expanded (one input per
+  // element, see runtime::ExpandListInputs); `lengths` says how.
+  std::vector<std::optional<size_t>> lengths;
+  bool has_list = false;
   std::vector<kernels::TensorInfo> signature;
   std::vector<runtime::RunValue> kiln;
   std::vector<c10::IValue> torch;
   std::string text;
 };
+
+// The graph Kiln's side of `samples` runs: `graph` itself, or with its list
+// inputs expanded to the sampled lengths.
+absl::StatusOr<ir::Graph> GraphForSamples(const ir::Graph& graph, const Samples& samples) {
+  if (!samples.has_list) return graph;
+  return runtime::ExpandListInputs(graph, samples.lengths);
+}
+
+// A sample tensor of `dtype` and `dims`: floats N(0, 1), integers in [0, 4),
+// bools at random. Returns Kiln's tensor and libtorch's own copy (its
+// in-place ops must not reach Kiln's).
+absl::StatusOr<std::pair<Tensor, at::Tensor>> SampleTensor(DType dtype, const Dims& dims,
+                                                           std::mt19937_64& rng) {
+  Tensor t = Tensor::Zeros(dtype, dims);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 3);
+  ASSIGN_OR_RETURN(c10::ScalarType st, importer::TorchFromDType(dtype));
+  at::Tensor tt = at::from_blob(t.raw_data(), std::vector<int64_t>(dims.begin(), dims.end()),
+                                at::TensorOptions().dtype(st));
+  if (IsFloatingPoint(dtype)) {
+    at::Tensor values = at::empty(tt.sizes(), at::kDouble);
+    double* p = values.data_ptr<double>();
+    for (int64_t k = 0; k < values.numel(); ++k) p[k] = normal(rng);
+    tt.copy_(values);
+  } else {
+    at::Tensor values = at::empty(tt.sizes(), at::kLong);
+    int64_t* p = values.data_ptr<int64_t>();
+    for (int64_t k = 0; k < values.numel(); ++k) p[k] = small(rng);
+    tt.copy_(dtype == DType::kBool ? values.remainder(2) : values);
+  }
+  at::Tensor copy = tt.clone();
+  return std::make_pair(std::move(t), std::move(copy));
+}
 
 // Sample inputs from the contract (and the overrides); a reason when none can be made.
 absl::StatusOr<Samples> MakeSamples(const runtime::Model& model, const ir::Graph& graph,
@@ -123,12 +162,7 @@ absl::StatusOr<Samples> MakeSamples(const runtime::Model& model, const ir::Graph
       if (o.dtype != DType::kUnknown) spec.dtype = o.dtype;
       if (o.dims) spec.dims = o.dims;
     }
-    if (!spec.list.empty()) {
-      // TODO(#4): sample a List[Tensor] argument (its length is the request's).
-      *skip = absl::StrCat("input '", spec.name, "' is an element of the List[Tensor] argument '",
-                           spec.list, "'; verified import does not sample lists yet");
-      return s;
-    }
+    s.lengths.push_back(std::nullopt);
     const ir::Value& value = graph.value(graph.inputs()[i]);
     if (ir::IsScalarKind(value.kind)) {
       // An int/float/bool argument: a small positive value.
@@ -161,26 +195,27 @@ absl::StatusOr<Samples> MakeSamples(const runtime::Model& model, const ir::Graph
       const bool image = dims.size() == 4 && d >= 2 && (*spec.dims)[1] > 0;
       dims[d] = d == 0 ? 1 : image ? 224 : 8;
     }
-    Tensor t = Tensor::Zeros(spec.dtype, dims);
-    std::normal_distribution<double> normal(0.0, 1.0);
-    std::uniform_int_distribution<int> small(0, 3);
-    ASSIGN_OR_RETURN(c10::ScalarType st, importer::TorchFromDType(spec.dtype));
-    at::Tensor tt = at::from_blob(t.raw_data(), std::vector<int64_t>(dims.begin(), dims.end()),
-                                  at::TensorOptions().dtype(st));
-    if (IsFloatingPoint(spec.dtype)) {
-      at::Tensor values = at::empty(tt.sizes(), at::kDouble);
-      double* p = values.data_ptr<double>();
-      for (int64_t k = 0; k < values.numel(); ++k) p[k] = normal(rng);
-      tt.copy_(values);
-    } else {
-      at::Tensor values = at::empty(tt.sizes(), at::kLong);
-      int64_t* p = values.data_ptr<int64_t>();
-      for (int64_t k = 0; k < values.numel(); ++k) p[k] = small(rng);
-      tt.copy_(spec.dtype == DType::kBool ? values.remainder(2) : values);
+    if (!spec.list.empty()) {
+      // A List[Tensor] argument: a list of kListSample elements of its spec.
+      constexpr size_t kListSample = 2;
+      s.lengths.back() = kListSample;
+      s.has_list = true;
+      c10::List<at::Tensor> list;
+      for (size_t k = 0; k < kListSample; ++k) {
+        ASSIGN_OR_RETURN(auto sample, SampleTensor(spec.dtype, dims, rng));
+        s.signature.push_back(kernels::TensorInfo{spec.dtype, dims, nullptr, true});
+        s.kiln.push_back(runtime::RunValue::Of(std::move(sample.first)));
+        list.push_back(std::move(sample.second));
+      }
+      s.torch.push_back(c10::IValue(std::move(list)));
+      text.push_back(absl::StrCat(spec.list, "=[", kListSample, " x ", DTypeName(spec.dtype),
+                                  DimsToString(dims), "]"));
+      continue;
     }
-    s.signature.push_back(kernels::TensorInfo{t.dtype(), t.dims(), nullptr, true});
-    s.torch.push_back(tt.clone());  // libtorch's own copy: its in-place ops must not reach Kiln's
-    s.kiln.push_back(runtime::RunValue::Of(std::move(t)));
+    ASSIGN_OR_RETURN(auto sample, SampleTensor(spec.dtype, dims, rng));
+    s.signature.push_back(kernels::TensorInfo{spec.dtype, dims, nullptr, true});
+    s.kiln.push_back(runtime::RunValue::Of(std::move(sample.first)));
+    s.torch.push_back(std::move(sample.second));
     text.push_back(absl::StrCat(spec.name, "=", DTypeName(spec.dtype), DimsToString(dims)));
   }
   s.text = absl::StrJoin(text, ", ");
@@ -196,6 +231,12 @@ std::vector<c10::IValue> RunTorch(const std::shared_ptr<torch::jit::Graph>& grap
   torch::jit::Stack stack;
   stack.push_back(prepared.frozen._ivalue());
   for (const c10::IValue& v : inputs) {
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> copy;
+      for (const at::Tensor& t : v.toTensorVector()) copy.push_back(t.clone());
+      stack.push_back(c10::IValue(std::move(copy)));
+      continue;
+    }
     stack.push_back(v.isTensor() ? c10::IValue(v.toTensor().clone()) : v);
   }
   torch::jit::InterpreterState(code).run(stack);
@@ -245,8 +286,9 @@ absl::Status Bisect(importer::PreparedModule& prepared, const importer::ImportOp
     }
   }
   const size_t first_trace = graph.outputs().size() - order.size();
+  ASSIGN_OR_RETURN(ir::Graph expanded, GraphForSamples(graph, samples));
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
-                   runtime::Executable::Compile(graph, samples.signature, {}));
+                   runtime::Executable::Compile(expanded, samples.signature, {}));
   ASSIGN_OR_RETURN(std::vector<runtime::RunValue> kiln, exe->RunValues(samples.kiln));
   const std::vector<c10::IValue> torch = RunTorch(prepared.graph, prepared, samples.torch);
   const size_t torch_first = torch.size() - order.size();
@@ -304,8 +346,9 @@ absl::StatusOr<VerifyReport> VerifyOnceImpl(std::string_view model_bytes,
   }
   // Compiled here rather than through the model, so the sample's signature
   // takes no room in the model's plan cache and counts as no request.
+  ASSIGN_OR_RETURN(ir::Graph expanded, GraphForSamples(model.graph(), samples));
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
-                   runtime::Executable::Compile(model.graph(), samples.signature, {}));
+                   runtime::Executable::Compile(expanded, samples.signature, {}));
   ASSIGN_OR_RETURN(std::vector<runtime::RunValue> kiln, exe->RunValues(samples.kiln));
   const ir::Graph& graph = model.graph();
   if (kiln.size() != torch.size()) {

@@ -149,26 +149,31 @@ std::optional<size_t> ListElement(absl::string_view name, const std::string& lis
   return k;
 }
 
-// A List[Tensor] input has no length until a request gives one; the graph a
-// request runs replaces each list input with `lengths[i]` tensor inputs
-// "<name>.<k>" that a ListConstruct at the top of the main block gathers, so
-// the rest of the graph (cat over the list, a loop over it) is unchanged and
-// the executable is compiled like any other.
+}  // namespace
+
+std::string InputAlias(size_t position) { return absl::StrCat("INPUT__", position); }
+std::string OutputAlias(size_t position) { return absl::StrCat("OUTPUT__", position); }
+
 absl::StatusOr<ir::Graph> ExpandListInputs(const ir::Graph& graph,
-                                           const std::vector<size_t>& lengths) {
+                                           const std::vector<std::optional<size_t>>& lengths) {
+  if (lengths.size() != graph.inputs().size()) {
+    return absl::InvalidArgumentError(absl::StrCat("ExpandListInputs: ", lengths.size(),
+                                                   " lengths for ", graph.inputs().size(),
+                                                   " inputs"));
+  }
   ir::Graph g = graph;
   g.SetInsertionBlock(ir::kMainBlock);
   std::vector<ir::ValueId> inputs;
   std::vector<ir::NodeId> constructs;
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const ir::ValueId in = graph.inputs()[i];
-    if (graph.value(in).kind != ir::ValueKind::kTensorList) {
-      inputs.push_back(in);
+    if (!lengths[i].has_value() || graph.value(in).kind != ir::ValueKind::kTensorList) {
+      inputs.push_back(in);  // not a list, or an optional list left out (None)
       continue;
     }
     const std::string name = graph.value(in).name;
     std::vector<ir::ValueId> elements;
-    for (size_t k = 0; k < lengths[i]; ++k) {
+    for (size_t k = 0; k < *lengths[i]; ++k) {
       elements.push_back(g.AddInput(absl::StrCat(name, ".", k), ir::TensorType{}));
     }
     const ir::NodeId node = g.AddNode(ir::OpKind::kListConstruct, elements, {}, "", {name});
@@ -192,11 +197,6 @@ absl::StatusOr<ir::Graph> ExpandListInputs(const ir::Graph& graph,
   RETURN_IF_ERROR(ir::VerifyGraph(out));
   return out;
 }
-
-}  // namespace
-
-std::string InputAlias(size_t position) { return absl::StrCat("INPUT__", position); }
-std::string OutputAlias(size_t position) { return absl::StrCat("OUTPUT__", position); }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptions options) {
   RETURN_IF_ERROR(ir::VerifyGraph(graph));
@@ -240,8 +240,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
       spec.dtype = ir::ScalarKindDType(value.kind);
       spec.dtype_source = "argument";
       spec.dims = Dims{1};
-    } else if (value.kind == ir::ValueKind::kTensorList && !value.optional) {
-      // A List[Tensor] argument: the spec is its elements', named "xs.0".
+    } else if (value.kind == ir::ValueKind::kTensorList) {
+      // A List[Tensor] argument (or Optional[List[Tensor]]): the spec is its
+      // elements', named "xs.0".
       spec.list = spec.name;
       spec.name = absl::StrCat(spec.list, ".0");
       spec.path = absl::StrCat(spec.path, "[0]");
@@ -299,7 +300,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutable(
 }
 
 absl::StatusOr<std::shared_ptr<const ir::Graph>> Model::GraphForLengths(
-    const std::vector<size_t>& lengths) const {
+    const std::vector<std::optional<size_t>>& lengths) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = list_graphs_.find(lengths);
@@ -345,13 +346,19 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   std::vector<const Tensor*> bound(inputs_.size(), nullptr);
   // Of list inputs, by index: a map, since a request may name any index.
   std::vector<std::map<size_t, const Tensor*>> elements(inputs_.size());
-  std::deque<Tensor> scalars;  // scalar inputs reshaped to 0-dim
+  // Lists sent whole: "xs" stacked on a new first dim, [0, ...] when empty.
+  std::vector<bool> whole_list(inputs_.size(), false);
+  std::deque<Tensor> views;  // scalar inputs reshaped to 0-dim; elements of whole lists
   for (const NamedTensor& in : inputs) {
     size_t idx = 0;
     size_t element = 0;  // of a list input
+    bool whole = false;  // the list itself, not one element
     while (idx < inputs_.size() && inputs_[idx].name != in.name) ++idx;
     for (size_t j = 0; idx == inputs_.size() && j < inputs_.size(); ++j) {
-      if (std::optional<size_t> k = ListElement(in.name, inputs_[j].list)) {
+      if (!inputs_[j].list.empty() && inputs_[j].list == in.name) {
+        idx = j;
+        whole = true;
+      } else if (std::optional<size_t> k = ListElement(in.name, inputs_[j].list)) {
         idx = j;
         element = *k;
       }
@@ -368,6 +375,12 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
                                                      "'; the model's inputs are: ",
                                                      absl::StrJoin(names, ", ")));
     }
+    const TensorSpec& spec = inputs_[idx];
+    if (!spec.list.empty() && (whole_list[idx] || (whole && !elements[idx].empty()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "list argument '", spec.list, "' given both whole ('", spec.list, "') and as elements ('",
+          spec.list, ".<k>'), or twice; send one or the other"));
+    }
     if (elements[idx].count(element) > 0) {
       return absl::InvalidArgumentError(absl::StrCat("input '", in.name,
                                                      "' given twice; expected each input once"));
@@ -377,7 +390,6 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
           absl::StrCat("input '", in.name, "' given twice (", inputs_[idx].name, " alias ",
                        InputAlias(idx), "); expected each input once"));
     }
-    const TensorSpec& spec = inputs_[idx];
     const Tensor& t = in.tensor;
     if (ir::IsScalarKind(graph_.value(graph_.inputs()[idx]).kind)) {
       if (t.dtype() != spec.dtype || t.num_elements() != 1 || t.rank() > 1) {
@@ -385,26 +397,46 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
             "input '", in.name, "': expected one ", DTypeName(spec.dtype), " value (shape [] or [1]), got ",
             DTypeName(t.dtype()), DimsToString(t.dims())));
       }
-      scalars.push_back(t.Reshaped({}));
-      bound[idx] = &scalars.back();
+      views.push_back(t.Reshaped({}));
+      bound[idx] = &views.back();
       continue;
     }
+    if (whole && t.rank() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", in.name, "': a list sent whole is its elements stacked on a new first dim ",
+          "(shape [0] for an empty list); got a 0-dim tensor"));
+    }
+    // A whole list is checked by its elements' dims.
+    const Dims dims = whole ? Dims(t.dims().begin() + 1, t.dims().end()) : t.dims();
+    const std::string shown = whole ? absl::StrCat(DimsToString(dims), " per element (",
+                                                   DimsToString(t.dims()), " stacked)")
+                                    : DimsToString(dims);
     if (spec.dtype != DType::kUnknown && t.dtype() != spec.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", in.name, "': expected datatype ", DTypeName(spec.dtype), ", got ",
           DTypeName(t.dtype()), " (", DTypeName(spec.dtype), " is ", SourceText(spec.dtype_source),
           "; inputs are never cast)"));
     }
-    if (spec.dims) {
-      bool ok = t.rank() == static_cast<int64_t>(spec.dims->size());
+    // An empty list has no element to check.
+    if (spec.dims && !(whole && t.dim(0) == 0)) {
+      bool ok = dims.size() == spec.dims->size();
       for (size_t d = 0; ok && d < spec.dims->size(); ++d) {
-        ok = (*spec.dims)[d] < 0 || (*spec.dims)[d] == t.dim(d);
+        ok = (*spec.dims)[d] < 0 || (*spec.dims)[d] == dims[d];
       }
       if (!ok) {
         return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "': expected shape ",
-                                                       SpecString(spec), ", got ",
-                                                       DimsToString(t.dims())));
+                                                       SpecString(spec), ", got ", shown));
       }
+    }
+    if (whole) {
+      whole_list[idx] = true;
+      const size_t bytes = static_cast<size_t>(NumElements(dims)) * DTypeSize(t.dtype());
+      auto* base = static_cast<uint8_t*>(const_cast<void*>(t.raw_data()));
+      for (int64_t k = 0; k < t.dim(0); ++k) {
+        views.push_back(Tensor::Wrap(t.dtype(), dims, base + k * bytes));
+        elements[idx][static_cast<size_t>(k)] = &views.back();
+      }
+      continue;
     }
     if (!spec.list.empty()) {
       elements[idx][element] = &t;
@@ -423,8 +455,14 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
       }
       ++k;
     }
-    if (!list.empty() && !elements[i].empty()) continue;
+    if (!list.empty() && (whole_list[i] || !elements[i].empty())) continue;
     if (bound[i] == nullptr && !inputs_[i].optional) {
+      if (!list.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "missing input '", inputs_[i].name, "' (", SpecString(inputs_[i]), "): list argument '",
+            list, "' is sent as ", list, ".0, ", list, ".1, ... or whole as '", list,
+            "' (elements stacked on a new first dim; shape [0] for an empty list)"));
+      }
       return absl::InvalidArgumentError(absl::StrCat("missing input '", inputs_[i].name,
                                                      "' (", SpecString(inputs_[i]), ")"));
     }
@@ -459,11 +497,13 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
 
   std::vector<kernels::TensorInfo> signature;
   std::vector<RunValue> args;
-  std::vector<size_t> lengths(inputs_.size(), 0);
+  // Per input: a list's length, nullopt for any other input and for an
+  // optional list left out (which runs as None).
+  std::vector<std::optional<size_t>> lengths(inputs_.size());
   bool has_list = false;
   for (size_t i = 0; i < bound.size(); ++i) {
     const Tensor* t = bound[i];
-    if (!inputs_[i].list.empty()) {
+    if (!inputs_[i].list.empty() && (whole_list[i] || !elements[i].empty())) {
       // The list's elements in place of the list (see ExpandListInputs).
       has_list = true;
       lengths[i] = elements[i].size();
@@ -484,7 +524,9 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   std::shared_ptr<const Executable> exe;
   if (has_list) {
     ASSIGN_OR_RETURN(std::shared_ptr<const ir::Graph> graph, GraphForLengths(lengths));
-    const std::string variant = absl::StrCat("lists=", absl::StrJoin(lengths, ","), ";");
+    std::vector<std::string> shown;
+    for (const auto& n : lengths) shown.push_back(n ? absl::StrCat(*n) : "-");
+    const std::string variant = absl::StrCat("lists=", absl::StrJoin(shown, ","), ";");
     ASSIGN_OR_RETURN(exe, GetExecutableOf(*graph, variant, signature));
   } else {
     ASSIGN_OR_RETURN(exe, GetExecutable(signature));

@@ -36,14 +36,26 @@ struct TensorSpec {
   std::string path;
   // A List[Tensor] argument's name ("xs"), empty for any other input. The spec
   // then describes every element: a request sends the list as "xs.0",
-  // "xs.1", ... (at least one element, consecutive from 0), and `name` is the
-  // first element's, "xs.0". Each list length compiles its own executable.
+  // "xs.1", ... (consecutive from 0), or whole as "xs", its elements stacked
+  // on a new first dim (the only way to send an empty list: shape [0]);
+  // `name` is the first element's, "xs.0". Each list length compiles its own
+  // executable. An Optional[List[Tensor]] argument is also `optional`: left
+  // out, it is None.
   std::string list;
 };
 
 // Triton's positional names, accepted as aliases: "INPUT__0", "OUTPUT__2".
 std::string InputAlias(size_t position);
 std::string OutputAlias(size_t position);
+
+// The graph a request with these list lengths runs (one entry per graph
+// input): each List[Tensor] input with a length becomes that many tensor
+// inputs "<name>.<k>" gathered by a ListConstruct at the top of the main
+// block, so the rest of the graph (cat over the list, a loop over it) is
+// unchanged and compiles like any other. nullopt keeps the input as it is: an
+// input that is not a list, or an optional list left out (None).
+absl::StatusOr<ir::Graph> ExpandListInputs(const ir::Graph& graph,
+                                           const std::vector<std::optional<size_t>>& lengths);
 
 struct NamedTensor {
   std::string name;
@@ -99,8 +111,9 @@ class Model {
   // back under the name it was requested by. An input whose dtype is open
   // takes any dtype. An optional input may be left out; an int/float/bool
   // input takes a 0-dim or one-element tensor. A List[Tensor] input "xs" takes
-  // "xs.0" ... "xs.<n-1>" (n >= 1; a gap is InvalidArgument naming the missing
-  // element), and each n compiles its own executable. An output that is a tensor list
+  // "xs.0" ... "xs.<n-1>" (a gap is InvalidArgument naming the missing
+  // element) or "xs" whole (see TensorSpec::list), and each n compiles its
+  // own executable. An output that is a tensor list
   // comes back as "<name>.0", "<name>.1", ...; one that is None is left out.
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::vector<NamedTensor>& inputs,
                                                  const std::vector<std::string>& requested) const;
@@ -114,11 +127,9 @@ class Model {
  private:
   Model() = default;
 
-  // The graph a request with these list lengths (one per graph input, 0 for
-  // an input that is not a list) runs: each list input becomes that many
-  // tensor inputs feeding a ListConstruct. Built once per lengths.
+  // ExpandListInputs(graph_, lengths), built once per lengths.
   absl::StatusOr<std::shared_ptr<const ir::Graph>> GraphForLengths(
-      const std::vector<size_t>& lengths) const;
+      const std::vector<std::optional<size_t>>& lengths) const;
   // GetExecutable for `graph` (graph_ or one of list_graphs_); `prefix` tells
   // the graphs apart in executables_.
   absl::StatusOr<std::shared_ptr<const Executable>> GetExecutableOf(
@@ -133,7 +144,8 @@ class Model {
 
   mutable std::mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const Executable>> executables_;
-  mutable std::map<std::vector<size_t>, std::shared_ptr<const ir::Graph>> list_graphs_;
+  mutable std::map<std::vector<std::optional<size_t>>, std::shared_ptr<const ir::Graph>>
+      list_graphs_;
 };
 
 }  // namespace kiln::runtime

@@ -362,6 +362,46 @@ class TypedInputsTest(unittest.TestCase):
         self.assert_invalid(self.request("list_input", inputs), "missing input 'xs.1'",
                             "xs.0 ... xs.2")
 
+    def test_optional_and_empty_list_parameter_grpc_and_cli(self):
+        # forward(x, extra: Optional[List[Tensor]] = None) -> (x + sum(extra), len(extra)),
+        # or (x * 2, -1) when extra is None.
+        self.ensure("optional_list")
+        meta = self.check_names("optional_list")
+        self.assertIn("extra: Optional[List[Tensor]], sent as extra.0, extra.1",
+                      meta.properties["input.extra.0.list"])
+        self.assertIn("or whole as extra", meta.properties["input.extra.0.list"])
+        self.assertEqual(meta.properties["input.extra.0.optional"], "true")
+        x = self.sample("optional_list", "x")
+        extra = [np.load(self.path(f"optional_list.input.extra.{i}.npy")) for i in range(3)]
+        # Element by element, and the same list whole: both give libtorch's outputs.
+        elements = {"x": x, **{f"extra.{i}": e for i, e in enumerate(extra)}}
+        self.check_all_outputs("optional_list", self.infer_grpc("optional_list", elements))
+        self.check_all_outputs("optional_list",
+                               self.infer_grpc("optional_list", {"x": x, "extra": np.stack(extra)}))
+        x_file = self.path("optional_list.input.x.npy")
+        stacked = os.path.join(self.tmp, "extra_stacked.npy")
+        np.save(stacked, np.stack(extra))
+        self.check_all_outputs("optional_list",
+                               self.infer_cli("optional_list", {"x": x_file, "extra": stacked}))
+        # Left out: None.
+        got = self.infer_grpc("optional_list", {"x": x})
+        self.assert_matches(got["output0"], x * np.float32(2))
+        self.assertEqual(int(got["output1"]), -1)
+        # An empty list, sent whole with a zero first dim: the loop runs no iteration.
+        for empty in (np.zeros((0, 2, 3), np.float32), np.zeros((0,), np.float32)):
+            got = self.infer_grpc("optional_list", {"x": x, "extra": empty})
+            self.assert_matches(got["output0"], x)
+            self.assertEqual(int(got["output1"]), 0)
+        out = self.kiln("infer", "optional_list", "--input", f"x={x_file}",
+                        "--input", "extra=[]").stdout
+        self.assertRegex(out, r"output1\s+INT64\s+\[\]\s+0\b")
+        # Whole and as elements at once, and a 0-dim "list", are refused.
+        self.assert_invalid(self.request("optional_list", {"x": x, "extra": np.stack(extra),
+                                                           "extra.0": extra[0]}),
+                            "given both whole ('extra') and as elements")
+        self.assert_invalid(self.request("optional_list", {"x": x, "extra": np.float32(1)}),
+                            "new first dim")
+
     def test_scripted_model_reports_names_without_suffixes(self):
         self.ensure("renamed")
         meta = self.check_names("renamed")

@@ -16,7 +16,7 @@ import inspect
 import json
 import os
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -136,6 +136,19 @@ class ListInput(nn.Module):
         return torch.cat(xs, 0) * scale, total
 
 
+class OptionalListInput(nn.Module):
+    """An Optional[List[Tensor]] parameter: left out it is None; sent as extra.0, extra.1, ...
+    or whole, as one tensor "extra" stacked on a new first dim ([0, ...] for an empty list)."""
+
+    def forward(self, x, extra: Optional[List[torch.Tensor]] = None):
+        if extra is None:
+            return x * 2.0, -1
+        y = x
+        for e in extra:
+            y = y + e
+        return y, len(extra)
+
+
 class HalfMix(nn.Module):
     """float16 in: the float16 arithmetic libtorch 1.13 has on CPU (float32 compute, rounded per
     op), promotion to float32 with a float32 operand, and a float16 mean."""
@@ -202,7 +215,11 @@ MANIFEST = {}
 
 
 def _numpy(t):
-    """NumPy has no bfloat16: saved widened to float32, which is exact (the CLI does the same)."""
+    """NumPy has no bfloat16: saved widened to float32, which is exact (the CLI does the same).
+    An int/float/bool result is a 0-dim INT64/FP64/BOOL tensor, as Kiln returns it."""
+    if isinstance(t, (bool, int, float)):
+        return np.array(t, dtype=np.bool_ if isinstance(t, bool) else
+                        np.int64 if isinstance(t, int) else np.float64)
     return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
@@ -303,6 +320,10 @@ def main():
 
     inputs = {"xs": [torch.randn(2, 3) for _ in range(3)], "scale": torch.randn(1, 3)}
     save_case(out_dir, "list_input", torch.jit.script(ListInput()), inputs, ListInput)
+
+    inputs = {"x": torch.randn(2, 3), "extra": [torch.randn(2, 3) for _ in range(3)]}
+    save_case(out_dir, "optional_list", torch.jit.script(OptionalListInput()), inputs,
+              OptionalListInput)
 
     inputs = {"x": torch.randn(2, 3), "y": torch.randn(2, 3)}
     save_case(out_dir, "renamed", torch.jit.script(Renamed()), inputs, Renamed)

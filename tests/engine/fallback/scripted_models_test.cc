@@ -105,8 +105,15 @@ void ExpectMatchesLibtorch(const std::string& source, const std::vector<c10::IVa
       }
       continue;
     }
-    const std::string& name = (*model)->inputs()[k++].name;
+    const runtime::TensorSpec& spec = (*model)->inputs()[k++];
+    const std::string& name = spec.name;
     if (v.isNone()) continue;
+    if (v.isTensorList()) {
+      // Sent whole: the elements stacked on a new first dim ([0] when empty).
+      const std::vector<at::Tensor> xs = v.toTensorVector();
+      named.push_back({spec.list, FromTorch(xs.empty() ? torch::zeros({0}) : torch::stack(xs))});
+      continue;
+    }
     if (v.isTensor()) named.push_back({name, FromTorch(v.toTensor())});
     if (v.isInt()) named.push_back({name, FromTorch(at::scalar_tensor(v.toInt(), at::kLong))});
   }
@@ -385,6 +392,40 @@ def forward(self, xs: List[Tensor]):
   }
   // One executable per list length.
   EXPECT_EQ((*model)->num_compiled(), 3u);
+}
+
+TEST_F(ScriptedModelsTest, ListOfTensorsArgumentSentWholeEmptyOrNot) {
+  // An empty list can only be sent whole ("xs" of shape [0]); len() of it is
+  // 0 and a loop over it runs no iteration.
+  const std::string src = R"PY(
+def forward(self, xs: List[Tensor], bias):
+    total = bias
+    for x in xs:
+        total = total + x
+    if len(xs) == 0:
+        return total, len(xs)
+    return total * torch.stack(xs).mean(0), len(xs)
+)PY";
+  ExpectMatchesLibtorch(src, {c10::List<at::Tensor>(), torch::randn({3})});
+  ExpectMatchesLibtorch(
+      src, {c10::List<at::Tensor>({torch::randn({3}), torch::randn({3})}), torch::randn({3})});
+}
+
+TEST_F(ScriptedModelsTest, OptionalListOfTensorsArgument) {
+  // Left out it is None; given, a list (empty or not).
+  const std::string src = R"PY(
+def forward(self, x, extra: Optional[List[Tensor]] = None):
+    if extra is None:
+        return x * 2.0
+    y = x
+    for e in extra:
+        y = y + e
+    return y
+)PY";
+  ExpectMatchesLibtorch(src, {torch::randn({3}), c10::IValue()});
+  ExpectMatchesLibtorch(src, {torch::randn({3}), c10::List<at::Tensor>()});
+  ExpectMatchesLibtorch(
+      src, {torch::randn({3}), c10::List<at::Tensor>({torch::randn({3}), torch::randn({3})})});
 }
 
 TEST_F(ScriptedModelsTest, ShapesComputedAtRunTime) {

@@ -68,6 +68,25 @@ std::unique_ptr<runtime::Model> Build(ir::Graph graph) {
   return model.ok() ? *std::move(model) : nullptr;
 }
 
+// A scripted module defined from `source`: its saved archive, and the model
+// Kiln imports from it (null when the import fails, with a test failure).
+struct Scripted {
+  std::string bytes;
+  std::unique_ptr<runtime::Model> model;
+};
+
+Scripted ScriptedModel(const std::string& source) {
+  torch::jit::Module module("M");
+  module.define(source);
+  std::ostringstream s;
+  module.save(s);
+  Scripted out{s.str(), nullptr};
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(out.bytes);
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  if (graph.ok()) out.model = Build(*std::move(graph));
+  return out;
+}
+
 // ---------------------------------------------------------------- fixtures
 
 class FixtureNumericsTest : public VerifyTest, public ::testing::WithParamInterface<const char*> {};
@@ -150,8 +169,7 @@ TEST_F(VerifyTest, PassesAndPublishesTheDifferencePerOutput) {
 }
 
 TEST_F(VerifyTest, ControlFlowAndFallbackModelsPass) {
-  torch::jit::Module module("M");
-  module.define(R"PY(
+  Scripted m = ScriptedModel(R"PY(
 def forward(self, x):
     acc = x
     for i in range(3):
@@ -161,41 +179,57 @@ def forward(self, x):
             acc = acc * -1.0
     return acc
 )PY");
-  std::ostringstream s;
-  module.save(s);
-  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(s.str());
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  std::unique_ptr<runtime::Model> model = Build(*std::move(graph));
+  ASSERT_NE(m.model, nullptr);
   VerifyOptions options;
   options.samples = {{"x", DType::kF32, Dims{5}}};  // a scripted model's input has no known shape
-  auto report = VerifyOnce(s.str(), {}, *model, options);
+  auto report = VerifyOnce(m.bytes, {}, *m.model, options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->passed) << report->Summary();
   // Without a shape the verification is skipped, not failed.
-  auto skipped = VerifyOnce(s.str(), {}, *model, {});
+  auto skipped = VerifyOnce(m.bytes, {}, *m.model, {});
   ASSERT_TRUE(skipped.ok()) << skipped.status();
   EXPECT_TRUE(skipped->skipped);
   EXPECT_THAT(skipped->skip_reason, HasSubstr("input 'x' has no known shape"));
 }
 
-TEST_F(VerifyTest, ListOfTensorsArgumentIsSkippedNotFailed) {
-  torch::jit::Module module("M");
-  module.define(R"PY(
-def forward(self, xs: List[Tensor]):
-    return torch.cat(xs, 0)
+TEST_F(VerifyTest, ListOfTensorsArgumentIsSampledAsATwoElementList) {
+  Scripted m = ScriptedModel(R"PY(
+def forward(self, xs: List[Tensor], extra: Optional[List[Tensor]]):
+    y = torch.cat(xs, 0)
+    if extra is not None:
+        for e in extra:
+            y = y * e.sum()
+    return y, len(xs)
 )PY");
-  std::ostringstream s;
-  module.save(s);
-  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(s.str());
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  std::unique_ptr<runtime::Model> model = Build(*std::move(graph));
-  ASSERT_NE(model, nullptr);
+  ASSERT_NE(m.model, nullptr);
   VerifyOptions options;
-  options.samples = {{"xs.0", DType::kF32, Dims{2}}};
-  auto skipped = VerifyOnce(s.str(), {}, *model, options);
-  ASSERT_TRUE(skipped.ok()) << skipped.status();
-  EXPECT_TRUE(skipped->skipped);
-  EXPECT_THAT(skipped->skip_reason, HasSubstr("List[Tensor] argument 'xs'"));
+  options.samples = {{"xs.0", DType::kF32, Dims{2}}, {"extra.0", DType::kF32, Dims{3}}};
+  auto report = VerifyOnce(m.bytes, {}, *m.model, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->skipped) << report->skip_reason;
+  EXPECT_TRUE(report->passed) << report->Summary();
+  EXPECT_EQ(report->samples, "xs=[2 x FP32[2]], extra=[2 x FP32[3]]");
+  ASSERT_EQ(report->outputs.size(), 2u);
+  EXPECT_GT(report->outputs[0].max_abs_ref, 0.0);
+  EXPECT_EQ(report->outputs[1].max_abs_ref, 2.0);  // len(xs)
+
+  // A conversion bug behind the list is found and named: cat on the wrong axis.
+  absl::StatusOr<ir::Graph> tampered = importer::ImportTorchScript(m.bytes);
+  ASSERT_TRUE(tampered.ok());
+  bool found = false;
+  for (size_t n = 0; n < tampered->nodes().size(); ++n) {
+    ir::Node& node = tampered->mutable_node(static_cast<ir::NodeId>(n));
+    if (node.kind == ir::OpKind::kConcat) {
+      node.attrs.SetInt("stack", 1);  // stack instead of cat: [2, 2] not [4]
+      found = true;
+    }
+  }
+  ASSERT_TRUE(found);
+  std::unique_ptr<runtime::Model> wrong = Build(*std::move(tampered));
+  auto failed = VerifyOnce(m.bytes, {}, *wrong, options);
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_FALSE(failed->passed);
+  EXPECT_EQ(failed->divergent_op, "aten::cat");
 }
 
 // A model whose imported graph is wrong (the Softmax axis changed) diverges at

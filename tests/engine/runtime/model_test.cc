@@ -244,11 +244,43 @@ TEST(ModelTest, ListInputWithAGapOrNoElementIsRefusedNamingTheMissingOne) {
   EXPECT_THAT(msg, HasSubstr("missing input 'xs.0'"));
   msg = InferError(**m, {F32("xs.0", {1, 2}), F32("xs.0", {1, 2}), F32("bias", {2})});
   EXPECT_THAT(msg, HasSubstr("'xs.0' given twice"));
-  // Not element names: a leading zero, a non-number, the bare list name.
-  for (const char* name : {"xs.01", "xs.a", "xs", "xs."}) {
+  // Not element names: a leading zero, a non-number.
+  for (const char* name : {"xs.01", "xs.a", "xs."}) {
     msg = InferError(**m, {F32("xs.0", {1, 2}), F32(name, {1, 2}), F32("bias", {2})});
     EXPECT_THAT(msg, HasSubstr(absl::StrCat("unknown input '", name, "'")));
   }
+}
+
+TEST(ModelTest, ListInputSentWholeIsItsElementsStackedOnANewFirstDim) {
+  auto m = Model::Create(ListInputGraph(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  // Three [1, 2] elements: cat gives [3, 2]; the same plan as three xs.k.
+  auto out = (*m)->Infer({F32("xs", {3, 1, 2}), F32("bias", {2})}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].tensor.dims(), (Dims{3, 2}));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ((*out)[0].tensor.data<float>()[i], 2.0f);
+  ASSERT_TRUE(
+      (*m)->Infer({F32("xs.0", {1, 2}), F32("xs.1", {1, 2}), F32("xs.2", {1, 2}), F32("bias", {2})},
+                  {})
+          .ok());
+  EXPECT_EQ((*m)->num_compiled(), 1u);
+  // Whole and as elements at once, a 0-dim whole list.
+  std::string msg = InferError(**m, {F32("xs", {1, 1, 2}), F32("xs.0", {1, 2}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("given both whole ('xs') and as elements"));
+  msg = InferError(**m, {F32("xs.0", {1, 2}), F32("xs", {1, 1, 2}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("given both whole ('xs') and as elements"));
+  msg = InferError(**m, {F32("xs", {}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("new first dim"));
+  // The contract checks each element.
+  ModelOptions opts;
+  opts.inputs = {TensorSpec{"", DType::kF32, Dims{-1, 2}}};
+  auto declared = Model::Create(ListInputGraph(), opts);
+  ASSERT_TRUE(declared.ok()) << declared.status();
+  msg = InferError(**declared, {F32("xs", {2, 1, 3}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("expected shape FP32[-1, 2], got [1, 3] per element ([2, 1, 3] stacked)"));
+  // An empty list is [0, ...] (or [0]); the model itself decides what that means.
+  msg = InferError(**m, {F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("shape [0] for an empty list"));
 }
 
 }  // namespace
