@@ -31,6 +31,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/common/tolerance.h"
 #include "engine/importer/import_context.h"
 #include "engine/importer/prepared_module.h"
 
@@ -71,11 +72,9 @@ OutputCheck Compare(const std::string& name, const at::Tensor& kiln, const at::T
   check.max_abs_diff = diff.max().item<double>();
   check.max_abs_ref = b.abs().masked_fill(at::isnan(b), 0.0).max().item<double>();
   const bool exact = !ref.is_floating_point();
-  // The storage types carry 8 (BF16) or 11 (FP16) significant bits: two
-  // computations that each round to them once per op differ by a few units in
-  // the last place, far above a float32 tolerance. Four units of the type.
-  if (ref.scalar_type() == at::kBFloat16) tolerance = std::max(tolerance, 4.0 / 256);
-  if (ref.scalar_type() == at::kHalf) tolerance = std::max(tolerance, 4.0 / 2048);
+  if (absl::StatusOr<DType> dtype = importer::DTypeFromTorch(ref.scalar_type()); dtype.ok()) {
+    tolerance = std::max(tolerance, StorageRoundingTolerance(*dtype));
+  }
   check.passed = exact ? check.max_abs_diff == 0
                        : check.max_abs_diff <= tolerance * check.max_abs_ref + 1e-6;
   return check;

@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/npy.h"
 #include "engine/common/element.h"
+#include "engine/common/tolerance.h"
 #include "engine/fallback/fallback.h"
 #include "engine/importer/torchscript_importer.h"
 #include "engine/runtime/model.h"
@@ -88,8 +89,7 @@ std::string Compare(const Tensor& got, const Tensor& want, double* worst) {
     *worst = std::max(*worst, rel);
     const double tolerance = t == DType::kF32   ? 1e-4
                              : t == DType::kF64 ? 1e-6
-                             : t == DType::kF16 ? 4.0 / 2048
-                                                : 4.0 / 256;
+                                                : StorageRoundingTolerance(t);
     if (rel > tolerance) return absl::StrCat(DTypeName(t), " relative error ", rel);
     return "";
   }
