@@ -22,6 +22,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from torch_fixtures import save_and_run  # noqa: E402
+
 
 class Float64Mlp(nn.Module):
     def __init__(self):
@@ -233,12 +236,7 @@ def save_case(out_dir, name, module, inputs, eager):
             params.append(f"{p}.0")  # one metadata entry stands for every element
         else:
             params.append(p)
-    path = os.path.join(out_dir, f"{name}.pt")
-    module.save(path)
-    loaded = torch.jit.load(path)
-    loaded.eval()
-    with torch.no_grad():
-        result = loaded(*inputs.values())
+    result = save_and_run(module, os.path.join(out_dir, f"{name}.pt"), inputs.values())
     outputs = {}
     _flatten(result, None, outputs)
     for arg, value in inputs.items():

@@ -19,6 +19,7 @@ logits end near zero, which would make the comparison vacuous.
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -26,6 +27,9 @@ import torch
 import torch.nn as nn
 import torchvision.models as M
 import torchvision.models.segmentation as S
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from torch_fixtures import calibrate_batchnorm, save_and_run  # noqa: E402
 
 CLASSIFIERS = [
     "resnet18", "resnet34", "resnet50", "resnet101", "resnext50_32x4d", "wide_resnet50_2",
@@ -48,20 +52,6 @@ class SegmentationOut(nn.Module):
 
     def forward(self, x):
         return self.model(x)["out"]
-
-
-def calibrate_batchnorm(model, shape, batches=2):
-    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    if not bns:
-        return model.eval()
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None  # cumulative average over the calibration batches
-    model.train()
-    with torch.no_grad():
-        for _ in range(batches):
-            model(torch.randn(*shape))
-    return model.eval()
 
 
 def build(name):
@@ -113,12 +103,9 @@ def main():
             x = torch.randn(*shape)
             with torch.no_grad():
                 saved = torch.jit.script(model) if mode == "script" else torch.jit.trace(model, x)
-            saved.save(path + ".tmp")
+            out = save_and_run(saved, path + ".tmp", [x])
             os.replace(path + ".tmp", path)
             np.save(os.path.join(args.out_dir, f"{name}.input.x.npy"), x.numpy())
-            loaded = torch.jit.load(path).eval()
-            with torch.no_grad():
-                out = loaded(x)
             np.save(expected, out.numpy())
         exact = os.path.join(args.out_dir, f"{name}.output0.f64.npy")
         if not os.path.exists(exact):
@@ -131,6 +118,17 @@ def main():
                 np.save(exact, out64.numpy())
             except Exception as e:  # a graph with float32 baked in; no arbiter then
                 print(f"{name}: no float64 reference ({type(e).__name__})")
+        second = os.path.join(args.out_dir, f"{name}.output0.no_onednn.npy")
+        if not os.path.exists(second):
+            # libtorch's other float32 convolution path (oneDNN off: im2col and BLAS) on the
+            # same file: how far libtorch's own two float32 results are apart.
+            x = torch.from_numpy(np.load(os.path.join(args.out_dir, f"{name}.input.x.npy")))
+            torch._C._set_mkldnn_enabled(False)
+            try:
+                with torch.no_grad():
+                    np.save(second, torch.jit.load(path).eval()(x).numpy())
+            finally:
+                torch._C._set_mkldnn_enabled(True)
         manifest.append({"name": name, "inputs": ["x"], "bytes": os.path.getsize(path)})
         print(f"{name}: {time.time() - start:.1f} s", flush=True)
     with open(manifest_path, "w") as f:
