@@ -41,8 +41,19 @@ class Kilnd(KilndProcess):
         super().__init__(BIN, args, env={"OMP_WAIT_POLICY": "PASSIVE", **(env or {})})
 
 
-def import_workers_of(repo):
-    """Running `kilnd --import-worker` processes working on files of `repo`."""
+def import_workers_of(repo, wait_s=0.0):
+    """Running `kilnd --import-worker` processes working on files of `repo`; with `wait_s`,
+    waits up to that long for them to end first (a killed daemon's children die with it, but
+    not at once on a loaded machine)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = _import_workers_of(repo)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.1)
+
+
+def _import_workers_of(repo):
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -246,7 +257,7 @@ class RepositoryTest(unittest.TestCase):
                 self.assertIn(sha256(os.path.join(vdir, "model.pt")), files, f"round {round_}")
             current = files[sha256(os.path.join(self.repo, "m", str(versions[-1]), "model.pt"))]
             self.assert_matches_libtorch(self.infer(server, "m", current), current)
-            self.assertEqual(import_workers_of(self.repo), [])
+            self.assertEqual(import_workers_of(self.repo, wait_s=10), [])
 
             other = "mobilenet_v2" if current == "resnet18" else "resnet18"
             upload = subprocess.Popen(
@@ -259,8 +270,7 @@ class RepositoryTest(unittest.TestCase):
             outcomes["completed" if upload.returncode == 0 else "interrupted"] += 1
             self.servers.remove(server)
         # The import children die with the daemon.
-        time.sleep(0.5)
-        self.assertEqual(import_workers_of(self.repo), [])
+        self.assertEqual(import_workers_of(self.repo, wait_s=10), [])
         # Both outcomes happened, so the kills did land mid-upload.
         self.assertGreater(outcomes["interrupted"], 0, outcomes)
 
