@@ -8,7 +8,8 @@ float64 result for the same file: in deep residual nets (resnet101,
 fcn_resnet50) two float32 implementations differ by about 1e-4 through
 rounding alone. Kiln then passes when its error against the float64 result is
 at most 1e-4, or at most 1.5 times libtorch's own float32 error against it;
-the table prints all three numbers. `kiln-parity --inspect` says whether the
+the table prints all three numbers, and how far libtorch's second float32
+convolution path (oneDNN off) is from libtorch's output. `kiln-parity --inspect` says whether the
 import is native or which ops fell back to libtorch, and how many nodes the
 imported graph has. Prints a table model -> native pass / fallback pass / fail
 (reason); exits 1 when a model not listed in expected_zoo.txt does not pass
@@ -155,6 +156,12 @@ def main():
                             kiln64 = relative_error(got, exact)
                             torch64 = relative_error(want, exact)
                             detail += f"; vs float64: kiln {kiln64:.2e}, libtorch {torch64:.2e}"
+                            second_path = os.path.join(args.models,
+                                                       f"{name}.output0.no_onednn.npy")
+                            if os.path.exists(second_path):
+                                # libtorch against itself: its oneDNN-off float32 result.
+                                own = relative_error(np.load(second_path), want)
+                                detail += f"; libtorch without oneDNN vs libtorch {own:.2e}"
                             ok = kiln64 <= max(1e-4, 1.5 * torch64)
                         if ok:
                             status = "native" if kind == "native" else "fallback"
