@@ -17,6 +17,8 @@
 //
 // FP64 runs the same plans on cblas_dgemm/dgemv; FP16 and BF16 are widened to
 // FP32 around the FP32 kernels (widen.cc), as PyTorch computes them on CPU.
+// Integer MatMul (INT8 to INT64, UINT8) runs the same plans on a plain loop
+// that wraps like PyTorch's.
 //
 // This file and conv.cc are the only callers of cblas; neither calls it
 // inside an OpenMP region, since OpenBLAS runs its own thread pool.
@@ -27,6 +29,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -69,10 +72,34 @@ void Gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, bool b_transp
                 a, k, b, b_transposed ? k : n, beta, c, n);
 }
 
-// FP32 or FP64 (the dtype of input 0, which every operand must share).
-absl::StatusOr<DType> GemmDType(const PrepareContext& ctx, size_t num_operands) {
+// Integer products (PyTorch has them on CPU, for index and token-id
+// arithmetic): a plain loop, no BLAS; sums wrap as PyTorch's do (computed
+// unsigned, where wrapping is defined).
+template <typename T>
+void IntGemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
+  using U = std::make_unsigned_t<T>;
+  // Narrow types would be promoted to (signed) int, where a product can overflow.
+  using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+  U* out = reinterpret_cast<U*>(c);
+  std::fill(out, out + m * n, U(0));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      const W av = static_cast<U>(a[i * k + p]);
+      const T* brow = b + p * n;
+      U* crow = out + i * n;
+      for (int64_t j = 0; j < n; ++j) {
+        crow[j] = static_cast<U>(W{crow[j]} + av * W{static_cast<U>(brow[j])});
+      }
+    }
+  }
+}
+
+// FP32 or FP64 (the dtype of input 0, which every operand must share); with
+// `integers`, also the integer dtypes (not BOOL, which PyTorch refuses).
+absl::StatusOr<DType> GemmDType(const PrepareContext& ctx, size_t num_operands,
+                                bool integers = false) {
   const DType t = ctx.inputs[0].dtype;
-  if (t != DType::kF32 && t != DType::kF64) {
+  if (t != DType::kF32 && t != DType::kF64 && !(integers && IsIntegral(t))) {
     return Unimplemented(ctx.node, "no kernel for ", DTypeName(t), " operands");
   }
   for (size_t i = 1; i < num_operands; ++i) {
@@ -106,7 +133,7 @@ std::vector<int64_t> BatchStrides(const Dims& batch, int64_t matrix_elems, size_
 
 absl::Status PrepareMatMul(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
-  ASSIGN_OR_RETURN(const DType dtype, GemmDType(ctx, 2));
+  ASSIGN_OR_RETURN(const DType dtype, GemmDType(ctx, 2, /*integers=*/true));
   const Dims& a = ctx.inputs[0].dims;
   const Dims& b = ctx.inputs[1].dims;
   if (a.empty() || b.empty()) {
@@ -180,8 +207,13 @@ absl::Status EvalMatMul(EvalContext& ctx) {
   const T* b = ctx.inputs[1]->data<T>();
   T* c = ctx.outputs[0]->data<T>();
   for (size_t i = 0; i < p.a_offsets.size(); ++i) {
-    Gemm(p.m, p.n, p.k, a + p.a_offsets[i], b + p.b_offsets[i], /*b_transposed=*/false,
-         /*beta=*/T(0), c + static_cast<int64_t>(i) * p.m * p.n);
+    T* ci = c + static_cast<int64_t>(i) * p.m * p.n;
+    if constexpr (std::is_integral_v<T>) {
+      IntGemm(p.m, p.n, p.k, a + p.a_offsets[i], b + p.b_offsets[i], ci);
+    } else {
+      Gemm(p.m, p.n, p.k, a + p.a_offsets[i], b + p.b_offsets[i], /*b_transposed=*/false,
+           /*beta=*/T(0), ci);
+    }
   }
   return absl::OkStatus();
 }
@@ -503,6 +535,11 @@ absl::Span<const KernelDef> MatMulKernels() {
       {ir::OpKind::kMatMul, DType::kF32, PrepareMatMul, EvalMatMul<float>},
       {ir::OpKind::kLinear, DType::kF32, PrepareLinear, EvalLinear<float>},
       {ir::OpKind::kMatMul, DType::kF64, PrepareMatMul, EvalMatMul<double>},
+      {ir::OpKind::kMatMul, DType::kInt64, PrepareMatMul, EvalMatMul<int64_t>},
+      {ir::OpKind::kMatMul, DType::kInt32, PrepareMatMul, EvalMatMul<int32_t>},
+      {ir::OpKind::kMatMul, DType::kInt16, PrepareMatMul, EvalMatMul<int16_t>},
+      {ir::OpKind::kMatMul, DType::kInt8, PrepareMatMul, EvalMatMul<int8_t>},
+      {ir::OpKind::kMatMul, DType::kUInt8, PrepareMatMul, EvalMatMul<uint8_t>},
       {ir::OpKind::kLinear, DType::kF64, PrepareLinear, EvalLinear<double>},
       {ir::OpKind::kEinsum, DType::kF32, PrepareEinsum, EvalEinsum<float>},
       {ir::OpKind::kEinsum, DType::kF64, PrepareEinsum, EvalEinsum<double>},

@@ -15,7 +15,7 @@
 // Integer and bool tensors: the unary float ops (sqrt, exp, log, sin, tanh,
 // sigmoid, erf, reciprocal, ...) compute in FP32 and return FP32, as
 // PyTorch's "promote integer inputs to float" does; floor, ceil, round and
-// trunc of an integer are the integer itself (an alias, no copy).
+// trunc of an integer, and sign of a bool, are the tensor itself (an alias, no copy).
 #include <cstddef>
 #include <limits>
 #include <memory>
@@ -79,10 +79,12 @@ bool PromotesIntegersToFloat(ir::OpKind op) {
   }
 }
 
-// Rounding ops, which leave integers as they are.
-bool IdentityOnIntegers(ir::OpKind op) {
-  return op == ir::OpKind::kFloor || op == ir::OpKind::kCeil || op == ir::OpKind::kRound ||
-         op == ir::OpKind::kTrunc;
+// Ops that return an operand of `dtype` as it is: rounding an integer, the
+// sign of a bool (PyTorch's sign(BOOL) is the tensor itself).
+bool IsIdentityFor(ir::OpKind op, DType dtype) {
+  if (op == ir::OpKind::kSign) return dtype == DType::kBool;
+  return IsIntegral(dtype) && (op == ir::OpKind::kFloor || op == ir::OpKind::kCeil ||
+                               op == ir::OpKind::kRound || op == ir::OpKind::kTrunc);
 }
 
 struct WidenState {
@@ -216,7 +218,7 @@ absl::Status PrepareSame(PrepareContext& ctx) {
   return absl::OkStatus();
 }
 
-// floor/ceil/round/trunc of an integer tensor: the output is the input.
+// floor/ceil/round/trunc of an integer tensor, sign of a bool one: the output is the input.
 const KernelDef kIntegerIdentity{ir::OpKind::kIdentity, DType::kUnknown, PrepareSame, nullptr,
                                  /*aliases_input0=*/true};
 
@@ -250,7 +252,7 @@ absl::StatusOr<const KernelDef*> PrepareKernel(PrepareContext& ctx) {
     mode = Widen::kStorage;
   } else if (HasOperand(ctx, IsIntegerOrBool) && PromotesIntegersToFloat(op)) {
     mode = Widen::kIntegerToFloat;
-  } else if (IdentityOnIntegers(op) && IsIntegral(ctx.inputs[0].dtype)) {
+  } else if (IsIdentityFor(op, ctx.inputs[0].dtype)) {
     PrepareContext same{ctx.node, ctx.inputs, {}, 0, nullptr, ctx.num_threads};
     RETURN_IF_ERROR(PrepareSame(same));
     Adopt(ctx, same);

@@ -185,6 +185,14 @@ TEST(DTypeSupportTest, Float64RunsTheFloatKernelsModelsUse) {
   }
 }
 
+TEST(DTypeSupportTest, IntegerMatMulAndSignOfBoolAsInPyTorch) {
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kInt16, DType::kInt8, DType::kUInt8}) {
+    EXPECT_TRUE(Native(OpKind::kMatMul, d)) << DTypeName(d);
+  }
+  EXPECT_FALSE(Native(OpKind::kMatMul, DType::kBool));  // PyTorch refuses it too
+  EXPECT_TRUE(Native(OpKind::kSign, DType::kBool));
+}
+
 TEST(DTypeSupportTest, Float16AndBFloat16ComputeInFloat32) {
   for (DType d : {DType::kF16, DType::kBF16}) {
     for (OpKind op : {OpKind::kMatMul, OpKind::kLinear, OpKind::kSoftmax, OpKind::kLayerNorm,
