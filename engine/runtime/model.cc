@@ -137,6 +137,9 @@ std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<T
   return outs;
 }
 
+// The most elements a List[Tensor] input takes in one request.
+constexpr int64_t kMaxListLength = 4096;
+
 // The k of "<list>.<k>" (digits only, no leading zero unless 0), if `name` is one.
 std::optional<size_t> ListElement(absl::string_view name, const std::string& list) {
   if (list.empty() || !absl::StartsWith(name, list) || name.size() <= list.size() + 1 ||
@@ -406,6 +409,12 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
           "input '", in.name, "': a list sent whole is its elements stacked on a new first dim ",
           "(shape [0] for an empty list); got a 0-dim tensor"));
     }
+    // Each length compiles its own plan, and empty elements cost no payload:
+    // a bound keeps [4000000000, 0] from becoming four billion elements.
+    if (whole && t.dim(0) > kMaxListLength) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "': a list of ", t.dim(0),
+                                                     " elements; at most ", kMaxListLength));
+    }
     // A whole list is checked by its elements' dims.
     const Dims dims = whole ? Dims(t.dims().begin() + 1, t.dims().end()) : t.dims();
     const std::string shown = whole ? absl::StrCat(DimsToString(dims), " per element (",
@@ -439,6 +448,11 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
       continue;
     }
     if (!spec.list.empty()) {
+      if (static_cast<int64_t>(elements[idx].size()) >= kMaxListLength) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "': list '", spec.list,
+                                                       "' has more than ", kMaxListLength,
+                                                       " elements"));
+      }
       elements[idx][element] = &t;
       continue;
     }

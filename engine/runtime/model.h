@@ -38,7 +38,7 @@ struct TensorSpec {
   // then describes every element: a request sends the list as "xs.0",
   // "xs.1", ... (consecutive from 0), or whole as "xs", its elements stacked
   // on a new first dim (the only way to send an empty list: shape [0]);
-  // `name` is the first element's, "xs.0". Each list length compiles its own
+  // `name` is the first element's, "xs.0". Each list length (at most 4096) compiles its own
   // executable. An Optional[List[Tensor]] argument is also `optional`: left
   // out, it is None.
   std::string list;

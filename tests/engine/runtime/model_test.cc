@@ -271,6 +271,14 @@ TEST(ModelTest, ListInputSentWholeIsItsElementsStackedOnANewFirstDim) {
   EXPECT_THAT(msg, HasSubstr("given both whole ('xs') and as elements"));
   msg = InferError(**m, {F32("xs", {}), F32("bias", {2})});
   EXPECT_THAT(msg, HasSubstr("new first dim"));
+  // Empty elements cost no payload: the length is bounded, not allocated.
+  msg = InferError(**m, {F32("xs", {4000000000, 0}), F32("bias", {2})});
+  EXPECT_THAT(msg, HasSubstr("a list of 4000000000 elements; at most 4096"));
+  std::vector<NamedTensor> many;
+  for (int k = 0; k <= 4096; ++k) many.push_back(F32(absl::StrCat("xs.", k), {0, 2}));
+  many.push_back(F32("bias", {2}));
+  msg = InferError(**m, many);
+  EXPECT_THAT(msg, HasSubstr("list 'xs' has more than 4096 elements"));
   // The contract checks each element.
   ModelOptions opts;
   opts.inputs = {TensorSpec{"", DType::kF32, Dims{-1, 2}}};
