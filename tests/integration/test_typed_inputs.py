@@ -401,6 +401,11 @@ class TypedInputsTest(unittest.TestCase):
                             "given both whole ('extra') and as elements")
         self.assert_invalid(self.request("optional_list", {"x": x, "extra": np.float32(1)}),
                             "new first dim")
+        # Empty elements cost no payload: a huge list of them is refused, and kilnd lives on.
+        self.assert_invalid(self.request("optional_list",
+                                         {"x": x, "extra": np.zeros((4000000000, 0), np.float32)}),
+                            "a list of 4000000000 elements; at most 4096")
+        self.check_all_outputs("optional_list", self.infer_grpc("optional_list", elements))
 
     def test_scripted_model_reports_names_without_suffixes(self):
         self.ensure("renamed")
