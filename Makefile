@@ -6,7 +6,7 @@ THREADS ?= 2
 REPO ?= var/models
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps configure build test serve example-model bench test-container clean
+.PHONY: all deps configure build build-no-torch test serve example-model bench test-container clean
 
 all: build
 
@@ -21,6 +21,16 @@ build: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# kilnd and kiln built without libtorch (-DKILN_WITH_TORCH=OFF): no importer, no fallback, no
+# plugin. Such a kilnd serves models from the compiled-graph cache with the native kernels
+# (integration.repository tests that behaviour); this keeps the configuration building.
+build-no-torch: deps
+	@cmake -S . -B $(BUILD)-no-torch -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WITH_TORCH=OFF \
+	  -DKILN_BUILD_TESTS=OFF > /dev/null
+	@cmake --build $(BUILD)-no-torch -j $(JOBS) --target kilnd kiln
+	@test ! -e $(BUILD)-no-torch/bin/libkiln_torch.so
+	@$(BUILD)-no-torch/bin/kilnd --help > /dev/null
 
 # The whole torchvision zoo through a real kilnd against libtorch (tests/parity/run_zoo.py).
 # Generates about 3.5 GB of models under $(BUILD)/parity/zoo on first use.

@@ -32,7 +32,9 @@ const absl::StatusOr<const PluginApi*>& Plugin() {
     const auto start = std::chrono::steady_clock::now();
     const std::string path = PluginPath();
     auto fail = [&](absl::string_view why) {
-      return new absl::StatusOr<const PluginApi*>(absl::InternalError(absl::StrCat(
+      // Not a server fault: this kilnd was built or deployed without libtorch.
+      // Models whose graphs are in the compiled-graph cache still serve natively.
+      return new absl::StatusOr<const PluginApi*>(absl::FailedPreconditionError(absl::StrCat(
           "libtorch is needed (to import a model or run an op through the fallback) but its "
           "plugin '", path, "' cannot be used: ", why)));
     };

@@ -283,6 +283,36 @@ class RepositoryTest(unittest.TestCase):
         self.assert_matches_libtorch(self.infer(server, "m", other), other)
         print(f"\nkill -9 rounds: {outcomes}, kill window {window:.2f} s")
 
+    def test_without_libtorch_cached_models_serve_natively_the_rest_fails_cleanly(self):
+        # A kilnd that cannot load libtorch (built with -DKILN_WITH_TORCH=OFF, or deployed
+        # without its plugin) serves every model whose graph is in the compiled-graph cache
+        # with the native kernels. An import, and a graph with fallback nodes, need libtorch:
+        # they fail with FAILED_PRECONDITION saying so, and kilnd serves on.
+        server = self.start()
+        self.kiln(server, "upload", fixture("mlp.pt"), "--name", "mlp")
+        self.kiln(server, "upload", fixture("unsupported.pt"), "--name", "unsupported")
+        server.stop()
+        self.servers.remove(server)
+        bare = os.path.join(self.tmp, "bin")
+        os.makedirs(bare)
+        shutil.copy(os.path.join(BIN, "kilnd"), bare)  # no libkiln_torch.so beside it
+        server = KilndProcess(bare, ["--host", "127.0.0.1", "--port", "0", "--model-repository",
+                                     self.repo, "--cache-dir", self.cache, "--threads", "1"],
+                              env={"OMP_WAIT_POLICY": "PASSIVE"})
+        self.servers.append(server)
+        self.assert_matches_libtorch(self.infer(server, "mlp", "mlp"), "mlp")
+        for args in (["infer", "unsupported", "--input",
+                      f"x={fixture('unsupported.input.x.npy')}"],
+                     ["upload", fixture("two_input.pt"), "--name", "two_input"]):
+            r = self.kiln(server, *args, check=False)
+            self.assertEqual(r.returncode, 6, r.stderr)  # FAILED_PRECONDITION
+            self.assertIn("FAILED_PRECONDITION", r.stderr)
+            self.assertIn("libtorch is needed", r.stderr)
+        self.assertTrue(server.alive())
+        self.assert_matches_libtorch(self.infer(server, "mlp", "mlp"), "mlp")
+        self.assertNotIn("loaded libtorch", server.text())
+        self.assertFalse(os.path.exists(os.path.join(self.repo, "two_input")))
+
     # ------------------------------------------------------------------ the cache
 
     def test_corrupt_cache_entries_are_detected_removed_and_recompiled(self):
