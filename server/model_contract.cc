@@ -23,8 +23,10 @@ std::vector<size_t> DynamicDims(const runtime::TensorSpec& spec) {
 
 std::string DatatypeProperty(const runtime::TensorSpec& spec) {
   if (spec.dtype == DType::kUnknown) return "open";
-  if (spec.dtype_source.empty()) return "fixed";
-  return absl::StrCat("fixed (", spec.dtype_source, ")");
+  std::string also;
+  for (DType d : spec.also_accepts) absl::StrAppend(&also, "; ", DTypeName(d), " also accepted");
+  if (spec.dtype_source.empty()) return "fixed" + also;
+  return absl::StrCat("fixed (", spec.dtype_source, ")", also);
 }
 
 std::string ShapeProperty(const runtime::TensorSpec& spec) {
@@ -61,6 +63,9 @@ json TensorJson(const runtime::TensorSpec& spec, const std::string& alias) {
   t["datatype"] = ContractDatatype(spec);
   t["datatype_fixed"] = spec.dtype != DType::kUnknown;
   t["dtype_source"] = spec.dtype_source;
+  std::vector<std::string> also;
+  for (DType d : spec.also_accepts) also.push_back(DTypeName(d));
+  t["also_accepts"] = also;  // token ids: INT32 as well as the INT64 shown
   t["shape"] = spec.dims ? json(*spec.dims) : json(nullptr);
   t["dynamic_dims"] = DynamicDims(spec);
   t["alias"] = alias;

@@ -95,4 +95,21 @@ std::vector<ir::TensorType> InferInputContract(const ir::Graph& graph) {
   return types;
 }
 
+bool IsIndexOnlyInput(const ir::Graph& graph, ir::ValueId input) {
+  bool used = false;
+  for (const ir::Node& node : graph.nodes()) {
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (node.inputs[k] != input) continue;
+      const bool index = (node.kind == ir::OpKind::kIndexSelect ||
+                          node.kind == ir::OpKind::kGather) && k == 1;
+      if (!index && node.kind != ir::OpKind::kSize) return false;
+      used = used || index;
+    }
+  }
+  for (ir::ValueId out : graph.outputs()) {
+    if (out == input) return false;
+  }
+  return used;
+}
+
 }  // namespace kiln::passes

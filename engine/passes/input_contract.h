@@ -17,4 +17,10 @@ namespace kiln::passes {
 // implies one: such an input takes whatever dtype a request brings.
 std::vector<ir::TensorType> InferInputContract(const ir::Graph& graph);
 
+// Whether `input` is only ever used as indices (of IndexSelect, what
+// nn.Embedding imports to, or Gather) or for its size: token ids. Such an input
+// takes INT32 as well as the INT64 the contract implies, as PyTorch's embedding
+// and gather do (and as Triton clients often send them).
+bool IsIndexOnlyInput(const ir::Graph& graph, ir::ValueId input);
+
 }  // namespace kiln::passes

@@ -254,11 +254,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
                                                    ir::ValueKindName(value.kind),
                                                    "; inputs must be tensors or scalars"));
     }
+    if (spec.dtype_source == "implied" && spec.dtype == DType::kInt64 &&
+        passes::IsIndexOnlyInput(graph, gin[i])) {
+      spec.also_accepts = {DType::kInt32};  // token ids, as embedding takes them
+    }
     if (i < options.inputs.size()) {
       const TensorSpec& decl = options.inputs[i];
       if (decl.dtype != DType::kUnknown) {
         spec.dtype = decl.dtype;
         spec.dtype_source = "declared";
+        spec.also_accepts.clear();
       }
       if (decl.dims) spec.dims = decl.dims;
     }
@@ -420,9 +425,13 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     const std::string shown = whole ? absl::StrCat(DimsToString(dims), " per element (",
                                                    DimsToString(t.dims()), " stacked)")
                                     : DimsToString(dims);
-    if (spec.dtype != DType::kUnknown && t.dtype() != spec.dtype) {
+    if (spec.dtype != DType::kUnknown && t.dtype() != spec.dtype &&
+        std::find(spec.also_accepts.begin(), spec.also_accepts.end(), t.dtype()) ==
+            spec.also_accepts.end()) {
+      std::string also;
+      for (DType d : spec.also_accepts) absl::StrAppend(&also, " or ", DTypeName(d));
       return absl::InvalidArgumentError(absl::StrCat(
-          "input '", in.name, "': expected datatype ", DTypeName(spec.dtype), ", got ",
+          "input '", in.name, "': expected datatype ", DTypeName(spec.dtype), also, ", got ",
           DTypeName(t.dtype()), " (", DTypeName(spec.dtype), " is ", SourceText(spec.dtype_source),
           "; inputs are never cast)"));
     }

@@ -34,6 +34,9 @@ struct TensorSpec {
   // Where the tensor sits in forward()'s arguments or result, in Python
   // syntax: "x", "pair[1]", "result[0]", "result['logits']", "result[1][0]".
   std::string path;
+  // Other dtypes the input also takes: INT32 for token ids whose INT64 is
+  // implied by their use as indices only (passes::IsIndexOnlyInput).
+  std::vector<DType> also_accepts;
   // A List[Tensor] argument's name ("xs"), empty for any other input. The spec
   // then describes every element: a request sends the list as "xs.0",
   // "xs.1", ... (consecutive from 0), or whole as "xs", its elements stacked

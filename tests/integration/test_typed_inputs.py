@@ -221,7 +221,8 @@ class TypedInputsTest(unittest.TestCase):
         self.ensure("tiny_bert")
         meta = self.check_names("tiny_bert")
         self.assertEqual(meta.inputs[0].datatype, "INT64")  # embedding indices
-        self.assertEqual(meta.properties["input.input_ids.datatype"], "fixed (implied)")
+        self.assertEqual(meta.properties["input.input_ids.datatype"],
+                         "fixed (implied); INT32 also accepted")
         # The mask is only compared with 0: any dtype works, each compiled for.
         self.assertEqual(meta.inputs[1].datatype, "ANY")
         self.assertEqual(meta.properties["input.attention_mask.datatype"], "open")
@@ -233,10 +234,15 @@ class TypedInputsTest(unittest.TestCase):
         mask = self.sample("tiny_bert", "attention_mask")
         got = self.infer_grpc("tiny_bert", {"input_ids": ids, "attention_mask": mask.astype(bool)})
         self.assert_matches(got["output0"], self.expected("tiny_bert", "output0"))
+        # Token ids as INT32 (as many Triton clients send them) run as they are: embedding
+        # takes INT32 indices, as PyTorch's does.
+        got = self.infer_grpc("tiny_bert", {"input_ids": ids.astype(np.int32),
+                                            "attention_mask": mask})
+        self.assert_matches(got["output0"], self.expected("tiny_bert", "output0"))
         # Token ids as float are refused, never cast.
         self.assert_invalid(self.request("tiny_bert", {"input_ids": ids.astype(np.float32),
                                                        "attention_mask": mask}),
-                            "input 'input_ids': expected datatype INT64", "got FP32")
+                            "input 'input_ids': expected datatype INT64 or INT32", "got FP32")
 
     def test_uint8_image_normalised_inside_cli(self):
         self.ensure("uint8_image")

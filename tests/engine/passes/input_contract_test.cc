@@ -38,5 +38,36 @@ TEST(InputContractTest, UnconstrainedInputStaysOpen) {
   EXPECT_FALSE(types[1].dims.has_value());
 }
 
+TEST(InputContractTest, TokenIdsAreIndexOnlyInputs) {
+  // ids feed an embedding (IndexSelect) and a size query: INT64 implied, index only.
+  // Used in arithmetic too, or returned, they are not.
+  ir::Graph g;
+  ir::ValueId ids = g.AddInput("ids", {});
+  ir::ValueId other = g.AddInput("other", {});
+  ir::ValueId table = g.AddConstant(Tensor::Zeros(DType::kF32, {10, 4}));
+  ir::Attributes axis;
+  axis.SetInt("axis", 0);
+  ir::NodeId embed = g.AddNode(ir::OpKind::kIndexSelect, {table, ids}, axis);
+  ir::Attributes dim;
+  dim.SetInt("dim", 1);
+  g.AddNode(ir::OpKind::kSize, {ids}, dim);
+  ir::NodeId gather = g.AddNode(ir::OpKind::kIndexSelect, {table, other}, axis);
+  ir::NodeId sum = g.AddNode(ir::OpKind::kAdd, {other, other});
+  g.AddOutput(g.node(embed).outputs[0], "output0");
+  g.AddOutput(g.node(gather).outputs[0], "output1");
+  g.AddOutput(g.node(sum).outputs[0], "output2");
+  auto types = InferInputContract(g);
+  EXPECT_EQ(types[0].dtype, DType::kInt64);
+  EXPECT_EQ(types[1].dtype, DType::kInt64);
+  EXPECT_TRUE(IsIndexOnlyInput(g, ids));
+  EXPECT_FALSE(IsIndexOnlyInput(g, other));
+  // The table operand is not an index.
+  ir::Graph h;
+  ir::ValueId x = h.AddInput("x", {});
+  ir::ValueId i = h.AddConstant(Tensor::Zeros(DType::kInt64, {2}));
+  h.AddOutput(h.node(h.AddNode(ir::OpKind::kIndexSelect, {x, i}, axis)).outputs[0], "output0");
+  EXPECT_FALSE(IsIndexOnlyInput(h, x));
+}
+
 }  // namespace
 }  // namespace kiln::passes

@@ -101,7 +101,25 @@ TEST(ModelTest, EmbeddingIndicesAreInt64AndWhereConditionsBool) {
   NamedTensor ids{"ids", Tensor::Zeros(DType::kF32, {2})};
   NamedTensor mask{"mask", Tensor::Zeros(DType::kBool, {2, 4})};
   EXPECT_THAT(InferError(**m, {ids, mask, F32("v", {2, 4})}),
-              HasSubstr("input 'ids': expected datatype INT64, got FP32 (INT64 is implied"));
+              HasSubstr("input 'ids': expected datatype INT64 or INT32, got FP32 "
+                        "(INT64 is implied"));
+  // Token ids: INT32 also runs (embedding takes INT32 indices), with the same result.
+  EXPECT_EQ((*m)->inputs()[0].also_accepts, std::vector<DType>{DType::kInt32});
+  for (DType d : {DType::kInt64, DType::kInt32}) {
+    NamedTensor typed{"ids", Tensor::Zeros(d, {2})};
+    auto out = (*m)->Infer({typed, mask, F32("v", {2, 4})}, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].tensor.dims(), (Dims{2, 4}));
+  }
+  // Declared INT64 in the config: exactly INT64.
+  ModelOptions opts;
+  opts.inputs = {TensorSpec{"", DType::kInt64}};
+  auto declared = Model::Create(EmbeddingMaskGraph(), opts);
+  ASSERT_TRUE(declared.ok()) << declared.status();
+  EXPECT_TRUE((*declared)->inputs()[0].also_accepts.empty());
+  NamedTensor ids32{"ids", Tensor::Zeros(DType::kInt32, {2})};
+  EXPECT_THAT(InferError(**declared, {ids32, mask, F32("v", {2, 4})}),
+              HasSubstr("expected datatype INT64, got INT32 (INT64 is declared"));
 }
 
 TEST(ModelTest, TritonPositionalNamesAreAliases) {
