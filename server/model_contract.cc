@@ -46,6 +46,7 @@ void AddTensorProperties(const runtime::TensorSpec& spec, const std::string& kin
   properties[prefix + "alias"] = alias;
   if (!spec.path.empty()) properties[prefix + "path"] = spec.path;
   if (spec.optional) properties[prefix + "optional"] = "true";
+  if (!spec.default_text.empty()) properties[prefix + "default"] = spec.default_text;
   if (!spec.list.empty()) {
     // The spec stands for every element of a List[Tensor] argument.
     properties[prefix + "list"] =
@@ -71,6 +72,7 @@ json TensorJson(const runtime::TensorSpec& spec, const std::string& alias) {
   t["alias"] = alias;
   t["path"] = spec.path;
   t["optional"] = spec.optional;
+  if (!spec.default_text.empty()) t["default"] = spec.default_text;  // used when left out
   t["list"] = spec.list;  // a List[Tensor] argument's name: send <list>.0, ... or <list> whole
   return t;
 }

@@ -20,7 +20,7 @@ namespace {
 struct IrLayout {
   size_t node, value, graph, tensor_type, tensor, attr_alternatives;
 };
-constexpr IrLayout kKnownLayout = {168, 80, 152, 40, 56, 7};
+constexpr IrLayout kKnownLayout = {168, 144, 152, 40, 56, 7};
 
 absl::Status CheckLayout() {
   const IrLayout now = {sizeof(ir::Node),  sizeof(ir::Value),
@@ -287,6 +287,9 @@ absl::Status ToProto(const ir::Graph& graph, v1::Graph* out, TensorStore& store)
     pv->set_producer(v.producer);
     pv->set_kind(ir::ValueKindName(v.kind));
     pv->set_optional(v.optional);
+    if (v.default_value.has_value()) {
+      TensorToProto(*v.default_value, store, pv->mutable_default_value());
+    }
   }
   for (size_t n = 0; n < graph.nodes().size(); ++n) {
     const ir::Node& node = graph.nodes()[n];
@@ -470,6 +473,10 @@ absl::StatusOr<ir::Graph> FromProto(const v1::Graph& proto, const TensorStore& s
     ASSIGN_OR_RETURN(value.kind, ParseValueKind(pv.kind()));
     value.name = pv.name();
     value.optional = pv.optional();
+    if (pv.has_default_value()) {
+      ASSIGN_OR_RETURN(Tensor d, TensorFromProto(pv.default_value(), store));
+      value.default_value = std::move(d);
+    }
   }
   if (proto.outputs_size() != proto.output_names_size()) {
     return absl::InvalidArgumentError("graph outputs and output names differ in count");

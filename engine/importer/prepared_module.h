@@ -18,6 +18,9 @@ struct PreparedModule {
   torch::jit::Module frozen;  // graph's `self`
   std::shared_ptr<torch::jit::Graph> graph;  // frozen, inlined, cleaned, tuples lowered
   std::vector<std::string> input_names;      // forward()'s parameters, self dropped, tuples flattened
+  // One per input name: the parameter's default when it is an int, float or
+  // bool declared with one (a 0-dim INT64, FP64 or BOOL tensor).
+  std::vector<std::optional<Tensor>> input_defaults;
   // One per graph output after lowering: "output<i>" for element i of the
   // result, "<parent>.<i>" for nested positions, a dict's keys for its values.
   std::vector<std::string> output_names;

@@ -326,6 +326,27 @@ absl::StatusOr<ir::Graph> CatchTorchErrors(Fn&& fn) {
   }
 }
 
+// A parameter's default as a Kiln 0-dim tensor, for int, float and bool
+// defaults (None is Optional's own default; other types have none here).
+std::optional<Tensor> ScalarDefault(const c10::IValue& v) {
+  if (v.isBool()) {
+    Tensor t = Tensor::Zeros(DType::kBool, {});
+    *t.data<bool>() = v.toBool();
+    return t;
+  }
+  if (v.isInt()) {
+    Tensor t = Tensor::Zeros(DType::kInt64, {});
+    *t.data<int64_t>() = v.toInt();
+    return t;
+  }
+  if (v.isDouble()) {
+    Tensor t = Tensor::Zeros(DType::kF64, {});
+    *t.data<double>() = v.toDouble();
+    return t;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------- dtypes
@@ -427,7 +448,12 @@ PreparedModule LoadAndPrepare(std::string_view bytes) {
   // the names the user wrote.
   const std::vector<c10::Argument>& args = forward.function().getSchema().arguments();
   for (size_t i = 1; i < args.size(); ++i) {
+    const size_t before = prepared.input_names.size();
     FlattenedNames(args[i].name(), args[i].type(), prepared.input_names);
+    prepared.input_defaults.resize(prepared.input_names.size());
+    if (prepared.input_names.size() == before + 1 && args[i].default_value().has_value()) {
+      prepared.input_defaults[before] = ScalarDefault(*args[i].default_value());
+    }
   }
   prepared.graph = std::move(graph);
   return prepared;
@@ -445,6 +471,7 @@ absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
     PreparedModule prepared = LoadAndPrepare(bytes);
     ImportOptions named = options;
     named.input_names = prepared.input_names;
+    named.input_defaults = prepared.input_defaults;
     const size_t num_inputs = prepared.graph->inputs().size() - 1;
     if (named.input_names.size() != num_inputs) {
       return absl::InternalError(absl::StrCat("forward() has ", named.input_names.size(),

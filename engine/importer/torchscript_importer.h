@@ -2,6 +2,7 @@
 // the fallback are the only parts of Kiln that include libtorch headers.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,9 @@ struct ImportOptions {
   // after their place in forward()'s result: "output0", "output1", ...,
   // "output1.0" for a nested position, a dict's keys for its values.
   std::vector<std::string> output_names;
+  // Defaults of the inputs, by position (nullopt: none); ImportTorchScript
+  // fills them from forward()'s int/float/bool parameters declared with one.
+  std::vector<std::optional<Tensor>> input_defaults;
   // Unsupported ops are an error listing all of them, instead of Fallback
   // nodes that run libtorch's implementation.
   bool strict = false;

@@ -169,6 +169,11 @@ absl::Status Translator::Inputs(const torch::jit::Graph& graph, bool has_self) {
     }
     ir::ValueId id = g_.AddInput(std::move(name), std::move(type), *kind);
     g_.mutable_value(id).optional = optional;
+    if (k < options_.input_defaults.size() && options_.input_defaults[k].has_value() &&
+        ir::IsScalarKind(*kind) &&
+        options_.input_defaults[k]->dtype() == ir::ScalarKindDType(*kind)) {
+      g_.mutable_value(id).default_value = options_.input_defaults[k];
+    }
     ctx_.Bind(input, id);
   }
   return absl::OkStatus();

@@ -355,6 +355,7 @@ Graph Graph::Compacted(std::vector<ValueId>* remap_out) const {
     out.values_[to].type = values_[from].type;
     out.values_[to].kind = values_[from].kind;
     out.values_[to].optional = values_[from].optional;
+    out.values_[to].default_value = values_[from].default_value;
     remap[from] = to;
   };
   for (ValueId v : inputs_) {
@@ -414,7 +415,9 @@ bool StructurallyEqual(const Graph& a, const Graph& b) {
     const Value& x = a.values()[i];
     const Value& y = b.values()[i];
     if (x.name != y.name || !(x.type == y.type) || x.producer != y.producer || x.kind != y.kind ||
-        x.optional != y.optional) {
+        x.optional != y.optional ||
+        x.default_value.has_value() != y.default_value.has_value() ||
+        (x.default_value && !TensorsEqual(*x.default_value, *y.default_value))) {
       return false;
     }
   }

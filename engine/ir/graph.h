@@ -128,6 +128,10 @@ struct Value {
   NodeId producer = kNoNode;
   ValueKind kind = ValueKind::kTensor;
   bool optional = false;  // may be None at run time (an Optional[Tensor] argument)
+  // A graph input's default: the value of a forward() parameter declared with
+  // one (`scale: float = 2.0`), a 0-dim INT64/FP64/BOOL tensor, run when a
+  // request leaves the input out.
+  std::optional<Tensor> default_value;
 };
 
 struct Node {
@@ -238,6 +242,10 @@ class Graph {
 // The printed type of a value: "FP32[1, 3]" for a tensor ("FP32[1, 3]?" when
 // optional), "int", "float[]", "int[5]" (a list of known length), "Tensor[]", "None".
 std::string ValueTypeString(const Value& value);
+
+// A graph input's default value as Python writes it ("2", "0.5", "True"), or
+// "" when it has none.
+std::string DefaultValueString(const Value& value);
 
 // Prints `graph` as text: one line per node with outputs and their types, op
 // kind, inputs, attributes and source op; sub-blocks indented below their node.

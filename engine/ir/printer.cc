@@ -8,9 +8,11 @@
 //     else():
 //       -> (%x)
 // and the same graph as Graphviz text.
+#include <cstdlib>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/ir/graph.h"
 
@@ -170,12 +172,37 @@ std::string ValueTypeString(const Value& v) {
   }
 }
 
+std::string DefaultValueString(const Value& v) {
+  if (!v.default_value.has_value() || v.default_value->num_elements() != 1) return "";
+  const Tensor& t = *v.default_value;
+  switch (t.dtype()) {
+    case DType::kBool: return *t.data<bool>() ? "True" : "False";
+    case DType::kInt64: return absl::StrCat(*t.data<int64_t>());
+    case DType::kF64: {
+      const double x = *t.data<double>();
+      // The shortest form that reads back the same, with Python's ".0" on whole numbers.
+      std::string s = absl::StrFormat("%.17g", x);
+      for (int digits = 1; digits < 17; ++digits) {
+        std::string shorter = absl::StrFormat("%.*g", digits, x);
+        if (std::strtod(shorter.c_str(), nullptr) == x) {
+          s = shorter;
+          break;
+        }
+      }
+      if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+      return s;
+    }
+    default: return "";
+  }
+}
+
 std::string PrintGraph(const Graph& g) {
   std::ostringstream os;
   os << "graph(";
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     ValueId v = g.inputs()[i];
     os << (i ? ", " : "") << Ref(g, v) << " : " << ValueTypeString(g.value(v));
+    if (const std::string d = DefaultValueString(g.value(v)); !d.empty()) os << " = " << d;
   }
   os << ") {\n";
   PrintBlock(g, kMainBlock, 1, os);

@@ -243,6 +243,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
       spec.dtype = ir::ScalarKindDType(value.kind);
       spec.dtype_source = "argument";
       spec.dims = Dims{1};
+      if (value.default_value.has_value()) {
+        spec.optional = true;
+        spec.default_text = ir::DefaultValueString(value);
+      }
     } else if (value.kind == ir::ValueKind::kTensorList) {
       // A List[Tensor] argument (or Optional[List[Tensor]]): the spec is its
       // elements', named "xs.0".
@@ -536,10 +540,14 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
       }
       continue;
     }
-    if (t == nullptr) {  // an optional input left out
-      signature.push_back(kernels::TensorInfo{DType::kUnknown, {}, nullptr, false});
-      args.push_back(RunValue::None());
-      continue;
+    if (t == nullptr) {
+      if (const auto& d = graph_.value(graph_.inputs()[i]).default_value; d.has_value()) {
+        t = &*d;  // a parameter with a default, left out
+      } else {  // an optional input left out: None
+        signature.push_back(kernels::TensorInfo{DType::kUnknown, {}, nullptr, false});
+        args.push_back(RunValue::None());
+        continue;
+      }
     }
     signature.push_back(kernels::TensorInfo{t->dtype(), t->dims(), nullptr, true});
     args.push_back(RunValue::Of(*t));

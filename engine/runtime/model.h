@@ -25,8 +25,12 @@ struct TensorSpec {
   std::string name;
   DType dtype = DType::kUnknown;
   std::optional<Dims> dims;
-  // An input that may be left out of a request (an Optional[Tensor] argument).
+  // An input that may be left out of a request (an Optional[Tensor] argument,
+  // or a parameter with a default).
   bool optional = false;
+  // The parameter's default, as Python writes it ("2.0"), run when a request
+  // leaves the input out; empty when it has none.
+  std::string default_text;
   // Why the dtype is fixed, for metadata: "declared" (load config), "model"
   // (recorded in the file), "implied" (by the ops using the input),
   // "argument" (an int/float/bool parameter); empty while open.

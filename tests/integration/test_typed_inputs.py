@@ -413,6 +413,28 @@ class TypedInputsTest(unittest.TestCase):
                             "a list of 4000000000 elements; at most 4096")
         self.check_all_outputs("optional_list", self.infer_grpc("optional_list", elements))
 
+    def test_parameters_with_defaults_may_be_left_out_grpc_and_cli(self):
+        # forward(x, scale: float = 2.5, n: int = 3, flag: bool = True) -> x * scale + n - flag
+        self.ensure("defaults")
+        meta = self.check_names("defaults")
+        for arg, default in (("scale", "2.5"), ("n", "3"), ("flag", "True")):
+            self.assertEqual(meta.properties[f"input.{arg}.default"], default)
+            self.assertEqual(meta.properties[f"input.{arg}.optional"], "true")
+        x = self.sample("defaults", "x")
+        # Left out: libtorch's own output with the defaults.
+        self.check_all_outputs("defaults", self.infer_grpc("defaults", {"x": x}))
+        self.check_all_outputs("defaults", self.infer_cli("defaults", {"x": self.path(
+            "defaults.input.x.npy")}))
+        # Given, they win over the defaults.
+        got = self.infer_grpc("defaults", {"x": x, "scale": np.array(0.5), "n": np.array(-4),
+                                           "flag": np.array(False)})
+        self.assert_matches(got["output0"], x * np.float32(0.5) - np.float32(4))
+        got = self.infer_grpc("defaults", {"x": x, "flag": np.array(False)})
+        self.assert_matches(got["output0"], x * np.float32(2.5) + np.float32(3))
+        # A wrong type is still refused, not replaced by the default.
+        self.assert_invalid(self.request("defaults", {"x": x, "n": np.array(1.5)}),
+                            "input 'n': expected one INT64 value")
+
     def test_scripted_model_reports_names_without_suffixes(self):
         self.ensure("renamed")
         meta = self.check_names("renamed")

@@ -152,6 +152,16 @@ class OptionalListInput(nn.Module):
         return y, len(extra)
 
 
+class Defaults(nn.Module):
+    """int/float/bool parameters with defaults: a request may leave them out."""
+
+    def forward(self, x, scale: float = 2.5, n: int = 3, flag: bool = True):
+        y = x * scale + n
+        if flag:
+            y = y - 1.0
+        return y
+
+
 class HalfMix(nn.Module):
     """float16 in: the float16 arithmetic libtorch 1.13 has on CPU (float32 compute, rounded per
     op), promotion to float32 with a float32 operand, and a float16 mean."""
@@ -230,7 +240,9 @@ def save_case(out_dir, name, module, inputs, eager):
     """Saves `module` (scripted or traced from the nn.Module class `eager`) as <name>.pt."""
     params = []
     for p in list(inspect.signature(eager.forward).parameters)[1:]:
-        if isinstance(inputs[p], tuple):
+        if p not in inputs:  # a parameter with a default, left out of the sample
+            params.append(p)
+        elif isinstance(inputs[p], tuple):
             params += [f"{p}.{i}" for i in range(len(inputs[p]))]
         elif isinstance(inputs[p], list):
             params.append(f"{p}.0")  # one metadata entry stands for every element
@@ -322,6 +334,10 @@ def main():
     inputs = {"x": torch.randn(2, 3), "extra": [torch.randn(2, 3) for _ in range(3)]}
     save_case(out_dir, "optional_list", torch.jit.script(OptionalListInput()), inputs,
               OptionalListInput)
+
+    # Saved with every default left out: libtorch's output for the defaults.
+    inputs = {"x": torch.randn(2, 3)}
+    save_case(out_dir, "defaults", torch.jit.script(Defaults()), inputs, Defaults)
 
     inputs = {"x": torch.randn(2, 3), "y": torch.randn(2, 3)}
     save_case(out_dir, "renamed", torch.jit.script(Renamed()), inputs, Renamed)

@@ -60,6 +60,9 @@ TEST(GraphSerializerTest, RoundTripsControlFlowAndValueKinds) {
   ir::ValueId flag = g.AddInput("flag", ir::TensorType{DType::kBool, Dims{}}, ir::ValueKind::kBool);
   ir::ValueId x = g.AddInput("x", ir::TensorType{DType::kF32, Dims{4}});
   g.mutable_value(x).optional = true;
+  Tensor yes = Tensor::Zeros(DType::kBool, {});
+  *yes.data<bool>() = true;
+  g.mutable_value(flag).default_value = yes;  // forward(self, flag: bool = True, ...)
   ir::NodeId cond = g.AddNodeWithOutputs(ir::OpKind::kIf, {flag}, 1, {}, "prim::If", {"y"});
   ir::BlockId then_block = g.AddBlock(cond);
   ir::BlockId else_block = g.AddBlock(cond);
@@ -79,6 +82,13 @@ TEST(GraphSerializerTest, RoundTripsControlFlowAndValueKinds) {
   EXPECT_TRUE(ir::StructurallyEqual(g, *back));
   EXPECT_EQ(back->value(flag).kind, ir::ValueKind::kBool);
   EXPECT_TRUE(back->value(x).optional);
+  ASSERT_TRUE(back->value(flag).default_value.has_value());
+  EXPECT_TRUE(*back->value(flag).default_value->data<bool>());
+  EXPECT_FALSE(back->value(x).default_value.has_value());
+  // A graph that differs only in the default is not the same graph.
+  ir::Graph other = *back;
+  other.mutable_value(flag).default_value = Tensor::Zeros(DType::kBool, {});  // False
+  EXPECT_FALSE(ir::StructurallyEqual(g, other));
   EXPECT_EQ(back->block(then_block).nodes, g.block(then_block).nodes);
 }
 

@@ -116,6 +116,10 @@ void ExpectMatchesLibtorch(const std::string& source, const std::vector<c10::IVa
     }
     if (v.isTensor()) named.push_back({name, FromTorch(v.toTensor())});
     if (v.isInt()) named.push_back({name, FromTorch(at::scalar_tensor(v.toInt(), at::kLong))});
+    if (v.isDouble()) {
+      named.push_back({name, FromTorch(at::scalar_tensor(v.toDouble(), at::kDouble))});
+    }
+    if (v.isBool()) named.push_back({name, FromTorch(at::scalar_tensor(v.toBool(), at::kBool))});
   }
   auto outputs = (*model)->Infer(named, {});
   ASSERT_TRUE(outputs.ok()) << outputs.status() << "\n" << text;
@@ -426,6 +430,24 @@ def forward(self, x, extra: Optional[List[Tensor]] = None):
   ExpectMatchesLibtorch(src, {torch::randn({3}), c10::List<at::Tensor>()});
   ExpectMatchesLibtorch(
       src, {torch::randn({3}), c10::List<at::Tensor>({torch::randn({3}), torch::randn({3})})});
+}
+
+TEST_F(ScriptedModelsTest, ParametersWithDefaultsMayBeLeftOut) {
+  // forward()'s int/float/bool defaults run when a request leaves them out.
+  const std::string src = R"PY(
+def forward(self, x, scale: float = 2.5, n: int = 3, flag: bool = True):
+    y = x * scale + n
+    if flag:
+        y = y - 1.0
+    return y
+)PY";
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(Archive(src));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_THAT(ir::PrintGraph(*graph),
+              HasSubstr("%scale : float = 2.5, %n : int = 3, %flag : bool = True)"));
+  ExpectMatchesLibtorch(src, {torch::randn({3})});                        // all defaults
+  ExpectMatchesLibtorch(src, {torch::randn({3}), 0.5});                   // scale given
+  ExpectMatchesLibtorch(src, {torch::randn({3}), 0.5, int64_t{-4}, false});  // none left out
 }
 
 TEST_F(ScriptedModelsTest, ShapesComputedAtRunTime) {
