@@ -218,22 +218,6 @@ absl::StatusOr<Tensor> FromTorch(const at::Tensor& result) {
   return Tensor::Wrap(dtype, std::move(dims), holder->data_ptr(), holder);
 }
 
-Tensor Scalar0d(const c10::IValue& v) {
-  if (v.isBool()) {
-    Tensor t = Tensor::Zeros(DType::kBool, {});
-    *t.data<bool>() = v.toBool();
-    return t;
-  }
-  if (v.isInt()) {
-    Tensor t = Tensor::Zeros(DType::kInt64, {});
-    *t.data<int64_t>() = v.toInt();
-    return t;
-  }
-  Tensor t = Tensor::Zeros(DType::kF64, {});
-  *t.data<double>() = v.toDouble();
-  return t;
-}
-
 // An operand that is a scalar or scalar list at run time, as the schema type wants it.
 absl::StatusOr<c10::IValue> ScalarOperand(const Tensor& t, const c10::TypePtr& type) {
   ASSIGN_OR_RETURN(at::Tensor tt, ToTorch(t, /*clone=*/false));
@@ -351,8 +335,8 @@ absl::Status EvalFallbackImpl(EvalContext& ctx) {
     if (out >= ctx.outputs.size()) break;
     if (v.isTensor()) {
       ASSIGN_OR_RETURN(*ctx.outputs[out++], FromTorch(v.toTensor()));
-    } else if (v.isInt() || v.isDouble() || v.isBool()) {
-      *ctx.outputs[out++] = Scalar0d(v);
+    } else if (std::optional<Tensor> scalar = importer::ScalarTensor(v)) {
+      *ctx.outputs[out++] = *std::move(scalar);
     } else {
       return absl::UnimplementedError(absl::StrCat(plan.name, " returned a ", v.tagKind()));
     }

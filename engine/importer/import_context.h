@@ -180,6 +180,11 @@ absl::StatusOr<DType> DTypeFromTorch(c10::ScalarType type);
 // import hand Kiln tensors to libtorch); InvalidArgument for kUnknown.
 absl::StatusOr<c10::ScalarType> TorchFromDType(DType dtype);
 
+// An int, float or bool IValue as the 0-dim INT64, FP64 or BOOL tensor Kiln
+// carries run-time scalars in (a parameter's default, a fallback op's scalar
+// result); nullopt for any other IValue.
+std::optional<Tensor> ScalarTensor(const c10::IValue& v);
+
 // The ir kind of a TorchScript type (Tensor, int, List[int], Optional[Tensor],
 // ...), with `optional` set for Optional[T]; nullopt for types Kiln has no
 // kind for (strings, dicts, objects, tuples).

@@ -326,27 +326,6 @@ absl::StatusOr<ir::Graph> CatchTorchErrors(Fn&& fn) {
   }
 }
 
-// A parameter's default as a Kiln 0-dim tensor, for int, float and bool
-// defaults (None is Optional's own default; other types have none here).
-std::optional<Tensor> ScalarDefault(const c10::IValue& v) {
-  if (v.isBool()) {
-    Tensor t = Tensor::Zeros(DType::kBool, {});
-    *t.data<bool>() = v.toBool();
-    return t;
-  }
-  if (v.isInt()) {
-    Tensor t = Tensor::Zeros(DType::kInt64, {});
-    *t.data<int64_t>() = v.toInt();
-    return t;
-  }
-  if (v.isDouble()) {
-    Tensor t = Tensor::Zeros(DType::kF64, {});
-    *t.data<double>() = v.toDouble();
-    return t;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------- dtypes
@@ -367,6 +346,25 @@ absl::StatusOr<DType> DTypeFromTorch(c10::ScalarType type) {
       return absl::UnimplementedError(
           absl::StrCat("torch dtype ", c10::toString(type), " has no Kiln equivalent"));
   }
+}
+
+std::optional<Tensor> ScalarTensor(const c10::IValue& v) {
+  if (v.isBool()) {
+    Tensor t = Tensor::Zeros(DType::kBool, {});
+    *t.data<bool>() = v.toBool();
+    return t;
+  }
+  if (v.isInt()) {
+    Tensor t = Tensor::Zeros(DType::kInt64, {});
+    *t.data<int64_t>() = v.toInt();
+    return t;
+  }
+  if (v.isDouble()) {
+    Tensor t = Tensor::Zeros(DType::kF64, {});
+    *t.data<double>() = v.toDouble();
+    return t;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<c10::ScalarType> TorchFromDType(DType dtype) {
@@ -452,7 +450,7 @@ PreparedModule LoadAndPrepare(std::string_view bytes) {
     FlattenedNames(args[i].name(), args[i].type(), prepared.input_names);
     prepared.input_defaults.resize(prepared.input_names.size());
     if (prepared.input_names.size() == before + 1 && args[i].default_value().has_value()) {
-      prepared.input_defaults[before] = ScalarDefault(*args[i].default_value());
+      prepared.input_defaults[before] = ScalarTensor(*args[i].default_value());
     }
   }
   prepared.graph = std::move(graph);
