@@ -20,6 +20,7 @@ class Pass {
   virtual absl::StatusOr<bool> Run(ir::Graph& graph) const = 0;
 };
 
+std::unique_ptr<Pass> MakeResolveListsPass();
 std::unique_ptr<Pass> MakeEliminateIdentityPass();
 std::unique_ptr<Pass> MakeDeadCodeEliminationPass();
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();

@@ -10,6 +10,9 @@ namespace {
 // The one ordered list of passes.
 std::vector<std::unique_ptr<Pass>> MakePipeline() {
   std::vector<std::unique_ptr<Pass>> passes;
+  // Lists with known elements (List[Tensor] inputs, expanded per request):
+  // their uses become static, so the plan covers what follows them.
+  passes.push_back(MakeResolveListsPass());
   // Identities first: they hide producer/consumer pairs from later pattern passes.
   passes.push_back(MakeEliminateIdentityPass());
   // Conv -> BatchNorm -> Relu/Clip into the convolution's epilogue.

@@ -79,18 +79,21 @@ std::optional<size_t> AliasPosition(absl::string_view name, absl::string_view pr
   return position;
 }
 
-// One probe signature: dynamic dims set to `size`, open dtypes to `open_dtype`.
+// One probe signature: dynamic dims set to `size`, open dtypes to
+// `open_dtype`, each List[Tensor] input `list_length` elements long (the
+// signature of the graph with its lists expanded so).
 std::optional<std::vector<kernels::TensorInfo>> ProbeSignature(
-    const std::vector<TensorSpec>& inputs, int64_t size, DType open_dtype) {
+    const std::vector<TensorSpec>& inputs, int64_t size, DType open_dtype, size_t list_length) {
   std::vector<kernels::TensorInfo> sig;
   for (const TensorSpec& in : inputs) {
-    if (!in.dims || in.optional || !in.list.empty()) return std::nullopt;
+    if (!in.dims || in.optional) return std::nullopt;
     Dims dims = *in.dims;
     for (int64_t& d : dims) {
       if (d < 0) d = size;
     }
     const DType dtype = in.dtype == DType::kUnknown ? open_dtype : in.dtype;
-    sig.push_back(kernels::TensorInfo{dtype, dims, nullptr, true});
+    const size_t copies = in.list.empty() ? 1 : list_length;
+    for (size_t k = 0; k < copies; ++k) sig.push_back(kernels::TensorInfo{dtype, dims, nullptr, true});
   }
   return sig;
 }
@@ -98,9 +101,10 @@ std::optional<std::vector<kernels::TensorInfo>> ProbeSignature(
 // Output specs by compiling for two probe sizes of every dynamic dim: a dim that
 // is the same in both is fixed, one that differs is dynamic. Open input dtypes
 // are probed as FP32 and as FP64: an output dtype that differs between the two
-// depends on the request and is left open. Prepare only, no run, so the
-// probes cost nothing. Returns unknown specs when the inputs' ranks are open
-// or a probe does not compile.
+// depends on the request and is left open. List[Tensor] inputs are probed two
+// and three elements long (a dim that follows the length is dynamic). Prepare
+// only, no run, so the probes cost nothing. Returns unknown specs when the
+// inputs' ranks are open or a probe does not compile.
 std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<TensorSpec>& inputs,
                                      const CompileOptions& options) {
   std::vector<TensorSpec> outs(graph.outputs().size());
@@ -108,12 +112,35 @@ std::vector<TensorSpec> ProbeOutputs(const ir::Graph& graph, const std::vector<T
   bool open = false;
   for (const TensorSpec& in : inputs) open = open || in.dtype == DType::kUnknown;
   std::vector<std::vector<kernels::TensorInfo>> probes;
-  for (auto [size, dtype] : {std::pair<int64_t, DType>{64, DType::kF32}, {65, DType::kF32},
-                             {64, DType::kF64}}) {
-    if (dtype == DType::kF64 && !open) break;
-    std::optional<std::vector<kernels::TensorInfo>> sig = ProbeSignature(inputs, size, dtype);
+  struct Probe {
+    int64_t size;
+    DType dtype;
+    size_t list_length;
+  };
+  for (const Probe& probe : {Probe{64, DType::kF32, 2}, Probe{65, DType::kF32, 3},
+                             Probe{64, DType::kF64, 2}}) {
+    if (probe.dtype == DType::kF64 && !open) break;
+    std::optional<std::vector<kernels::TensorInfo>> sig =
+        ProbeSignature(inputs, probe.size, probe.dtype, probe.list_length);
     if (!sig) return outs;
-    auto exe = Executable::Compile(graph, *sig, options);
+    std::vector<std::optional<size_t>> lengths(inputs.size());
+    bool has_list = false;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].list.empty()) {
+        lengths[i] = probe.list_length;
+        has_list = true;
+      }
+    }
+    const ir::Graph* probed = &graph;
+    ir::Graph expanded;
+    if (has_list) {
+      absl::StatusOr<ir::Graph> e = ExpandListInputs(graph, lengths);
+      if (!e.ok()) return outs;
+      expanded = *std::move(e);
+      probed = &expanded;
+    }
+    const DType dtype = probe.dtype;
+    auto exe = Executable::Compile(*probed, *sig, options);
     if (!exe.ok()) {
       if (dtype == DType::kF64) break;  // FP64 not compiled: output dtypes stay open
       return outs;

@@ -269,6 +269,33 @@ TEST(ModelTest, ListInputWithAGapOrNoElementIsRefusedNamingTheMissingOne) {
   }
 }
 
+TEST(ModelTest, ListInputOfAKnownLengthCompilesToAStaticPlan) {
+  // cat(xs) + bias with xs expanded to three elements: the passes resolve the
+  // list, so the plan is static and its output shape known before any run.
+  absl::StatusOr<ir::Graph> expanded = ExpandListInputs(ListInputGraph(), {size_t{3}, std::nullopt});
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  std::vector<kernels::TensorInfo> sig;
+  for (int k = 0; k < 3; ++k) sig.push_back(kernels::TensorInfo{DType::kF32, {k + 1, 2}, nullptr, true});
+  sig.push_back(kernels::TensorInfo{DType::kF32, {2}, nullptr, true});
+  auto exe = Executable::Compile(*expanded, sig, {});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_TRUE((*exe)->is_static()) << (*exe)->num_dynamic_steps() << " dynamic steps";
+  EXPECT_EQ((*exe)->output_infos()[0].dims, (Dims{6, 2}));
+  // So metadata knows a list model's outputs: cat's rows follow the list's length.
+  ModelOptions opts;
+  opts.inputs = {TensorSpec{"", DType::kF32, Dims{1, 2}}, TensorSpec{"", DType::kF32, Dims{2}}};
+  auto m = Model::Create(ListInputGraph(), opts);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->outputs()[0].dtype, DType::kF32);
+  EXPECT_EQ((*m)->outputs()[0].dims, (Dims{-1, 2}));
+  // Without the passes the list stays dynamic (what the pass changes).
+  CompileOptions no_passes;
+  no_passes.run_passes = false;
+  auto dynamic = Executable::Compile(*expanded, sig, no_passes);
+  ASSERT_TRUE(dynamic.ok()) << dynamic.status();
+  EXPECT_FALSE((*dynamic)->is_static());
+}
+
 TEST(ModelTest, ListInputSentWholeIsItsElementsStackedOnANewFirstDim) {
   auto m = Model::Create(ListInputGraph(), {});
   ASSERT_TRUE(m.ok()) << m.status();
