@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,9 +80,27 @@ constexpr uint64_t kProgressMinBytes = 4 << 20;
 
 // The model's contract in a few lines, so the next command can be written.
 void PrintContract(const kiln::client::ModelMetadata& metadata) {
+  auto property = [&](const std::string& name, const std::string& key) -> std::string {
+    auto it = metadata.properties.find(absl::StrCat("input.", name, ".", key));
+    return it == metadata.properties.end() ? "" : it->second;
+  };
   for (const auto& t : metadata.inputs) {
-    std::printf("  input  %s %s %s\n", t.name.c_str(), t.datatype.c_str(),
-                ShapeString(t.shape).c_str());
+    // How the input may be sent beyond its datatype and shape.
+    std::vector<std::string> notes;
+    if (const std::string d = property(t.name, "default"); !d.empty()) {
+      notes.push_back(absl::StrCat("default ", d));
+    } else if (property(t.name, "optional") == "true") {
+      notes.push_back("optional");
+    }
+    if (const std::string l = property(t.name, "list"); !l.empty()) {
+      notes.push_back(l.substr(0, l.find(',')));  // "xs: List[Tensor]"
+    }
+    if (absl::StrContains(property(t.name, "datatype"), "INT32 also accepted")) {
+      notes.push_back("INT32 also accepted");
+    }
+    std::printf("  input  %s %s %s%s\n", t.name.c_str(), t.datatype.c_str(),
+                ShapeString(t.shape).c_str(),
+                notes.empty() ? "" : absl::StrCat("  (", absl::StrJoin(notes, "; "), ")").c_str());
   }
   for (const auto& t : metadata.outputs) {
     std::printf("  output %s %s %s\n", t.name.c_str(), t.datatype.c_str(),

@@ -431,6 +431,12 @@ class TypedInputsTest(unittest.TestCase):
         self.assert_matches(got["output0"], x * np.float32(0.5) - np.float32(4))
         got = self.infer_grpc("defaults", {"x": x, "flag": np.array(False)})
         self.assert_matches(got["output0"], x * np.float32(2.5) + np.float32(3))
+        # kiln upload says how each input may be sent.
+        out = self.upload("defaults", name="defaults_cli")
+        self.assertRegex(out, r"input  scale FP64 \[1\]  \(default 2\.5\)")
+        self.assertRegex(out, r"input  flag BOOL \[1\]  \(default True\)")
+        out = self.upload("optional_list", name="optional_list_cli")
+        self.assertIn("(optional; extra: Optional[List[Tensor]])", out)
         # A wrong type is still refused, not replaced by the default.
         self.assert_invalid(self.request("defaults", {"x": x, "n": np.array(1.5)}),
                             "input 'n': expected one INT64 value")
