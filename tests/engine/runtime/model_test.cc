@@ -269,6 +269,30 @@ TEST(ModelTest, ListInputWithAGapOrNoElementIsRefusedNamingTheMissingOne) {
   }
 }
 
+TEST(ModelTest, ParameterWithADefaultIsOptionalAndItsDefaultRuns) {
+  // forward(self, x: FP32[2, 3], scale: float = 2.5) -> x * scale
+  ir::Graph g;
+  ir::ValueId x = g.AddInput("x", ir::TensorType{DType::kF32, Dims{2, 3}});
+  ir::ValueId scale =
+      g.AddInput("scale", ir::TensorType{DType::kF64, Dims{}}, ir::ValueKind::kFloat);
+  Tensor d = Tensor::Zeros(DType::kF64, {});
+  *d.data<double>() = 2.5;
+  g.mutable_value(scale).default_value = d;
+  g.AddOutput(g.node(g.AddNode(ir::OpKind::kMul, {x, scale})).outputs[0], "output0");
+  auto m = Model::Create(std::move(g), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE((*m)->inputs()[1].optional);
+  EXPECT_EQ((*m)->inputs()[1].default_text, "2.5");
+  auto out = (*m)->Infer({F32("x", {2, 3})}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].tensor.data<float>()[0], 2.5f);
+  Tensor given = Tensor::Zeros(DType::kF64, {});
+  *given.data<double>() = -1.0;
+  out = (*m)->Infer({F32("x", {2, 3}), NamedTensor{"scale", given}}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].tensor.data<float>()[0], -1.0f);
+}
+
 TEST(ModelTest, ListInputOfAKnownLengthCompilesToAStaticPlan) {
   // cat(xs) + bias with xs expanded to three elements: the passes resolve the
   // list, so the plan is static and its output shape known before any run.
