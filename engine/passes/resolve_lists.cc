@@ -14,9 +14,10 @@
 // makes a new list) are left as they are. A list that leaves its block (a
 // block result, a graph output), feeds an If or a Loop, or a Fallback node
 // (which rebuilds the list libtorch's schema wants) is left alone entirely.
-#include "engine/passes/pass.h"
-
 #include <algorithm>
+
+#include "engine/kernels/kernel.h"
+#include "engine/passes/pass.h"
 
 namespace kiln::passes {
 namespace {
@@ -27,31 +28,9 @@ struct Use {
 };
 
 // Whether `kind` runs through a kernel that gets tensor-list operands spread
-// into their elements.
+// into their elements (not the executor's own ops, not the fallback).
 bool IsKernelOp(ir::OpKind kind) {
-  switch (kind) {
-    case ir::OpKind::kIf:
-    case ir::OpKind::kLoop:
-    case ir::OpKind::kRaise:
-    case ir::OpKind::kNone:
-    case ir::OpKind::kIsNone:
-    case ir::OpKind::kSize:
-    case ir::OpKind::kRank:
-    case ir::OpKind::kNumel:
-    case ir::OpKind::kScalarBinary:
-    case ir::OpKind::kScalarUnary:
-    case ir::OpKind::kToScalar:
-    case ir::OpKind::kListConstruct:
-    case ir::OpKind::kListUnpack:
-    case ir::OpKind::kListGetItem:
-    case ir::OpKind::kListLen:
-    case ir::OpKind::kListAppend:
-    case ir::OpKind::kFallback:
-    case ir::OpKind::kConstant:
-      return false;
-    default:
-      return true;
-  }
+  return !kernels::IsNonTensorOp(kind) && kind != ir::OpKind::kConstant;
 }
 
 // A constant int at the top of the main block, so it is defined before every use.
