@@ -497,6 +497,26 @@ void LogicalRow(const void* row, int64_t len, void* out, int64_t r, const AxesPl
   static_cast<bool*>(out)[r] = acc;
 }
 
+// Sum, prod, max, min, argmax or argmin (`op`) of a float type T: sums and
+// products accumulate in double, extremes keep the dtype, arg* give int64.
+template <typename T>
+std::pair<DType, RowFn> SelectFloatRow(ir::OpKind op, DType t) {
+  switch (op) {
+    case ir::OpKind::kSum:
+      return {t, SumRow<T, double>};
+    case ir::OpKind::kProd:
+      return {t, ProdRow<T, double>};
+    case ir::OpKind::kReduceMax:
+      return {t, ExtremeRow<T, true>};
+    case ir::OpKind::kReduceMin:
+      return {t, ExtremeRow<T, false>};
+    case ir::OpKind::kArgMax:
+      return {DType::kInt64, ArgRow<T, true>};
+    default:
+      return {DType::kInt64, ArgRow<T, false>};
+  }
+}
+
 // Output dtype and row function for the node's op and input dtype; nullptr when unsupported.
 std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
   using K = ir::OpKind;
@@ -532,35 +552,9 @@ std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
     case K::kArgMin:
       switch (t) {
         case DType::kF32:
-          switch (op) {
-            case K::kSum:
-              return {t, SumRow<float, double>};
-            case K::kProd:
-              return {t, ProdRow<float, double>};
-            case K::kReduceMax:
-              return {t, ExtremeRow<float, true>};
-            case K::kReduceMin:
-              return {t, ExtremeRow<float, false>};
-            case K::kArgMax:
-              return {DType::kInt64, ArgRow<float, true>};
-            default:
-              return {DType::kInt64, ArgRow<float, false>};
-          }
+          return SelectFloatRow<float>(op, t);
         case DType::kF64:
-          switch (op) {
-            case K::kSum:
-              return {t, SumRow<double, double>};
-            case K::kProd:
-              return {t, ProdRow<double, double>};
-            case K::kReduceMax:
-              return {t, ExtremeRow<double, true>};
-            case K::kReduceMin:
-              return {t, ExtremeRow<double, false>};
-            case K::kArgMax:
-              return {DType::kInt64, ArgRow<double, true>};
-            default:
-              return {DType::kInt64, ArgRow<double, false>};
-          }
+          return SelectFloatRow<double>(op, t);
           KILN_INT_REDUCE(DType::kInt64, int64_t)
           KILN_INT_REDUCE(DType::kInt32, int32_t)
           KILN_INT_REDUCE(DType::kInt16, int16_t)
