@@ -219,7 +219,7 @@ absl::Status PrepareSame(PrepareContext& ctx) {
 }
 
 // floor/ceil/round/trunc of an integer tensor, sign of a bool one: the output is the input.
-const KernelDef kIntegerIdentity{ir::OpKind::kIdentity, DType::kUnknown, PrepareSame, nullptr,
+const KernelDef kInputAsOutput{ir::OpKind::kIdentity, DType::kUnknown, PrepareSame, nullptr,
                                  /*aliases_input0=*/true};
 
 }  // namespace
@@ -256,7 +256,7 @@ absl::StatusOr<const KernelDef*> PrepareKernel(PrepareContext& ctx) {
     PrepareContext same{ctx.node, ctx.inputs, {}, 0, nullptr, ctx.num_threads};
     RETURN_IF_ERROR(PrepareSame(same));
     Adopt(ctx, same);
-    return &kIntegerIdentity;
+    return &kInputAsOutput;
   } else {
     return refused;
   }
