@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/common/dtype.h"
 #include "engine/common/status_macros.h"
 
 namespace kiln::server {
@@ -231,6 +232,25 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
     config.import.output_names.push_back(spec.name);
   }
   return config;
+}
+
+std::string GraphSettings(const ModelConfig& config) {
+  if (!config.verify.enabled) return "";
+  auto specs = [](const std::vector<runtime::TensorSpec>& list) {
+    json out = json::array();
+    for (const runtime::TensorSpec& spec : list) {
+      json entry = {{"name", spec.name}, {"datatype", std::string(DTypeName(spec.dtype))}};
+      if (spec.dims) entry["dims"] = *spec.dims;
+      out.push_back(std::move(entry));
+    }
+    return out;
+  };
+  const json settings = {{"tolerance", config.verify.tolerance},
+                         {"on_mismatch", config.verify.fallback_on_mismatch ? "fallback" : "fail"},
+                         {"samples", specs(config.verify.inputs)},
+                         {"inputs", specs(config.model.inputs)},
+                         {"outputs", specs(config.model.outputs)}};
+  return absl::StrCat("verify=", settings.dump());
 }
 
 absl::Status FillDeclaredNames(const ir::Graph& graph, runtime::ModelOptions& options) {

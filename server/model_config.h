@@ -57,6 +57,13 @@ struct ModelConfig {
   runtime::ModelOptions model;
 };
 
+// The load settings that decide the graph a model is served with beyond its
+// file, as canonical text for the compiled-graph cache's key
+// (CompiledGraphCache::GraphId): the verified import's, whose outcome may
+// move ops onto the fallback, with the declarations its samples are made
+// from. Empty when verification is off: the graph is then the file's import.
+std::string GraphSettings(const ModelConfig& config);
+
 // Parses the JSON text. Fails with InvalidArgument naming the offending key
 // for malformed JSON, unknown keys, an unknown datatype or a dim below -1.
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json);

@@ -119,23 +119,34 @@ ModelRegistry::PendingGraph::~PendingGraph() {
   if (!answer_path.empty()) ::unlink(answer_path.c_str());
 }
 
-void ModelRegistry::CommitGraph(const std::string& sha256, PendingGraph& pending) {
+void ModelRegistry::CommitGraph(const std::string& graph_id, PendingGraph& pending,
+                                const ir::Graph* served) {
   cache::CompiledGraphCache& cache = *options_.cache;
-  if (!pending.answer_path.empty()) {
-    cache.AdoptGraphFile(sha256, pending.answer_path);
+  if (served != nullptr) {
+    if (cache.has_disk()) {
+      absl::StatusOr<cache::SerializedGraph> serialized = cache::SerializeGraph(*served);
+      if (serialized.ok()) {
+        cache.StoreGraph(graph_id, serialized->Pieces());
+      } else {
+        spdlog::info("the served graph is not cached on disk: {}",
+                     std::string(serialized.status().message()));
+      }
+    }
+  } else if (!pending.answer_path.empty()) {
+    cache.AdoptGraphFile(graph_id, pending.answer_path);
     pending.answer_path.clear();
   } else if (pending.serialized.has_value()) {
-    cache.StoreGraph(sha256, pending.serialized->Pieces());
+    cache.StoreGraph(graph_id, pending.serialized->Pieces());
   }
   pending.serialized.reset();
 }
 
 absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
-                                                     const std::string& sha256,
+                                                     const std::string& graph_id,
                                                      const std::string& label, LoadInfo* info,
                                                      PendingGraph* pending) {
   cache::CompiledGraphCache& cache = *options_.cache;
-  if (std::optional<ir::Graph> cached = cache.LoadGraph(sha256)) {
+  if (std::optional<ir::Graph> cached = cache.LoadGraph(graph_id)) {
     info->graph_source = "disk-cache";
     return *std::move(cached);
   }
@@ -150,7 +161,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
     answer.path = (std::filesystem::path(dir) /
                    absl::StrCat(cache::kTempPrefix, "import-", cache::UniqueSuffix()))
                       .string();
-    answer.key = cache.GraphKey(sha256);
+    answer.key = cache.GraphKey(graph_id);
     answer.keep = cache.has_disk();
     absl::StatusOr<cache::Payload> serialized =
         ImportInChildProcess(options_.import_worker, path, answer, options_.import_limits);
@@ -205,50 +216,55 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
   built.load.hash_ns = NsSince(start);
   const Clock::time_point graph_start = Clock::now();
   // The imported graph enters the disk cache only once the model it makes
-  // has passed every check below: a graph found there is trusted as is.
+  // has passed every check below: a graph found there is trusted as is. It
+  // is stored as served, under the settings that decided it.
+  const std::string graph_id =
+      cache::CompiledGraphCache::GraphId(built.sha256, GraphSettings(config));
   PendingGraph pending;
-  ASSIGN_OR_RETURN(ir::Graph graph,
-                   ObtainGraph(path, built.sha256, label, &built.load, &pending));
+  ASSIGN_OR_RETURN(ir::Graph graph, ObtainGraph(path, graph_id, label, &built.load, &pending));
   built.load.graph_ns = NsSince(graph_start);
   RETURN_IF_ERROR(CheckStrict(graph, config));
 
   runtime::ModelOptions options = config.model;
   RETURN_IF_ERROR(FillDeclaredNames(graph, options));
-  // The plan key names the graph exactly: its content and the names the
-  // config gives its inputs and outputs.
-  std::vector<std::string> inputs, outputs;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    inputs.push_back(i < options.inputs.size() ? options.inputs[i].name
-                                               : graph.value(graph.inputs()[i]).name);
-  }
-  for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    outputs.push_back(i < options.outputs.size() ? options.outputs[i].name
-                                                 : graph.output_names()[i]);
-  }
-  const std::string model_key =
-      absl::StrCat(options_.cache->GraphKey(built.sha256), ";inputs=", absl::StrJoin(inputs, ","),
-                   ";outputs=", absl::StrJoin(outputs, ","));
-  built.counters = std::make_shared<cache::PlanCounters>();
   options.compile = options_.compile;
-  // A dry run leaves no trace: neither its graph nor its plans enter the cache.
-  if (!config.dry_run) {
-    options.executables = options_.cache->Provider(model_key, label, built.counters);
-  }
+  built.counters = std::make_shared<cache::PlanCounters>();
+  // The plan key names the graph exactly: its file, the names the config
+  // gives its inputs and outputs, and the ops it runs through the fallback
+  // (a graph rebuilt with ops forced onto it compiles other plans).
+  auto with_plan_cache = [&](const ir::Graph& g, runtime::ModelOptions o) {
+    std::vector<std::string> inputs, outputs;
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      inputs.push_back(i < o.inputs.size() ? o.inputs[i].name : g.value(g.inputs()[i]).name);
+    }
+    for (size_t i = 0; i < g.outputs().size(); ++i) {
+      outputs.push_back(i < o.outputs.size() ? o.outputs[i].name : g.output_names()[i]);
+    }
+    const std::string model_key = absl::StrCat(
+        options_.cache->GraphKey(graph_id), ";inputs=", absl::StrJoin(inputs, ","),
+        ";outputs=", absl::StrJoin(outputs, ","), ";fallback=",
+        absl::StrJoin(torch::FallbackOps(g), ","));
+    // A dry run leaves no trace: neither its graph nor its plans enter the cache.
+    if (!config.dry_run) o.executables = options_.cache->Provider(model_key, label, built.counters);
+    return o;
+  };
   built.weight_bytes = graph.ConstantBytes();
-  // A model rebuilt with ops forced onto the fallback (verify.on_mismatch)
-  // is another graph: it compiles outside the shared plan cache.
-  runtime::ModelOptions rebuilt_options = options;
-  rebuilt_options.executables = nullptr;
+  runtime::ModelOptions imported_options = with_plan_cache(graph, options);
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> model,
-                   runtime::Model::Create(std::move(graph), std::move(options)));
+                   runtime::Model::Create(std::move(graph), std::move(imported_options)));
+  const runtime::Model* imported = model.get();
   ASSIGN_OR_RETURN(model,
                    CheckImport(label, path, config, std::move(model),
                                [&](ir::Graph g) {
-                                 return runtime::Model::Create(std::move(g), rebuilt_options);
+                                 runtime::ModelOptions o = with_plan_cache(g, options);
+                                 return runtime::Model::Create(std::move(g), std::move(o));
                                },
                                /*verify=*/built.load.graph_source != "disk-cache"));
   built.model = std::move(model);
-  if (!config.dry_run) CommitGraph(built.sha256, pending);
+  if (!config.dry_run) {
+    CommitGraph(graph_id, pending,
+                built.model.get() == imported ? nullptr : &built.model->graph());
+  }
   built.load.load_ns = NsSince(start);
   return built;
 }

@@ -250,13 +250,17 @@ class ModelRegistry {
     ~PendingGraph();
   };
 
-  // The graph of the model file with this SHA-256: from the disk cache, or
-  // imported (then left in `pending` for CommitGraph).
-  absl::StatusOr<ir::Graph> ObtainGraph(const std::string& path, const std::string& sha256,
+  // The graph of the model file at `path` under `graph_id`
+  // (CompiledGraphCache::GraphId): from the disk cache, or imported (then left
+  // in `pending` for CommitGraph).
+  absl::StatusOr<ir::Graph> ObtainGraph(const std::string& path, const std::string& graph_id,
                                         const std::string& label, LoadInfo* info,
                                         PendingGraph* pending);
-  // Puts a graph whose model passed every load check into the disk cache.
-  void CommitGraph(const std::string& sha256, PendingGraph& pending);
+  // Puts the graph of a model that passed every load check into the disk
+  // cache: the imported one in `pending`, or `served` when the checks
+  // replaced it (ops the verified import moved onto the fallback).
+  void CommitGraph(const std::string& graph_id, PendingGraph& pending,
+                   const ir::Graph* served);
   // Builds the model in the file at `path`; `known_sha256` is its SHA-256
   // when the caller has just checked it (an upload), else it is computed.
   absl::StatusOr<Built> Build(const std::string& name, int64_t version, const std::string& path,

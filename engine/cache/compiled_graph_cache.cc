@@ -210,12 +210,17 @@ void CompiledGraphCache::SweepStaleEntries(const std::string& dir) {
                  dir);
 }
 
-std::string CompiledGraphCache::GraphKey(const std::string& model_sha256) const {
-  return absl::StrCat("graph;model-sha256=", model_sha256, ";engine=", EngineVersion());
+std::string CompiledGraphCache::GraphId(const std::string& model_sha256,
+                                       const std::string& settings) {
+  return settings.empty() ? model_sha256 : absl::StrCat(model_sha256, ";", settings);
 }
 
-std::string CompiledGraphCache::GraphPath(const std::string& model_sha256) const {
-  return (fs::path(options_.dir) / "graphs" / (Sha256Hex(GraphKey(model_sha256)) + ".graph"))
+std::string CompiledGraphCache::GraphKey(const std::string& graph_id) const {
+  return absl::StrCat("graph;model-sha256=", graph_id, ";engine=", EngineVersion());
+}
+
+std::string CompiledGraphCache::GraphPath(const std::string& graph_id) const {
+  return (fs::path(options_.dir) / "graphs" / (Sha256Hex(GraphKey(graph_id)) + ".graph"))
       .string();
 }
 
@@ -240,10 +245,10 @@ void CompiledGraphCache::DropBadEntry(const std::string& path, const absl::Statu
   spdlog::warn("cache: {}; entry removed, recompiling", std::string(why.message()));
 }
 
-std::optional<ir::Graph> CompiledGraphCache::LoadGraph(const std::string& model_sha256) {
+std::optional<ir::Graph> CompiledGraphCache::LoadGraph(const std::string& graph_id) {
   if (!has_disk()) return std::nullopt;
-  const std::string path = GraphPath(model_sha256);
-  absl::StatusOr<Payload> payload = ReadCacheFile(path, kGraphKind, GraphKey(model_sha256));
+  const std::string path = GraphPath(graph_id);
+  absl::StatusOr<Payload> payload = ReadCacheFile(path, kGraphKind, GraphKey(graph_id));
   if (!payload.ok()) {
     disk_graph_misses_++;
     if (payload.status().code() != absl::StatusCode::kNotFound)
@@ -265,9 +270,9 @@ std::string CompiledGraphCache::GraphDir() const {
   return (fs::path(options_.dir) / "graphs").string();
 }
 
-void CompiledGraphCache::AdoptGraphFile(const std::string& model_sha256, const std::string& path) {
+void CompiledGraphCache::AdoptGraphFile(const std::string& graph_id, const std::string& path) {
   if (!has_disk()) return;
-  if (::rename(path.c_str(), GraphPath(model_sha256).c_str()) != 0) {
+  if (::rename(path.c_str(), GraphPath(graph_id).c_str()) != 0) {
     spdlog::warn("cache: cannot move '{}' into the cache: {}", path, std::strerror(errno));
     ::unlink(path.c_str());
     return;
@@ -277,11 +282,11 @@ void CompiledGraphCache::AdoptGraphFile(const std::string& model_sha256, const s
   if (!s.ok()) spdlog::warn("cache: {}", std::string(s.message()));
 }
 
-void CompiledGraphCache::StoreGraph(const std::string& model_sha256,
+void CompiledGraphCache::StoreGraph(const std::string& graph_id,
                                     const std::vector<absl::string_view>& serialized_graph) {
   if (!has_disk()) return;
   absl::Status s =
-      WriteCacheFile(GraphPath(model_sha256), kGraphKind, GraphKey(model_sha256), serialized_graph);
+      WriteCacheFile(GraphPath(graph_id), kGraphKind, GraphKey(graph_id), serialized_graph);
   if (s.ok()) {
     disk_writes_++;
   } else {

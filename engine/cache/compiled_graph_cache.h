@@ -4,8 +4,9 @@
 //
 // Two kinds of entries:
 //  - Imported graphs, on disk only (a loaded model holds its own graph), keyed
-//    by the SHA-256 of the model file and the engine version. A hit skips
-//    libtorch entirely.
+//    by the SHA-256 of the model file, the load settings that shape the graph
+//    served (the verified import's, which may move ops onto the fallback) and
+//    the engine version. A hit skips libtorch entirely.
 //  - Compiled plans (runtime::Executable), one per model graph, input
 //    signature, compile options and pass pipeline: in memory, in an LRU bounded
 //    in bytes, and on disk as the optimized, typed graph (kiln.v1.CompiledPlan)
@@ -99,28 +100,31 @@ class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCach
 
   // ---- imported graphs
 
-  // The key text of the imported graph of a model file.
-  std::string GraphKey(const std::string& model_sha256) const;
-  std::string GraphPath(const std::string& model_sha256) const;
+  // What identifies the graph a model is served with: the SHA-256 of its file
+  // and `settings`, the text of the load settings that decide the graph beyond
+  // the file (empty when none do). The methods below take this id.
+  static std::string GraphId(const std::string& model_sha256, const std::string& settings);
+  // The key text of a graph entry.
+  std::string GraphKey(const std::string& graph_id) const;
+  std::string GraphPath(const std::string& graph_id) const;
 
-  // The imported graph of the model file with this SHA-256, or nullopt on a
-  // miss (no disk cache, no entry, or a corrupt or stale entry, which is
-  // logged and removed).
-  std::optional<ir::Graph> LoadGraph(const std::string& model_sha256);
+  // The graph stored under `graph_id`, or nullopt on a miss (no disk cache, no
+  // entry, or a corrupt or stale entry, which is logged and removed).
+  std::optional<ir::Graph> LoadGraph(const std::string& graph_id);
 
   // The directory of the graph entries (temp files for AdoptGraphFile go
   // there, so adopting one is a rename).
   std::string GraphDir() const;
 
-  // Moves a complete cache file (kind "graph", key GraphKey(model_sha256))
-  // into place as the graph entry of `model_sha256`. Best effort: on failure
-  // the file is removed and the error logged.
-  void AdoptGraphFile(const std::string& model_sha256, const std::string& path);
+  // Moves a complete cache file (kind "graph", key GraphKey(graph_id)) into
+  // place as the graph entry of `graph_id`. Best effort: on failure the file
+  // is removed and the error logged.
+  void AdoptGraphFile(const std::string& graph_id, const std::string& path);
 
   // Stores a graph in SerializeGraph()'s format, given as pieces to write one
   // after another. Best effort: a failure is logged and only costs a later
   // import.
-  void StoreGraph(const std::string& model_sha256,
+  void StoreGraph(const std::string& graph_id,
                   const std::vector<absl::string_view>& serialized_graph);
 
   // ---- compiled plans

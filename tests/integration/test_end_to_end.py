@@ -23,9 +23,9 @@ def fixture(name):
 class Kilnd(KilndProcess):
     """kilnd serving `repo` on a free loopback port."""
 
-    def __init__(self, repo, threads=2):
+    def __init__(self, repo, threads=2, args=(), env=None):
         super().__init__(BIN, ["--host", "127.0.0.1", "--port", "0", "--model-repository", repo,
-                               "--threads", threads, "--log-level", "info"])
+                               "--threads", threads, "--log-level", "info", *args], env=env)
         self.repo = repo
 
 

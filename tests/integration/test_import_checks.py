@@ -222,6 +222,34 @@ class ImportChecksTest(unittest.TestCase):
         np.testing.assert_allclose(got - want, np.full_like(want, 0.5 * 32), rtol=1e-3)
         self.assert_still_serving(perturbed)
 
+    def test_the_graph_verification_chose_is_served_after_a_restart(self):
+        """kilnd keeps imported graphs in its disk cache and does not verify one it reads back:
+        the cache must hold the graph as served (with the op verification moved onto the
+        fallback), under the verify settings that chose it, not the file's first import."""
+        repo = os.path.join(self.tmp, "repo-restart")
+        args = ["--cache-dir", os.path.join(self.tmp, "cache-restart")]
+        env = {"KILN_TEST_PERTURB_OP": "aten::gelu"}
+        server = Kilnd(repo, args=args, env=env)
+        self.servers.append(server)
+        # The same file unverified first: its graph (the perturbed import) enters the cache too,
+        # and must not stand in for the verified model's.
+        self.upload("gelu_mlp", "unchecked", config=self.config("off", '{"verify": false}'),
+                    server=server)
+        fallback = self.config("restart_fallback", '{"verify": {"inputs": [{"name": "x", '
+                               '"dims": [4, 16]}], "on_mismatch": "fallback"}}')
+        r = self.upload("gelu_mlp", "diverging", config=fallback, server=server)
+        self.assertIn("served through the fallback: aten::gelu", r.stdout)
+        self.infer_and_compare("gelu_mlp", "diverging", server=server)
+        self.assertEqual(server.stop(), 0)
+
+        server = Kilnd(repo, args=args, env=env)
+        self.servers.append(server)
+        props = self.metadata("diverging", server=server)
+        self.assertIn("graph read from the disk cache", props["verify"])
+        self.assertEqual(props["fallback_ops"], "aten::gelu")
+        self.infer_and_compare("gelu_mlp", "diverging", server=server)
+        self.assert_still_serving(server)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -128,5 +128,29 @@ TEST(ModelConfigTest, StrictAndVerify) {
   }
 }
 
+TEST(ModelConfigTest, GraphSettingsNameWhatDecidesTheServedGraph) {
+  auto settings = [](const char* json) {
+    absl::StatusOr<ModelConfig> config = ParseModelConfig(json);
+    EXPECT_TRUE(config.ok()) << json;
+    return config.ok() ? GraphSettings(*config) : std::string("(bad)");
+  };
+  // Unverified: the graph is the file's import, whatever else the config says.
+  EXPECT_EQ(settings(R"({"verify": false})"), "");
+  EXPECT_EQ(settings(R"({"verify": false, "strict": true})"), "");
+  // Verified: every setting that can change its outcome, canonically.
+  const std::string plain = settings("{}");
+  EXPECT_THAT(plain, HasSubstr("verify="));
+  EXPECT_EQ(settings(R"({"verify": {"tolerance": 1e-4, "on_mismatch": "fail"}})"), plain);
+  for (const char* json :
+       {R"({"verify": {"tolerance": 1e-3}})", R"({"verify": {"on_mismatch": "fallback"}})",
+        R"({"verify": {"inputs": [{"name": "x", "dims": [1, 3, 64, 64]}]}})",
+        R"({"inputs": [{"name": "image", "datatype": "FP32"}]})",
+        R"({"outputs": [{"name": "logits"}]})"}) {
+    EXPECT_NE(settings(json), plain) << json;
+  }
+  EXPECT_EQ(settings(R"({"verify": {"on_mismatch": "fallback", "tolerance": 0.01}})"),
+            settings(R"({"verify": {"tolerance": 0.01, "on_mismatch": "fallback"}})"));
+}
+
 }  // namespace
 }  // namespace kiln::server
