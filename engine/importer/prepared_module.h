@@ -26,8 +26,10 @@ struct PreparedModule {
   std::vector<std::string> output_names;
 };
 
-// Loads the archive (CPU) and prepares the graph. libtorch exceptions
+// Loads the archive (CPU) and prepares the graph. With `float64`, the
+// module's floating-point parameters and buffers are converted to float64
+// first (the verified import's float64 reference). libtorch exceptions
 // propagate to the caller.
-PreparedModule LoadAndPrepare(std::string_view bytes);
+PreparedModule LoadAndPrepare(std::string_view bytes, bool float64 = false);
 
 }  // namespace kiln::importer

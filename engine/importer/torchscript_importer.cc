@@ -413,12 +413,13 @@ std::optional<ir::ValueKind> KindOfType(const c10::TypePtr& type, bool* optional
 
 // ------------------------------------------------------------- entry points
 
-PreparedModule LoadAndPrepare(std::string_view bytes) {
+PreparedModule LoadAndPrepare(std::string_view bytes, bool float64) {
   c10::NoGradGuard no_grad;
   std::istringstream in(std::string(bytes), std::ios::in | std::ios::binary);
   PreparedModule prepared;
   prepared.module = torch::jit::load(in, c10::Device(c10::kCPU));
   prepared.module.eval();
+  if (float64) prepared.module.to(at::kDouble);
   // optimize_numerics=false: libtorch would fold batch norm into the convolution
   // weights, which changes results by ~1e-4 in deep nets (libtorch frozen vs
   // unfrozen on resnet101); the IR keeps the model's own ops and Kiln's

@@ -168,6 +168,32 @@ TEST_F(VerifyTest, PassesAndPublishesTheDifferencePerOutput) {
   EXPECT_THAT(report->Summary(), HasSubstr("passed on x=FP32[1, 16]: output0 max |diff|"));
 }
 
+// Past the tolerance, float outputs are judged against libtorch's float64
+// result: float32 rounding passes (here resnet18 at a tolerance of 0, where
+// any difference at all fails the first comparison), a conversion bug does not
+// (DivergenceNamesTheFirstDivergingNode... below).
+TEST_F(VerifyTest, Float32RoundingPastTheToleranceIsJudgedAgainstFloat64) {
+  const std::string bytes = ReadFile(Fixture("resnet18.pt"));
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(bytes);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::unique_ptr<runtime::Model> model = Build(*std::move(graph));
+  VerifyOptions exact;
+  exact.tolerance = 0;
+  auto report = VerifyOnce(bytes, {}, *model, exact);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->outputs.size(), 1u);
+  const OutputCheck& out = report->outputs[0];
+  ASSERT_GT(out.max_abs_diff, 1e-6);  // past a tolerance of 0
+  ASSERT_TRUE(out.kiln_vs_float64.has_value()) << report->Summary();
+  ASSERT_TRUE(out.libtorch_vs_float64.has_value());
+  EXPECT_GT(*out.libtorch_vs_float64, 0.0);  // libtorch's float32 result rounds too
+  EXPECT_LT(*out.kiln_vs_float64, 1e-5);
+  EXPECT_LE(*out.kiln_vs_float64, VerifyOptions::kFloat64Margin * *out.libtorch_vs_float64);
+  EXPECT_TRUE(report->passed) << report->Summary();
+  EXPECT_THAT(report->Summary(), HasSubstr("(float32 rounding: Kiln "));
+  EXPECT_TRUE(report->divergence.empty()) << report->divergence;
+}
+
 TEST_F(VerifyTest, ControlFlowAndFallbackModelsPass) {
   Scripted m = ScriptedModel(R"PY(
 def forward(self, x):
@@ -253,6 +279,12 @@ TEST_F(VerifyTest, DivergenceNamesTheFirstDivergingNodeAndFallbackRepairsIt) {
   EXPECT_FALSE(report->passed);
   EXPECT_EQ(report->divergent_op, "aten::softmax");
   EXPECT_THAT(report->divergence, HasSubstr("(aten::softmax) output %"));
+  // The float64 reference does not excuse it: libtorch's float32 result is
+  // close to the float64 one, Kiln's is not.
+  ASSERT_TRUE(report->outputs[0].kiln_vs_float64.has_value());
+  EXPECT_GT(*report->outputs[0].kiln_vs_float64, 1e-2);
+  EXPECT_LT(*report->outputs[0].libtorch_vs_float64, 1e-5);
+  EXPECT_THAT(report->Summary(), HasSubstr("(vs float64: Kiln "));
 
   auto failed = VerifyModel(bytes, {}, Build(*graph),
                             [](ir::Graph g) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
