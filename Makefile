@@ -33,9 +33,10 @@ build-no-torch: deps
 	@$(BUILD)-no-torch/bin/kilnd --help > /dev/null
 
 # The whole torchvision zoo through a real kilnd against libtorch (tests/parity/run_zoo.py).
-# Generates about 3.5 GB of models under $(BUILD)/parity/zoo on first use.
+# Generates about 3.5 GB of models under $(BUILD)/parity/zoo on first use. ZOO_CONFIG is a load
+# config for every upload: make test-zoo ZOO_CONFIG='{"accumulation": "float64"}'.
 test-zoo: build
-	@cmake --build $(BUILD) --target parity_zoo
+	@KILN_ZOO_CONFIG='$(ZOO_CONFIG)' cmake --build $(BUILD) --target parity_zoo
 
 # The bundled example: a traced torchvision resnet18 (random weights), generated, never committed.
 example-model: deps

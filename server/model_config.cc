@@ -205,7 +205,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   }
   if (!root.is_object()) return ConfigError("top level", "expected a JSON object");
   RETURN_IF_ERROR(
-      CheckKeys(root, {"inputs", "outputs", "version_policy", "strict", "verify", "dry_run"},
+      CheckKeys(root,
+                {"inputs", "outputs", "version_policy", "strict", "verify", "dry_run",
+                 "accumulation"},
                 "top level"));
 
   ModelConfig config;
@@ -216,6 +218,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   if (root.contains("dry_run")) {
     if (!root["dry_run"].is_boolean()) return ConfigError("dry_run", "expected true or false");
     config.dry_run = root["dry_run"].get<bool>();
+  }
+  if (root.contains("accumulation")) {
+    const json& a = root["accumulation"];
+    if (!a.is_string() ||
+        (a.get<std::string>() != "float32" && a.get<std::string>() != "float64")) {
+      return ConfigError("accumulation", "expected \"float32\" or \"float64\"");
+    }
+    config.accumulate_float64 = a.get<std::string>() == "float64";
   }
   if (root.contains("verify")) {
     ASSIGN_OR_RETURN(config.verify, ParseVerify(root["verify"]));
@@ -235,7 +245,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
 }
 
 std::string GraphSettings(const ModelConfig& config) {
-  if (!config.verify.enabled) return "";
+  const std::string accumulation = config.accumulate_float64 ? "accumulation=float64" : "";
+  if (!config.verify.enabled) return accumulation;
   auto specs = [](const std::vector<runtime::TensorSpec>& list) {
     json out = json::array();
     for (const runtime::TensorSpec& spec : list) {
@@ -250,7 +261,7 @@ std::string GraphSettings(const ModelConfig& config) {
                          {"samples", specs(config.verify.inputs)},
                          {"inputs", specs(config.model.inputs)},
                          {"outputs", specs(config.model.outputs)}};
-  return absl::StrCat("verify=", settings.dump());
+  return absl::StrCat(accumulation, accumulation.empty() ? "" : ";", "verify=", settings.dump());
 }
 
 absl::Status FillDeclaredNames(const ir::Graph& graph, runtime::ModelOptions& options) {

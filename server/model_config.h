@@ -49,6 +49,11 @@ struct ModelConfig {
   bool strict = false;
   // Import and validate only: nothing is stored, served or replaced.
   bool dry_run = false;
+  // "accumulation": "float64" makes float32 convolutions accumulate in
+  // double (passes::AccumulateInFloat64): results closer to the exact ones
+  // (and to libtorch's, by about half the float32 rounding) for about twice
+  // the convolution time. Default "float32".
+  bool accumulate_float64 = false;
   VerifyConfig verify;
   VersionPolicy version_policy;
   importer::ImportOptions import;
@@ -61,7 +66,8 @@ struct ModelConfig {
 // file, as canonical text for the compiled-graph cache's key
 // (CompiledGraphCache::GraphId): the verified import's, whose outcome may
 // move ops onto the fallback, with the declarations its samples are made
-// from. Empty when verification is off: the graph is then the file's import.
+// from, and the accumulation asked for. Empty when neither applies: the graph
+// is then the file's import.
 std::string GraphSettings(const ModelConfig& config);
 
 // Parses the JSON text. Fails with InvalidArgument naming the offending key

@@ -19,6 +19,7 @@
 #include "engine/cache/file_io.h"
 #include "engine/cache/graph_serializer.h"
 #include "engine/common/status_macros.h"
+#include "engine/passes/pass.h"
 #include "server/import_checks.h"
 #include "server/model_contract.h"
 #include "server/torch_backend.h"
@@ -223,6 +224,7 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
   PendingGraph pending;
   ASSIGN_OR_RETURN(ir::Graph graph, ObtainGraph(path, graph_id, label, &built.load, &pending));
   built.load.graph_ns = NsSince(graph_start);
+  if (config.accumulate_float64) passes::AccumulateInFloat64(graph);
   RETURN_IF_ERROR(CheckStrict(graph, config));
 
   runtime::ModelOptions options = config.model;
@@ -256,6 +258,7 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
   ASSIGN_OR_RETURN(model,
                    CheckImport(label, path, config, std::move(model),
                                [&](ir::Graph g) {
+                                 if (config.accumulate_float64) passes::AccumulateInFloat64(g);
                                  runtime::ModelOptions o = with_plan_cache(g, options);
                                  return runtime::Model::Create(std::move(g), std::move(o));
                                },

@@ -19,6 +19,16 @@
 //               ([C/g * kD * kH * kW, OD * OH * OW], padding written as zeros)
 //               and one GEMM.
 //
+// Float64 accumulation (the Conv node's attribute accumulate = "float64",
+// set from a model's load config): an FP32 convolution that is a GEMM
+// (pointwise or im2col) converts each (image, group) input slice to double,
+// runs the double im2col and GEMM with weights and bias prepacked in double,
+// and rounds the result to float once, before the epilogue. The products and
+// sums lose nothing to float32 rounding (a deep network's float32 results
+// differ from its float64 result by ~1e-4, most of it accumulated in its
+// first convolutions); it costs about twice the GEMM time. Depthwise
+// convolutions (nine-term sums) stay in float.
+//
 // The bias is fused: the output is pre-filled with it and the GEMM accumulates
 // with beta = 1 (depthwise starts each row from it). The valid output column
 // range of every kernel column is computed in Prepare, so the padding is
@@ -65,7 +75,18 @@ struct ConvPlan {
   // all three taps inside the input row.
   bool dw3x3 = false;
   int64_t dw3x3_lo = 0, dw3x3_hi = 0;
+  // Float64 accumulation of an FP32 GEMM convolution: the weights and bias in
+  // double when they are constants (a copy per plan: twice the float weights'
+  // memory), else converted at each run into the workspace, after the slices,
+  // at these offsets (in doubles).
+  bool wide = false;
+  std::vector<double> wide_weights, wide_bias;
+  int64_t wide_weights_offset = 0, wide_bias_offset = 0;
 };
+
+// The accumulate attribute's values (see the file comment).
+constexpr char kAccumulateAttr[] = "accumulate";
+constexpr char kAccumulateFloat64[] = "float64";
 
 // Output columns [lo, hi) whose input column ow * stride + offset lies in [0, size).
 void ValidRange(int64_t size, int64_t out_size, int64_t stride, int64_t offset, int64_t* lo,
@@ -74,6 +95,34 @@ void ValidRange(int64_t size, int64_t out_size, int64_t stride, int64_t offset, 
   auto ceil_div = [](int64_t a, int64_t b) { return a <= 0 ? -((-a) / b) : (a + b - 1) / b; };
   *lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, out_size);
   *hi = std::clamp<int64_t>(ceil_div(size - offset, stride), *lo, out_size);
+}
+
+// The float64-accumulation part of a GEMM convolution's plan: the double
+// weights and bias when constant, and the workspace (the input slice, the
+// output slice and the im2col columns of one (image, group) in double, then
+// the weights and bias when they are not constant).
+void PrepareWide(PrepareContext& ctx, ConvPlan& p) {
+  p.wide = true;
+  const int64_t k = p.cg * p.kd * p.kh * p.kw;
+  const int64_t out_plane = p.od * p.oh * p.ow;
+  int64_t doubles = p.cg * p.d * p.h * p.w + p.og * out_plane;
+  if (p.algo == ConvAlgo::kIm2col) doubles += k * out_plane;
+  const Tensor* weights = ctx.inputs[1].constant;
+  if (weights != nullptr) {
+    const float* w = weights->data<float>();
+    p.wide_weights.assign(w, w + weights->num_elements());
+  } else {
+    p.wide_weights_offset = doubles;
+    doubles += p.o * k;
+  }
+  if (const Tensor* bias = p.has_bias ? ctx.inputs[2].constant : nullptr; bias != nullptr) {
+    const float* b = bias->data<float>();
+    p.wide_bias.assign(b, b + bias->num_elements());
+  } else if (p.has_bias) {
+    p.wide_bias_offset = doubles;
+    doubles += p.o;
+  }
+  ctx.workspace_bytes = static_cast<size_t>(doubles) * sizeof(double);
 }
 
 absl::Status PrepareConv(PrepareContext& ctx) {
@@ -189,6 +238,14 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     p->algo = ConvAlgo::kIm2col;
     ctx.workspace_bytes =
         static_cast<size_t>(p->cg * p->kd * p->kh * p->kw * p->od * p->oh * p->ow) * DTypeSize(t);
+  }
+  const std::string accumulate = node.attrs.GetString(kAccumulateAttr, "");
+  if (!accumulate.empty() && accumulate != kAccumulateFloat64) {
+    return InvalidArg(node, "unknown accumulate '", accumulate, "'; expected '",
+                      kAccumulateFloat64, "'");
+  }
+  if (accumulate == kAccumulateFloat64 && t == DType::kF32 && p->algo != ConvAlgo::kDepthwise) {
+    PrepareWide(ctx, *p);
   }
   Dims out(x.begin(), x.begin() + off);
   out.push_back(p->o);
@@ -382,11 +439,60 @@ void DepthwisePlane(const ConvPlan& p, const T* in, const T* wc, T bias, T* out)
   }
 }
 
+// An FP32 GEMM convolution with float64 accumulation (ConvPlan::wide).
+absl::Status EvalConvWide(EvalContext& ctx, const ConvPlan& p) {
+  const float* x = ctx.inputs[0]->data<float>();
+  float* y = ctx.outputs[0]->data<float>();
+  const int64_t in_plane = p.d * p.h * p.w;
+  const int64_t out_plane = p.od * p.oh * p.ow;
+  const int64_t k = p.cg * p.kd * p.kh * p.kw;
+  double* xd = static_cast<double*>(ctx.workspace);
+  double* yd = xd + p.cg * in_plane;
+  double* col = yd + p.og * out_plane;
+  // Weights and bias: prepacked, or converted now (not constants).
+  const double* wd = p.wide_weights.data();
+  if (p.wide_weights.empty()) {
+    const float* w = ctx.inputs[1]->data<float>();
+    std::copy(w, w + p.o * k, xd + p.wide_weights_offset);
+    wd = xd + p.wide_weights_offset;
+  }
+  const double* bias = p.has_bias ? p.wide_bias.data() : nullptr;
+  if (p.has_bias && p.wide_bias.empty()) {
+    const float* b = ctx.inputs[2]->data<float>();
+    std::copy(b, b + p.o, xd + p.wide_bias_offset);
+    bias = xd + p.wide_bias_offset;
+  }
+  auto convert = [&](const auto* from, int64_t count, auto* to) {
+    ParallelFor(count, ctx.num_threads, count, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) to[i] = static_cast<std::decay_t<decltype(*to)>>(from[i]);
+    });
+  };
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      convert(x + (n * p.c + g * p.cg) * in_plane, p.cg * in_plane, xd);
+      if (bias != nullptr) FillBias(bias + g * p.og, p.og, out_plane, yd);
+      const double* b = xd;
+      if (p.algo == ConvAlgo::kIm2col) {
+        Im2Col(p, static_cast<const double*>(xd), col, ctx.num_threads);
+        b = col;
+      }
+      Gemm(p.og, out_plane, k, wd + g * p.og * k, b, bias != nullptr ? 1.0 : 0.0, yd);
+      float* yg = y + (n * p.o + g * p.og) * out_plane;
+      convert(static_cast<const double*>(yd), p.og * out_plane, yg);
+      ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg, ctx.num_threads);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // T is float or double (one table row each): the same plan, im2col and GEMM
 // (cblas_sgemm or cblas_dgemm), so FP64 accumulates in double throughout.
 template <typename T>
 absl::Status EvalConv(EvalContext& ctx) {
   const ConvPlan& p = StateAs<ConvPlan>(ctx);
+  if constexpr (std::is_same_v<T, float>) {
+    if (p.wide) return EvalConvWide(ctx, p);
+  }
   const T* x = ctx.inputs[0]->data<T>();
   const T* w = ctx.inputs[1]->data<T>();
   const T* bias =

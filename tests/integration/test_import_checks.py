@@ -67,6 +67,21 @@ class Canary(nn.Module):
         return torch.relu(self.linear(x))
 
 
+class CancellingConv(nn.Module):
+    """A 1x1 convolution whose sums cancel: 1e8 + 1 - 1e8 is 0 when summed in float32 in order,
+    1 in double."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 2, 1)
+        with torch.no_grad():
+            self.conv.weight.copy_(torch.tensor([[1.0, 1.0, 1.0], [1.0, 2.0, 1.0]]).view(2, 3, 1, 1))
+            self.conv.bias.copy_(torch.tensor([0.5, 0.25]))
+
+    def forward(self, x):
+        return self.conv(x)
+
+
 def write_model(out_dir, name, module, x):
     """Traces `module`, saves it, and writes the sample input and libtorch's outputs for the file."""
     torch.manual_seed(0)
@@ -95,6 +110,8 @@ class ImportChecksTest(unittest.TestCase):
                                         torch.randn(4, 8)),
             "gelu_mlp": write_model(cls.models, "gelu_mlp", GeluMlp(), torch.randn(4, 16)),
             "canary": write_model(cls.models, "canary", Canary(), torch.randn(2, 8)),
+            "cancelling": write_model(cls.models, "cancelling", CancellingConv(), torch.tensor(
+                [1e8, 3e7, 1.0, 1.0, -1e8, -3e7]).view(1, 3, 1, 2)),
         }
         cls.server = Kilnd(os.path.join(cls.tmp, "repo"))
         cls.servers = [cls.server]
@@ -221,6 +238,28 @@ class ImportChecksTest(unittest.TestCase):
         want = np.load(os.path.join(self.models, "gelu_mlp.output1.npy"))
         np.testing.assert_allclose(got - want, np.full_like(want, 0.5 * 32), rtol=1e-3)
         self.assert_still_serving(perturbed)
+
+    def test_accumulation_float64_makes_convolutions_accumulate_in_double(self):
+        wide = self.config("wide", '{"accumulation": "float64", "verify": false}')
+        self.upload("cancelling", "wide", config=wide)
+        self.upload("cancelling", "narrow")  # the same file, default accumulation
+        self.assertEqual(self.metadata("wide")["accumulation"],
+                         "float64 (float32 convolutions accumulate in double)")
+        self.assertEqual(self.metadata("narrow")["accumulation"], "float32")
+        graph = self.kiln("inspect", "wide", "--remote").stdout
+        self.assertRegex(graph, r"Conv\b.*accumulate=\"?float64")
+        x = os.path.join(self.models, "cancelling.input.x.npy")
+        outputs = {}
+        for name in ("wide", "narrow"):
+            out_dir = tempfile.mkdtemp(dir=self.tmp)
+            self.kiln("infer", name, "--input", f"x={x}", "--output-dir", out_dir)
+            outputs[name] = np.load(os.path.join(out_dir, "output0.npy"))
+        # The exact sums (1 and 2, plus the bias), which float32 cannot hold on the way.
+        np.testing.assert_array_equal(outputs["wide"].reshape(-1), [1.5, 1.5, 2.25, 2.25])
+        # Each model runs its own plans: the float32 one loses the small terms (OpenBLAS sums
+        # in order), so one file gives two answers here.
+        self.assertFalse(np.array_equal(outputs["narrow"], outputs["wide"]), outputs["narrow"])
+        self.assert_still_serving()
 
     def test_the_graph_verification_chose_is_served_after_a_restart(self):
         """kilnd keeps imported graphs in its disk cache and does not verify one it reads back:

@@ -10,8 +10,9 @@
 // dtypes exactly.
 //
 // Also: --inspect FILE (native or which ops fell back, and node counts) and
-// --time FILE INPUT ITERS THREADS (Kiln's and libtorch's median latency),
-// used by run_zoo.py and by hand.
+// --time FILE INPUT ITERS THREADS [float64] (Kiln's and libtorch's median
+// latency; float64: Kiln's convolutions accumulate in double, as the load
+// config's "accumulation": "float64" asks), used by run_zoo.py and by hand.
 //
 // --expect FILE lists cases that are known not to pass natively yet, one
 // "case-name  reason" per line; the run fails (exit 1) when any other case
@@ -39,6 +40,7 @@
 #include "engine/common/tolerance.h"
 #include "engine/fallback/fallback.h"
 #include "engine/importer/torchscript_importer.h"
+#include "engine/passes/pass.h"
 #include "engine/runtime/model.h"
 
 namespace kiln {
@@ -216,13 +218,15 @@ int Inspect(const std::string& path) {
 // (the same file, frozen, in inference mode) on one model, in this process,
 // both limited to THREADS intra-op threads, runs interleaved so machine noise
 // hits both alike. Prints "kiln_ms torch_ms".
-int Time(const std::string& path, const std::string& input, int iters, int threads) {
+int Time(const std::string& path, const std::string& input, int iters, int threads,
+         bool float64) {
   absl::StatusOr<ir::Graph> graph = importer::ImportTorchScriptFile(path);
   absl::StatusOr<Tensor> x = client::ReadNpy(input);
   if (!graph.ok() || !x.ok()) {
     std::printf("cannot load %s or %s\n", path.c_str(), input.c_str());
     return 1;
   }
+  if (float64) passes::AccumulateInFloat64(*graph);
   runtime::ModelOptions options;
   options.compile.num_threads = threads;
   runtime::TensorSpec spec{"x", x->dtype(), x->dims()};
@@ -266,9 +270,10 @@ int Time(const std::string& path, const std::string& input, int iters, int threa
 
 int Main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--inspect") return Inspect(argv[2]);
-  if (argc == 6 && std::string(argv[1]) == "--time") {
+  if ((argc == 6 || (argc == 7 && std::string(argv[6]) == "float64")) &&
+      std::string(argv[1]) == "--time") {
     fallback::InstallFallbackKernel(std::stoi(argv[5]));
-    return Time(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]));
+    return Time(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]), argc == 7);
   }
   std::string dir, expect_path, filter;
   int threads = 2;

@@ -19,6 +19,8 @@ natively.
                   model at 1 thread, N runs each, interleaved in one process
                   (`kiln-parity --time`), and report the median ratio
   --markdown F    write the table as Markdown to F (docs/ops.md's zoo table)
+  --config JSON   a load config for every upload, e.g. '{"accumulation": "float64"}'
+                  (the timing then marks Kiln's convolutions the same way)
 """
 import argparse
 import json
@@ -61,10 +63,11 @@ def read_expected(path):
     return expected
 
 
-def time_model(bin_dir, pt, x, iters):
+def time_model(bin_dir, pt, x, iters, float64):
     """(Kiln ms, libtorch ms), medians at 1 thread, or None when timing fails."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    r = subprocess.run([os.path.join(bin_dir, "kiln-parity"), "--time", pt, x, str(iters), "1"],
+    r = subprocess.run([os.path.join(bin_dir, "kiln-parity"), "--time", pt, x, str(iters), "1"]
+                       + (["float64"] if float64 else []),
                        capture_output=True, text=True, timeout=3600, env=env)
     try:
         kiln_ms, torch_ms = (float(v) for v in r.stdout.split())
@@ -96,6 +99,10 @@ def main():
     parser.add_argument("--only", default="", help="comma-separated model names")
     parser.add_argument("--time", type=int, default=0, help="timed runs per model (0: no timing)")
     parser.add_argument("--markdown", default="", help="write the table as Markdown here")
+    parser.add_argument("--config", default=os.environ.get("KILN_ZOO_CONFIG", ""),
+                        help="load config (JSON text) for every upload (default: "
+                             "$KILN_ZOO_CONFIG, which make test-zoo sets from ZOO_CONFIG), e.g. "
+                             "'{\"accumulation\": \"float64\"}'")
     args = parser.parse_args()
     manifest = json.load(open(os.path.join(args.models, "manifest.json")))
     if args.only:
@@ -104,6 +111,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="kiln-zoo-")
     server = Kilnd(args.bin, os.path.join(tmp, "repo"))
     kiln = [os.path.join(args.bin, "kiln"), "--server", server.address]
+    config = os.path.join(tmp, "config.json")
+    with open(config, "w") as f:
+        f.write(args.config)
+    float64 = json.loads(args.config or "{}").get("accumulation") == "float64"
     rows, table, unexpected = [], [], 0
     try:
         for entry in manifest:
@@ -120,7 +131,10 @@ def main():
             status, detail = "fail", ""
             # kilnd verifies each import against libtorch with its default settings
             # (1e-4, past which libtorch's float64 result judges float32 rounding).
-            r = subprocess.run(kiln + ["upload", pt, "--name", name],
+            upload = kiln + ["upload", pt, "--name", name]
+            if args.config:
+                upload += ["--config", config]
+            r = subprocess.run(upload,
                                capture_output=True, text=True, timeout=3600)
             if r.returncode != 0:
                 detail = "upload: " + (r.stderr or r.stdout).strip().splitlines()[-1][:300]
@@ -162,7 +176,7 @@ def main():
                             status = "native" if kind == "native" else "fallback"
                         if ok and args.time > 0:
                             timing = time_model(args.bin, pt, os.path.join(
-                                args.models, f"{name}.input.x.npy"), args.time)
+                                args.models, f"{name}.input.x.npy"), args.time, float64)
                             if timing:
                                 detail += (f"; 1 thread: Kiln {timing[0]:.1f} ms, "
                                            f"libtorch {timing[1]:.1f} ms")

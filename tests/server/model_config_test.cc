@@ -115,6 +115,10 @@ TEST(ModelConfigTest, StrictAndVerify) {
   EXPECT_TRUE(config->verify.fallback_on_mismatch);
   ASSERT_EQ(config->verify.inputs.size(), 1u);
   EXPECT_THAT(*config->verify.inputs[0].dims, ElementsAre(1, 3, 64, 64));
+  auto wide = ParseModelConfig(R"({"accumulation": "float64"})");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_TRUE(wide->accumulate_float64);
+  EXPECT_FALSE(config->accumulate_float64);
   auto off = ParseModelConfig(R"({"verify": false})");
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off->verify.enabled);
@@ -122,7 +126,8 @@ TEST(ModelConfigTest, StrictAndVerify) {
   for (const char* json : {R"({"strict": 1})", R"({"verify": 3})",
                            R"({"verify": {"on_mismatch": "ignore"}})",
                            R"({"verify": {"tolerance": -1}})", R"({"verify": {"sample": []}})",
-                           R"({"verify": {"inputs": [{"dims": [1]}]}})"}) {
+                           R"({"verify": {"inputs": [{"dims": [1]}]}})",
+                           R"({"accumulation": "double"})", R"({"accumulation": 64})"}) {
     auto bad = ParseModelConfig(json);
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << json;
   }
@@ -148,6 +153,10 @@ TEST(ModelConfigTest, GraphSettingsNameWhatDecidesTheServedGraph) {
         R"({"outputs": [{"name": "logits"}]})"}) {
     EXPECT_NE(settings(json), plain) << json;
   }
+  // The accumulation changes the graph (its convolutions' attribute), verified or not.
+  EXPECT_EQ(settings(R"({"verify": false, "accumulation": "float64"})"), "accumulation=float64");
+  EXPECT_NE(settings(R"({"accumulation": "float64"})"), plain);
+  EXPECT_EQ(settings(R"({"accumulation": "float32"})"), plain);
   EXPECT_EQ(settings(R"({"verify": {"on_mismatch": "fallback", "tolerance": 0.01}})"),
             settings(R"({"verify": {"tolerance": 0.01, "on_mismatch": "fallback"}})"));
 }

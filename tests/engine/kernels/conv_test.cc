@@ -146,6 +146,76 @@ TEST(ConvKernelTest, WorkspaceIsIm2colBufferOrZeroRow) {
   EXPECT_EQ(*dw2x2.WorkspaceBytes(), 0u);
 }
 
+// ---- float64 accumulation (the accumulate = "float64" attribute)
+
+Tensor ToF64(const Tensor& t) {
+  Tensor d = Tensor::Zeros(DType::kF64, t.dims());
+  for (int64_t i = 0; i < t.num_elements(); ++i) d.data<double>()[i] = t.data<float>()[i];
+  return d;
+}
+
+// An FP32 convolution accumulating in float64 gives exactly the FP64
+// convolution of the same values, rounded to float once: the same im2col and
+// the same (double) GEMM. `constants` are the inputs given as constants.
+void ExpectFloat64Accumulation(std::vector<Tensor> inputs, ir::Attributes attrs,
+                               std::vector<int> constants) {
+  ir::Attributes wide = attrs;
+  wide.SetString("accumulate", "float64");
+  SingleOpGraph g(ir::OpKind::kConv, inputs, wide, constants);
+  auto out = g.Run(2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<Tensor> doubles;
+  for (const Tensor& t : inputs) doubles.push_back(t.defined() ? ToF64(t) : t);
+  SingleOpGraph exact(ir::OpKind::kConv, doubles, attrs, constants);
+  auto want = exact.Run(2);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ((*out)[0].dims(), (*want)[0].dims());
+  ASSERT_EQ((*out)[0].dtype(), DType::kF32);
+  const float* got = (*out)[0].data<float>();
+  const double* ref = (*want)[0].data<double>();
+  for (int64_t i = 0; i < (*out)[0].num_elements(); ++i) {
+    ASSERT_EQ(got[i], static_cast<float>(ref[i])) << "element " << i;
+  }
+}
+
+TEST(ConvKernelTest, Float64AccumulationLosesNothingToFloat32Sums) {
+  // 1e8 + 1 is 1e8 in float32: a float32 sum of these channels loses the ones.
+  const Tensor x = F32({1, 3, 1, 2}, {1e8f, 3e7f, 1, 1, -1e8f, -3e7f});
+  const Tensor w = F32({2, 3, 1, 1}, {1, 1, 1, 1, 2, 1});
+  ir::Attributes attrs = Attrs().Str("accumulate", "float64");
+  SingleOpGraph g(ir::OpKind::kConv, {x, w, F32({2}, {0.5f, 0.25f})}, attrs, {1, 2});
+  auto out = g.Run(1);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(Values((*out)[0]), ElementsAre(1.5f, 1.5f, 2.25f, 2.25f));
+}
+
+TEST(ConvKernelTest, Float64AccumulationIsTheFloat64ConvolutionRounded) {
+  std::mt19937 rng(7);
+  const Tensor x = testing::RandomF32({2, 16, 9, 9}, rng, -1e3f, 1e3f);
+  const Tensor w3 = testing::RandomF32({8, 8, 3, 3}, rng);
+  const Tensor w1 = testing::RandomF32({6, 16, 1, 1}, rng);
+  const Tensor bias = testing::RandomF32({8}, rng);
+  // im2col, grouped and strided, with a bias: weights and bias constant
+  // (prepacked in double) and graph inputs (converted at each run).
+  const ir::Attributes im2col =
+      Attrs().Int("groups", 2).Ints("stride", {2, 2}).Ints("padding", {1, 1});
+  ExpectFloat64Accumulation({x, w3, bias}, im2col, {1, 2});
+  ExpectFloat64Accumulation({x, w3, bias}, im2col, {});
+  // Pointwise, no bias.
+  ExpectFloat64Accumulation({x, w1, Absent()}, Attrs(), {1});
+  // A fused epilogue runs in float on the rounded result, as unfused.
+  ir::Attributes fused = Attrs().Float("post_min", 0).Float("post_max", 6);
+  ExpectFloat64Accumulation({x, w1, Absent()}, fused, {1});
+}
+
+TEST(ConvKernelTest, Float64AccumulationRejectsAnUnknownSetting) {
+  SingleOpGraph g(ir::OpKind::kConv, {Input(), Weight(), Bias()},
+                  Attrs().Str("accumulate", "float16"), {1, 2});
+  absl::Status s = g.Prepare();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unknown accumulate 'float16'"));
+}
+
 TEST(ConvKernelTest, RejectsTwoDimInput) {
   SingleOpGraph g(ir::OpKind::kConv, {Tensor::Zeros(DType::kF32, {3, 224}), Weight(), Bias()});
   absl::Status s = g.Prepare();
