@@ -63,9 +63,11 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     spdlog::info("{}: verified import {}", label, verify_text);
   }
   model->set_property("fallback_ops", absl::StrJoin(torch::FallbackOps(model->graph()), ","));
-  model->set_property("accumulation", config.accumulate_float64
-                                          ? "float64 (float32 convolutions accumulate in double)"
-                                          : "float32");
+  model->set_property("accumulation",
+                      config.accumulate_float64
+                          ? "float64 (float32 convolutions, matmuls and linear layers accumulate "
+                            "in double)"
+                          : "float32");
   model->set_property("verify", verify_text);
   for (const fallback::OutputCheck& o : report.outputs) {
     model->set_property(absl::StrCat("verify.max_abs_diff.", o.name),

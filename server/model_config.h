@@ -49,10 +49,10 @@ struct ModelConfig {
   bool strict = false;
   // Import and validate only: nothing is stored, served or replaced.
   bool dry_run = false;
-  // "accumulation": "float64" makes float32 convolutions accumulate in
-  // double (passes::AccumulateInFloat64): results closer to the exact ones
-  // (and to libtorch's, by about half the float32 rounding) for about twice
-  // the convolution time. Default "float32".
+  // "accumulation": "float64" makes float32 GEMM ops (convolutions, matmul,
+  // linear, einsum) accumulate in double (passes::AccumulateInFloat64):
+  // results closer to the exact ones, for about twice their time. Default
+  // "float32".
   bool accumulate_float64 = false;
   VerifyConfig verify;
   VersionPolicy version_policy;

@@ -84,10 +84,6 @@ struct ConvPlan {
   int64_t wide_weights_offset = 0, wide_bias_offset = 0;
 };
 
-// The accumulate attribute's values (see the file comment).
-constexpr char kAccumulateAttr[] = "accumulate";
-constexpr char kAccumulateFloat64[] = "float64";
-
 // Output columns [lo, hi) whose input column ow * stride + offset lies in [0, size).
 void ValidRange(int64_t size, int64_t out_size, int64_t stride, int64_t offset, int64_t* lo,
                 int64_t* hi) {
@@ -241,8 +237,8 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   }
   const std::string accumulate = node.attrs.GetString(kAccumulateAttr, "");
   if (!accumulate.empty() && accumulate != kAccumulateFloat64) {
-    return InvalidArg(node, "unknown accumulate '", accumulate, "'; expected '",
-                      kAccumulateFloat64, "'");
+    return InvalidArg(node, "unknown accumulate '", accumulate, "'; expected '", kAccumulateFloat64,
+                      "'");
   }
   if (accumulate == kAccumulateFloat64 && t == DType::kF32 && p->algo != ConvAlgo::kDepthwise) {
     PrepareWide(ctx, *p);
@@ -464,7 +460,8 @@ absl::Status EvalConvWide(EvalContext& ctx, const ConvPlan& p) {
   }
   auto convert = [&](const auto* from, int64_t count, auto* to) {
     ParallelFor(count, ctx.num_threads, count, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) to[i] = static_cast<std::decay_t<decltype(*to)>>(from[i]);
+      for (int64_t i = begin; i < end; ++i)
+        to[i] = static_cast<std::decay_t<decltype(*to)>>(from[i]);
     });
   };
   for (int64_t n = 0; n < p.n; ++n) {

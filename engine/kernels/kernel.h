@@ -97,9 +97,19 @@ const KernelDef* FindKernel(ir::OpKind op, DType dtype);
 // Finds and prepares the kernel for `ctx.node` and its operand types (fills
 // ctx.outputs, workspace_bytes, state). An FP16/BF16 operand the op's own
 // kernel does not take runs through its FP32 kernel, widened and rounded back
-// as PyTorch computes the storage types on CPU (widen.cc). NotFound when the op
-// has no kernel for the operand dtype; otherwise Prepare's own error.
+// as PyTorch computes the storage types on CPU (widen.cc); an FP32 node marked
+// to accumulate in float64 runs its FP64 kernel the same way. NotFound when
+// the op has no kernel for the operand dtype; otherwise Prepare's own error.
 absl::StatusOr<const KernelDef*> PrepareKernel(PrepareContext& ctx);
+
+// The node attribute asking a float32 GEMM op (Conv, ConvTranspose, MatMul,
+// Linear, Einsum) to accumulate in double, and its one value: set by
+// passes::AccumulateInFloat64, read by conv.cc and widen.cc.
+inline constexpr char kAccumulateAttr[] = "accumulate";
+inline constexpr char kAccumulateFloat64[] = "float64";
+
+// Whether AccumulateInFloat64 marks the op (the ops above).
+bool AccumulatesInFloat64(ir::OpKind op);
 
 // Adds a kernel from outside the families: the libtorch fallback
 // (engine/fallback) installs its kernel this way, so builds without libtorch

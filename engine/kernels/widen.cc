@@ -1,5 +1,5 @@
-// Kernel selection (PrepareKernel): FP16/BF16 through the FP32 kernels, and
-// PyTorch's integer rules for the unary float ops.
+// Kernel selection (PrepareKernel): FP16/BF16 through the FP32 kernels,
+// PyTorch's integer rules for the unary float ops, and float64 accumulation.
 //
 // FP16 and BF16 are storage types: PyTorch's CPU kernels widen them to float,
 // compute, and round the result back to nearest even, once per op. Kiln does
@@ -16,6 +16,13 @@
 // sigmoid, erf, reciprocal, ...) compute in FP32 and return FP32, as
 // PyTorch's "promote integer inputs to float" does; floor, ceil, round and
 // trunc of an integer, and sign of a bool, are the tensor itself (an alias, no copy).
+//
+// Float64 accumulation (a node's attribute accumulate = "float64", from a
+// model's load config, see passes::AccumulateInFloat64): an FP32 MatMul,
+// Linear, Einsum or ConvTranspose runs its FP64 kernel inside the same
+// wrapper, FP32 operands widened to double and FP64 results rounded to float
+// once. Conv handles the attribute itself (conv.cc: per slice, and before its
+// float epilogue).
 #include <cstddef>
 #include <limits>
 #include <memory>
@@ -42,11 +49,26 @@ bool IsHalf(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 bool IsIntegerOrBool(DType d) { return d == DType::kBool || IsIntegral(d); }
 
 // How PrepareWidened treats operands: FP16/BF16 in and out (storage types),
-// or integers and bools in, FP32 out (PyTorch's unary float ops).
-enum class Widen { kStorage, kIntegerToFloat };
+// integers and bools in, FP32 out (PyTorch's unary float ops), or FP32 in and
+// out through the FP64 kernel (float64 accumulation).
+enum class Widen { kStorage, kIntegerToFloat, kFloat32ToFloat64 };
 
 bool Converts(Widen mode, DType d) {
-  return mode == Widen::kStorage ? IsHalf(d) : IsIntegerOrBool(d);
+  switch (mode) {
+    case Widen::kStorage: return IsHalf(d);
+    case Widen::kIntegerToFloat: return IsIntegerOrBool(d);
+    case Widen::kFloat32ToFloat64: return d == DType::kF32;
+  }
+  return false;
+}
+
+// The dtype the wrapped kernel computes in.
+DType WideType(Widen mode) { return mode == Widen::kFloat32ToFloat64 ? DType::kF64 : DType::kF32; }
+
+// The ops whose FP64 kernel serves float64 accumulation through the wrapper
+// (Conv does it itself).
+bool AccumulatesThroughFloat64Kernel(ir::OpKind op) {
+  return AccumulatesInFloat64(op) && op != ir::OpKind::kConv;
 }
 
 // The unary ops PyTorch computes in the default float dtype for integer and
@@ -88,52 +110,57 @@ bool IsIdentityFor(ir::OpKind op, DType dtype) {
 }
 
 struct WidenState {
-  EvalFn inner_eval = nullptr;      // the FP32 kernel's Eval
-  std::shared_ptr<void> inner;      // and its state
-  std::vector<Tensor> constants;    // per input: an FP16/BF16 constant widened to FP32
-  std::vector<size_t> in_offset;    // per input: workspace bytes of its FP32 copy, or kNone
-  std::vector<size_t> out_offset;   // per output: workspace bytes of the FP32 result, or kNone
-  size_t inner_workspace = 0;       // where the FP32 kernel's own workspace starts
+  DType wide = DType::kF32;        // what the inner kernel computes in
+  EvalFn inner_eval = nullptr;     // the inner (FP32 or FP64) kernel's Eval
+  std::shared_ptr<void> inner;     // and its state
+  std::vector<Tensor> constants;   // per input: a constant widened
+  std::vector<size_t> in_offset;   // per input: workspace bytes of its wide copy, or kNone
+  std::vector<size_t> out_offset;  // per output: workspace bytes of the wide result, or kNone
+  size_t inner_workspace = 0;      // where the inner kernel's own workspace starts
 };
 
-absl::Status PrepareWidened(const KernelDef& fp32, Widen mode, PrepareContext& ctx) {
+// `wide_kernel` is the op's kernel for WideType(mode).
+absl::Status PrepareWidened(const KernelDef& wide_kernel, Widen mode, PrepareContext& ctx) {
   auto st = std::make_shared<WidenState>();
-  st->inner_eval = fp32.eval;
+  const DType wide = WideType(mode);
+  st->wide = wide;
+  st->inner_eval = wide_kernel.eval;
   PrepareContext inner{ctx.node, ctx.inputs, {}, 0, nullptr, ctx.num_threads};
   inner.outputs.resize(ctx.outputs.size());
   const size_t n = ctx.inputs.size();
   st->constants.resize(n);  // sized once: inner.inputs point into it
   st->in_offset.assign(n, kNone);
-  DType half = DType::kUnknown;
+  // The dtype wide outputs are rounded to: the FP16/BF16 operands' storage
+  // type, FP32 for float64 accumulation; unknown: wide outputs stay wide.
+  DType narrow = mode == Widen::kFloat32ToFloat64 ? DType::kF32 : DType::kUnknown;
   size_t ws = 0;
   for (size_t i = 0; i < n; ++i) {
     TensorInfo& in = inner.inputs[i];
     if (!in.present || !Converts(mode, in.dtype)) continue;
-    if (half == DType::kUnknown && mode == Widen::kStorage) half = in.dtype;
+    if (narrow == DType::kUnknown && mode == Widen::kStorage) narrow = in.dtype;
     if (in.constant != nullptr) {
-      Tensor c = Tensor::Zeros(DType::kF32, in.dims);
-      ConvertElements(in.constant->raw_data(), in.dtype, c.raw_data(), DType::kF32,
-                      c.num_elements());
+      Tensor c = Tensor::Zeros(wide, in.dims);
+      ConvertElements(in.constant->raw_data(), in.dtype, c.raw_data(), wide, c.num_elements());
       st->constants[i] = std::move(c);
       in.constant = &st->constants[i];
     } else {
       st->in_offset[i] = ws;
-      ws += Align64(NumElements(in.dims) * sizeof(float));
+      ws += Align64(NumElements(in.dims) * DTypeSize(wide));
     }
-    in.dtype = DType::kF32;
+    in.dtype = wide;
   }
-  RETURN_IF_ERROR(fp32.prepare(inner));
+  RETURN_IF_ERROR(wide_kernel.prepare(inner));
   if (inner.dynamic_outputs) {
     return Unimplemented(ctx.node, "widened operands with run-time output shapes");
   }
   ctx.outputs = inner.outputs;
   st->out_offset.assign(ctx.outputs.size(), kNone);
   for (size_t o = 0; o < ctx.outputs.size(); ++o) {
-    if (ctx.outputs[o].dtype != DType::kF32 || half == DType::kUnknown) continue;
-    ctx.outputs[o].dtype = half;
+    if (ctx.outputs[o].dtype != wide || narrow == DType::kUnknown) continue;
+    ctx.outputs[o].dtype = narrow;
     ctx.outputs[o].constant = nullptr;
     st->out_offset[o] = ws;
-    ws += Align64(NumElements(ctx.outputs[o].dims) * sizeof(float));
+    ws += Align64(NumElements(ctx.outputs[o].dims) * DTypeSize(wide));
   }
   st->inner_workspace = ws;
   ctx.workspace_bytes = ws + inner.workspace_bytes;
@@ -142,7 +169,7 @@ absl::Status PrepareWidened(const KernelDef& fp32, Widen mode, PrepareContext& c
   return absl::OkStatus();
 }
 
-// Per run: the FP32 copies live in this run's workspace (plans run
+// Per run: the wide copies live in this run's workspace (plans run
 // concurrently, so nothing per run is kept in the shared state). The operand
 // pointer vectors are the executor's own, moved into the inner context rather
 // than copied; only the wrapping tensors' dims are allocated.
@@ -151,23 +178,23 @@ absl::Status EvalWidened(EvalContext& ctx) {
   char* ws = static_cast<char*>(ctx.workspace);
   const size_t n = ctx.inputs.size();
   absl::InlinedVector<Tensor, 4> wrapped(n + ctx.outputs.size());
-  absl::InlinedVector<Tensor*, 4> rounded(ctx.outputs.size(), nullptr);  // FP16/BF16 outputs
+  absl::InlinedVector<Tensor*, 4> rounded(ctx.outputs.size(), nullptr);  // narrowed outputs
   for (size_t i = 0; i < n; ++i) {
     const Tensor* in = ctx.inputs[i];
     if (in == nullptr) continue;
     if (st.constants[i].defined() && st.constants[i].dtype() != DType::kUnknown) {
       ctx.inputs[i] = &st.constants[i];
     } else if (st.in_offset[i] != kNone) {
-      ConvertElements(in->raw_data(), in->dtype(), ws + st.in_offset[i], DType::kF32,
+      ConvertElements(in->raw_data(), in->dtype(), ws + st.in_offset[i], st.wide,
                       in->num_elements());
-      wrapped[i] = Tensor::Wrap(DType::kF32, in->dims(), ws + st.in_offset[i]);
+      wrapped[i] = Tensor::Wrap(st.wide, in->dims(), ws + st.in_offset[i]);
       ctx.inputs[i] = &wrapped[i];
     }
   }
   for (size_t o = 0; o < ctx.outputs.size(); ++o) {
     if (st.out_offset[o] == kNone) continue;
     rounded[o] = ctx.outputs[o];
-    wrapped[n + o] = Tensor::Wrap(DType::kF32, rounded[o]->dims(), ws + st.out_offset[o]);
+    wrapped[n + o] = Tensor::Wrap(st.wide, rounded[o]->dims(), ws + st.out_offset[o]);
     ctx.outputs[o] = &wrapped[n + o];
   }
   EvalContext inner{ctx.node, std::move(ctx.inputs), std::move(ctx.outputs),
@@ -176,7 +203,7 @@ absl::Status EvalWidened(EvalContext& ctx) {
   for (size_t o = 0; o < rounded.size(); ++o) {
     if (rounded[o] == nullptr) continue;
     Tensor& out = *rounded[o];
-    ConvertElements(ws + st.out_offset[o], DType::kF32, out.raw_data(), out.dtype(),
+    ConvertElements(ws + st.out_offset[o], st.wide, out.raw_data(), out.dtype(),
                     out.num_elements());
   }
   // The vectors go back to the caller with its outputs (the widened inputs
@@ -224,9 +251,33 @@ const KernelDef kInputAsOutput{ir::OpKind::kIdentity, DType::kUnknown, PrepareSa
 
 }  // namespace
 
+bool AccumulatesInFloat64(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::kConv:
+    case ir::OpKind::kConvTranspose:
+    case ir::OpKind::kMatMul:
+    case ir::OpKind::kLinear:
+    case ir::OpKind::kEinsum: return true;
+    default: return false;
+  }
+}
+
 absl::StatusOr<const KernelDef*> PrepareKernel(PrepareContext& ctx) {
   const ir::OpKind op = ctx.node.kind;
   const DType dtype = ctx.inputs.empty() ? DType::kUnknown : ctx.inputs[0].dtype;
+  if (dtype == DType::kF32 && AccumulatesThroughFloat64Kernel(op) &&
+      ctx.node.attrs.GetString(kAccumulateAttr, "") == kAccumulateFloat64) {
+    const KernelDef* fp64 = FindKernel(op, DType::kF64);
+    if (fp64 == nullptr) {
+      return absl::InternalError(
+          absl::StrCat(NodeContext(ctx.node), "float64 accumulation without an FP64 kernel"));
+    }
+    PrepareContext widened{ctx.node, ctx.inputs, {}, 0, nullptr, ctx.num_threads};
+    widened.outputs.resize(ctx.outputs.size());
+    RETURN_IF_ERROR(PrepareWidened(*fp64, Widen::kFloat32ToFloat64, widened));
+    Adopt(ctx, widened);
+    return &kWidenedKernel;
+  }
   const KernelDef* kernel = FindKernel(op, dtype);
   absl::Status refused;
   if (kernel != nullptr) {

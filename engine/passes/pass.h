@@ -37,10 +37,11 @@ absl::Status RunPipeline(ir::Graph& graph, const PipelineOptions& options = {});
 // Names of the pipeline's passes, in order (part of the compiled-graph cache key).
 std::vector<std::string> PipelinePassNames();
 
-// Marks every convolution to accumulate in float64 (the attribute accumulate
-// = "float64", which engine/kernels/conv.cc reads): a model's load-config
-// choice of accuracy over speed, applied to its imported graph, not a step
-// of the pipeline. Returns how many nodes it marked.
+// Marks every GEMM op (kernels::AccumulatesInFloat64: convolutions, matmul,
+// linear, einsum) to accumulate in float64 (the attribute accumulate =
+// "float64", read by the kernels): a model's load-config choice of accuracy
+// over speed, applied to its imported graph, not a step of the pipeline.
+// Returns how many nodes it marked.
 int AccumulateInFloat64(ir::Graph& graph);
 
 }  // namespace kiln::passes

@@ -244,7 +244,8 @@ class ImportChecksTest(unittest.TestCase):
         self.upload("cancelling", "wide", config=wide)
         self.upload("cancelling", "narrow")  # the same file, default accumulation
         self.assertEqual(self.metadata("wide")["accumulation"],
-                         "float64 (float32 convolutions accumulate in double)")
+                         "float64 (float32 convolutions, matmuls and linear layers accumulate "
+                         "in double)")
         self.assertEqual(self.metadata("narrow")["accumulation"], "float32")
         graph = self.kiln("inspect", "wide", "--remote").stdout
         self.assertRegex(graph, r"Conv\b.*accumulate=\"?float64")

@@ -11,7 +11,7 @@
 //
 // Also: --inspect FILE (native or which ops fell back, and node counts) and
 // --time FILE INPUT ITERS THREADS [float64] (Kiln's and libtorch's median
-// latency; float64: Kiln's convolutions accumulate in double, as the load
+// latency; float64: Kiln's GEMM ops accumulate in double, as the load
 // config's "accumulation": "float64" asks), used by run_zoo.py and by hand.
 //
 // --expect FILE lists cases that are known not to pass natively yet, one

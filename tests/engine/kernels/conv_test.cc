@@ -148,36 +148,6 @@ TEST(ConvKernelTest, WorkspaceIsIm2colBufferOrZeroRow) {
 
 // ---- float64 accumulation (the accumulate = "float64" attribute)
 
-Tensor ToF64(const Tensor& t) {
-  Tensor d = Tensor::Zeros(DType::kF64, t.dims());
-  for (int64_t i = 0; i < t.num_elements(); ++i) d.data<double>()[i] = t.data<float>()[i];
-  return d;
-}
-
-// An FP32 convolution accumulating in float64 gives exactly the FP64
-// convolution of the same values, rounded to float once: the same im2col and
-// the same (double) GEMM. `constants` are the inputs given as constants.
-void ExpectFloat64Accumulation(std::vector<Tensor> inputs, ir::Attributes attrs,
-                               std::vector<int> constants) {
-  ir::Attributes wide = attrs;
-  wide.SetString("accumulate", "float64");
-  SingleOpGraph g(ir::OpKind::kConv, inputs, wide, constants);
-  auto out = g.Run(2);
-  ASSERT_TRUE(out.ok()) << out.status();
-  std::vector<Tensor> doubles;
-  for (const Tensor& t : inputs) doubles.push_back(t.defined() ? ToF64(t) : t);
-  SingleOpGraph exact(ir::OpKind::kConv, doubles, attrs, constants);
-  auto want = exact.Run(2);
-  ASSERT_TRUE(want.ok()) << want.status();
-  ASSERT_EQ((*out)[0].dims(), (*want)[0].dims());
-  ASSERT_EQ((*out)[0].dtype(), DType::kF32);
-  const float* got = (*out)[0].data<float>();
-  const double* ref = (*want)[0].data<double>();
-  for (int64_t i = 0; i < (*out)[0].num_elements(); ++i) {
-    ASSERT_EQ(got[i], static_cast<float>(ref[i])) << "element " << i;
-  }
-}
-
 TEST(ConvKernelTest, Float64AccumulationLosesNothingToFloat32Sums) {
   // 1e8 + 1 is 1e8 in float32: a float32 sum of these channels loses the ones.
   const Tensor x = F32({1, 3, 1, 2}, {1e8f, 3e7f, 1, 1, -1e8f, -3e7f});
@@ -195,17 +165,29 @@ TEST(ConvKernelTest, Float64AccumulationIsTheFloat64ConvolutionRounded) {
   const Tensor w3 = testing::RandomF32({8, 8, 3, 3}, rng);
   const Tensor w1 = testing::RandomF32({6, 16, 1, 1}, rng);
   const Tensor bias = testing::RandomF32({8}, rng);
+  // An FP32 convolution accumulating in float64 is the FP64 convolution of the
+  // same values, rounded once: the same im2col and the same (double) GEMM.
   // im2col, grouped and strided, with a bias: weights and bias constant
   // (prepacked in double) and graph inputs (converted at each run).
   const ir::Attributes im2col =
       Attrs().Int("groups", 2).Ints("stride", {2, 2}).Ints("padding", {1, 1});
-  ExpectFloat64Accumulation({x, w3, bias}, im2col, {1, 2});
-  ExpectFloat64Accumulation({x, w3, bias}, im2col, {});
+  EXPECT_EQ(testing::CheckFloat64Accumulation(ir::OpKind::kConv, {x, w3, bias}, im2col, {1, 2}),
+            absl::OkStatus());
+  EXPECT_EQ(testing::CheckFloat64Accumulation(ir::OpKind::kConv, {x, w3, bias}, im2col, {}),
+            absl::OkStatus());
   // Pointwise, no bias.
-  ExpectFloat64Accumulation({x, w1, Absent()}, Attrs(), {1});
+  EXPECT_EQ(testing::CheckFloat64Accumulation(ir::OpKind::kConv, {x, w1, Absent()}, Attrs(), {1}),
+            absl::OkStatus());
   // A fused epilogue runs in float on the rounded result, as unfused.
   ir::Attributes fused = Attrs().Float("post_min", 0).Float("post_max", 6);
-  ExpectFloat64Accumulation({x, w1, Absent()}, fused, {1});
+  EXPECT_EQ(testing::CheckFloat64Accumulation(ir::OpKind::kConv, {x, w1, Absent()}, fused, {1}),
+            absl::OkStatus());
+  // ConvTranspose runs its FP64 kernel (widen.cc).
+  const Tensor wt = testing::RandomF32({16, 4, 3, 3}, rng);
+  EXPECT_EQ(testing::CheckFloat64Accumulation(
+                ir::OpKind::kConvTranspose, {x, wt, Absent()},
+                Attrs().Int("groups", 2).Ints("stride", {2, 2}).Ints("padding", {1, 1}), {1}),
+            absl::OkStatus());
 }
 
 TEST(ConvKernelTest, Float64AccumulationRejectsAnUnknownSetting) {

@@ -149,5 +149,25 @@ TEST(LinearKernelTest, RejectsWrongBias) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("expected bias [2], got [3]"));
 }
 
+// Float64 accumulation (accumulate = "float64"): the FP32 op runs its FP64
+// kernel on widened operands, rounded once (widen.cc). Values up to 1e3 over
+// 64-term sums, where float32 sums differ from the rounded double result.
+TEST(MatMulKernelTest, Float64AccumulationIsTheFloat64ProductRounded) {
+  std::mt19937 rng(3);
+  const Tensor a = testing::RandomF32({2, 5, 64}, rng, -1e3f, 1e3f);
+  const Tensor b = testing::RandomF32({64, 7}, rng);
+  const Tensor w = testing::RandomF32({7, 64}, rng);
+  const Tensor bias = testing::RandomF32({7}, rng);
+  EXPECT_EQ(testing::CheckFloat64Accumulation(ir::OpKind::kMatMul, {a, b}, {}, {1}),
+            absl::OkStatus());
+  EXPECT_EQ(testing::CheckFloat64Accumulation(ir::OpKind::kMatMul, {a, b}, {}, {}),
+            absl::OkStatus());
+  EXPECT_EQ(testing::CheckFloat64Accumulation(ir::OpKind::kLinear, {a, w, bias}, {}, {1, 2}),
+            absl::OkStatus());
+  EXPECT_EQ(testing::CheckFloat64Accumulation(ir::OpKind::kEinsum, {a, b},
+                                              testing::Attrs().Str("equation", "bik,kj->bij"), {}),
+            absl::OkStatus());
+}
+
 }  // namespace
 }  // namespace kiln::kernels

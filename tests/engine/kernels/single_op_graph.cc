@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/reference/reference.h"
 
@@ -73,8 +74,8 @@ absl::StatusOr<const KernelDef*> SingleOpGraph::PrepareInto(PrepareContext& ctx)
   ctx.outputs.resize(node().outputs.size());
   absl::StatusOr<const KernelDef*> kernel = PrepareKernel(ctx);
   if (absl::IsNotFound(kernel.status())) {
-    return absl::UnimplementedError(absl::StrCat("no kernel for ", ir::OpName(node().kind), ": ",
-                                                 kernel.status().message()));
+    return absl::UnimplementedError(
+        absl::StrCat("no kernel for ", ir::OpName(node().kind), ": ", kernel.status().message()));
   }
   return kernel;
 }
@@ -135,6 +136,46 @@ absl::StatusOr<std::vector<Tensor>> SingleOpGraph::RunReference() const {
   std::vector<const Tensor*> ins;
   for (const Tensor& t : inputs_) ins.push_back(t.defined() ? &t : nullptr);
   return reference::RunReference(node(), ins);
+}
+
+absl::Status CheckFloat64Accumulation(ir::OpKind op, const std::vector<Tensor>& inputs,
+                                      const ir::Attributes& attrs,
+                                      const std::vector<int>& constant_inputs) {
+  ir::Attributes wide = attrs;
+  wide.SetString(kAccumulateAttr, kAccumulateFloat64);
+  ASSIGN_OR_RETURN(std::vector<Tensor> got,
+                   SingleOpGraph(op, inputs, wide, constant_inputs).Run(2));
+  std::vector<Tensor> doubles;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) {
+      doubles.push_back(t);
+      continue;
+    }
+    Tensor d = Tensor::Zeros(DType::kF64, t.dims());
+    for (int64_t i = 0; i < t.num_elements(); ++i) d.data<double>()[i] = t.data<float>()[i];
+    doubles.push_back(std::move(d));
+  }
+  ASSIGN_OR_RETURN(std::vector<Tensor> want,
+                   SingleOpGraph(op, doubles, attrs, constant_inputs).Run(2));
+  if (got.size() != want.size()) return absl::InternalError("output counts differ");
+  for (size_t o = 0; o < got.size(); ++o) {
+    if (got[o].dtype() != DType::kF32 || got[o].dims() != want[o].dims()) {
+      return absl::InternalError(absl::StrCat("output ", o, " is ", DTypeName(got[o].dtype()),
+                                              DimsToString(got[o].dims()), ", expected FP32",
+                                              DimsToString(want[o].dims())));
+    }
+    for (int64_t i = 0; i < got[o].num_elements(); ++i) {
+      const float rounded = static_cast<float>(want[o].data<double>()[i]);
+      if (got[o].data<float>()[i] != rounded) {
+        return absl::InternalError(absl::StrCat("output ", o, " element ", i, ": ",
+                                                got[o].data<float>()[i],
+                                                ", the float64 result "
+                                                "rounded is ",
+                                                rounded));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kiln::kernels::testing

@@ -62,6 +62,16 @@ class SingleOpGraph {
   std::vector<int> constant_inputs_;
 };
 
+// Float64 accumulation (the accumulate = "float64" attribute): runs `op` on
+// FP32 `inputs` with the attribute, and its FP64 kernel on the same values in
+// double without it, on 2 threads, with the inputs listed in
+// `constant_inputs` as constants. OK when every output element is the FP64
+// result rounded to float, bit for bit; else an error naming the first element
+// that is not.
+absl::Status CheckFloat64Accumulation(ir::OpKind op, const std::vector<Tensor>& inputs,
+                                      const ir::Attributes& attrs,
+                                      const std::vector<int>& constant_inputs);
+
 // Attribute builder: Attrs().Ints("stride", {2, 2}).Int("groups", 1).
 class Attrs {
  public:
