@@ -373,8 +373,15 @@ void Arbitrate(std::string_view model_bytes, const Samples& samples,
       return;
     }
     const at::Tensor ref = exact[i].to(at::kDouble);
+    // NaN against NaN is no difference; NaN against a number is an infinite one.
     auto distance = [&](const at::Tensor& t) {
-      return (t.to(at::kDouble) - ref).abs().nan_to_num(0.0).max().item<double>();
+      const at::Tensor a = t.to(at::kDouble);
+      return (a - ref)
+          .abs()
+          .masked_fill(at::isnan(a).logical_and(at::isnan(ref)), 0.0)
+          .nan_to_num(std::numeric_limits<double>::infinity())
+          .max()
+          .item<double>();
     };
     const double scale = std::max(ref.abs().nan_to_num(0.0).max().item<double>(), 1e-30);
     const double kiln_distance = distance(kiln[i]);
