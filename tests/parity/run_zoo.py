@@ -20,7 +20,7 @@ natively.
                   (`kiln-parity --time`), and report the median ratio
   --markdown F    write the table as Markdown to F (docs/ops.md's zoo table)
   --config JSON   a load config for every upload, e.g. '{"accumulation": "float64"}'
-                  (the timing then marks Kiln's convolutions the same way)
+                  (the timing then marks Kiln's GEMM ops the same way)
 """
 import argparse
 import json
