@@ -57,6 +57,34 @@ std::string Describe(const at::Tensor& t) {
                       DimsToString(Dims(t.sizes().begin(), t.sizes().end())));
 }
 
+// max |a - b| in double over tensors of the same shape: NaN against NaN is no
+// difference, NaN against a number an infinite one.
+double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.to(at::kDouble);
+  const at::Tensor y = b.to(at::kDouble);
+  return (x - y)
+      .abs()
+      .masked_fill(at::isnan(x).logical_and(at::isnan(y)), 0.0)
+      .nan_to_num(std::numeric_limits<double>::infinity())
+      .max()
+      .item<double>();
+}
+
+// max |t| in double, NaNs left out.
+double MaxAbs(const at::Tensor& t) {
+  const at::Tensor x = t.to(at::kDouble);
+  return x.abs().masked_fill(at::isnan(x), 0.0).max().item<double>();
+}
+
+// A libtorch exception's message: its first line, without the backtrace.
+std::string FirstLine(const std::exception& e) {
+  std::string what = e.what();
+  if (const c10::Error* ce = dynamic_cast<const c10::Error*>(&e)) {
+    what = ce->what_without_backtrace();
+  }
+  return what.substr(0, what.find('\n'));
+}
+
 // Compares Kiln's value with libtorch's.
 OutputCheck Compare(const std::string& name, const at::Tensor& kiln, const at::Tensor& ref,
                     double tolerance) {
@@ -68,13 +96,8 @@ OutputCheck Compare(const std::string& name, const at::Tensor& kiln, const at::T
     return check;
   }
   if (kiln.numel() == 0) return check;
-  const at::Tensor a = kiln.to(at::kDouble);
-  const at::Tensor b = ref.to(at::kDouble);
-  const at::Tensor both_nan = at::isnan(a).logical_and(at::isnan(b));
-  at::Tensor diff = (a - b).abs().masked_fill(both_nan, 0.0);
-  diff = diff.nan_to_num(std::numeric_limits<double>::infinity());
-  check.max_abs_diff = diff.max().item<double>();
-  check.max_abs_ref = b.abs().masked_fill(at::isnan(b), 0.0).max().item<double>();
+  check.max_abs_diff = MaxAbsDiff(kiln, ref);
+  check.max_abs_ref = MaxAbs(ref);
   const bool exact = !ref.is_floating_point();
   if (absl::StatusOr<DType> dtype = importer::DTypeFromTorch(ref.scalar_type()); dtype.ok()) {
     tolerance = std::max(tolerance, StorageRoundingTolerance(*dtype));
@@ -352,11 +375,7 @@ void Arbitrate(std::string_view model_bytes, const Samples& samples,
       for (at::Tensor& t : Flatten(v)) exact.push_back(std::move(t));
     }
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (const c10::Error* ce = dynamic_cast<const c10::Error*>(&e)) {
-      what = ce->what_without_backtrace();
-    }
-    report.float64_problem = what.substr(0, what.find('\n')).substr(0, 200);
+    report.float64_problem = FirstLine(e).substr(0, 200);
     return;
   }
   if (exact.size() != report.outputs.size()) {
@@ -372,20 +391,9 @@ void Arbitrate(std::string_view model_bytes, const Samples& samples,
       report.float64_problem = "the float64 run gives other outputs";
       return;
     }
-    const at::Tensor ref = exact[i].to(at::kDouble);
-    // NaN against NaN is no difference; NaN against a number is an infinite one.
-    auto distance = [&](const at::Tensor& t) {
-      const at::Tensor a = t.to(at::kDouble);
-      return (a - ref)
-          .abs()
-          .masked_fill(at::isnan(a).logical_and(at::isnan(ref)), 0.0)
-          .nan_to_num(std::numeric_limits<double>::infinity())
-          .max()
-          .item<double>();
-    };
-    const double scale = std::max(ref.abs().nan_to_num(0.0).max().item<double>(), 1e-30);
-    const double kiln_distance = distance(kiln[i]);
-    const double torch_distance = distance(torch[i]);
+    const double scale = std::max(MaxAbs(exact[i]), 1e-30);
+    const double kiln_distance = MaxAbsDiff(kiln[i], exact[i]);
+    const double torch_distance = MaxAbsDiff(torch[i], exact[i]);
     check.kiln_vs_float64 = kiln_distance / scale;
     check.libtorch_vs_float64 = torch_distance / scale;
     check.passed = kiln_distance <= std::max(options.tolerance * scale + 1e-6,
@@ -416,12 +424,8 @@ absl::StatusOr<VerifyReport> VerifyOnceImpl(std::string_view model_bytes,
   } catch (const std::exception& e) {
     // The model itself rejects the sample (a fixed image size, a value range).
     report.skipped = true;
-    std::string what = e.what();
-    if (const c10::Error* ce = dynamic_cast<const c10::Error*>(&e)) {
-      what = ce->what_without_backtrace();
-    }
     report.skip_reason = absl::StrCat("libtorch rejected the sample inputs (", samples.text,
-                                      "): ", what.substr(0, what.find('\n')),
+                                      "): ", FirstLine(e),
                                       "; give their shapes in the load config's verify.inputs");
     return report;
   }
