@@ -25,18 +25,12 @@ namespace kiln::kernels {
 namespace {
 
 using ir::OpKind;
+using testing::ConvertedTensor;
 using testing::SingleOpGraph;
 
 constexpr DType kAllDTypes[] = {DType::kF32,  DType::kF64,  DType::kF16,   DType::kBF16,
                                 DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64,
                                 DType::kUInt8, DType::kBool};
-
-Tensor ConvertedTensor(const Tensor& t, DType to) {
-  if (!t.defined() || t.dtype() != DType::kF32) return t;
-  Tensor out = Tensor::Zeros(to, t.dims());
-  ConvertElements(t.raw_data(), t.dtype(), out.raw_data(), to, t.num_elements());
-  return out;
-}
 
 struct Family {
   const char* name;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/convert.h"
 #include "engine/kernels/reference/reference.h"
 
 namespace kiln::kernels::testing {
@@ -25,6 +26,13 @@ Tensor RandomF32(Dims dims, std::mt19937& rng, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);
   for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
   return t;
+}
+
+Tensor ConvertedTensor(const Tensor& t, DType to) {
+  if (!t.defined() || t.dtype() != DType::kF32) return t;
+  Tensor out = Tensor::Zeros(to, t.dims());
+  ConvertElements(t.raw_data(), t.dtype(), out.raw_data(), to, t.num_elements());
+  return out;
 }
 
 std::vector<float> Values(const Tensor& t) {
@@ -146,15 +154,7 @@ absl::Status CheckFloat64Accumulation(ir::OpKind op, const std::vector<Tensor>& 
   ASSIGN_OR_RETURN(std::vector<Tensor> got,
                    SingleOpGraph(op, inputs, wide, constant_inputs).Run(2));
   std::vector<Tensor> doubles;
-  for (const Tensor& t : inputs) {
-    if (!t.defined()) {
-      doubles.push_back(t);
-      continue;
-    }
-    Tensor d = Tensor::Zeros(DType::kF64, t.dims());
-    for (int64_t i = 0; i < t.num_elements(); ++i) d.data<double>()[i] = t.data<float>()[i];
-    doubles.push_back(std::move(d));
-  }
+  for (const Tensor& t : inputs) doubles.push_back(ConvertedTensor(t, DType::kF64));
   ASSIGN_OR_RETURN(std::vector<Tensor> want,
                    SingleOpGraph(op, doubles, attrs, constant_inputs).Run(2));
   if (got.size() != want.size()) return absl::InternalError("output counts differ");

@@ -22,6 +22,8 @@ Tensor F32(Dims dims, std::vector<float> values);
 Tensor RandomF32(Dims dims, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f);
 // The values of a float32 tensor.
 std::vector<float> Values(const Tensor& t);
+// A float32 tensor converted to `to` (absent and other tensors as they are).
+Tensor ConvertedTensor(const Tensor& t, DType to);
 // An absent optional input.
 inline Tensor Absent() { return Tensor(); }
 
