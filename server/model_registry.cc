@@ -224,17 +224,23 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
   PendingGraph pending;
   ASSIGN_OR_RETURN(ir::Graph graph, ObtainGraph(path, graph_id, label, &built.load, &pending));
   built.load.graph_ns = NsSince(graph_start);
-  if (config.accumulate_float64) passes::AccumulateInFloat64(graph);
   RETURN_IF_ERROR(CheckStrict(graph, config));
 
   runtime::ModelOptions options = config.model;
   RETURN_IF_ERROR(FillDeclaredNames(graph, options));
   options.compile = options_.compile;
   built.counters = std::make_shared<cache::PlanCounters>();
-  // The plan key names the graph exactly: its file, the names the config
-  // gives its inputs and outputs, and the ops it runs through the fallback
-  // (a graph rebuilt with ops forced onto it compiles other plans).
-  auto with_plan_cache = [&](const ir::Graph& g, runtime::ModelOptions o) {
+  built.weight_bytes = graph.ConstantBytes();
+  // Builds the model of the imported graph, or of one the verified import
+  // rebuilt with ops forced onto the fallback. The plan key names the graph
+  // exactly: its file, the names the config gives its inputs and outputs,
+  // and the ops it runs through the fallback (a rebuilt graph compiles other
+  // plans). Verification serves the last model built.
+  int models_built = 0;
+  auto build = [&](ir::Graph g) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
+    ++models_built;
+    if (config.accumulate_float64) passes::AccumulateInFloat64(g);
+    runtime::ModelOptions o = options;
     std::vector<std::string> inputs, outputs;
     for (size_t i = 0; i < g.inputs().size(); ++i) {
       inputs.push_back(i < o.inputs.size() ? o.inputs[i].name : g.value(g.inputs()[i]).name);
@@ -248,25 +254,14 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
         absl::StrJoin(torch::FallbackOps(g), ","));
     // A dry run leaves no trace: neither its graph nor its plans enter the cache.
     if (!config.dry_run) o.executables = options_.cache->Provider(model_key, label, built.counters);
-    return o;
+    return runtime::Model::Create(std::move(g), std::move(o));
   };
-  built.weight_bytes = graph.ConstantBytes();
-  runtime::ModelOptions imported_options = with_plan_cache(graph, options);
-  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> model,
-                   runtime::Model::Create(std::move(graph), std::move(imported_options)));
-  const runtime::Model* imported = model.get();
-  ASSIGN_OR_RETURN(model,
-                   CheckImport(label, path, config, std::move(model),
-                               [&](ir::Graph g) {
-                                 if (config.accumulate_float64) passes::AccumulateInFloat64(g);
-                                 runtime::ModelOptions o = with_plan_cache(g, options);
-                                 return runtime::Model::Create(std::move(g), std::move(o));
-                               },
-                               /*verify=*/built.load.graph_source != "disk-cache"));
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> model, build(std::move(graph)));
+  ASSIGN_OR_RETURN(model, CheckImport(label, path, config, std::move(model), build,
+                                      /*verify=*/built.load.graph_source != "disk-cache"));
   built.model = std::move(model);
   if (!config.dry_run) {
-    CommitGraph(graph_id, pending,
-                built.model.get() == imported ? nullptr : &built.model->graph());
+    CommitGraph(graph_id, pending, models_built > 1 ? &built.model->graph() : nullptr);
   }
   built.load.load_ns = NsSince(start);
   return built;
