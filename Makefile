@@ -46,11 +46,13 @@ serve: build example-model
 	$(BUILD)/bin/kilnd --host 127.0.0.1 --port $(PORT) --model-repository $(REPO) \
 	  --cache-dir var/cache --threads $(THREADS) --log-level info
 
-# Kiln's engine vs libtorch in one process, then ModelInfer through a real kilnd vs libtorch.
+# Kiln in process, Kiln through kilnd, libtorch (its best setting per model) and ONNX Runtime 1.21,
+# side by side in one run, interleaved call by call (tests/bench/peer_bench.py). Needs root: ONNX
+# Runtime runs in a Debian trixie chroot made on first use and cached, with the models, under
+# $(BUILD)/peers. A quick subset: make bench BENCH_ARGS='--models resnet18 --batch 1 --rounds 5'
 bench: build
-	$(BUILD)/bin/kiln-bench --fixtures $(BUILD)/fixtures --threads $(THREADS)
-	$(PYTHON) tests/bench/server_latency.py --bin $(BUILD)/bin --fixtures $(BUILD)/fixtures \
-	  --threads $(THREADS)
+	$(PYTHON) tests/bench/peer_bench.py --bin $(BUILD)/bin --work $(BUILD)/peers \
+	  --threads $(THREADS) $(BENCH_ARGS)
 
 # Builds the container image with Podman, runs it, uploads and infers through it.
 test-container: deps

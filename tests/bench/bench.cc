@@ -1,22 +1,37 @@
-// Side-by-side latency of Kiln's engine and libtorch on the same TorchScript
-// files, in one process, with the same thread count.
+// kiln-bench: the native side of `make bench` (tests/bench/peer_bench.py drives it).
 //
-// Both engines run the same input, interleaved (Kiln, pause, libtorch, pause)
-// after a warm-up, so machine noise hits both alike; the figure to read is the
-// ratio of medians, not the absolute times. Thread pools are set explicitly:
-// ATen's OpenMP pool and OpenBLAS's pthread pool both get --threads.
+//   kiln-bench --worker kiln  --model M.pt --threads N
+//   kiln-bench --worker torch --model M.pt --threads N [--blas-threads B]
+//   kiln-bench --sgemm-peak --threads N
+//
+// A worker loads one TorchScript file once, prints "ready", then answers commands on stdin, one
+// per line, so a coordinator can interleave several engines (each in its own process: its own
+// thread pools and its own peak RSS) call by call:
+//   input DTYPE D0,D1,... PATH   the input from now on: raw little-endian bytes (f32 or i64)
+//   run                          one call, timed; prints the elapsed milliseconds
+//   save PATH                    one call; writes the first output as raw float32, prints "ok"
+// Errors print "error: ..." and exit 1.
+//
+// The kiln worker runs the model on Kiln's engine only (kiln::runtime::Model, no libtorch
+// fallback): libtorch only reads the TorchScript file in the importer, as kilnd's import child
+// does, and the peak RSS is reset after that (/proc/self/clear_refs), so VmHWM is the serving
+// engine's. The torch worker runs the frozen module (torch::jit::freeze) with ATen's OpenMP pool at
+// --threads and OpenBLAS at --blas-threads; libgomp's wait policy comes from OMP_WAIT_POLICY.
+//
+// --sgemm-peak prints the machine's single-precision GEMM rate at --threads: a large square
+// cblas_sgemm through OpenBLAS and, when libdnnl.so.2 loads, oneDNN's dnnl_sgemm (best of a few).
 #include <ATen/Parallel.h>
+#include <cblas.h>
+#include <dlfcn.h>
 #include <torch/script.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "CLI/CLI.hpp"
-#include "engine/fallback/fallback.h"
 #include "engine/importer/torchscript_importer.h"
 #include "engine/runtime/model.h"
 
@@ -24,128 +39,218 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
-struct Case {
-  std::string name;
-  std::vector<int64_t> shape;
-};
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+[[noreturn]] void Fail(const std::string& message) {
+  std::printf("error: %s\n", message.c_str());
+  std::fflush(stdout);
+  std::exit(1);
 }
 
-double Now() {
+double NowMs() {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-int RunCase(const std::string& dir, const Case& c, int threads, int iters, double pause_ms) {
-  const std::string path = dir + "/" + c.name + ".pt";
+std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    std::fprintf(stderr, "%-14s missing %s\n", c.name.c_str(), path.c_str());
-    return 1;
-  }
+  if (!f) Fail("cannot read " + path);
   std::stringstream ss;
   ss << f.rdbuf();
-  const std::string bytes = ss.str();
+  return ss.str();
+}
 
-  auto graph = kiln::importer::ImportTorchScript(bytes);
-  if (!graph.ok()) {
-    std::fprintf(stderr, "%-14s import failed: %s\n", c.name.c_str(),
-                 std::string(graph.status().message()).c_str());
-    return 1;
+// The input of the current batch size: raw bytes, with dtype and shape.
+struct Input {
+  bool is_int64 = false;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+Input ParseInput(std::istringstream& args) {
+  Input in;
+  std::string dtype, dims, path;
+  args >> dtype >> dims >> path;
+  if (dtype != "f32" && dtype != "i64") Fail("input dtype must be f32 or i64, got " + dtype);
+  in.is_int64 = dtype == "i64";
+  std::stringstream ds(dims);
+  for (std::string d; std::getline(ds, d, ',');) in.shape.push_back(std::stoll(d));
+  in.bytes = ReadFile(path);
+  int64_t n = in.is_int64 ? 8 : 4;
+  for (int64_t d : in.shape) n *= d;
+  if (n != static_cast<int64_t>(in.bytes.size())) Fail("input size does not match its shape");
+  return in;
+}
+
+void WriteFloats(const std::string& path, const float* data, int64_t n) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(data), n * sizeof(float));
+  if (!f) Fail("cannot write " + path);
+}
+
+// One engine behind the worker protocol.
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual void SetInput(Input input) = 0;
+  virtual void Run() = 0;
+  virtual void Save(const std::string& path) = 0;
+};
+
+class KilnEngine : public Engine {
+ public:
+  KilnEngine(const std::string& path, int threads) {
+    auto graph = kiln::importer::ImportTorchScript(ReadFile(path));
+    if (!graph.ok()) Fail("import: " + std::string(graph.status().message()));
+    // From here on only Kiln's engine holds memory: count the peak from now.
+    std::ofstream("/proc/self/clear_refs") << "5";
+    kiln::runtime::ModelOptions opts;
+    opts.compile.num_threads = threads;
+    auto model = kiln::runtime::Model::Create(*std::move(graph), opts);
+    if (!model.ok()) Fail(std::string(model.status().message()));
+    model_ = *std::move(model);
   }
-  kiln::runtime::ModelOptions opts;
-  opts.compile.num_threads = threads;
-  auto model = kiln::runtime::Model::Create(*std::move(graph), opts);
-  if (!model.ok()) {
-    std::fprintf(stderr, "%-14s %s\n", c.name.c_str(), std::string(model.status().message()).c_str());
-    return 1;
+  void SetInput(Input input) override {
+    input_ = std::move(input);
+    tensor_ = kiln::Tensor::Wrap(input_.is_int64 ? kiln::DType::kInt64 : kiln::DType::kF32,
+                                 input_.shape, input_.bytes.data());
+  }
+  void Run() override { Infer(); }
+  void Save(const std::string& path) override {
+    kiln::Tensor out = Infer();
+    if (out.dtype() != kiln::DType::kF32) Fail("output is not float32");
+    WriteFloats(path, out.data<float>(), out.num_elements());
   }
 
-  torch::NoGradGuard no_grad;
-  torch::jit::Module module = torch::jit::load(path);
-  module.eval();
-  torch::jit::Module frozen = torch::jit::freeze(module);
-
-  torch::manual_seed(0);
-  at::Tensor input = torch::rand(c.shape);
-  kiln::Tensor kin = kiln::Tensor::Wrap(kiln::DType::kF32, c.shape, input.data_ptr<float>());
-  const std::string in_name = (*model)->inputs()[0].name;
-
-  auto run_kiln = [&] {
-    auto out = (*model)->Infer({{in_name, kin}}, {});
-    if (!out.ok()) {
-      std::fprintf(stderr, "kiln: %s\n", std::string(out.status().message()).c_str());
-      std::exit(1);
-    }
+ private:
+  kiln::Tensor Infer() {
+    auto out = model_->Infer({{model_->inputs()[0].name, tensor_}}, {});
+    if (!out.ok()) Fail(std::string(out.status().message()));
     return (*out)[0].tensor;
-  };
-  auto run_torch = [&] { return frozen.forward({input}).toTensor(); };
+  }
+  std::unique_ptr<kiln::runtime::Model> model_;
+  Input input_;
+  kiln::Tensor tensor_;
+};
 
-  // Warm-up, and a parity check so a fast wrong answer cannot pass unnoticed.
-  kiln::Tensor k = run_kiln();
-  at::Tensor t = run_torch().contiguous();
-  double max_diff = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    max_diff = std::max(max_diff, std::abs(double(k.data<float>()[i]) - t.data_ptr<float>()[i]));
+class TorchEngine : public Engine {
+ public:
+  explicit TorchEngine(const std::string& path) {
+    torch::jit::Module module = torch::jit::load(path);
+    module.eval();
+    module_ = torch::jit::freeze(module);
   }
-  for (int i = 0; i < 3; ++i) {
-    run_kiln();
-    run_torch();
+  void SetInput(Input input) override {
+    input_ = std::move(input);
+    tensor_ = torch::from_blob(input_.bytes.data(), input_.shape,
+                               input_.is_int64 ? torch::kInt64 : torch::kFloat32);
   }
-  std::vector<double> kt, tt;
-  for (int i = 0; i < iters; ++i) {
-    double t0 = Now();
-    run_kiln();
-    kt.push_back(Now() - t0);
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause_ms));
-    t0 = Now();
-    run_torch();
-    tt.push_back(Now() - t0);
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause_ms));
+  void Run() override { Infer(); }
+  void Save(const std::string& path) override {
+    at::Tensor out = Infer().contiguous();
+    WriteFloats(path, out.data_ptr<float>(), out.numel());
   }
-  const double km = Median(kt), tm = Median(tt);
-  std::printf("%-14s %10.3f %10.3f %8.2f %12.2e\n", c.name.c_str(), km, tm, km / tm, max_diff);
+
+ private:
+  at::Tensor Infer() {
+    torch::NoGradGuard no_grad;
+    return module_.forward({tensor_}).toTensor();
+  }
+  torch::jit::Module module_;
+  Input input_;
+  at::Tensor tensor_;
+};
+
+int ServeWorker(Engine& engine) {
+  std::printf("ready\n");
   std::fflush(stdout);
+  for (std::string line; std::getline(std::cin, line);) {
+    std::istringstream args(line);
+    std::string command;
+    args >> command;
+    if (command == "input") {
+      engine.SetInput(ParseInput(args));
+      std::printf("ok\n");
+    } else if (command == "run") {
+      const double t0 = NowMs();
+      engine.Run();
+      std::printf("%.4f\n", NowMs() - t0);
+    } else if (command == "save") {
+      std::string path;
+      args >> path;
+      engine.Save(path);
+      std::printf("ok\n");
+    } else {
+      Fail("unknown command: " + line);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// Best-of-`reps` GFLOP/s of a square n x n x n sgemm through `gemm`.
+template <typename Gemm>
+double SgemmRate(int n, int reps, Gemm gemm) {
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  gemm(n, a.data(), b.data(), c.data());  // warm-up: thread pools, page faults
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const double t0 = NowMs();
+    gemm(n, a.data(), b.data(), c.data());
+    best = std::min(best, NowMs() - t0);
+  }
+  return 2.0 * n * n * n / (best * 1e6);
+}
+
+int SgemmPeak(int threads) {
+  const int n = 2048, reps = 5;
+  openblas_set_num_threads(threads);
+  const double openblas = SgemmRate(n, reps, [](int n, const float* a, const float* b, float* c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+  });
+  std::printf("openblas %.1f\n", openblas);
+  using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                            const float*, int64_t, float, float*, int64_t);
+  void* dnnl = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+  auto dnnl_sgemm = dnnl ? reinterpret_cast<DnnlSgemm>(dlsym(dnnl, "dnnl_sgemm")) : nullptr;
+  if (dnnl_sgemm) {
+    const double onednn = SgemmRate(n, reps, [&](int n, const float* a, const float* b, float* c) {
+      if (dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n) != 0) Fail("dnnl_sgemm");
+    });
+    std::printf("onednn %.1f\n", onednn);
+  }
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Kiln vs libtorch latency, same process, same threads"};
-  std::string dir = "build/fixtures";
-  int threads = 1, iters = 30;
-  double pause_ms = 5;
-  std::vector<std::string> only;
-  app.add_option("--fixtures", dir, "directory with the fixture .pt files");
-  app.add_option("--threads", threads, "threads for both engines (ATen OpenMP and OpenBLAS)");
-  app.add_option("--iters", iters, "timed iterations per engine");
-  app.add_option("--pause-ms", pause_ms, "gap between timed calls");
-  app.add_option("--model", only, "only these models");
+  CLI::App app{"Kiln's benchmark worker (driven by tests/bench/peer_bench.py)"};
+  std::string worker, model;
+  int threads = 1, blas_threads = 0;
+  bool sgemm_peak = false;
+  app.add_option("--worker", worker, "serve one model with this engine")
+      ->check(CLI::IsMember({"kiln", "torch"}));
+  app.add_option("--model", model, "the TorchScript file");
+  app.add_option("--threads", threads, "threads of the engine");
+  app.add_option("--blas-threads", blas_threads, "OpenBLAS threads of the torch worker (default: --threads)");
+  app.add_flag("--sgemm-peak", sgemm_peak, "print the sgemm GFLOP/s at --threads and exit");
   CLI11_PARSE(app, argc, argv);
 
-  at::set_num_threads(threads);
+  // OpenBLAS's pthread pool explicitly, as kilnd does; Kiln sizes its OpenMP team per call from
+  // its compile options, libtorch's is set here for the torch worker and the sgemm peak.
   openblas_set_num_threads(threads);
-  kiln::fallback::InstallFallbackKernel(threads);
-
-  const std::vector<Case> cases = {
-      {"mlp", {1, 16}},
-      {"resnet18", {1, 3, 224, 224}},
-      {"mobilenet_v2", {1, 3, 224, 224}},
-      {"shufflenet_v2_x0_5", {1, 3, 224, 224}},  // shapes computed at run time, folded
-      {"shufflenet_v2_x1_0", {1, 3, 224, 224}},
-      {"control_flow", {4, 8}},  // scripted if/for/while; select and stack fall back
-  };
-  std::printf("threads=%d iters=%d (batch 1, median ms)\n", threads, iters);
-  std::printf("%-14s %10s %10s %8s %12s\n", "model", "kiln_ms", "torch_ms", "ratio", "max_abs_diff");
-  int rc = 0;
-  for (const Case& c : cases) {
-    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
-    rc |= RunCase(dir, c, threads, iters, pause_ms);
+  if (sgemm_peak) {
+    at::set_num_threads(threads);
+    return SgemmPeak(threads);
   }
-  return rc;
+  if (worker.empty() || model.empty()) Fail("--worker and --model are needed (or --sgemm-peak)");
+  std::unique_ptr<Engine> engine;
+  if (worker == "kiln") {
+    engine = std::make_unique<KilnEngine>(model, threads);
+  } else {
+    at::set_num_threads(threads);
+    openblas_set_num_threads(blas_threads > 0 ? blas_threads : threads);
+    engine = std::make_unique<TorchEngine>(model);
+  }
+  return ServeWorker(*engine);
 }

@@ -40,6 +40,9 @@ from kiln_client_example import load_stubs  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_models import make_bert_like  # noqa: E402  (the one BERT-base shaped encoder)
+
 
 def make_resnet50(path):
     import torch
@@ -49,60 +52,6 @@ def make_resnet50(path):
     with torch.no_grad():
         torch.jit.trace(m, x).save(path)
     return {"x": x.numpy()}
-
-
-def make_bert_like(path):
-    """A BERT-base shaped encoder written out by hand (no transformers package here)."""
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    class Layer(nn.Module):
-        def __init__(self, d, heads, ffn):
-            super().__init__()
-            self.heads = heads
-            self.qkv = nn.Linear(d, 3 * d)
-            self.out = nn.Linear(d, d)
-            self.ln1 = nn.LayerNorm(d)
-            self.ff1 = nn.Linear(d, ffn)
-            self.ff2 = nn.Linear(ffn, d)
-            self.ln2 = nn.LayerNorm(d)
-
-        def forward(self, h):
-            b, s, d = h.shape
-            q, k, v = self.qkv(h).chunk(3, dim=-1)
-
-            def split(t):
-                return t.reshape(b, s, self.heads, d // self.heads).transpose(1, 2)
-
-            q, k, v = split(q), split(k), split(v)
-            a = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1) @ v
-            h = self.ln1(h + self.out(a.transpose(1, 2).reshape(b, s, d)))
-            return self.ln2(h + self.ff2(F.gelu(self.ff1(h))))
-
-    class Encoder(nn.Module):
-        def __init__(self, vocab=30522, d=768, layers=12, heads=12, ffn=3072, seq=128):
-            super().__init__()
-            self.tok = nn.Embedding(vocab, d)
-            self.pos = nn.Parameter(torch.randn(1, seq, d) * 0.02)
-            self.ln = nn.LayerNorm(d)
-            self.layers = nn.ModuleList([Layer(d, heads, ffn) for _ in range(layers)])
-
-        def forward(self, input_ids):
-            h = self.ln(self.tok(input_ids) + self.pos)
-            for layer in self.layers:
-                h = layer(h)
-            return h
-
-    torch.manual_seed(0)
-    m = Encoder().eval()
-    ids = torch.randint(0, 30522, (1, 128))
-    with torch.no_grad():
-        torch.jit.trace(m, ids).save(path)
-    # A traced file does not say that input_ids are integers; the config does.
-    with open(path + ".json", "w") as f:
-        f.write('{"inputs": [{"name": "input_ids", "datatype": "INT64", "dims": [-1, 128]}]}')
-    return {"input_ids": ids.numpy()}
 
 
 def from_fixture(fixtures, name):

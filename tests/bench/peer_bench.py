@@ -1,0 +1,425 @@
+#!/usr/bin/python3
+"""`make bench`: Kiln next to its peers, side by side in one run.
+
+    peer_bench.py --bin build/bin --work build/peers [--threads 2] [--batch 1 --batch 8]
+                  [--rounds 20] [--models resnet18,bert_like]
+
+Engines, each in its own long-lived process that loads the model once (so thread pools never mix
+and the peak RSS is the engine's own):
+  kiln    Kiln's engine in process (kiln-bench --worker kiln: kiln::runtime::Model, no fallback)
+  kilnd   a real kilnd on loopback, ModelInfer from this process with stock grpcio (raw bytes)
+  torch   libtorch 1.13, the frozen TorchScript (kiln-bench --worker torch), at the best of four
+          settings for that model and batch: libgomp's default wait policy or
+          OMP_WAIT_POLICY=PASSIVE, times OpenBLAS at 1 thread or at --threads; chosen by a short
+          interleaved calibration in the same run, and named in the table
+  ort     ONNX Runtime 1.21 from a Debian trixie chroot (made on first use, cached in --work)
+          on the .onnx export (opset 14) of the same traced file
+
+Per model and batch: a warm-up, a parity check of every engine's output against libtorch's, then
+--rounds rounds in which each engine runs once (the order rotates every round), with --gap-ms of
+idle between timed calls so no engine's leftover threads take the next one's cores. Reported:
+medians, the median of per-round ratios (kiln/ort, kiln/torch), GFLOP/s from the FLOP count
+(FlopCounterMode of the chroot's torch 2.6), VmHWM of each engine's process, and the measured
+sgemm peak at --threads. A measuring instrument: it never fails on a number.
+"""
+import argparse
+import contextlib
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+sys.path.insert(0, HERE)
+from bench_models import MODELS, input_spec  # noqa: E402
+from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
+
+ENGINES = ["kiln", "kilnd", "ort", "torch"]
+CHROOT_MOUNT = "/kiln-bench"  # where --work/models appears inside the chroot
+# libtorch's settings: (libgomp's wait policy or None for its default, OpenBLAS threads or None
+# for --threads).
+TORCH_SETTINGS = [(None, None), (None, 1), ("PASSIVE", None), ("PASSIVE", 1)]
+
+
+# The environment of every engine: no thread settings of the caller's leak in.
+CLEAN_ENV = {k: v for k, v in os.environ.items()
+             if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+
+
+def torch_setting_label(setting, threads):
+    wait, blas = setting
+    return f"OMP_WAIT_POLICY={wait or 'default'},OPENBLAS_NUM_THREADS={blas or threads}"
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+def vm_hwm_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Worker:
+    """An engine process speaking kiln-bench's worker protocol (bench.cc) on stdin/stdout."""
+
+    def __init__(self, name, argv, log_path, env=None, path_map=lambda path: path):
+        """Starts `argv`; its stderr goes to `log_path`, whose tail an error message shows.
+        `path_map` gives a file's path as the worker sees it (inside a chroot)."""
+        self.name, self.log_path, self.path_map = name, log_path, path_map
+        with open(log_path, "w") as log_file:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log_file, text=True,
+                                         env={**CLEAN_ENV, **(env or {})})
+        self._expect("ready")
+
+    def _call(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self._expect(None)
+
+    def _expect(self, want):
+        reply = self.proc.stdout.readline().strip()
+        if not reply or reply.startswith("error") or (want and reply != want):
+            with open(self.log_path, errors="replace") as f:
+                tail = "".join(f.readlines()[-5:])
+            raise RuntimeError(f"{self.name}: {reply or 'exited'}\n{tail}")
+        return reply
+
+    def set_input(self, dtype, shape, path):
+        self._call(f"input {dtype} {','.join(map(str, shape))} {self.path_map(path)}")
+
+    def run(self):
+        return float(self._call("run"))
+
+    def save(self, path):
+        self._call(f"save {self.path_map(path)}")
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class KilndEngine:
+    """A kilnd serving one model; each call is one ModelInfer over loopback gRPC, timed here."""
+
+    def __init__(self, bin_dir, model_path, name, threads):
+        import grpc
+        from kiln_client_example import load_stubs
+        self.name = "kilnd"
+        self.pb, pb_grpc = load_stubs()
+        self.repo = tempfile.mkdtemp(prefix="kiln-bench-repo-")
+        self.server = KilndProcess(bin_dir, ["--port", "0", "--model-repository", self.repo,
+                                             "--threads", threads, "--log-level", "warn"])
+        opts = [("grpc.max_send_message_length", 1 << 30),
+                ("grpc.max_receive_message_length", 1 << 30)]
+        self.stub = pb_grpc.GRPCInferenceServiceStub(
+            grpc.insecure_channel(self.server.address, options=opts))
+        req = self.pb.RepositoryModelLoadRequest(model_name=name)
+        with open(model_path, "rb") as f:
+            req.parameters["file:1/model.pt"].bytes_param = f.read()
+        if os.path.exists(model_path + ".json"):
+            with open(model_path + ".json") as f:
+                req.parameters["config"].string_param = f.read()
+        self.stub.RepositoryModelLoad(req)
+        self.model = name
+        self.input_name = self.stub.ModelMetadata(
+            self.pb.ModelMetadataRequest(name=name)).inputs[0].name
+        self.request = None
+
+    def set_input(self, dtype, shape, path):
+        self.request = self.pb.ModelInferRequest(model_name=self.model)
+        self.request.inputs.add(name=self.input_name, datatype={"f32": "FP32", "i64": "INT64"}[dtype],
+                                shape=list(shape))
+        with open(path, "rb") as f:
+            self.request.raw_input_contents.append(f.read())
+
+    def run(self):
+        t0 = time.perf_counter()
+        self.stub.ModelInfer(self.request)
+        return (time.perf_counter() - t0) * 1e3
+
+    def save(self, path):
+        reply = self.stub.ModelInfer(self.request)
+        with open(path, "wb") as f:
+            f.write(reply.raw_output_contents[0])
+
+    @property
+    def pid(self):
+        return self.server.proc.pid
+
+    def close(self):
+        self.server.stop()
+        shutil.rmtree(self.repo, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def mounted_chroot(chroot, models_dir):
+    """/proc and the models folder bind-mounted into the chroot; unmounted on the way out."""
+    targets = [(os.path.abspath(models_dir), os.path.join(chroot, CHROOT_MOUNT.lstrip("/"))),
+               ("/proc", os.path.join(chroot, "proc"))]
+    done = []
+    try:
+        for source, target in targets:
+            os.makedirs(target, exist_ok=True)
+            if os.path.ismount(target):  # left by an interrupted run
+                subprocess.run(["umount", target], check=True)
+            subprocess.run(["mount", "--bind", source, target], check=True)
+            done.append(target)
+        yield
+    finally:
+        for target in reversed(done):
+            subprocess.run(["umount", target], check=False)
+
+
+def interleave(engines, rounds, gap_ms):
+    """The one timing loop: `rounds` rounds, each engine once per round in an order that rotates
+    every round, `gap_ms` of idle before each timed call. Returns each engine's list of ms."""
+    times = [[] for _ in engines]
+    for r in range(rounds):
+        for i in range(len(engines)):
+            k = (r + i) % len(engines)
+            time.sleep(gap_ms / 1e3)
+            times[k].append(engines[k].run())
+    return times
+
+
+def median_ratio(a, b):
+    """Median of the per-round ratios a[i] / b[i]."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def geomean(values):
+    values = [v for v in values if v and not math.isnan(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.models_dir = os.path.join(args.work, "models")
+        self.chroot = os.path.join(args.work, "trixie")
+        self.kiln_bench = os.path.join(args.bin, "kiln-bench")
+
+    def in_chroot(self, *argv):
+        return ["chroot", self.chroot, "python3", f"{CHROOT_MOUNT}/chroot_worker.py", *argv]
+
+    def inside(self, path):
+        return f"{CHROOT_MOUNT}/{os.path.relpath(path, self.models_dir)}"
+
+    def prepare(self, models):
+        subprocess.run([os.path.join(ROOT, "scripts", "make-peer-chroot.sh"), self.chroot],
+                       check=True)
+        subprocess.run([sys.executable, os.path.join(HERE, "bench_models.py"), self.models_dir,
+                        *models], check=True)
+        shutil.copy(os.path.join(HERE, "chroot_worker.py"), self.models_dir)
+        os.makedirs(os.path.join(self.models_dir, "io"), exist_ok=True)
+
+    def flops(self, name, batch):
+        """FLOPs of one call, counted once in the chroot and cached next to the model."""
+        cache = os.path.join(self.models_dir, f"{name}.b{batch}.flops")
+        if not os.path.exists(cache):
+            dtype, shape, _ = input_spec(name)
+            out = subprocess.run(self.in_chroot("flops", f"{CHROOT_MOUNT}/{name}.pt", dtype,
+                                                ",".join(map(str, (batch, *shape)))),
+                                 check=True, capture_output=True, text=True).stdout
+            with open(cache, "w") as f:
+                f.write(out.strip().splitlines()[-1])
+        with open(cache) as f:
+            return int(f.read())
+
+    def sgemm_peak(self):
+        out = subprocess.run([self.kiln_bench, "--sgemm-peak", "--threads", str(self.args.threads)],
+                             check=True, capture_output=True, text=True).stdout
+        return dict((k, float(v)) for k, v in (line.split() for line in out.splitlines()))
+
+    def write_input(self, name, batch):
+        dtype, shape, _ = input_spec(name)
+        rng = np.random.default_rng(batch)
+        shape = (batch, *shape)
+        x = (rng.integers(0, 30522, shape, dtype=np.int64) if dtype == "i64"
+             else rng.standard_normal(shape, dtype=np.float32))
+        path = os.path.join(self.models_dir, "io", f"{name}.b{batch}.input")
+        x.tofile(path)
+        return dtype, shape, path
+
+    def start(self, name):
+        t, pt = str(self.args.threads), os.path.join(self.models_dir, f"{name}.pt")
+        log = os.path.join(self.models_dir, "io", f"{name}.%s.log")
+        engines = [Worker("kiln", [self.kiln_bench, "--worker", "kiln", "--model", pt,
+                                   "--threads", t], log % "kiln"),
+                   KilndEngine(self.args.bin, pt, name, t),
+                   Worker("ort", self.in_chroot("ort", f"{CHROOT_MOUNT}/{name}.onnx", t),
+                          log % "ort", path_map=self.inside)]
+        torch = []
+        for i, setting in enumerate(TORCH_SETTINGS):
+            wait, blas = setting
+            torch.append(Worker(torch_setting_label(setting, t),
+                                [self.kiln_bench, "--worker", "torch", "--model", pt, "--threads", t,
+                                 "--blas-threads", str(blas or t)],
+                                log % f"torch{i}", {"OMP_WAIT_POLICY": wait} if wait else {}))
+        return engines, torch  # engines in ENGINES order, without torch
+
+    def parity(self, name, batch, engines):
+        """Max |engine - libtorch| / max |libtorch| over the engines' outputs (the last engine is
+        libtorch)."""
+        outputs = []
+        for i, e in enumerate(engines):
+            path = os.path.join(self.models_dir, "io", f"{name}.b{batch}.{i}.out")
+            e.save(path)
+            outputs.append(np.fromfile(path, dtype=np.float32))
+        ref = outputs[-1]
+        scale = float(np.abs(ref).max()) or 1.0
+        return max(float(np.abs(v - ref).max()) / scale for v in outputs)
+
+    def measure(self, name, batch, engines, torch):
+        args = self.args
+        dtype, shape, path = self.write_input(name, batch)
+        for e in engines + torch:
+            e.set_input(dtype, shape, path)
+            for _ in range(args.warmup):
+                e.run()
+        diff = self.parity(name, batch, engines + torch[:1])
+        # libtorch's best setting for this model and batch, from a short interleaved calibration.
+        labels = [w.name for w in torch]
+        calib = dict(zip(labels, map(statistics.median,
+                                     interleave(torch, args.calib_rounds, args.gap_ms))))
+        best = min(range(len(torch)), key=lambda i: calib[labels[i]])
+        timed = dict(zip(ENGINES, engines + [torch[best]]))
+        times = dict(zip(ENGINES, interleave(list(timed.values()), args.rounds, args.gap_ms)))
+        flops = self.flops(name, batch)
+        row = {"model": name, "batch": batch, "gflop": flops / 1e9, "diff": diff,
+               "torch_setting": labels[best], "calib": calib}
+        for key, e in timed.items():
+            row[f"{key}_ms"] = statistics.median(times[key])
+            row[f"{key}_gflops"] = flops / 1e6 / row[f"{key}_ms"]
+            row[f"{key}_mb"] = vm_hwm_mb(e.pid)
+        row["kiln/ort"] = median_ratio(times["kiln"], times["ort"])
+        row["kiln/torch"] = median_ratio(times["kiln"], times["torch"])
+        row["kilnd/ort"] = median_ratio(times["kilnd"], times["ort"])
+        peer = "torch" if row["torch_ms"] < row["ort_ms"] else "ort"
+        row["best_peer"] = peer
+        row["kiln/best"] = row[f"kiln/{peer}"]
+        return row
+
+    def run(self):
+        args = self.args
+        models = args.models.split(",") if args.models else MODELS
+        self.prepare(models)
+        peak = self.sgemm_peak()
+        rows = []
+        with mounted_chroot(self.chroot, self.models_dir):
+            for name in models:
+                log(f"{name}: loading into every engine")
+                engines, torch = [], []
+                try:
+                    engines, torch = self.start(name)
+                    for batch in args.batch:
+                        rows.append(self.measure(name, batch, engines, torch))
+                        log(format_row(rows[-1]))
+                except Exception as e:  # noqa: BLE001  (one model failing skips that model)
+                    log(f"{name}: skipped: {e}")
+                finally:
+                    for e in engines + torch:
+                        e.close()
+        print_tables(args, rows, peak)
+
+
+COLUMNS = [  # (header, unit, width, format of a row)
+    ("model", "", 15, lambda r: r["model"]),
+    ("b", "", 2, lambda r: str(r["batch"])),
+    ("GFLOP", "", 6, lambda r: f"{r['gflop']:.1f}"),
+    ("kiln", "ms", 8, lambda r: f"{r['kiln_ms']:.2f}"),
+    ("kilnd", "ms", 8, lambda r: f"{r['kilnd_ms']:.2f}"),
+    ("torch", "ms", 8, lambda r: f"{r['torch_ms']:.2f}"),
+    ("ort", "ms", 8, lambda r: f"{r['ort_ms']:.2f}"),
+    ("k/ort", "", 6, lambda r: f"{r['kiln/ort']:.2f}"),
+    ("k/torch", "", 7, lambda r: f"{r['kiln/torch']:.2f}"),
+    ("kd/ort", "", 6, lambda r: f"{r['kilnd/ort']:.2f}"),
+    ("kiln", "GF/s", 6, lambda r: f"{r['kiln_gflops']:.0f}"),
+    ("kilnd", "GF/s", 6, lambda r: f"{r['kilnd_gflops']:.0f}"),
+    ("torch", "GF/s", 6, lambda r: f"{r['torch_gflops']:.0f}"),
+    ("ort", "GF/s", 6, lambda r: f"{r['ort_gflops']:.0f}"),
+    ("kiln", "MB", 6, lambda r: f"{r['kiln_mb']:.0f}"),
+    ("kilnd", "MB", 6, lambda r: f"{r['kilnd_mb']:.0f}"),
+    ("torch", "MB", 6, lambda r: f"{r['torch_mb']:.0f}"),
+    ("ort", "MB", 6, lambda r: f"{r['ort_mb']:.0f}"),
+    ("diff", "", 7, lambda r: f"{r['diff']:.0e}"),
+    ("libtorch's setting", "", 0, lambda r: r["torch_setting"]),
+]
+
+
+def format_row(row):
+    cells = [fmt(row).rjust(w) if i else fmt(row).ljust(w)
+             for i, (_, _, w, fmt) in enumerate(COLUMNS)]
+    return " ".join(cells)
+
+
+def print_tables(args, rows, peak):
+    print(f"threads={args.threads} rounds={args.rounds} gap={args.gap_ms:g} ms "
+          f"(medians; ratios are medians of per-round ratios; MB is each process's VmHWM)")
+    print("sgemm peak at %d threads: %s GFLOP/s" % (
+        args.threads, ", ".join(f"{k} {v:.0f}" for k, v in peak.items())))
+    for batch in args.batch:
+        table = [r for r in rows if r["batch"] == batch]
+        if not table:
+            continue
+        print()
+        print(" ".join(h.rjust(w) if i else h.ljust(w) for i, (h, _, w, _) in enumerate(COLUMNS)))
+        print(" ".join(u.rjust(w) for (_, u, w, _) in COLUMNS))
+        for r in table:
+            print(format_row(r))
+        print(f"batch {batch}: geomean kiln/ort {geomean(r['kiln/ort'] for r in table):.2f}, "
+              f"kiln/best-peer {geomean(r['kiln/best'] for r in table):.2f}, "
+              f"kilnd/ort {geomean(r['kilnd/ort'] for r in table):.2f} over {len(table)} models")
+    print()
+    print(f"libtorch's calibration ({args.calib_rounds} interleaved rounds, median ms per setting):")
+    for r in rows:
+        print(f"  {r['model']:<15} b{r['batch']:<2} " + "  ".join(
+            f"{label} {ms:.2f}" for label, ms in r["calib"].items()))
+    sys.stdout.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default="build/bin")
+    ap.add_argument("--work", default="build/peers", help="chroot, models and I/O files (cached)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, action="append", help="default: 1 and 8")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--calib-rounds", type=int, default=5,
+                    help="rounds that pick libtorch's best setting")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--gap-ms", type=float, default=20)
+    ap.add_argument("--models", help=f"comma-separated subset of {','.join(MODELS)}")
+    args = ap.parse_args()
+    args.batch = args.batch or [1, 8]
+    if os.geteuid() != 0:
+        sys.exit("peer_bench.py needs root: ONNX Runtime runs in a chroot")
+    Bench(args).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
