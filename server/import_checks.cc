@@ -20,9 +20,20 @@ absl::Status CheckStrict(const ir::Graph& graph, const ModelConfig& config) {
                                                "through the libtorch fallback)"));
 }
 
+namespace {
+
+// A verified import stopped by the bounds of its runs (RunOptions): the
+// load's deadline, the server stopping, the per-request memory limit.
+bool IsRunBound(const absl::Status& s) {
+  return absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) || absl::IsResourceExhausted(s);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     const std::string& label, const std::string& model_path, const ModelConfig& config,
-    std::unique_ptr<runtime::Model> model, const fallback::ModelBuilder& rebuild, bool verify) {
+    std::unique_ptr<runtime::Model> model, const fallback::ModelBuilder& rebuild, bool verify,
+    const runtime::RunOptions& run) {
   const std::vector<std::string> fallback_ops = torch::FallbackOps(model->graph());
   if (!fallback_ops.empty()) {
     spdlog::info("{}: ops running through the libtorch fallback: {}", label,
@@ -51,10 +62,14 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
       if (!given) options.samples.push_back(runtime::TensorSpec{in.name, DType::kF32});
     }
     options.fallback_on_mismatch = config.verify.fallback_on_mismatch ? 4 : 0;
+    options.run = run;
     absl::StatusOr<fallback::VerifiedModel> verified =
         torch::VerifyModel(bytes, config.import, std::move(model), rebuild, options);
     if (!verified.ok()) {
       spdlog::warn("{}: {}", label, std::string(verified.status().message()));
+      if (IsRunBound(verified.status())) {
+        return Annotate(verified.status(), "verified import: ");
+      }
       return verified.status();
     }
     model = std::move(verified->model);

@@ -27,9 +27,13 @@ absl::Status CheckStrict(const ir::Graph& graph, const ModelConfig& config);
 // ops had to be forced onto the fallback). `model_path` is the file the graph
 // came from; `verify` false skips the libtorch run (the graph came from the
 // disk cache, verified when first imported). Fails with InvalidArgument
-// naming the first diverging node when Kiln and libtorch disagree.
+// naming the first diverging node when Kiln and libtorch disagree; Kiln's
+// runs of the samples are bounded by `run` (the load's deadline, the
+// per-request memory limit), failing with its status prefixed "verified
+// import: ".
 absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     const std::string& label, const std::string& model_path, const ModelConfig& config,
-    std::unique_ptr<runtime::Model> model, const fallback::ModelBuilder& rebuild, bool verify);
+    std::unique_ptr<runtime::Model> model, const fallback::ModelBuilder& rebuild, bool verify,
+    const runtime::RunOptions& run);
 
 }  // namespace kiln::server

@@ -204,18 +204,28 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
   ::close(err_pipe[1]);
   if (devnull >= 0) ::close(devnull);
 
-  // Collect stderr until the child closes it or the deadline passes.
+  // Collect stderr until the child closes it, the deadline passes or
+  // limits.stop says to stop.
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(limits.timeout_s);
+  auto stop = [&]() -> absl::Status {
+    if (absl::Status s = limits.stop ? limits.stop() : absl::OkStatus(); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("import: ", s.message(), "; the import process was killed"));
+    }
+    if (Clock::now() < deadline) return absl::OkStatus();
+    return absl::DeadlineExceededError(
+        absl::StrCat("import: did not finish within the ", limits.timeout_s,
+                     " s left of the load's time limit (--load-timeout-s); the import process "
+                     "was killed"));
+  };
   std::string stderr_text;
-  bool timed_out = false;
+  absl::Status stopped;
   char buf[4096];
   while (true) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
+    stopped = stop();
+    if (!stopped.ok()) break;
     struct pollfd pfd = {err_pipe[0], POLLIN, 0};
     const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
     if (ready < 0 && errno != EINTR) break;
@@ -228,23 +238,15 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
   }
   ::close(err_pipe[0]);
   int status = 0;
-  if (timed_out) {
+  // stderr closed: the child is exiting; wait for it, still bounded by the deadline.
+  while (stopped.ok() && ::waitpid(pid, &status, WNOHANG) == 0) {
+    stopped = stop();
+    if (stopped.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!stopped.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the import did not finish within the ", limits.timeout_s,
-                     " s time limit (--import-timeout-s); the import process was killed"));
-  }
-  // stderr closed: the child is exiting; wait for it, still bounded by the deadline.
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the import did not finish within the ", limits.timeout_s,
-                       " s time limit (--import-timeout-s); the import process was killed"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return stopped;
   }
   const std::string tail = Tail(stderr_text);
   const std::string said = tail.empty() ? "" : absl::StrCat("; it said: ", tail);
@@ -254,7 +256,7 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
       return absl::ResourceExhaustedError(
           absl::StrCat("the import exceeded its limits (", limits.memory_bytes >> 20,
                        " MiB of memory, --import-memory-mb; ", limits.timeout_s,
-                       " s, --import-timeout-s) and was stopped by ", DescribeSignal(sig), said));
+                       " s, --load-timeout-s) and was stopped by ", DescribeSignal(sig), said));
     }
     return absl::InvalidArgumentError(
         absl::StrCat("the import process crashed with ", DescribeSignal(sig),

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,8 +29,12 @@ namespace kiln::server {
 struct ImportLimits {
   // Address space the child may add to what it maps at start-up.
   uint64_t memory_bytes = 8ull << 30;
-  // Wall-clock limit for the whole import.
+  // Wall-clock limit for the whole import: what is left of the load's
+  // (--load-timeout-s).
   int timeout_s = 600;
+  // Polled while the child runs: a non-OK status kills it and fails the
+  // import with it (RunOptions::stop). May be empty.
+  std::function<absl::Status()> stop;
 };
 
 // Where the child writes its answer: a cache file at `path` with `key`. On
@@ -45,8 +50,9 @@ struct ImportAnswer {
 // the serialized graph (cache::SerializeGraph's format), read into an aligned
 // buffer that cache::ParseGraph can leave the weights in. Fails with the
 // importer's own error (InvalidArgument, Unimplemented), with InvalidArgument
-// when the child crashes, and with ResourceExhausted when it exceeds the
-// memory or time limit. When the graph imported but cannot be serialized,
+// when the child crashes, with ResourceExhausted when it exceeds the memory
+// limit, DeadlineExceeded when it exceeds the time limit, and with
+// limits.stop's status when that says to stop. When the graph imported but cannot be serialized,
 // the status is Unimplemented and IsNotSerializable() is true: the caller may
 // import in process instead.
 absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_binary,

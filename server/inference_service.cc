@@ -226,7 +226,7 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
+grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
                                           const inference::ModelInferRequest* request,
                                           inference::ModelInferResponse* response) {
   const Clock::time_point start = Clock::now();
@@ -245,8 +245,10 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
   timings.input_ns = ElapsedNs(start);
 
   const Clock::time_point infer_start = Clock::now();
+  const runtime::RunOptions run =
+      options_.limits.ForRequest(context->deadline(), [context] { return context->IsCancelled(); });
   absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
-      serving->model->Infer(*inputs, RequestedOutputs(*request));
+      serving->model->Infer(*inputs, RequestedOutputs(*request), run);
   if (!outputs.ok()) return fail(outputs.status());
   timings.infer_ns = ElapsedNs(infer_start);
 

@@ -8,12 +8,15 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/model_registry.h"
+#include "server/run_limits.h"
 
 namespace kiln::server {
 
 struct ServiceOptions {
   // Uploads (the "file:1/model.pt" parameter) above this are RESOURCE_EXHAUSTED.
   uint64_t max_upload_bytes = 512ull << 20;
+  // Each ModelInfer's memory and time.
+  RunLimits limits;
 };
 
 class InferenceService final : public inference::GRPCInferenceService::Service {

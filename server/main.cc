@@ -22,18 +22,6 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
-// libgomp reads OMP_WAIT_POLICY in a constructor that runs when the library is
-// loaded, i.e. before main(); a setenv() here alone would be ignored (checked:
-// GOMP_SPINCOUNT stays 300000). So when the variable is unset we set it and
-// re-execute ourselves once. PASSIVE keeps idle OpenMP workers from spinning
-// against OpenBLAS's own pthreads (platform-facts.md, section 3).
-void EnsurePassiveOpenMP(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
-  ::execv("/proc/self/exe", argv);
-  // exec failed (no /proc?): carry on; OpenMP runtimes loaded later still see it.
-}
-
 // Exit statuses, also listed in --help.
 constexpr int kExitStartFailed = 1;
 constexpr int kExitUsage = 2;
@@ -45,10 +33,13 @@ constexpr char kFooter[] = R"(Settings may also come from --config FILE, YAML or
 An unknown key is an error. A flag on the command line wins over the file.
 
 Signals: SIGTERM or SIGINT stops accepting requests, lets in-flight ones finish
-(up to --shutdown-grace-s) and exits 0; a second signal exits at once.
+(up to --shutdown-grace-s), cancels what still runs then and exits 0; what cannot
+be cancelled (libtorch running a model during a verified import) makes it exit 1
+one second later. A second signal exits at once.
 
 Exit status: 0 stopped cleanly (drained), 1 could not start (address in use,
-repository not writable) or stopped by a second signal, 2 bad flags or config file.)";
+repository not writable) or stopped by a second signal or by the watchdog above, 2 bad
+flags or config file.)";
 
 const char* SignalName(char sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
@@ -67,7 +58,6 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--import-worker") {
     return kiln::server::ImportWorkerMain(argc, argv);
   }
-  EnsurePassiveOpenMP(argv);
 
   kiln::server::ServerOptions options;
   std::string log_level = "info";
@@ -104,9 +94,22 @@ int main(int argc, char** argv) {
                  "Memory an import child may use beyond its start-up mappings, in MiB")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--import-timeout-s", options.import_timeout_s,
-                 "Wall-clock limit for one import, in seconds")
+  app.add_option("--load-timeout-s,--import-timeout-s", options.load_timeout_s,
+                 "Wall-clock limit of one load (import, verified import), and of its wait for "
+                 "the load before it, in seconds; the import child is killed after it "
+                 "(--import-timeout-s is the old name)")
       ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--request-timeout-s", options.request_timeout_s,
+                 "Wall-clock limit of one request, in seconds (a client's earlier deadline wins); "
+                 "past it the request ends with DEADLINE_EXCEEDED")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  uint64_t max_request_memory_mb = options.max_request_memory_bytes >> 20;
+  app.add_option("--max-request-memory-mb", max_request_memory_mb,
+                 "Memory one request may allocate (its plan and what it allocates while it runs), "
+                 "in MiB; more is RESOURCE_EXHAUSTED. Default: half of the physical memory")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--threads", options.threads,
                  "Intra-op threads per request (OpenBLAS and Kiln's kernels)")
@@ -139,6 +142,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   options.import_memory_bytes = import_memory_mb << 20;
+  options.max_request_memory_bytes = max_request_memory_mb << 20;
   // /proc/self/exe, resolved in the child, is this very binary even if the
   // file was replaced on disk since start-up.
   if (isolation == "process") options.import_worker = "/proc/self/exe";
@@ -186,6 +190,16 @@ int main(int argc, char** argv) {
       }
       spdlog::warn("received {} again: exiting without waiting for in-flight requests",
                    SignalName(again));
+      std::_Exit(kExitStartFailed);
+    }).detach();
+    // Runs are cancelled when the grace period ends; libtorch running a
+    // model in this process (the verified import) cannot be, so a watchdog
+    // ends the process a second later whatever still runs.
+    std::thread([shutdown_grace_s] {
+      std::this_thread::sleep_for(std::chrono::seconds(shutdown_grace_s) +
+                                  std::chrono::seconds(1));
+      spdlog::error("still running {} s after the signal: exiting without draining",
+                    shutdown_grace_s + 1);
       std::_Exit(kExitStartFailed);
     }).detach();
     const auto start = std::chrono::steady_clock::now();

@@ -114,6 +114,18 @@ void ModelRegistry::LoadAll() {
   if (!names.empty()) spdlog::info("repository loaded in {:.1f} ms", Ms(NsSince(start)));
 }
 
+absl::StatusOr<std::unique_lock<std::timed_mutex>> ModelRegistry::LockLoads(
+    const std::string& what) {
+  std::unique_lock<std::timed_mutex> lock(load_mu_, std::defer_lock);
+  if (!lock.try_lock_until(options_.limits.LoadDeadline())) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, ": waiting for another load to finish: ran past ",
+                     options_.limits.LoadDeadlineName()));
+  }
+  load_deadline_ = options_.limits.LoadDeadline();
+  return lock;
+}
+
 // ------------------------------------------------------------------- building
 
 ModelRegistry::PendingGraph::~PendingGraph() {
@@ -164,8 +176,13 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
                       .string();
     answer.key = cache.GraphKey(graph_id);
     answer.keep = cache.has_disk();
+    // The child gets what is left of the load's time.
+    ImportLimits limits = options_.import_limits;
+    limits.timeout_s = static_cast<int>(std::max<int64_t>(
+        1, std::chrono::ceil<std::chrono::seconds>(load_deadline_ - Clock::now()).count()));
+    limits.stop = options_.limits.ForLoad(load_deadline_).stop;
     absl::StatusOr<cache::Payload> serialized =
-        ImportInChildProcess(options_.import_worker, path, answer, options_.import_limits);
+        ImportInChildProcess(options_.import_worker, path, answer, limits);
     if (serialized.ok()) {
       if (answer.keep) pending->answer_path = answer.path;  // removed unless committed
       absl::StatusOr<ir::Graph> graph = cache::ParseGraph(serialized->view(), serialized->owner());
@@ -258,7 +275,8 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
   };
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> model, build(std::move(graph)));
   ASSIGN_OR_RETURN(model, CheckImport(label, path, config, std::move(model), build,
-                                      /*verify=*/built.load.graph_source != "disk-cache"));
+                                      /*verify=*/built.load.graph_source != "disk-cache",
+                                      options_.limits.ForLoad(load_deadline_)));
   built.model = std::move(model);
   if (!config.dry_run) {
     CommitGraph(graph_id, pending, models_built > 1 ? &built.model->graph() : nullptr);
@@ -382,7 +400,7 @@ absl::Status ModelRegistry::LoadFromRepositoryLocked(const std::string& name,
 }
 
 absl::Status ModelRegistry::Load(const std::string& name, std::optional<std::string> config_json) {
-  std::lock_guard<std::mutex> load_lock(load_mu_);
+  ASSIGN_OR_RETURN(auto load_lock, LockLoads(absl::StrCat("model '", name, "'")));
   return LoadFromRepositoryLocked(name, std::move(config_json), /*reload_ready=*/true);
 }
 
@@ -397,8 +415,8 @@ absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
   } staged{request.staged_path};
 
   const Clock::time_point start = Clock::now();
-  std::lock_guard<std::mutex> load_lock(load_mu_);
   const std::string& name = request.name;
+  ASSIGN_OR_RETURN(auto load_lock, LockLoads(absl::StrCat("model '", name, "'")));
   RETURN_IF_ERROR(ValidateModelName(name));
   if (request.version < 0) {
     return absl::InvalidArgumentError(absl::StrCat("version ", request.version, " is negative"));
@@ -470,7 +488,7 @@ absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
 
 absl::StatusOr<std::string> ModelRegistry::DryRunLoad(const std::string& name,
                                                       std::optional<std::string> config_json) {
-  std::lock_guard<std::mutex> load_lock(load_mu_);
+  ASSIGN_OR_RETURN(auto load_lock, LockLoads(absl::StrCat("model '", name, "'")));
   RETURN_IF_ERROR(ValidateModelName(name));
   if (!repository_->HasModel(name)) {
     return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
@@ -510,7 +528,7 @@ absl::StatusOr<std::string> ModelRegistry::Contract(absl::string_view name,
 
 absl::Status ModelRegistry::Unload(const std::string& name) {
   RETURN_IF_ERROR(ValidateModelName(name));
-  std::lock_guard<std::mutex> load_lock(load_mu_);
+  ASSIGN_OR_RETURN(auto load_lock, LockLoads(absl::StrCat("model '", name, "'")));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(name);
@@ -528,7 +546,7 @@ absl::Status ModelRegistry::Delete(const std::string& name, int64_t version) {
   RETURN_IF_ERROR(ValidateModelName(name));
   if (version < 0)
     return absl::InvalidArgumentError(absl::StrCat("version ", version, " is negative"));
-  std::lock_guard<std::mutex> load_lock(load_mu_);
+  ASSIGN_OR_RETURN(auto load_lock, LockLoads(absl::StrCat("model '", name, "'")));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(name);

@@ -10,6 +10,7 @@
 // process when an import worker is configured.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "server/import_worker.h"
 #include "server/model_config.h"
 #include "server/model_repository.h"
+#include "server/run_limits.h"
 
 namespace kiln::server {
 
@@ -129,6 +131,8 @@ struct RegistryOptions {
   // this process.
   std::string import_worker;
   ImportLimits import_limits;
+  // Each load's time limit and the bounds of the verified import's runs.
+  RunLimits limits;
 };
 
 // A complete file to install as a model version.
@@ -283,10 +287,18 @@ class ModelRegistry {
   ModelRepository* repository_;
   RegistryOptions options_;
 
+  // Takes load_mu_, waiting at most --load-timeout-s for the load holding it
+  // (then DeadlineExceeded naming `what`), and starts this load's own
+  // --load-timeout-s: load_deadline_.
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> LockLoads(const std::string& what);
+
   // Serializes loads, uploads, unloads and deletes (imports can take
-  // seconds); requests only ever take mu_, briefly, so they never wait
-  // behind an import.
-  std::mutex load_mu_;
+  // seconds, each bounded by --load-timeout-s); requests only ever take mu_,
+  // briefly, so they never wait behind an import.
+  std::timed_mutex load_mu_;
+  // When the load holding load_mu_ must end: what the import child and the
+  // verified import's runs get.
+  std::chrono::steady_clock::time_point load_deadline_;
   mutable std::mutex mu_;
   std::map<std::string, Entry, std::less<>> entries_;
   // Model files by content: SHA-256 -> (path, size), for "do you have it".

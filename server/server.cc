@@ -9,7 +9,10 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -103,13 +106,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 1, got ", options.threads));
   }
 
-  if (options.import_timeout_s < 1) {
+  if (options.load_timeout_s < 1 || options.request_timeout_s < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("import timeout must be >= 1 s, got ", options.import_timeout_s));
+        absl::StrCat("load and request timeouts must be >= 1 s, got ", options.load_timeout_s,
+                     " and ", options.request_timeout_s));
+  }
+  if (options.max_request_memory_bytes == 0) {
+    return absl::InvalidArgumentError("the per-request memory limit must be positive");
   }
 
   std::unique_ptr<Server> server(new Server());
   server->host_ = options.host;
+  RunLimits limits;
+  limits.request_timeout_s = options.request_timeout_s;
+  limits.load_timeout_s = options.load_timeout_s;
+  limits.max_request_memory_bytes = options.max_request_memory_bytes;
+  server->stopping_ = limits.stopping;
   ASSIGN_OR_RETURN(server->repository_, ModelRepository::Open(options.model_repository));
   cache::CacheOptions cache_options;
   cache_options.dir = options.cache_dir;
@@ -119,12 +131,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   registry_options.compile.num_threads = options.threads;
   registry_options.import_worker = options.import_worker;
   registry_options.import_limits.memory_bytes = options.import_memory_bytes;
-  registry_options.import_limits.timeout_s = options.import_timeout_s;
+  registry_options.import_limits.timeout_s = options.load_timeout_s;
+  registry_options.limits = limits;
   spdlog::info("imports run {}", options.import_worker.empty()
                                      ? std::string("in this process")
                                      : absl::StrCat("in a child process (limits: ",
                                                     options.import_memory_bytes >> 20, " MiB, ",
-                                                    options.import_timeout_s, " s)"));
+                                                    options.load_timeout_s, " s)"));
+  spdlog::info("limits: {} per request, requests {} s, loads {} s",
+               BytesToString(options.max_request_memory_bytes), options.request_timeout_s,
+               options.load_timeout_s);
   server->registry_ =
       std::make_unique<ModelRegistry>(server->repository_.get(), std::move(registry_options));
   // Load before listening, so ServerReady is true from the first request on.
@@ -132,6 +148,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   ServiceOptions service_options;
   service_options.max_upload_bytes = options.max_upload_bytes;
+  service_options.limits = limits;
   server->service_ = std::make_unique<InferenceService>(server->registry_.get(), service_options);
   server->uploads_ = std::make_unique<UploadStore>(server->repository_->StagingDir());
   server->repository_service_ = std::make_unique<RepositoryService>(
@@ -173,8 +190,31 @@ void Server::Wait() {
 }
 
 void Server::Shutdown(std::chrono::milliseconds grace) {
-  if (grpc_server_ == nullptr) return;
-  grpc_server_->Shutdown(std::chrono::system_clock::now() + grace);
+  if (grpc_server_ == nullptr || shut_down_.exchange(true)) return;
+  // Once the grace period has passed, what still runs is cancelled (the
+  // executor stops at its next step, an import child is killed), so the
+  // handlers gRPC's Shutdown waits for return soon after. gRPC's own
+  // cancellation of the calls comes a little later, as a backstop.
+  constexpr auto kBackstop = std::chrono::milliseconds(500);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool drained = false;
+  std::thread canceller([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, grace, [&] { return drained; })) {
+      if (const int n = in_flight(); n > 0) {
+        spdlog::warn("grace period over: cancelling {} request(s) still running", n);
+      }
+      stopping_->store(true);
+    }
+  });
+  grpc_server_->Shutdown(std::chrono::system_clock::now() + grace + kBackstop);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    drained = true;
+  }
+  cv.notify_all();
+  canceller.join();
 }
 
 }  // namespace kiln::server

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/run_limits.h"
 
 namespace grpc {
 class Server;
@@ -37,7 +38,14 @@ struct ServerOptions {
   // itself); empty imports in the server's own process.
   std::string import_worker;
   uint64_t import_memory_bytes = 8ull << 30;
-  int import_timeout_s = 600;
+  // Wall-clock limit of one load: import (the child is killed after it),
+  // verified import, contract.
+  int load_timeout_s = 600;
+  // Wall-clock limit of one request (a client's earlier deadline wins).
+  int request_timeout_s = 300;
+  // Memory one request may allocate: its plan's arena and what the dynamic
+  // path allocates; also bounds the verified import's sample runs.
+  uint64_t max_request_memory_bytes = DefaultMaxRequestMemoryBytes();
 };
 
 class Server {
@@ -61,7 +69,8 @@ class Server {
   // Blocks until Shutdown() has completed.
   void Wait();
 
-  // Stops accepting requests and waits up to `grace` for in-flight ones.
+  // Stops accepting requests and waits up to `grace` for in-flight ones;
+  // then cancels what still runs (requests, loads) and waits for it to end.
   // Idempotent; safe to call from another thread than Wait()'s.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
@@ -77,6 +86,9 @@ class Server {
   std::unique_ptr<RepositoryService> repository_service_;
   // Counted by an interceptor; heap-held so its address is stable for it.
   std::unique_ptr<std::atomic<int>> in_flight_ = std::make_unique<std::atomic<int>>(0);
+  // Set at the end of Shutdown's grace period: RunLimits::stopping.
+  std::shared_ptr<std::atomic<bool>> stopping_;
+  std::atomic<bool> shut_down_{false};  // Shutdown has been called
   std::unique_ptr<grpc::Server> grpc_server_;
 };
 

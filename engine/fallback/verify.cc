@@ -151,10 +151,12 @@ absl::StatusOr<ir::Graph> GraphForSamples(const ir::Graph& graph, const Samples&
 
 // A sample tensor of `dtype` and `dims`: floats N(0, 1), integers in [0, 4),
 // bools at random. Returns Kiln's tensor and libtorch's own copy (its
-// in-place ops must not reach Kiln's).
-absl::StatusOr<std::pair<Tensor, at::Tensor>> SampleTensor(DType dtype, const Dims& dims,
-                                                           std::mt19937_64& rng) {
-  Tensor t = Tensor::Zeros(dtype, dims);
+// in-place ops must not reach Kiln's). Kiln's counts against `memory`: a
+// shape too large is refused naming `what` before libtorch allocates any.
+absl::StatusOr<std::pair<Tensor, at::Tensor>> SampleTensor(
+    DType dtype, const Dims& dims, std::mt19937_64& rng, const std::string& what,
+    const std::shared_ptr<MemoryBudget>& memory) {
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, dims, what, memory));
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_int_distribution<int> small(0, 3);
   ASSIGN_OR_RETURN(c10::ScalarType st, importer::TorchFromDType(dtype));
@@ -173,6 +175,11 @@ absl::StatusOr<std::pair<Tensor, at::Tensor>> SampleTensor(DType dtype, const Di
   }
   at::Tensor copy = tt.clone();
   return std::make_pair(std::move(t), std::move(copy));
+}
+
+// "the sample input 'x'", in messages.
+std::string SampleName(const std::string& input) {
+  return absl::StrCat("the sample input '", input, "'");
 }
 
 // Sample inputs from the contract (and the overrides); a reason when none can be made.
@@ -228,7 +235,9 @@ absl::StatusOr<Samples> MakeSamples(const runtime::Model& model, const ir::Graph
       s.has_list = true;
       c10::List<at::Tensor> list;
       for (size_t k = 0; k < kListSample; ++k) {
-        ASSIGN_OR_RETURN(auto sample, SampleTensor(spec.dtype, dims, rng));
+        ASSIGN_OR_RETURN(auto sample,
+                         SampleTensor(spec.dtype, dims, rng, SampleName(spec.list),
+                                      options.run.memory));
         s.signature.push_back(kernels::TensorInfo{spec.dtype, dims, nullptr, true});
         s.kiln.push_back(runtime::RunValue::Of(std::move(sample.first)));
         list.push_back(std::move(sample.second));
@@ -238,7 +247,8 @@ absl::StatusOr<Samples> MakeSamples(const runtime::Model& model, const ir::Graph
                                   DimsToString(dims), "]"));
       continue;
     }
-    ASSIGN_OR_RETURN(auto sample, SampleTensor(spec.dtype, dims, rng));
+    ASSIGN_OR_RETURN(auto sample, SampleTensor(spec.dtype, dims, rng, SampleName(spec.name),
+                                               options.run.memory));
     s.signature.push_back(kernels::TensorInfo{spec.dtype, dims, nullptr, true});
     s.kiln.push_back(runtime::RunValue::Of(std::move(sample.first)));
     s.torch.push_back(std::move(sample.second));
@@ -267,6 +277,23 @@ std::vector<c10::IValue> RunTorch(const std::shared_ptr<torch::jit::Graph>& grap
   }
   torch::jit::InterpreterState(code).run(stack);
   return stack;
+}
+
+// Kiln's side: `graph` (with its list inputs expanded as the samples are)
+// compiled for the samples and run on them, bounded by options.run.
+absl::StatusOr<std::vector<runtime::RunValue>> RunKiln(const ir::Graph& graph,
+                                                       const Samples& samples,
+                                                       const VerifyOptions& options) {
+  ASSIGN_OR_RETURN(ir::Graph expanded, GraphForSamples(graph, samples));
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
+                   runtime::Executable::Compile(expanded, samples.signature, {}));
+  return exe->RunValues(samples.kiln, options.run);
+}
+
+// Whether Kiln's run was stopped by its bounds (the load's deadline, the
+// server stopping, the memory limit) rather than by the model.
+bool StoppedByBounds(const absl::Status& s) {
+  return absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) || absl::IsResourceExhausted(s);
 }
 
 // Whether two graphs have the same nodes and wiring (attributes and names may differ).
@@ -312,10 +339,7 @@ absl::Status Bisect(importer::PreparedModule& prepared, const importer::ImportOp
     }
   }
   const size_t first_trace = graph.outputs().size() - order.size();
-  ASSIGN_OR_RETURN(ir::Graph expanded, GraphForSamples(graph, samples));
-  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
-                   runtime::Executable::Compile(expanded, samples.signature, {}));
-  ASSIGN_OR_RETURN(std::vector<runtime::RunValue> kiln, exe->RunValues(samples.kiln));
+  ASSIGN_OR_RETURN(std::vector<runtime::RunValue> kiln, RunKiln(graph, samples, options));
   const std::vector<c10::IValue> torch = RunTorch(prepared.graph, prepared, samples.torch);
   const size_t torch_first = torch.size() - order.size();
   for (size_t k = 0; k < order.size(); ++k) {
@@ -418,6 +442,14 @@ absl::StatusOr<VerifyReport> VerifyOnceImpl(std::string_view model_bytes,
   }
   report.samples = samples.text;
 
+  // Kiln's side first: a model that runs past the load's deadline (a loop
+  // that never ends) or past the memory limit is stopped here, before
+  // libtorch, whose run cannot be interrupted, gets it. Any other failure is
+  // reported once libtorch has had its say about the samples.
+  // Compiled here rather than through the model, so the sample's signature
+  // takes no room in the model's plan cache and counts as no request.
+  absl::StatusOr<std::vector<runtime::RunValue>> kiln_run = RunKiln(model.graph(), samples, options);
+  if (!kiln_run.ok() && StoppedByBounds(kiln_run.status())) return kiln_run.status();
   std::vector<c10::IValue> torch;
   try {
     torch = RunTorch(prepared.graph, prepared, samples.torch);
@@ -429,12 +461,8 @@ absl::StatusOr<VerifyReport> VerifyOnceImpl(std::string_view model_bytes,
                                       "; give their shapes in the load config's verify.inputs");
     return report;
   }
-  // Compiled here rather than through the model, so the sample's signature
-  // takes no room in the model's plan cache and counts as no request.
-  ASSIGN_OR_RETURN(ir::Graph expanded, GraphForSamples(model.graph(), samples));
-  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
-                   runtime::Executable::Compile(expanded, samples.signature, {}));
-  ASSIGN_OR_RETURN(std::vector<runtime::RunValue> kiln, exe->RunValues(samples.kiln));
+  if (!kiln_run.ok()) return kiln_run.status();
+  std::vector<runtime::RunValue>& kiln = *kiln_run;
   const ir::Graph& graph = model.graph();
   if (kiln.size() != torch.size()) {
     return absl::InternalError(absl::StrCat("Kiln's graph has ", kiln.size(),

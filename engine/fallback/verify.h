@@ -43,6 +43,10 @@ struct VerifyOptions {
   // On divergence, re-import with the diverging op forced onto the fallback
   // (at most this many ops) instead of failing.
   int fallback_on_mismatch = 0;
+  // Bounds Kiln's runs of the samples (the load's deadline, the memory
+  // limit), which come before libtorch's; the samples count against its
+  // memory. Past them, verification fails with their status.
+  runtime::RunOptions run;
 };
 
 struct OutputCheck {

@@ -20,6 +20,16 @@ using internal::IsScalarValue;
 using internal::Truth;
 using internal::Where;
 
+namespace {
+
+// "output 0 of node 3 (Fill, aten::zeros)": a dynamic step's output in messages.
+std::string OutputName(const ir::Graph& g, ir::NodeId n, size_t o) {
+  return absl::StrCat("output ", o, " (%", g.value(g.node(n).outputs[o]).name, ") of ",
+                      internal::NodeName(g, n));
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const Executable::Prepared>> Executable::PrepareAtRunTime(
     const Step& step, const std::vector<kernels::TensorInfo>& infos,
     const std::string& key) const {
@@ -104,6 +114,7 @@ absl::Status Executable::RunDynamicKernel(const Step& step, Arena& arena) const 
   }
   const std::string key = internal::InfoKey(infos);
   ASSIGN_OR_RETURN(std::shared_ptr<const Prepared> prepared, PrepareAtRunTime(step, infos, key));
+  arena.dynamic_kernel = prepared->kernel;
 
   bool all_published = !prepared->dynamic_outputs;
   for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -118,7 +129,9 @@ absl::Status Executable::RunDynamicKernel(const Step& step, Arena& arena) const 
       if (prepared->kernel->aliases_input0 && o == 0) {
         out.tensor = ins[0]->Reshaped(info.dims);
       } else {
-        out.tensor = Tensor::Zeros(info.dtype, info.dims);
+        ASSIGN_OR_RETURN(out.tensor, Tensor::Allocate(info.dtype, info.dims,
+                                                      OutputName(g, step.node, o),
+                                                      arena.run->memory));
       }
     }
   }
@@ -127,8 +140,12 @@ absl::Status Executable::RunDynamicKernel(const Step& step, Arena& arena) const 
   void* workspace = nullptr;
   if (prepared->workspace_bytes > 0) {
     if (arena.dynamic_workspace.byte_size() < prepared->workspace_bytes) {
-      arena.dynamic_workspace = Tensor::Zeros(
-          DType::kUInt8, {static_cast<int64_t>(AlignUp(prepared->workspace_bytes))});
+      arena.dynamic_workspace = Tensor();
+      ASSIGN_OR_RETURN(arena.dynamic_workspace,
+                       Tensor::Allocate(DType::kUInt8,
+                                        {static_cast<int64_t>(AlignUp(prepared->workspace_bytes))},
+                                        absl::StrCat(Where(g, step.node), "workspace"),
+                                        arena.run->memory));
     }
     workspace = arena.dynamic_workspace.raw_data();
   }
@@ -139,9 +156,22 @@ absl::Status Executable::RunDynamicKernel(const Step& step, Arena& arena) const 
   if (!s.ok()) return AtNode(step.node, s);
   if (prepared->dynamic_outputs) {
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      if (values[node.outputs[o]].tensor.dtype() == DType::kUnknown) {
+      Tensor& out = values[node.outputs[o]].tensor;
+      if (out.dtype() == DType::kUnknown) {
         return absl::InternalError(
             absl::StrCat(Where(g, step.node), "output ", o, " was not produced"));
+      }
+      // The kernel allocated it (the libtorch fallback, a data-dependent
+      // shape): counted now, for as long as the tensor lives.
+      if (arena.run->memory != nullptr) {
+        const std::shared_ptr<MemoryBudget>& memory = arena.run->memory;
+        const size_t bytes = out.byte_size();
+        RETURN_IF_ERROR(memory->Reserve(bytes, OutputName(g, step.node, o)));
+        auto held = std::make_shared<Tensor>(out);
+        out = Tensor::Wrap(out.dtype(), out.dims(), held->raw_data(),
+                           std::shared_ptr<void>(held.get(), [held, memory, bytes](void*) {
+                             memory->Release(bytes);
+                           }));
       }
     }
   }
@@ -175,6 +205,7 @@ absl::Status Executable::RunLoop(const Step& step, Arena& arena) const {
   std::vector<RtValue> carried;
   for (size_t i = 2; i < node.inputs.size(); ++i) carried.push_back(values[node.inputs[i]]);
   for (int64_t i = 0; *cond && i < *trips; ++i) {
+    RETURN_IF_ERROR(internal::CheckRun(graph_, *arena.run, step.node));
     values[body.params[0]] = RtValue{IntTensor(i), nullptr, false};
     for (size_t k = 0; k < carried.size(); ++k) values[body.params[k + 1]] = carried[k];
     RETURN_IF_ERROR(RunProgram(step.blocks[0], arena));

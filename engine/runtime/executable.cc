@@ -526,15 +526,64 @@ absl::StatusOr<std::unique_ptr<Executable>> Executable::Compile(
   return exe;
 }
 
-std::unique_ptr<Executable::Arena> Executable::NewArena() const {
+absl::Status RunOptions::Check() const {
+  if (deadline != std::chrono::steady_clock::time_point::max() &&
+      std::chrono::steady_clock::now() >= deadline) {
+    return absl::DeadlineExceededError(absl::StrCat("ran past ", deadline_name));
+  }
+  return stop ? stop() : absl::OkStatus();
+}
+
+absl::Status Executable::CheckPlanFits(const MemoryBudget* memory) const {
+  if (memory != nullptr && arena_bytes_ <= memory->limit()) return absl::OkStatus();
+  // The largest planned tensor, to say what does not fit.
+  ir::ValueId largest = ir::kNoValue;
+  size_t largest_bytes = 0;
+  for (size_t v = 0; v < slots_.size(); ++v) {
+    const Slot& s = slots_[v];
+    if (s.kind != Slot::Kind::kArena) continue;
+    const ir::Value& value = graph_.value(static_cast<ir::ValueId>(v));
+    std::string what = absl::StrCat("%", value.name);
+    if (value.producer != ir::kNoNode) {
+      absl::StrAppend(&what, ", the output of ", internal::NodeName(graph_, value.producer));
+    }
+    absl::StatusOr<size_t> bytes = CheckedByteSize(s.dtype, s.dims, what);
+    if (!bytes.ok()) return bytes.status();
+    if (*bytes >= largest_bytes) {
+      largest_bytes = *bytes;
+      largest = static_cast<ir::ValueId>(v);
+    }
+  }
+  if (memory == nullptr) return absl::OkStatus();
+  std::string detail;
+  if (largest != ir::kNoValue) {
+    const ir::Value& value = graph_.value(largest);
+    detail = absl::StrCat("; its largest tensor is %", value.name, " ",
+                          DTypeName(slots_[largest].dtype), DimsToString(slots_[largest].dims),
+                          " (", BytesToString(largest_bytes), ")");
+    if (value.producer != ir::kNoNode) {
+      absl::StrAppend(&detail, ", the output of ", internal::NodeName(graph_, value.producer));
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the plan for inputs ", signature_, "needs ", BytesToString(arena_bytes_),
+      ", more than the per-request memory limit of ", BytesToString(memory->limit()), " (",
+      memory->limit_name(), ")", detail));
+}
+
+absl::StatusOr<std::unique_ptr<Executable::Arena>> Executable::NewArena() const {
   auto arena = std::make_unique<Arena>();
-  arena->memory = Tensor::Zeros(DType::kUInt8, Dims{static_cast<int64_t>(arena_bytes_)});
+  ASSIGN_OR_RETURN(arena->memory,
+                   Tensor::Allocate(DType::kUInt8, Dims{static_cast<int64_t>(arena_bytes_)},
+                                    absl::StrCat("the plan's arena for inputs ", signature_)));
   uint8_t* base = arena->memory.data<uint8_t>();
   arena->values.resize(slots_.size());
   for (size_t v = 0; v < slots_.size(); ++v) {
     const Slot& s = slots_[v];
     if (s.kind == Slot::Kind::kArena) {
-      arena->values[v].tensor = Tensor::Wrap(s.dtype, s.dims, base + s.offset);
+      // A non-plain value's tensor has its dims in memory order.
+      arena->values[v].tensor =
+          Tensor::Wrap(s.dtype, layout::PhysicalDims(s.dims, s.layout), base + s.offset);
     } else if (s.kind == Slot::Kind::kConstant) {
       arena->values[v].tensor =
           Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(s.constant->raw_data()));
@@ -564,7 +613,8 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(const std::vector<Tensor>& i
 }
 
 absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
-    const std::vector<RunValue>& inputs) const {
+    const std::vector<RunValue>& inputs, const RunOptions& options) const {
+  kernels::UseThreads(options_.num_threads);
   const ir::Graph& g = graph_;
   if (inputs.size() != g.inputs().size()) {
     return absl::InvalidArgumentError(
@@ -595,7 +645,10 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
       arena_pool_.pop_back();
     }
   }
-  if (!arena) arena = NewArena();
+  if (!arena) {
+    ASSIGN_OR_RETURN(arena, NewArena());
+  }
+  arena->run = &options;
   // Bind the caller's inputs, and views of them, to their slots.
   for (size_t v = 0; v < slots_.size(); ++v) {
     const Slot& s = slots_[v];
@@ -606,17 +659,28 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
 
   absl::Status status = RunProgram(*main_, *arena);
   std::vector<RunValue> outputs;
-  if (status.ok()) {
-    for (ir::ValueId v : g.outputs()) {
-      const RtValue& value = arena->values[v];
-      if (value.none) {
-        outputs.push_back(RunValue::None());
-      } else if (value.list != nullptr) {
-        std::vector<Tensor> list;
-        for (const Tensor& t : *value.list) list.push_back(t.Clone());
-        outputs.push_back(RunValue::List(std::move(list)));
+  for (size_t o = 0; status.ok() && o < g.outputs().size(); ++o) {
+    const RtValue& value = arena->values[g.outputs()[o]];
+    const std::string what = absl::StrCat("output ", o, " ('", g.output_names()[o], "')");
+    if (value.none) {
+      outputs.push_back(RunValue::None());
+    } else if (value.list != nullptr) {
+      std::vector<Tensor> list;
+      for (const Tensor& t : *value.list) {
+        absl::StatusOr<Tensor> copy = t.TryClone(what, options.memory);
+        if (!copy.ok()) {
+          status = copy.status();
+          break;
+        }
+        list.push_back(*std::move(copy));
+      }
+      outputs.push_back(RunValue::List(std::move(list)));
+    } else {
+      absl::StatusOr<Tensor> copy = value.tensor.TryClone(what, options.memory);
+      if (copy.ok()) {
+        outputs.push_back(RunValue::Of(*std::move(copy)));
       } else {
-        outputs.push_back(RunValue::Of(value.tensor.Clone()));
+        status = copy.status();
       }
     }
   }
@@ -678,3 +742,21 @@ absl::Status Executable::RunProgram(const Program& program, Arena& arena) const 
 }
 
 }  // namespace kiln::runtime
+  RETURN_IF_ERROR(exe->CheckPlanFits(nullptr));
+  // The arena counts against the run's memory for as long as it runs.
+  if (options.memory != nullptr) {
+    RETURN_IF_ERROR(CheckPlanFits(options.memory.get()));
+    RETURN_IF_ERROR(options.memory->Reserve(
+        arena_bytes_, absl::StrCat("the plan's arena for inputs ", signature_)));
+  }
+  struct ReleaseArenaBytes {
+    const RunOptions& options;
+    size_t bytes;
+    ~ReleaseArenaBytes() {
+      if (options.memory != nullptr) options.memory->Release(bytes);
+    }
+  } release_arena_bytes{options, arena_bytes_};
+  arena->run = nullptr;
+  RunObserver* const observer = arena.run->observer;
+    RETURN_IF_ERROR(internal::CheckRun(g, *arena.run, step.node));
+    const ObservedStep observed(observer, this, g, step.node, &step, &arena);

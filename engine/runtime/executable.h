@@ -10,7 +10,9 @@
 // memory.
 #pragma once
 
+#include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +22,7 @@
 #include "engine/common/tensor.h"
 #include "engine/ir/graph.h"
 #include "engine/kernels/kernel.h"
+#include "engine/runtime/observer.h"
 
 namespace kiln::runtime {
 
@@ -28,6 +31,9 @@ struct CompileOptions {
   // False when `graph` already went through the pass pipeline (a compiled plan
   // read back from the cache): only Prepare and planning run.
   bool run_passes = true;
+  // False: Kiln's own kernels only, every value plain (no oneDNN provider,
+  // no layouts). Tests compare the two plans; part of the plan cache key.
+  bool use_providers = true;
   // Which of a model's graphs this is, for cache keys only: a model with
   // List[Tensor] inputs compiles one graph per list lengths ("lists=2,0").
   std::string graph_variant;
@@ -48,6 +54,28 @@ struct RunValue {
   static RunValue None() { return RunValue{Kind::kNone, Tensor(), {}}; }
 };
 
+// What bounds one run: a deadline, cancellation and memory. The executor
+// checks `deadline` and `stop` before every step and on every loop
+// iteration, and ends the run with DeadlineExceeded or what `stop` says; the plan's
+// arena and everything the dynamic path allocates (data-dependent shapes,
+// fallback outputs, the outputs handed back) count against `memory`.
+struct RunOptions {
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // What set the deadline, for the message ("the request's deadline of 30 s").
+  std::string deadline_name = "the deadline";
+  // Polled with the deadline: OK to go on, else the status that ends the run
+  // (Cancelled: "the client cancelled the request"). May be empty.
+  std::function<absl::Status()> stop;
+  // Null: no limit.
+  std::shared_ptr<MemoryBudget> memory;
+  // Sees every step of the run (engine/runtime/observer.h: the profiler).
+  // Null: none, and no cost beyond a pointer test per step.
+  RunObserver* observer = nullptr;
+
+  // DeadlineExceeded, or what `stop` says, once the run must stop.
+  absl::Status Check() const;
+};
+
 class Executable {
  public:
   // Compiles `graph` for `inputs` (one per graph input, concrete dtype and
@@ -65,8 +93,11 @@ class Executable {
   // RunValues returns it.
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs) const;
 
-  // Same, with tensor lists and None among inputs and outputs.
-  absl::StatusOr<std::vector<RunValue>> RunValues(const std::vector<RunValue>& inputs) const;
+  // Same, with tensor lists and None among inputs and outputs, bounded by
+  // `options`: a plan whose arena does not fit options.memory is
+  // ResourceExhausted before anything runs.
+  absl::StatusOr<std::vector<RunValue>> RunValues(const std::vector<RunValue>& inputs,
+                                                  const RunOptions& options = {}) const;
 
   // Per graph output: dtype and dims when the compile fixed them; dtype
   // kUnknown when only a run tells (the output of a branch, loop or fallback).
@@ -91,8 +122,12 @@ class Executable {
   struct Prepared;
   struct Arena;
   class Compiler;
+  friend struct StepInfo;  // reads steps, slots and values for observers
   Executable() = default;
-  std::unique_ptr<Arena> NewArena() const;
+  absl::StatusOr<std::unique_ptr<Arena>> NewArena() const;
+  // ResourceExhausted naming the largest planned tensor when the arena does
+  // not fit `memory`; InvalidArgument when a planned tensor's size overflows.
+  absl::Status CheckPlanFits(const MemoryBudget* memory) const;
   absl::Status RunProgram(const Program& program, Arena& arena) const;
   absl::Status RunDynamicKernel(const Step& step, Arena& arena) const;
   absl::Status RunIf(const Step& step, Arena& arena) const;

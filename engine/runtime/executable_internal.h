@@ -74,16 +74,30 @@ struct Executable::Arena {
   std::vector<RtValue> values;
   Tensor dynamic_workspace;
 };
+  const RunOptions* run = nullptr;  // the current run's bounds
+  // The kernel of the last dynamic step run, for observers (StepInfo::KernelName).
+  const kernels::KernelDef* dynamic_kernel = nullptr;
 
 namespace internal {
 
 inline constexpr size_t kAlign = 64;
 inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-inline std::string Where(const ir::Graph& g, ir::NodeId n) {
+// "node 3 (Fill, aten::zeros)".
+inline std::string NodeName(const ir::Graph& g, ir::NodeId n) {
   const ir::Node& node = g.node(n);
   return absl::StrCat("node ", n, " (", ir::OpName(node.kind),
-                      node.source_op.empty() ? "" : ", ", node.source_op, "): ");
+                      node.source_op.empty() ? "" : ", ", node.source_op, ")");
+}
+
+// "node 3 (Fill, aten::zeros): ", to start a message.
+inline std::string Where(const ir::Graph& g, ir::NodeId n) { return NodeName(g, n) + ": "; }
+
+// RunOptions::Check, saying which node the run was at.
+inline absl::Status CheckRun(const ir::Graph& g, const RunOptions& run, ir::NodeId n) {
+  absl::Status s = run.Check();
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), " (at ", NodeName(g, n), ")"));
 }
 
 inline absl::Status AtNode(ir::NodeId n, const absl::Status& s) {

@@ -381,7 +381,8 @@ size_t Model::num_compiled() const {
 }
 
 absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
-    const std::vector<NamedTensor>& inputs, const std::vector<std::string>& requested) const {
+    const std::vector<NamedTensor>& inputs, const std::vector<std::string>& requested,
+    const RunOptions& run) const {
   std::vector<const Tensor*> bound(inputs_.size(), nullptr);
   // Of list inputs, by index: a map, since a request may name any index.
   std::vector<std::map<size_t, const Tensor*>> elements(inputs_.size());
@@ -589,7 +590,7 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   } else {
     ASSIGN_OR_RETURN(exe, GetExecutable(signature));
   }
-  ASSIGN_OR_RETURN(std::vector<RunValue> outs, exe->RunValues(args));
+  ASSIGN_OR_RETURN(std::vector<RunValue> outs, exe->RunValues(args, run));
   std::vector<NamedTensor> result;
   for (size_t i : wanted) {
     RunValue& out = outs[i];

@@ -122,8 +122,10 @@ class Model {
   // element) or "xs" whole (see TensorSpec::list), and each n compiles its
   // own executable. An output that is a tensor list
   // comes back as "<name>.0", "<name>.1", ...; one that is None is left out.
+  // `run` bounds the run (Executable::RunValues).
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::vector<NamedTensor>& inputs,
-                                                 const std::vector<std::string>& requested) const;
+                                                 const std::vector<std::string>& requested,
+                                                 const RunOptions& run = {}) const;
 
   // The executable for one signature (graph input order), compiled on first use.
   absl::StatusOr<std::shared_ptr<const Executable>> GetExecutable(

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <memory>
+
 #include "engine/common/sha256.h"
 #include "engine/common/tensor.h"
 
@@ -27,6 +30,42 @@ TEST(TensorTest, ReshapedSharesStorageAndCloneDoesNot) {
   EXPECT_EQ(c.data<int64_t>()[4], 0);
   EXPECT_EQ(DimsToString(r.dims()), "[6]");
   EXPECT_EQ(NumElements({}), 1);
+}
+
+TEST(TensorTest, SizesThatOverflowAreErrorsNotWraparound) {
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_EQ(NumElements({big, big}), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(*CheckedByteSize(DType::kF32, {3, 5}, "t"), 60u);
+  absl::StatusOr<size_t> over = CheckedByteSize(DType::kF32, {big, big}, "%y");
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(over.status().message(),
+            "%y: shape [1099511627776, 1099511627776] of FP32 is too large (its size overflows)");
+  EXPECT_EQ(CheckedByteSize(DType::kF32, {2, -1}, "%y").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Tensor::Allocate(DType::kF32, {big, big}, "%y").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TensorTest, AllocateFailsInsteadOfAborting) {
+  // 2^62 bytes: no allocator gives that.
+  absl::StatusOr<Tensor> huge = Tensor::Allocate(DType::kF32, {int64_t{1} << 60}, "%huge");
+  ASSERT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(huge.status().message(), "%huge: cannot allocate 4294967296.0 GiB for FP32[1152921504606846976]");
+}
+
+TEST(TensorTest, MemoryBudgetCountsTensorsWhileTheyLive) {
+  auto budget = std::make_shared<MemoryBudget>(1000, "--limit");
+  absl::StatusOr<Tensor> a = Tensor::Allocate(DType::kF32, {100}, "%a", budget);  // 400 bytes
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(budget->used(), 448u);  // rounded up to 64 bytes
+  absl::StatusOr<Tensor> b = Tensor::Allocate(DType::kF32, {150}, "%b", budget);
+  ASSERT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(b.status().message(),
+            "%b needs 640 bytes with 448 bytes already held, more than the per-request memory "
+            "limit of 1000 bytes (--limit)");
+  *a = Tensor();
+  EXPECT_EQ(budget->used(), 0u);
+  EXPECT_TRUE(Tensor::Allocate(DType::kF32, {150}, "%b", budget).ok());
 }
 
 }  // namespace
