@@ -73,10 +73,10 @@ struct Executable::Arena {
   Tensor memory;
   std::vector<RtValue> values;
   Tensor dynamic_workspace;
-};
   const RunOptions* run = nullptr;  // the current run's bounds
   // The kernel of the last dynamic step run, for observers (StepInfo::KernelName).
   const kernels::KernelDef* dynamic_kernel = nullptr;
+};
 
 namespace internal {
 
