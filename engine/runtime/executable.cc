@@ -523,6 +523,7 @@ absl::StatusOr<std::unique_ptr<Executable>> Executable::Compile(
   Compiler compiler(exe.get());
   RETURN_IF_ERROR(compiler.Run(inputs));
   exe->signature_ = SignatureString(inputs);
+  RETURN_IF_ERROR(exe->CheckPlanFits(nullptr));
   return exe;
 }
 
@@ -581,9 +582,7 @@ absl::StatusOr<std::unique_ptr<Executable::Arena>> Executable::NewArena() const 
   for (size_t v = 0; v < slots_.size(); ++v) {
     const Slot& s = slots_[v];
     if (s.kind == Slot::Kind::kArena) {
-      // A non-plain value's tensor has its dims in memory order.
-      arena->values[v].tensor =
-          Tensor::Wrap(s.dtype, layout::PhysicalDims(s.dims, s.layout), base + s.offset);
+      arena->values[v].tensor = Tensor::Wrap(s.dtype, s.dims, base + s.offset);
     } else if (s.kind == Slot::Kind::kConstant) {
       arena->values[v].tensor =
           Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(s.constant->raw_data()));
@@ -614,7 +613,6 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(const std::vector<Tensor>& i
 
 absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
     const std::vector<RunValue>& inputs, const RunOptions& options) const {
-  kernels::UseThreads(options_.num_threads);
   const ir::Graph& g = graph_;
   if (inputs.size() != g.inputs().size()) {
     return absl::InvalidArgumentError(
@@ -637,6 +635,19 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
     }
   }
 
+  // The arena counts against the run's memory for as long as it runs.
+  if (options.memory != nullptr) {
+    RETURN_IF_ERROR(CheckPlanFits(options.memory.get()));
+    RETURN_IF_ERROR(options.memory->Reserve(
+        arena_bytes_, absl::StrCat("the plan's arena for inputs ", signature_)));
+  }
+  struct ReleaseArenaBytes {
+    const RunOptions& options;
+    size_t bytes;
+    ~ReleaseArenaBytes() {
+      if (options.memory != nullptr) options.memory->Release(bytes);
+    }
+  } release_arena_bytes{options, arena_bytes_};
   std::unique_ptr<Arena> arena;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
@@ -692,6 +703,7 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
       }
     }
   }
+  arena->run = nullptr;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     // Keep a few arenas for concurrent requests; drop the rest.
@@ -705,7 +717,10 @@ absl::Status Executable::RunProgram(const Program& program, Arena& arena) const 
   const ir::Graph& g = graph_;
   std::vector<RtValue>& values = arena.values;
   void* workspace = arena.memory.data<uint8_t>() + workspace_offset_;
+  RunObserver* const observer = arena.run->observer;
   for (const Step& step : program.steps) {
+    RETURN_IF_ERROR(internal::CheckRun(g, *arena.run, step.node));
+    const ObservedStep observed(observer, this, g, step.node, &step, &arena);
     switch (step.kind) {
       case Step::Kind::kKernel: {
         if (step.kernel->aliases_input0) continue;
@@ -742,21 +757,3 @@ absl::Status Executable::RunProgram(const Program& program, Arena& arena) const 
 }
 
 }  // namespace kiln::runtime
-  RETURN_IF_ERROR(exe->CheckPlanFits(nullptr));
-  // The arena counts against the run's memory for as long as it runs.
-  if (options.memory != nullptr) {
-    RETURN_IF_ERROR(CheckPlanFits(options.memory.get()));
-    RETURN_IF_ERROR(options.memory->Reserve(
-        arena_bytes_, absl::StrCat("the plan's arena for inputs ", signature_)));
-  }
-  struct ReleaseArenaBytes {
-    const RunOptions& options;
-    size_t bytes;
-    ~ReleaseArenaBytes() {
-      if (options.memory != nullptr) options.memory->Release(bytes);
-    }
-  } release_arena_bytes{options, arena_bytes_};
-  arena->run = nullptr;
-  RunObserver* const observer = arena.run->observer;
-    RETURN_IF_ERROR(internal::CheckRun(g, *arena.run, step.node));
-    const ObservedStep observed(observer, this, g, step.node, &step, &arena);
