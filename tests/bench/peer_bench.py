@@ -27,6 +27,7 @@ import contextlib
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -134,6 +135,14 @@ class KilndEngine:
                                              "--threads", threads, "--log-level", "warn"])
         opts = [("grpc.max_send_message_length", 1 << 30),
                 ("grpc.max_receive_message_length", 1 << 30)]
+        try:
+            self._load(grpc, pb_grpc, opts, model_path, name)
+        except BaseException:
+            self.close()
+            raise
+        self.request = None
+
+    def _load(self, grpc, pb_grpc, opts, model_path, name):
         self.stub = pb_grpc.GRPCInferenceServiceStub(
             grpc.insecure_channel(self.server.address, options=opts))
         req = self.pb.RepositoryModelLoadRequest(model_name=name)
@@ -146,7 +155,6 @@ class KilndEngine:
         self.model = name
         self.input_name = self.stub.ModelMetadata(
             self.pb.ModelMetadataRequest(name=name)).inputs[0].name
-        self.request = None
 
     def set_input(self, dtype, shape, path):
         self.request = self.pb.ModelInferRequest(model_name=self.model)
@@ -176,21 +184,28 @@ class KilndEngine:
 
 @contextlib.contextmanager
 def mounted_chroot(chroot, models_dir):
-    """/proc and the models folder bind-mounted into the chroot; unmounted on the way out."""
+    """Yields a function that makes sure /proc and the models folder are bind-mounted into the
+    chroot (call it before starting a process there: on this shared machine a mount has been seen
+    to vanish mid-run); unmounts both on the way out."""
     targets = [(os.path.abspath(models_dir), os.path.join(chroot, CHROOT_MOUNT.lstrip("/"))),
                ("/proc", os.path.join(chroot, "proc"))]
-    done = []
-    try:
+
+    def ensure():
         for source, target in targets:
             os.makedirs(target, exist_ok=True)
-            if os.path.ismount(target):  # left by an interrupted run
+            if not os.path.ismount(target):
+                subprocess.run(["mount", "--bind", source, target], check=True)
+
+    try:
+        for _, target in targets:  # left by an interrupted run: start from a clean state
+            if os.path.ismount(target):
                 subprocess.run(["umount", target], check=True)
-            subprocess.run(["mount", "--bind", source, target], check=True)
-            done.append(target)
-        yield
+        ensure()
+        yield ensure
     finally:
-        for target in reversed(done):
-            subprocess.run(["umount", target], check=False)
+        for _, target in reversed(targets):
+            if os.path.ismount(target):
+                subprocess.run(["umount", target], check=False)
 
 
 def interleave(engines, rounds, gap_ms):
@@ -221,8 +236,10 @@ class Bench:
         self.models_dir = os.path.join(args.work, "models")
         self.chroot = os.path.join(args.work, "trixie")
         self.kiln_bench = os.path.join(args.bin, "kiln-bench")
+        self.ensure_mounts = None  # set while the chroot's mounts are held (run())
 
     def in_chroot(self, *argv):
+        self.ensure_mounts()
         return ["chroot", self.chroot, "python3", f"{CHROOT_MOUNT}/chroot_worker.py", *argv]
 
     def inside(self, path):
@@ -264,22 +281,22 @@ class Bench:
         x.tofile(path)
         return dtype, shape, path
 
-    def start(self, name):
+    def start(self, name, engines, torch):
+        """Starts every engine for `name` into `engines` (ENGINES order, without torch) and `torch`
+        (one per TORCH_SETTINGS); what started before a failure is in the lists to be closed."""
         t, pt = str(self.args.threads), os.path.join(self.models_dir, f"{name}.pt")
         log = os.path.join(self.models_dir, "io", f"{name}.%s.log")
-        engines = [Worker("kiln", [self.kiln_bench, "--worker", "kiln", "--model", pt,
-                                   "--threads", t], log % "kiln"),
-                   KilndEngine(self.args.bin, pt, name, t),
-                   Worker("ort", self.in_chroot("ort", f"{CHROOT_MOUNT}/{name}.onnx", t),
-                          log % "ort", path_map=self.inside)]
-        torch = []
+        engines.append(Worker("kiln", [self.kiln_bench, "--worker", "kiln", "--model", pt,
+                                       "--threads", t], log % "kiln"))
+        engines.append(KilndEngine(self.args.bin, pt, name, t))
+        engines.append(Worker("ort", self.in_chroot("ort", f"{CHROOT_MOUNT}/{name}.onnx", t),
+                              log % "ort", path_map=self.inside))
         for i, setting in enumerate(TORCH_SETTINGS):
             wait, blas = setting
             torch.append(Worker(torch_setting_label(setting, t),
                                 [self.kiln_bench, "--worker", "torch", "--model", pt, "--threads", t,
                                  "--blas-threads", str(blas or t)],
                                 log % f"torch{i}", {"OMP_WAIT_POLICY": wait} if wait else {}))
-        return engines, torch  # engines in ENGINES order, without torch
 
     def parity(self, name, batch, engines):
         """Max |engine - libtorch| / max |libtorch| over the engines' outputs (the last engine is
@@ -329,12 +346,12 @@ class Bench:
         self.prepare(models)
         peak = self.sgemm_peak()
         rows = []
-        with mounted_chroot(self.chroot, self.models_dir):
+        with mounted_chroot(self.chroot, self.models_dir) as self.ensure_mounts:
             for name in models:
                 log(f"{name}: loading into every engine")
                 engines, torch = [], []
                 try:
-                    engines, torch = self.start(name)
+                    self.start(name, engines, torch)
                     for batch in args.batch:
                         rows.append(self.measure(name, batch, engines, torch))
                         log(format_row(rows[-1]))
@@ -417,6 +434,8 @@ def main():
     args.batch = args.batch or [1, 8]
     if os.geteuid() != 0:
         sys.exit("peer_bench.py needs root: ONNX Runtime runs in a chroot")
+    # SIGTERM unwinds like Ctrl-C, so the engines stop and the chroot's mounts are released.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     Bench(args).run()
     return 0
 
