@@ -48,7 +48,7 @@ WORK="$DIR.partial"
 unmount_all() {  # what this script or an interrupted benchmark left mounted in $1
   local m
   for m in "$1/proc" "$1/kiln-bench"; do
-    if mountpoint -q "$m"; then umount "$m"; fi
+    while mountpoint -q "$m" && umount "$m"; do :; done
   done
   return 0
 }

@@ -190,22 +190,26 @@ def mounted_chroot(chroot, models_dir):
     targets = [(os.path.abspath(models_dir), os.path.join(chroot, CHROOT_MOUNT.lstrip("/"))),
                ("/proc", os.path.join(chroot, "proc"))]
 
+    def mounted(target):  # os.path.ismount misses a bind mount from the same file system
+        return subprocess.run(["mountpoint", "-q", target]).returncode == 0
+
+    def unmount_all():
+        for _, target in reversed(targets):
+            while mounted(target) and subprocess.run(["umount", target]).returncode == 0:
+                pass
+
     def ensure():
         for source, target in targets:
             os.makedirs(target, exist_ok=True)
-            if not os.path.ismount(target):
+            if not mounted(target):
                 subprocess.run(["mount", "--bind", source, target], check=True)
 
     try:
-        for _, target in targets:  # left by an interrupted run: start from a clean state
-            if os.path.ismount(target):
-                subprocess.run(["umount", target], check=True)
+        unmount_all()  # whatever an interrupted run left
         ensure()
         yield ensure
     finally:
-        for _, target in reversed(targets):
-            if os.path.ismount(target):
-                subprocess.run(["umount", target], check=False)
+        unmount_all()
 
 
 def interleave(engines, rounds, gap_ms):
