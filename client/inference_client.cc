@@ -387,6 +387,30 @@ absl::StatusOr<ModelMetadata> InferenceClient::Metadata(const std::string& name,
 absl::StatusOr<std::vector<NamedTensor>> InferenceClient::Infer(
     const std::string& name, const std::vector<NamedTensor>& inputs,
     const std::vector<std::string>& outputs, const std::string& version) {
+  return InferImpl(name, inputs, outputs, version, /*profile=*/false, nullptr);
+}
+
+absl::StatusOr<InferenceClient::ProfiledInfer> InferenceClient::InferProfiled(
+    const std::string& name, const std::vector<NamedTensor>& inputs, const std::string& version) {
+  ProfiledInfer result;
+  inference::ModelInferResponse response;
+  ASSIGN_OR_RETURN(result.outputs,
+                   InferImpl(name, inputs, {}, version, /*profile=*/true, &response));
+  auto it = response.parameters().find("profile");
+  if (it == response.parameters().end() ||
+      it->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return absl::UnimplementedError(
+        absl::StrCat("the server at ", target_, " answered without a profile (not Kiln, or a "
+                     "Kiln without profiles)"));
+  }
+  result.profile_json = it->second.string_param();
+  return result;
+}
+
+absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
+    const std::string& name, const std::vector<NamedTensor>& inputs,
+    const std::vector<std::string>& outputs, const std::string& version, bool profile,
+    inference::ModelInferResponse* response_out) {
   inference::ModelInferRequest request;
   request.set_model_name(name);
   request.set_model_version(version);
@@ -399,8 +423,10 @@ absl::StatusOr<std::vector<NamedTensor>> InferenceClient::Infer(
                                              input.tensor.byte_size());
   }
   for (const std::string& output : outputs) request.add_outputs()->set_name(output);
+  if (profile) (*request.mutable_parameters())["profile"].set_bool_param(true);
 
-  inference::ModelInferResponse response;
+  inference::ModelInferResponse local;
+  inference::ModelInferResponse& response = response_out != nullptr ? *response_out : local;
   RETURN_IF_ERROR(
       FromGrpcStatus(impl_->stub->ModelInfer(impl_->Context().get(), request, &response)));
   std::vector<NamedTensor> result;

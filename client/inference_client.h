@@ -19,6 +19,10 @@
 #include "absl/strings/string_view.h"
 #include "engine/common/tensor.h"
 
+namespace inference {
+class ModelInferResponse;
+}
+
 namespace kiln::client {
 
 struct NamedTensor {
@@ -219,11 +223,30 @@ class InferenceClient {
                                                  const std::vector<std::string>& outputs = {},
                                                  const std::string& version = "");
 
+  // Same, with the request parameter "profile": true: Kiln runs it with its
+  // profiler and answers with the per-node profile, the JSON of
+  // runtime::Profile (engine/runtime/profiler.h), returned here. A server
+  // without profiles answers no profile: Unimplemented.
+  struct ProfiledInfer {
+    std::vector<NamedTensor> outputs;
+    std::string profile_json;
+  };
+  absl::StatusOr<ProfiledInfer> InferProfiled(const std::string& name,
+                                              const std::vector<NamedTensor>& inputs,
+                                              const std::string& version = "");
+
   // Statistics of `name`, or of every model when empty.
   absl::StatusOr<std::vector<ModelStatistics>> Statistics(const std::string& name = "");
 
  private:
   struct Impl;
+  // Infer; `profile` sets the request parameter, `response` (may be null)
+  // receives the whole answer.
+  absl::StatusOr<std::vector<NamedTensor>> InferImpl(const std::string& name,
+                                                     const std::vector<NamedTensor>& inputs,
+                                                     const std::vector<std::string>& outputs,
+                                                     const std::string& version, bool profile,
+                                                     inference::ModelInferResponse* response);
   InferenceClient(std::string target, std::unique_ptr<Impl> impl);
 
   std::string target_;

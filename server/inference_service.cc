@@ -16,6 +16,7 @@
 #include "engine/cache/file_io.h"
 #include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
+#include "engine/runtime/profiler.h"
 #include "server/grpc_status.h"
 #include "server/model_config.h"
 #include "server/model_contract.h"
@@ -40,6 +41,19 @@ constexpr char kSha256Param[] = "sha256";
 constexpr char kContractTrailer[] = "kiln-contract";
 // gRPC peers refuse metadata above 8 KiB by default.
 constexpr size_t kMaxTrailerBytes = 7 << 10;
+// ModelInfer's request parameter "profile" (bool_param, off by default): run
+// with the profiler and answer with the per-node profile, the JSON of
+// runtime::Profile, in the response parameter "profile" (`kiln profile`).
+constexpr char kProfileParam[] = "profile";
+
+absl::StatusOr<bool> ProfileRequested(const inference::ModelInferRequest& request) {
+  auto it = request.parameters().find(kProfileParam);
+  if (it == request.parameters().end()) return false;
+  if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
+    return absl::InvalidArgumentError("parameter 'profile' must be a bool_param");
+  }
+  return it->second.bool_param();
+}
 
 void AddContractTrailer(grpc::ServerContext* context, const std::string& contract) {
   if (contract.size() > kMaxTrailerBytes) {
@@ -242,11 +256,15 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
 
   absl::StatusOr<std::vector<runtime::NamedTensor>> inputs = DecodeInputs(*request);
   if (!inputs.ok()) return fail(inputs.status());
+  absl::StatusOr<bool> profile = ProfileRequested(*request);
+  if (!profile.ok()) return fail(profile.status());
   timings.input_ns = ElapsedNs(start);
 
   const Clock::time_point infer_start = Clock::now();
-  const runtime::RunOptions run =
+  runtime::RunOptions run =
       options_.limits.ForRequest(context->deadline(), [context] { return context->IsCancelled(); });
+  runtime::Profiler profiler;
+  if (*profile) run.observer = &profiler;
   absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
       serving->model->Infer(*inputs, RequestedOutputs(*request), run);
   if (!outputs.ok()) return fail(outputs.status());
@@ -257,6 +275,9 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
   response->set_model_version(std::to_string(serving->version));
   response->set_id(request->id());
   EncodeOutputs(*outputs, response);
+  if (*profile) {
+    (*response->mutable_parameters())[kProfileParam].set_string_param(profiler.Finish().ToJson());
+  }
   timings.output_ns = ElapsedNs(output_start);
   serving->stats->RecordSuccess(timings);
   return grpc::Status::OK;

@@ -2,6 +2,7 @@
 //   kiln [--server host:port] [--timeout S] upload FILE --name NAME [--config JSON_FILE]
 //   kiln models | metadata NAME | unload NAME | delete NAME [--version V] | stats [NAME] | health
 //   kiln infer NAME -i x=img.npy | -i x=1,2,3:FP32:1x3 [--output NAME] [-o out/]
+//   kiln profile NAME -i x=img.npy [--runs N] [--trace out.json]
 // Errors go to stderr as "kiln: error: CODE: ..."; the exit status says which
 // kind (client/cli/exit_codes.cc, printed by --help).
 #include <unistd.h>
@@ -32,6 +33,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/exit_codes.h"
 #include "client/cli/inspect_command.h"
+#include "client/cli/profile_command.h"
 #include "client/cli/progress.h"
 #include "client/cli/tensor_text.h"
 #include "client/inference_client.h"
@@ -280,10 +282,10 @@ absl::Status Metadata(InferenceClient& client, const std::string& name,
 // Outputs up to this many values are printed as a table by default.
 constexpr int64_t kDefaultPrintLimit = 100;
 
-absl::Status Infer(InferenceClient& client, const std::string& name,
-                   const std::vector<std::string>& input_args,
-                   const std::vector<std::string>& requested, const std::string& output_dir,
-                   const std::string& version, int64_t print_limit) {
+// A request's inputs from -i arguments (`kiln infer`, `kiln profile`).
+absl::StatusOr<std::vector<kiln::client::NamedTensor>> BuildInputs(
+    InferenceClient& client, const std::string& name, const std::vector<std::string>& input_args,
+    const std::string& version) {
   std::vector<kiln::cli::InputArg> args;
   bool any_inline = false;
   for (const std::string& arg : input_args) {
@@ -327,6 +329,15 @@ absl::Status Infer(InferenceClient& client, const std::string& name,
     ASSIGN_OR_RETURN(kiln::Tensor tensor, kiln::cli::MakeInlineTensor(arg, declared));
     inputs.push_back({arg.name, std::move(tensor)});
   }
+  return inputs;
+}
+
+absl::Status Infer(InferenceClient& client, const std::string& name,
+                   const std::vector<std::string>& input_args,
+                   const std::vector<std::string>& requested, const std::string& output_dir,
+                   const std::string& version, int64_t print_limit) {
+  ASSIGN_OR_RETURN(std::vector<kiln::client::NamedTensor> inputs,
+                   BuildInputs(client, name, input_args, version));
   ASSIGN_OR_RETURN(auto outputs, client.Infer(name, inputs, requested, version));
 
   if (!output_dir.empty()) {
@@ -517,6 +528,32 @@ every output to DIR/NAME.npy instead.)");
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
+  kiln::cli::ProfileOptions profile_options;
+  CLI::App* profile = app.add_subcommand(
+      "profile", "Run a model with the server's profiler and print where the time goes, per "
+                 "node of the compiled graph, sorted");
+  profile->footer(R"(Columns: share of the total, ms per run, calls per run, node id, op (indented
+inside an If or Loop), kernel (e.g. onednn.conv; Kiln's own kernels go by the op's
+name), step (static: planned at compile time; dynamic: prepared per run; if,
+loop: their own time, less their blocks'), output types with layout (e.g.
+FP32[1, 64, 56, 56]{nhwc}) and the source op. Inputs as for `kiln infer`.)");
+  profile->add_option("NAME", name, "Model name")->required();
+  profile->add_option("--version", version, "Model version (default: the latest ready)");
+  profile->add_option("-i,--input", input_args, "NAME=FILE.npy or NAME=VALUES[:DTYPE][:SHAPE] (repeatable)")
+      ->required();
+  profile->add_option("--runs", profile_options.runs, "Profiled runs, merged")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  profile->add_option("--warmup", profile_options.warmup,
+                      "Unprofiled runs first (the first request compiles the plan)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  profile->add_option("--trace", profile_options.trace_path,
+                      "Write the Chrome/Perfetto trace-event JSON (one event per step run)");
+  profile->add_option("--json", profile_options.json_path, "Write the merged profile as JSON");
+  profile->add_option("--top", profile_options.top, "Print only the K costliest nodes (0: all)")
+      ->check(CLI::NonNegativeNumber);
+
   CLI::App* unload = app.add_subcommand("unload", "Stop serving a model (files stay)");
   unload->add_option("NAME", name, "Model name")->required();
 
@@ -589,6 +626,12 @@ every output to DIR/NAME.npy instead.)");
     if (metadata->parsed()) status = Metadata(c, name, version);
     if (infer->parsed()) {
       status = Infer(c, name, input_args, output_names, output_dir, version, print_limit);
+    }
+    if (profile->parsed()) {
+      absl::StatusOr<std::vector<kiln::client::NamedTensor>> inputs =
+          BuildInputs(c, name, input_args, version);
+      status = inputs.ok() ? kiln::cli::Profile(c, name, *inputs, version, profile_options)
+                           : inputs.status();
     }
     if (unload->parsed()) status = Unload(c, name);
     if (stats->parsed()) status = Stats(c, name);

@@ -48,7 +48,10 @@ std::vector<std::string> StepInfo::OutputTypes() const {
     const Executable::Slot& slot = executable->slots_[v];
     using SK = Executable::Slot::Kind;
     if (slot.kind == SK::kArena || slot.kind == SK::kInput || slot.kind == SK::kConstant) {
-      types.push_back(ir::TensorType{slot.dtype, slot.dims, slot.layout}.ToString());
+      // Planned: the compiled graph's type says dims and layout.
+      const ir::TensorType& type = graph->value(v).type;
+      types.push_back(type.IsComplete() ? type.ToString()
+                                        : ir::TensorType{slot.dtype, slot.dims}.ToString());
       continue;
     }
     const RtValue& value = a->values[v];
