@@ -21,21 +21,24 @@ using ir::ValueKind;
 
 ValueId Out(const Graph& g, NodeId n) { return g.node(n).outputs[0]; }
 
-ValueId Const(Graph& g, DType dtype, ValueKind kind, double v) {
-  Tensor t = Tensor::Zeros(dtype, {});
-  if (dtype == DType::kBool) *t.data<bool>() = v != 0;
-  if (dtype == DType::kInt64) *t.data<int64_t>() = static_cast<int64_t>(v);
-  return g.AddConstant(t, "", kind);
+ValueId IntConst(Graph& g, int64_t v) {
+  Tensor t = Tensor::Zeros(DType::kInt64, {});
+  *t.data<int64_t>() = v;
+  return g.AddConstant(t, "", ValueKind::kInt);
+}
+
+ValueId True(Graph& g) {
+  Tensor t = Tensor::Zeros(DType::kBool, {});
+  *t.data<bool>() = true;
+  return g.AddConstant(t, "", ValueKind::kBool);
 }
 
 // for i in range(trips): s = s + s (or, with `empty_body`, nothing at all).
 Graph Loop(int64_t trips, bool empty_body) {
   Graph g;
   ValueId x = g.AddInput("x", {});
-  ValueId go = Const(g, DType::kBool, ValueKind::kBool, 1);
-  NodeId loop = g.AddNodeWithOutputs(
-      OpKind::kLoop, {Const(g, DType::kInt64, ValueKind::kInt, static_cast<double>(trips)), go, x},
-      1);
+  ValueId go = True(g);
+  NodeId loop = g.AddNodeWithOutputs(OpKind::kLoop, {IntConst(g, trips), go, x}, 1);
   BlockId body = g.AddBlock(loop);
   g.AddBlockParam(body, "i", {}, ValueKind::kInt);
   ValueId s = g.AddBlockParam(body, "s", {});
