@@ -13,6 +13,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler      # generated message code
   libabsl-dev                            # absl::Status / StatusOr used across engine, server and client
   libopenblas-dev                        # cblas_sgemm for GEMM and im2col convolution
+  libdnnl-dev                            # oneDNN: convolution, pooling and inner product in NHWC with fused post-ops
   libspdlog-dev                          # server logging
   nlohmann-json3-dev                     # load `config` JSON and metadata
   libcli11-dev                           # command-line parsing for kilnd and kiln
@@ -27,7 +28,7 @@ PACKAGES=(
 # The runtime libraries of kilnd and kiln, one package per library they link directly
 # (libc6, libgcc-s1 and libstdc++6 are part of every Debian base image).
 RUNTIME_PACKAGES=(
-  libtorch1.13 libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libopenblas0-pthread
+  libtorch1.13 libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libopenblas0-pthread libdnnl2
   libspdlog1.10 libfmt9 libssl3 libgomp1 libstdc++6 libyaml-cpp0.7 ca-certificates
 )
 

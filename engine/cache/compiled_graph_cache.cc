@@ -234,6 +234,7 @@ std::string CompiledGraphCache::PlanKey(const std::string& model_key,
   return absl::StrCat("plan;model=", model_key, ";signature=", SignatureString(signature),
                       ";threads=", options.num_threads,
                       options.graph_variant.empty() ? "" : ";variant=", options.graph_variant,
+                      options.use_providers ? "" : ";native",
                       ";passes=", PassesText(),
                       ";engine=", EngineVersion());
 }

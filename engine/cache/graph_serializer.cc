@@ -20,7 +20,7 @@ namespace {
 struct IrLayout {
   size_t node, value, graph, tensor_type, tensor, attr_alternatives;
 };
-constexpr IrLayout kKnownLayout = {168, 144, 152, 40, 56, 7};
+constexpr IrLayout kKnownLayout = {168, 152, 152, 48, 56, 7};
 
 absl::Status CheckLayout() {
   const IrLayout now = {sizeof(ir::Node),  sizeof(ir::Value),
@@ -60,12 +60,18 @@ void TypeToProto(const ir::TensorType& type, v1::TensorType* out) {
   if (type.dims) {
     for (int64_t d : *type.dims) out->add_dims(d);
   }
+  if (type.layout != ir::Layout::kPlain) out->set_layout(ir::LayoutName(type.layout));
 }
 
 absl::StatusOr<ir::TensorType> TypeFromProto(const v1::TensorType& proto) {
   ir::TensorType type;
   ASSIGN_OR_RETURN(type.dtype, ParseDType(proto.dtype()));
   if (proto.has_dims()) type.dims = Dims(proto.dims().begin(), proto.dims().end());
+  if (proto.layout() == ir::LayoutName(ir::Layout::kNHWC)) {
+    type.layout = ir::Layout::kNHWC;
+  } else if (!proto.layout().empty() && proto.layout() != ir::LayoutName(ir::Layout::kPlain)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown layout '", proto.layout(), "'"));
+  }
   return type;
 }
 

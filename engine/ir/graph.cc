@@ -95,10 +95,22 @@ bool TensorType::IsComplete() const {
   return true;
 }
 
+const char* LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kPlain:
+      return "plain";
+    case Layout::kNHWC:
+      return "nhwc";
+  }
+  return "?";
+}
+
 std::string TensorType::ToString() const {
   std::string dt = dtype == DType::kUnknown ? "?" : std::string(DTypeName(dtype));
   if (!dims) return dt + "[?]";
-  return absl::StrCat(dt, DimsToString(*dims));
+  std::string s = absl::StrCat(dt, DimsToString(*dims));
+  if (layout != Layout::kPlain) absl::StrAppend(&s, "{", LayoutName(layout), "}");
+  return s;
 }
 
 // ---------------------------------------------------------------- Attributes

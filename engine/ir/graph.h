@@ -80,14 +80,29 @@ DType ScalarKindDType(ValueKind kind);
 
 // Element type and shape of a value. `dims` is nullopt when even the rank is
 // unknown; a dim of -1 is dynamic.
+// How a tensor's elements lie in memory. Dims are always logical (NCHW for
+// images, as PyTorch gives them); the layout says in which order the buffer
+// holds them. Only the compiler assigns non-plain layouts, to values between
+// kernels that take them (engine/runtime/layout.h); graph inputs, outputs,
+// constants and everything the dynamic path sees are plain.
+enum class Layout : uint8_t {
+  kPlain,  // row-major in the logical dims
+  kNHWC,   // a 4-D [N, C, H, W] tensor stored as [N, H, W, C] (channels last)
+};
+const char* LayoutName(Layout layout);  // "plain", "nhwc"
+
 struct TensorType {
   DType dtype = DType::kUnknown;
   std::optional<Dims> dims;
+  Layout layout = Layout::kPlain;
 
   bool IsComplete() const;
-  // "FP32[1, 3, 224, 224]", "FP32[-1, 3]", "FP32[?]" (unknown rank), "?[?]".
+  // "FP32[1, 3, 224, 224]", "FP32[-1, 3]", "FP32[?]" (unknown rank), "?[?]";
+  // a non-plain layout follows: "FP32[1, 64, 56, 56]{nhwc}".
   std::string ToString() const;
-  bool operator==(const TensorType& o) const { return dtype == o.dtype && dims == o.dims; }
+  bool operator==(const TensorType& o) const {
+    return dtype == o.dtype && dims == o.dims && layout == o.layout;
+  }
 };
 
 using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
@@ -206,6 +221,14 @@ class Graph {
   const std::vector<ValueId>& outputs() const { return outputs_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
   void set_output_name(size_t i, std::string name) { output_names_[i] = std::move(name); }
+  // Makes graph output `i` the value `v` (its name stays).
+  void ReplaceOutput(size_t i, ValueId v) { outputs_[i] = v; }
+  // Makes room for `nodes` more nodes and `values` more values, so that
+  // references to existing ones stay valid while that many are added.
+  void Reserve(size_t nodes, size_t values) {
+    nodes_.reserve(nodes_.size() + nodes);
+    values_.reserve(values_.size() + values);
+  }
 
   // Returns the constant tensor behind `id`, or nullptr when it is not a Constant's output.
   const Tensor* ConstantValue(ValueId id) const;

@@ -123,7 +123,7 @@ void PrepareWide(PrepareContext& ctx, ConvPlan& p) {
 
 absl::Status PrepareConv(PrepareContext& ctx) {
   const ir::Node& node = ctx.node;
-  RETURN_IF_ERROR(CheckInputCount(ctx, 2, 3));
+  RETURN_IF_ERROR(CheckInputCount(ctx, 2, 4));
   const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
   if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
   RETURN_IF_ERROR(CheckDType(ctx, 1, t));
@@ -247,9 +247,23 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   out.push_back(p->o);
   const Dims out_spatial = {p->od, p->oh, p->ow};
   out.insert(out.end(), out_spatial.begin() + lift, out_spatial.end());
+  if (HasInput(ctx, 3)) {
+    RETURN_IF_ERROR(CheckDType(ctx, 3, t));
+    if (ctx.inputs[3].dims != out) {
+      return InvalidArg(node, "expected residual ", DimsToString(out), ", got ",
+                        DimsToString(ctx.inputs[3].dims));
+    }
+  }
   ctx.outputs = {TensorInfo{t, out}};
   ctx.state = std::move(p);
   return absl::OkStatus();
+}
+
+// The residual at the offset of `at` in the output `y` (nullptr without one).
+template <typename T>
+const T* ResidualAt(const EvalContext& ctx, const T* y, const T* at) {
+  if (ctx.inputs.size() < 4 || ctx.inputs[3] == nullptr) return nullptr;
+  return ctx.inputs[3]->data<T>() + (at - y);
 }
 
 // C[M, N] (+)= A[M, K] * B[K, N], row-major, leading dims K, N, N; float or
@@ -476,7 +490,8 @@ absl::Status EvalConvWide(EvalContext& ctx, const ConvPlan& p) {
       Gemm(p.og, out_plane, k, wd + g * p.og * k, b, bias != nullptr ? 1.0 : 0.0, yd);
       float* yg = y + (n * p.o + g * p.og) * out_plane;
       convert(static_cast<const double*>(yd), p.og * out_plane, yg);
-      ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg, ctx.num_threads);
+      ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg, ResidualAt<float>(ctx, y, yg),
+                        ctx.num_threads);
     }
   }
   return absl::OkStatus();
@@ -513,12 +528,14 @@ absl::Status EvalConv(EvalContext& ctx) {
                     if constexpr (std::is_same_v<T, float>) {
                       if (p.dw3x3) {  // set in Prepare for FP32 only
                         Depthwise3x3Plane(p, x + q * in_plane, wc, b, zeros, y + q * out_plane);
-                        ApplyConvEpilogue(p.epilogue, c, 1, out_plane, y + q * out_plane);
+                        ApplyConvEpilogue(p.epilogue, c, 1, out_plane, y + q * out_plane,
+                                          ResidualAt<T>(ctx, y, y + q * out_plane));
                         continue;
                       }
                     }
                     DepthwisePlane(p, x + q * in_plane, wc, b, y + q * out_plane);
-                    ApplyConvEpilogue(p.epilogue, c, 1, out_plane, y + q * out_plane);
+                    ApplyConvEpilogue(p.epilogue, c, 1, out_plane, y + q * out_plane,
+                                      ResidualAt<T>(ctx, y, y + q * out_plane));
                   }
                 });
     return absl::OkStatus();
@@ -536,7 +553,8 @@ absl::Status EvalConv(EvalContext& ctx) {
           Im2Col(p, xg, col, ctx.num_threads);
           Gemm(p.og, out_plane, k, wg, col, beta, yg);
         }
-        ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg, ctx.num_threads);
+        ApplyConvEpilogue(p.epilogue, g * p.og, p.og, out_plane, yg, ResidualAt<T>(ctx, y, yg),
+                          ctx.num_threads);
       });
   return absl::OkStatus();
 }

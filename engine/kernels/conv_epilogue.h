@@ -1,6 +1,8 @@
 // What a convolution does to its output block right after the GEMM (private
 // to engine/kernels/): the per-channel affine of a fused inference BatchNorm
-// (y = y * scale + shift) and the clamp of a fused Relu / Clip. The pass
+// (y = y * scale + shift), a fused residual Add (y = y + r, the Conv's input
+// 3, same dims as the output) and the clamp of a fused Relu / Clip, in that
+// order. The pass
 // engine/passes/fuse_conv_epilogue.cc writes the Conv node's attributes
 // post_scale, post_shift, post_min and post_max; the arithmetic is the
 // unfused kernels' (BatchNorm's multiply then add, no FMA contraction;
@@ -21,11 +23,12 @@ namespace kiln::kernels {
 struct ConvEpilogue {
   const Tensor* scale = nullptr;  // [out channels] in the conv's dtype, with shift
   const Tensor* shift = nullptr;
+  bool residual = false;  // input 3 is present
   bool clamp = false;
   double lo = -std::numeric_limits<double>::infinity();
   double hi = std::numeric_limits<double>::infinity();
 
-  bool empty() const { return scale == nullptr && !clamp; }
+  bool empty() const { return scale == nullptr && !residual && !clamp; }
 };
 
 // Reads the node's post_* attributes; the tensors stay owned by the node, which
@@ -45,6 +48,7 @@ inline absl::StatusOr<ConvEpilogue> ConvEpilogueFromAttrs(const ir::Node& node, 
                         DimsToString(t->dims()));
     }
   }
+  e.residual = node.inputs.size() > 3 && node.inputs[3] != ir::kNoValue;
   if (node.attrs.Has("post_min") || node.attrs.Has("post_max")) {
     e.clamp = true;
     e.lo = node.attrs.GetFloat("post_min", e.lo);
@@ -55,10 +59,11 @@ inline absl::StatusOr<ConvEpilogue> ConvEpilogueFromAttrs(const ir::Node& node, 
 
 // Applies the epilogue to `channels` output planes of `plane` elements, the
 // first of which is output channel `first_channel`, in parallel over channels
-// (num_threads 1 inside a ParallelFor).
+// (num_threads 1 inside a ParallelFor). `r` is the residual at the same
+// offset as `y` (nullptr without one).
 template <typename T>
 void ApplyConvEpilogue(const ConvEpilogue& e, int64_t first_channel, int64_t channels,
-                       int64_t plane, T* y, int num_threads = 1) {
+                       int64_t plane, T* y, const T* r, int num_threads = 1) {
   if (e.empty()) return;
   const T lo = static_cast<T>(e.lo), hi = static_cast<T>(e.hi);
   ParallelFor(channels, num_threads, channels * plane, [&](int64_t begin, int64_t end) {
@@ -68,6 +73,10 @@ void ApplyConvEpilogue(const ConvEpilogue& e, int64_t first_channel, int64_t cha
         const T a = e.scale->data<T>()[first_channel + c];
         const T b = e.shift->data<T>()[first_channel + c];
         for (int64_t i = 0; i < plane; ++i) dst[i] = dst[i] * a + b;
+      }
+      if (r != nullptr) {
+        const T* add = r + c * plane;
+        for (int64_t i = 0; i < plane; ++i) dst[i] = dst[i] + add[i];
       }
       if (e.clamp) {
         for (int64_t i = 0; i < plane; ++i) dst[i] = std::min(std::max(dst[i], lo), hi);

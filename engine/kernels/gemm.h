@@ -1,8 +1,8 @@
 // BLAS for the kernels (private to engine/kernels/): the routines of each
 // element type for kernels templated on it, and a single-precision GEMM for the
 // families other than matmul.cc and conv.cc (attention, recurrent, einsum), so
-// that the cblas calls and their edge cases stay in one place. Never call it
-// inside an OpenMP region: OpenBLAS runs its own thread pool.
+// that the BLAS calls and their edge cases stay in one place. Never call it
+// inside an OpenMP region: the GEMMs start parallel regions of their own.
 #pragma once
 
 #include <cblas.h>
@@ -14,9 +14,15 @@ namespace kiln::kernels {
 // The BLAS routines of one element type, for kernels templated on it.
 template <typename T>
 struct Blas;
+// FP32 GEMM runs on oneDNN's sgemm (gemm.cc): it JIT-compiles for the CPU it
+// finds (AVX-512 on Zen 4, where this Debian's OpenBLAS falls back to its
+// AVX2 kernels) and runs on the calling thread's OpenMP budget, the pool
+// Kiln's own loops use, instead of OpenBLAS's second pool.
 template <>
 struct Blas<float> {
-  static constexpr auto gemm = cblas_sgemm;
+  static void gemm(CBLAS_ORDER order, CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m,
+                   int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float beta, float* c, int64_t ldc);
   static constexpr auto gemv = cblas_sgemv;
 };
 template <>

@@ -28,6 +28,9 @@ struct TensorInfo {
   // A Python number (an int/float/bool value, ir::IsScalarKind), which type
   // promotion ranks below tensors (engine/common/type_promotion.h).
   bool scalar = false;
+  // The memory layout (dims stay logical). Non-plain only for kernels that
+  // declare `takes_layouts`; their Prepare sets it on the outputs too.
+  ir::Layout layout = ir::Layout::kPlain;
 };
 
 struct PrepareContext {
@@ -43,6 +46,10 @@ struct PrepareContext {
   // Set by Prepare when only Eval can know the outputs' dims (the libtorch
   // fallback): Eval then gets empty output tensors and assigns them.
   bool dynamic_outputs = false;
+  // Set by the compiler for a node of the static plan whose operands are not
+  // all constants: a kernel that takes layouts may then give its outputs a
+  // non-plain layout. Elsewhere (folding, the dynamic path) outputs are plain.
+  bool allow_layouts = false;
 };
 
 struct EvalContext {
@@ -56,6 +63,13 @@ struct EvalContext {
 
 using PrepareFn = absl::Status (*)(PrepareContext&);
 using EvalFn = absl::Status (*)(EvalContext&);
+// Whether a provider's kernel takes this use of its op (dtype, ranks,
+// attributes); checked before its Prepare. nullptr: every use.
+using SupportsFn = bool (*)(const PrepareContext&);
+
+// Who implements a kernel. Selection (PrepareKernel) tries the accelerated
+// providers' kernels whose `supports` holds first, then Kiln's own.
+enum class Provider : uint8_t { kNative, kOneDnn };
 
 struct KernelDef {
   ir::OpKind op;
@@ -65,6 +79,14 @@ struct KernelDef {
   // When true the output is a view of input 0 (same bytes, new dims): the
   // executor aliases the buffers and never calls eval.
   bool aliases_input0 = false;
+  Provider provider = Provider::kNative;
+  SupportsFn supports = nullptr;
+  // Prepare accepts inputs in any layout (TensorInfo::layout) and says which
+  // layout each output has. Other kernels only ever see plain tensors.
+  bool takes_layouts = false;
+  // For profiles and logs: "onednn.conv"; empty for native kernels, which go
+  // by their op's name.
+  const char* name = "";
 };
 
 // Family tables (one per file).
@@ -85,17 +107,25 @@ absl::Span<const KernelDef> ResizeKernels();      // resize.cc: interpolation
 absl::Span<const KernelDef> SortKernels();        // sort.cc: topk, sort
 absl::Span<const KernelDef> AttentionKernels();   // attention.cc: multi-head attention
 absl::Span<const KernelDef> RecurrentKernels();   // recurrent.cc: LSTM, GRU, RNN
+absl::Span<const KernelDef> LayoutKernels();     // layout.cc: Reorder
 absl::Span<const KernelDef> ScalarKernels();  // scalar_ops.cc: metadata, int/float/bool math, scalar lists
 
 // Every kernel of every family.
 const std::vector<KernelDef>& AllKernels();
+
+// The kernels of accelerated providers (engine/kernels/onednn/), tried before
+// the families for the uses they support. Empty in a build without them.
+absl::Span<const KernelDef> ProviderKernels();
 
 // The kernel for `op` whose dtype is `dtype` (or kUnknown); nullptr when none.
 // Installed kernels are searched after the families.
 const KernelDef* FindKernel(ir::OpKind op, DType dtype);
 
 // Finds and prepares the kernel for `ctx.node` and its operand types (fills
-// ctx.outputs, workspace_bytes, state). An FP16/BF16 operand the op's own
+// ctx.outputs, workspace_bytes, state). A provider kernel that supports the
+// use comes first. An input in a non-plain layout is only given to a kernel
+// that takes layouts; FailedPrecondition when there is none (the compiler
+// then reorders the input to plain). An FP16/BF16 operand the op's own
 // kernel does not take runs through its FP32 kernel, widened and rounded back
 // as PyTorch computes the storage types on CPU (widen.cc); an FP32 node marked
 // to accumulate in float64 runs its FP64 kernel the same way. NotFound when
@@ -121,6 +151,12 @@ void InstallKernel(const KernelDef& kernel);
 // (Fallback). The float sweep and the "every op has a float kernel" rule do
 // not apply to them.
 bool IsNonTensorOp(ir::OpKind op);
+
+// The thread budget of the calling thread: the OpenMP pool that Kiln's loops
+// (ParallelFor), the oneDNN primitives and the FP32 GEMMs share, so they never
+// oversubscribe the cores. The executor sets it from its compile options
+// before compiling and before each run.
+void UseThreads(int num_threads);
 
 // Message prefix for kernel errors: "node (Conv, aten::_convolution): ".
 std::string NodeContext(const ir::Node& node);

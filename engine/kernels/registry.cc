@@ -1,3 +1,5 @@
+#include <omp.h>
+
 #include <deque>
 #include <mutex>
 
@@ -14,7 +16,7 @@ const std::vector<KernelDef>& AllKernels() {
                         PoolKernels(), NormKernels(), ShapeKernels(), ReduceKernels(),
                         ScalarKernels(), UnaryKernels(), MovementKernels(), IndexingKernels(),
                         CastKernels(), ResizeKernels(), SortKernels(), AttentionKernels(),
-                        RecurrentKernels()}) {
+                        RecurrentKernels(), LayoutKernels()}) {
       v->insert(v->end(), family.begin(), family.end());
     }
     return v;
@@ -86,6 +88,11 @@ bool IsNonTensorOp(ir::OpKind op) {
     default:
       return false;
   }
+}
+
+void UseThreads(int num_threads) {
+  const int n = num_threads < 1 ? 1 : num_threads;
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
 }
 
 std::string NodeContext(const ir::Node& node) {

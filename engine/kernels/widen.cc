@@ -265,6 +265,17 @@ bool AccumulatesInFloat64(ir::OpKind op) {
 absl::StatusOr<const KernelDef*> PrepareKernel(PrepareContext& ctx) {
   const ir::OpKind op = ctx.node.kind;
   const DType dtype = ctx.inputs.empty() ? DType::kUnknown : ctx.inputs[0].dtype;
+  bool laid_out = false;
+  for (const TensorInfo& in : ctx.inputs) laid_out |= in.present && in.layout != ir::Layout::kPlain;
+  for (const KernelDef& k : ProviderKernels()) {
+    if (k.op != op || (k.dtype != dtype && k.dtype != DType::kUnknown)) continue;
+    if ((laid_out && !k.takes_layouts) || (k.supports != nullptr && !k.supports(ctx))) continue;
+    PrepareContext attempt = ctx;
+    if (k.prepare(attempt).ok()) {
+      Adopt(ctx, attempt);
+      return &k;
+    }
+  }
   if (dtype == DType::kF32 && AccumulatesThroughFloat64Kernel(op) &&
       ctx.node.attrs.GetString(kAccumulateAttr, "") == kAccumulateFloat64) {
     const KernelDef* fp64 = FindKernel(op, DType::kF64);
@@ -279,6 +290,10 @@ absl::StatusOr<const KernelDef*> PrepareKernel(PrepareContext& ctx) {
     return &kWidenedKernel;
   }
   const KernelDef* kernel = FindKernel(op, dtype);
+  if (laid_out && (kernel == nullptr || !kernel->takes_layouts)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(NodeContext(ctx.node), "no kernel takes this input layout"));
+  }
   absl::Status refused;
   if (kernel != nullptr) {
     PrepareContext attempt{ctx.node, ctx.inputs, {}, 0, nullptr, ctx.num_threads};

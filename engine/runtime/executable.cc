@@ -29,6 +29,8 @@
 #include "engine/runtime/executable.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <map>
 
@@ -36,6 +38,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/passes/pass.h"
 #include "engine/runtime/executable_internal.h"
+#include "engine/runtime/layout.h"
 
 namespace kiln::runtime {
 
@@ -133,7 +136,20 @@ class Executable::Compiler {
   }
 
   absl::Status Run(const std::vector<kernels::TensorInfo>& inputs) {
+    // Room for a Reorder node and value per value (PlainTwin), so that node
+    // and value references held while compiling stay valid.
+    g_.Reserve(g_.values().size() + 1, g_.values().size() + 1);
     slots_.assign(g_.values().size(), Slot{});
+    uses_.assign(g_.values().size(), 0);
+    for (const ir::Node& node : g_.nodes()) {
+      for (ir::ValueId v : node.inputs) {
+        if (v != ir::kNoValue) ++uses_[v];
+      }
+    }
+    for (const ir::Block& block : g_.blocks()) {
+      for (ir::ValueId v : block.results) ++uses_[v];
+    }
+    for (ir::ValueId v : g_.outputs()) uses_[v] += 2;  // never fused away
     for (size_t i = 0; i < inputs.size(); ++i) {
       const ir::ValueId v = g_.inputs()[i];
       Slot& s = slots_[v];
@@ -153,6 +169,14 @@ class Executable::Compiler {
     }
     exe_->main_ = std::make_unique<Program>();
     RETURN_IF_ERROR(CompileBlock(ir::kMainBlock, *exe_->main_, /*static_ok=*/true));
+    // Graph outputs leave in the plain layout.
+    cursor_ = Cursor{ir::kMainBlock, g_.block(ir::kMainBlock).nodes.size()};
+    for (size_t i = 0; i < g_.outputs().size(); ++i) {
+      const ir::ValueId v = g_.outputs()[i];
+      if (slots_[v].layout == ir::Layout::kPlain || slots_[v].kind == Slot::Kind::kDynamic) continue;
+      ASSIGN_OR_RETURN(const ir::ValueId plain, PlainTwin(v, *exe_->main_));
+      g_.ReplaceOutput(i, plain);
+    }
     Plan();
     for (ir::ValueId v : g_.outputs()) {
       const Slot& s = slots_[v];
@@ -176,7 +200,156 @@ class Executable::Compiler {
   }
 
   void SetType(ir::ValueId v) {
-    g_.mutable_value(v).type = ir::TensorType{slots_[v].dtype, slots_[v].dims};
+    g_.mutable_value(v).type = ir::TensorType{slots_[v].dtype, slots_[v].dims, slots_[v].layout};
+  }
+
+  // ---- layouts (engine/runtime/layout.h) ----
+
+  // Where CompileBlock is: PlainTwin inserts its Reorder node at `index` of
+  // `block`, before the node being compiled.
+  struct Cursor {
+    ir::BlockId block = ir::kMainBlock;
+    size_t index = 0;
+  };
+
+  // A plain copy of `v` (a non-plain static value), made by a Reorder node
+  // inserted at the cursor and compiled into `program`; one per value and block.
+  absl::StatusOr<ir::ValueId> PlainTwin(ir::ValueId v, Program& program) {
+    const auto key = std::make_pair(v, cursor_.block);
+    if (auto it = twins_.find(key); it != twins_.end()) return it->second;
+    ir::Attributes attrs;
+    attrs.SetString("to", ir::LayoutName(ir::Layout::kPlain));
+    const ir::BlockId saved = g_.insertion_block();
+    g_.SetInsertionBlock(cursor_.block);
+    const ir::NodeId r = g_.AddNode(ir::OpKind::kReorder, {v}, std::move(attrs), "",
+                                    {absl::StrCat(g_.value(v).name, ".plain")});
+    g_.SetInsertionBlock(saved);
+    std::vector<ir::NodeId>& nodes = g_.mutable_block(cursor_.block).nodes;
+    nodes.pop_back();
+    nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(cursor_.index), r);
+    ++cursor_.index;
+    slots_.resize(g_.values().size());
+    for (size_t i = root_.size(); i < g_.values().size(); ++i) {
+      root_.push_back(static_cast<ir::ValueId>(i));
+    }
+    RETURN_IF_ERROR(CompileKernelNode(r, program, /*static_ok=*/true));
+    const ir::ValueId plain = g_.node(r).outputs[0];
+    twins_.emplace(key, plain);
+    return plain;
+  }
+
+  // Rewires the uses of non-plain values by node `id` (and the nodes and
+  // results of its blocks) to plain twins: for steps that run dynamically.
+  absl::Status UsePlainOperands(ir::NodeId id, Program& program) {
+    std::vector<ir::ValueId> uses;
+    CollectUses(id, uses);
+    for (ir::ValueId v : uses) {
+      if (slots_[v].layout == ir::Layout::kPlain || !IsStatic(v)) continue;
+      ASSIGN_OR_RETURN(const ir::ValueId plain, PlainTwin(v, program));
+      ReplaceUsesIn(id, v, plain);
+    }
+    return absl::OkStatus();
+  }
+
+  void ReplaceUsesIn(ir::NodeId id, ir::ValueId from, ir::ValueId to) {
+    for (ir::ValueId& v : g_.mutable_node(id).inputs) {
+      if (v == from) v = to;
+    }
+    const std::vector<ir::BlockId> blocks = g_.node(id).blocks;
+    for (ir::BlockId b : blocks) {
+      for (ir::NodeId inner : g_.block(b).nodes) ReplaceUsesIn(inner, from, to);
+      for (ir::ValueId& r : g_.mutable_block(b).results) {
+        if (r == from) r = to;
+      }
+    }
+  }
+
+  // ---- typed fusion into the convolution just compiled ----
+  //
+  // A residual Add of the convolution's output and a value of the same type
+  // (dtype, dims, layout) computed before it, and a Relu/Clip after that,
+  // become part of the convolution's epilogue (conv_epilogue.h; oneDNN: a
+  // binary add and an eltwise post-op): the output is written once instead of
+  // three times. This needs the operands' types, so it runs here rather than
+  // as a graph pass. Only with the passes (a plan read back from the cache is
+  // fused already), when the Conv is the step just before (nothing between
+  // reads its output) and its output has this one use. The arithmetic is the
+  // unfused ops': the residual is added to the rounded affine result, then
+  // clamped. Returns whether `id` was fused (and so needs no step).
+  absl::StatusOr<bool> FuseIntoConv(ir::NodeId id, Program& program) {
+    if (!exe_->options_.run_passes || program.steps.empty() ||
+        program.steps.back().kind != Step::Kind::kKernel) {
+      return false;
+    }
+    const ir::Node& node = g_.node(id);
+    const ir::NodeId conv_id = program.steps.back().node;
+    const ir::Node& conv = g_.node(conv_id);
+    if (conv.kind != ir::OpKind::kConv || conv.attrs.Has("post_min")) return false;
+    const ir::ValueId y = conv.outputs[0];
+    if (uses_[y] != 1 || slots_[y].kind != Slot::Kind::kArena) return false;
+    ir::ValueId residual = ir::kNoValue;
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    double lo = 0.0, hi = kInf;
+    if (node.kind == ir::OpKind::kAdd) {
+      if (node.inputs.size() != 2 || conv.inputs.size() > 3) return false;
+      residual = node.inputs[0] == y ? node.inputs[1] : node.inputs[0];
+      if ((node.inputs[0] != y && node.inputs[1] != y) || residual == y) return false;
+      const Slot& r = slots_[residual];
+      if ((r.kind != Slot::Kind::kArena && r.kind != Slot::Kind::kInput) ||
+          r.dtype != slots_[y].dtype || r.dims != slots_[y].dims || r.layout != slots_[y].layout ||
+          ir::IsScalarKind(g_.value(residual).kind)) {
+        return false;
+      }
+    } else if (node.kind == ir::OpKind::kRelu || node.kind == ir::OpKind::kClip) {
+      if (node.inputs[0] != y) return false;
+      if (node.kind == ir::OpKind::kClip) {
+        lo = node.attrs.GetFloat("min", -kInf);
+        hi = node.attrs.GetFloat("max", kInf);
+        if (std::isnan(lo) || std::isnan(hi)) return false;
+      }
+    } else {
+      return false;
+    }
+    ir::Node& fused = g_.mutable_node(conv_id);
+    if (residual != ir::kNoValue) {
+      fused.inputs.resize(3, ir::kNoValue);
+      fused.inputs.push_back(residual);
+    } else {
+      fused.attrs.SetFloat("post_min", lo);
+      fused.attrs.SetFloat("post_max", hi);
+    }
+    program.steps.pop_back();
+    slots_[y] = Slot{};
+    RETURN_IF_ERROR(CompileKernelNode(conv_id, program, /*static_ok=*/true));
+    const ir::ValueId out = g_.node(id).outputs[0];
+    uses_[y] = uses_[out];
+    g_.ReplaceAllUses(out, y);
+    return true;
+  }
+
+  // An elementwise node whose tensor operands are all NHWC or single
+  // elements runs on the channels-last bytes: rewrites `infos` to the
+  // physical dims. False when some operand does not permute that way.
+  static bool PermuteElementwise(const ir::Node& node,
+                                 std::vector<kernels::TensorInfo>& infos) {
+    if (!layout::IsElementwise(node.kind)) return false;
+    bool any = false;
+    for (const kernels::TensorInfo& i : infos) {
+      if (!i.present) continue;
+      if (i.layout == ir::Layout::kNHWC) {
+        any = true;
+      } else if (NumElements(i.dims) != 1) {
+        return false;
+      }
+    }
+    if (!any) return false;
+    for (kernels::TensorInfo& i : infos) {
+      if (i.present && i.layout == ir::Layout::kNHWC) {
+        i.dims = layout::PhysicalDims(i.dims, i.layout);
+        i.layout = ir::Layout::kPlain;
+      }
+    }
+    return true;
   }
 
   void MakeConstant(ir::ValueId v, Tensor value) {
@@ -216,8 +389,17 @@ class Executable::Compiler {
   // may be prepared now and planned in the arena (the main block and
   // branches inlined into it); without, every node is a dynamic step.
   absl::Status CompileBlock(ir::BlockId b, Program& program, bool static_ok) {
+    const Cursor outer = cursor_;
+    absl::Status status = CompileBlockNodes(b, program, static_ok);
+    cursor_ = outer;
+    return status;
+  }
+
+  absl::Status CompileBlockNodes(ir::BlockId b, Program& program, bool static_ok) {
     for (ir::ValueId p : g_.block(b).params) slots_[p].kind = Slot::Kind::kDynamic;
-    for (ir::NodeId id : g_.block(b).nodes) {
+    // By index: PlainTwin inserts Reorder nodes before the current one.
+    for (cursor_ = Cursor{b, 0}; cursor_.index < g_.block(b).nodes.size(); ++cursor_.index) {
+      const ir::NodeId id = g_.block(b).nodes[cursor_.index];
       const ir::Node& node = g_.node(id);
       switch (node.kind) {
         case ir::OpKind::kConstant: {
@@ -247,12 +429,14 @@ class Executable::Compiler {
             if (!taken.ok()) return Annotate(taken.status(), Where(g_, id));
             const ir::BlockId block = node.blocks[*taken ? 0 : 1];
             RETURN_IF_ERROR(CompileBlock(block, program, static_ok));
+            const std::vector<ir::ValueId> outputs = g_.node(id).outputs;
             const auto& results = g_.block(block).results;
-            for (size_t i = 0; i < node.outputs.size(); ++i) {
-              Alias(node.outputs[i], results[i], program, id);
+            for (size_t i = 0; i < outputs.size(); ++i) {
+              Alias(outputs[i], results[i], program, id);
             }
             continue;
           }
+          RETURN_IF_ERROR(UsePlainOperands(id, program));
           Step step;
           step.kind = Step::Kind::kIf;
           step.node = id;
@@ -265,6 +449,7 @@ class Executable::Compiler {
           continue;
         }
         case ir::OpKind::kLoop: {
+          RETURN_IF_ERROR(UsePlainOperands(id, program));
           Step step;
           step.kind = Step::Kind::kLoop;
           step.node = id;
@@ -280,6 +465,7 @@ class Executable::Compiler {
       }
       if (node.kind == ir::OpKind::kIsNone || node.kind == ir::OpKind::kRaise ||
           IsTensorListOp(g_, node)) {
+        RETURN_IF_ERROR(UsePlainOperands(id, program));
         Step step;
         step.kind = Step::Kind::kBuiltin;
         step.node = id;
@@ -305,33 +491,61 @@ class Executable::Compiler {
       }
     }
     if (!can_prepare) {
+      RETURN_IF_ERROR(UsePlainOperands(id, program));
       Step step;
       step.kind = Step::Kind::kDynamicKernel;
       step.node = id;
       step.cache = std::make_shared<PrepareCache>();
-      MarkDynamic(node);
+      MarkDynamic(g_.node(id));
       program.steps.push_back(std::move(step));
       ++exe_->num_dynamic_steps_;
       return absl::OkStatus();
     }
 
-    kernels::PrepareContext ctx{node, {}, {}, 0, nullptr, exe_->options_.num_threads};
-    bool all_constant = true;
-    for (ir::ValueId v : node.inputs) {
-      kernels::TensorInfo info;
-      if (v == ir::kNoValue || slots_[v].kind == Slot::Kind::kNone) {
-        info.present = false;
-      } else {
-        info.dtype = slots_[v].dtype;
-        info.dims = slots_[v].dims;
-        info.constant = slots_[v].constant;
-        info.scalar = ir::IsScalarKind(g_.value(v).kind);
-        all_constant &= info.constant != nullptr;
+    ASSIGN_OR_RETURN(const bool fused, FuseIntoConv(id, program));
+    if (fused) return absl::OkStatus();
+
+    // Operand types, in their layouts; an elementwise op on NHWC operands
+    // sees their channels-last dims.
+    auto operand_infos = [&](bool* all_constant) {
+      std::vector<kernels::TensorInfo> infos;
+      for (ir::ValueId v : g_.node(id).inputs) {
+        kernels::TensorInfo info;
+        if (v == ir::kNoValue || slots_[v].kind == Slot::Kind::kNone) {
+          info.present = false;
+        } else {
+          info.dtype = slots_[v].dtype;
+          info.dims = slots_[v].dims;
+          info.layout = slots_[v].layout;
+          info.constant = slots_[v].constant;
+          info.scalar = ir::IsScalarKind(g_.value(v).kind);
+          *all_constant &= info.constant != nullptr;
+        }
+        infos.push_back(std::move(info));
       }
-      ctx.inputs.push_back(std::move(info));
-    }
+      return infos;
+    };
+    bool all_constant = true;
+    std::vector<kernels::TensorInfo> infos = operand_infos(&all_constant);
+    bool permuted = PermuteElementwise(g_.node(id), infos);
+    kernels::PrepareContext ctx{g_.node(id), std::move(infos), {}, 0, nullptr,
+                                exe_->options_.num_threads};
+    ctx.allow_layouts = exe_->options_.use_providers && !all_constant;
     ctx.outputs.resize(node.outputs.size());
     absl::StatusOr<const kernels::KernelDef*> found = kernels::PrepareKernel(ctx);
+    if (absl::IsFailedPrecondition(found.status())) {
+      // No kernel takes these layouts: give the node plain copies.
+      for (ir::ValueId v : std::vector<ir::ValueId>(g_.node(id).inputs)) {
+        if (v == ir::kNoValue || slots_[v].layout == ir::Layout::kPlain) continue;
+        ASSIGN_OR_RETURN(const ir::ValueId plain, PlainTwin(v, program));
+        ReplaceUsesIn(id, v, plain);
+      }
+      all_constant = true;
+      permuted = false;
+      ctx.inputs = operand_infos(&all_constant);
+      ctx.outputs.assign(g_.node(id).outputs.size(), {});
+      found = kernels::PrepareKernel(ctx);
+    }
     if (absl::IsNotFound(found.status())) {
       return absl::UnimplementedError(absl::StrCat(
           Where(g_, id), found.status().message(),
@@ -384,7 +598,12 @@ class Executable::Compiler {
       Slot& slot = slots_[node.outputs[o]];
       slot.kind = Slot::Kind::kArena;
       slot.dtype = ctx.outputs[o].dtype;
+      slot.layout = ctx.outputs[o].layout;
       slot.dims = ctx.outputs[o].dims;
+      if (permuted && slot.dims.size() == 4) {
+        slot.layout = ir::Layout::kNHWC;
+        slot.dims = layout::LogicalDims(slot.dims, slot.layout);
+      }
       SetType(node.outputs[o]);
     }
     if (kernel->aliases_input0) {
@@ -503,6 +722,9 @@ class Executable::Compiler {
   std::vector<Slot>& slots_;
   std::vector<ir::ValueId> root_;
   size_t workspace_ = 0;
+  Cursor cursor_;
+  std::vector<int> uses_;  // per value: node inputs, block results, graph outputs (2)
+  std::map<std::pair<ir::ValueId, ir::BlockId>, ir::ValueId> twins_;
 };
 
 Executable::~Executable() = default;
@@ -520,6 +742,7 @@ absl::StatusOr<std::unique_ptr<Executable>> Executable::Compile(
   }
   RETURN_IF_ERROR(ir::VerifyGraph(g));
   if (options.run_passes) RETURN_IF_ERROR(passes::RunPipeline(g));
+  kernels::UseThreads(options.num_threads);
   Compiler compiler(exe.get());
   RETURN_IF_ERROR(compiler.Run(inputs));
   exe->signature_ = SignatureString(inputs);
@@ -582,7 +805,9 @@ absl::StatusOr<std::unique_ptr<Executable::Arena>> Executable::NewArena() const 
   for (size_t v = 0; v < slots_.size(); ++v) {
     const Slot& s = slots_[v];
     if (s.kind == Slot::Kind::kArena) {
-      arena->values[v].tensor = Tensor::Wrap(s.dtype, s.dims, base + s.offset);
+      // A non-plain value's tensor has its dims in memory order.
+      arena->values[v].tensor =
+          Tensor::Wrap(s.dtype, layout::PhysicalDims(s.dims, s.layout), base + s.offset);
     } else if (s.kind == Slot::Kind::kConstant) {
       arena->values[v].tensor =
           Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(s.constant->raw_data()));
@@ -613,6 +838,7 @@ absl::StatusOr<std::vector<Tensor>> Executable::Run(const std::vector<Tensor>& i
 
 absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
     const std::vector<RunValue>& inputs, const RunOptions& options) const {
+  kernels::UseThreads(options_.num_threads);
   const ir::Graph& g = graph_;
   if (inputs.size() != g.inputs().size()) {
     return absl::InvalidArgumentError(

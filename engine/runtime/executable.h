@@ -31,6 +31,9 @@ struct CompileOptions {
   // False when `graph` already went through the pass pipeline (a compiled plan
   // read back from the cache): only Prepare and planning run.
   bool run_passes = true;
+  // False: Kiln's own kernels only, every value plain (no oneDNN provider,
+  // no layouts). Tests compare the two plans; part of the plan cache key.
+  bool use_providers = true;
   // Which of a model's graphs this is, for cache keys only: a model with
   // List[Tensor] inputs compiles one graph per list lengths ("lists=2,0").
   std::string graph_variant;

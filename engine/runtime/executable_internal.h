@@ -65,7 +65,8 @@ struct Executable::Slot {
   const Tensor* constant = nullptr;  // kConstant (owned by graph_ or folded_)
   size_t offset = 0;                 // kArena: byte offset of the root buffer
   DType dtype = DType::kUnknown;
-  Dims dims;
+  Dims dims;                              // logical
+  ir::Layout layout = ir::Layout::kPlain;  // how the buffer holds them
 };
 
 // Per-run memory: the arena, every value, and scratch for dynamic steps.

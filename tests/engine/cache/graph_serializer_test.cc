@@ -38,6 +38,9 @@ ir::Graph SampleGraph() {
   attrs.SetTensor("t", Floats({2}, 9.0f));
   ir::NodeId gelu = g.AddNode(ir::OpKind::kGelu, {g.node(linear).outputs[0]}, attrs, "aten::gelu");
   g.mutable_value(g.node(gelu).outputs[0]).type = ir::TensorType{DType::kF32, Dims{2, 3}};
+  // A layout the compiler assigned (a compiled plan's graph keeps it).
+  g.mutable_value(g.node(linear).outputs[0]).type =
+      ir::TensorType{DType::kF32, Dims{1, 3, 1, 1}, ir::Layout::kNHWC};
   g.AddOutput(g.node(gelu).outputs[0], "logits");
   return g;
 }

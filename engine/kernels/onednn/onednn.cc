@@ -1,0 +1,36 @@
+#include "engine/kernels/onednn/onednn.h"
+
+#include "engine/kernels/onednn/onednn_kernels.h"
+
+namespace kiln::kernels::onednn {
+
+const dnnl::engine& Engine() {
+  static const auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
+dnnl::memory::desc ImageDesc(const Dims& dims, ir::Layout layout) {
+  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32,
+                            layout == ir::Layout::kNHWC ? dnnl::memory::format_tag::nhwc
+                                                        : dnnl::memory::format_tag::nchw);
+}
+
+}  // namespace kiln::kernels::onednn
+
+namespace kiln::kernels {
+
+absl::Span<const KernelDef> ProviderKernels() {
+  static const auto* all = [] {
+    auto* v = new std::vector<KernelDef>{onednn::ConvKernel()};
+    for (const KernelDef& k : onednn::PoolKernels()) v->push_back(k);
+    return v;
+  }();
+  return *all;
+}
+
+}  // namespace kiln::kernels

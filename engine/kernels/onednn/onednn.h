@@ -1,0 +1,59 @@
+// Shared pieces of the oneDNN provider (private to engine/kernels/onednn/):
+// the CPU engine, a stream per thread, the thread budget, and what every
+// provider kernel needs to check about its operands.
+//
+// Why oneDNN: it is the library libtorch's own CPU convolutions use, ships in
+// Debian (libdnnl 2.6), JIT-compiles for the CPU it runs on (AVX-512 here,
+// which this Debian's OpenBLAS does not detect on Zen 4), and fuses
+// per-channel affine and clamp epilogues as post-ops. Its kernels run in
+// channels-last (NHWC) layout; the compiler keeps chains of them there
+// (engine/runtime/layout.h).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/common/tensor.h"
+#include "engine/kernels/kernel.h"
+
+namespace kiln::kernels::onednn {
+
+// The process's CPU engine (created once, thread-safe to share).
+const dnnl::engine& Engine();
+// The calling thread's stream (in-order, synchronous on this engine).
+dnnl::stream& Stream();
+
+// oneDNN threads come from OpenMP: its primitives size their parallel regions
+// (and, at creation, their blocking) by the calling thread's OpenMP maximum,
+// which kernels::UseThreads sets to the request's budget.
+using kernels::UseThreads;
+
+inline dnnl::memory::dims ToDims(const Dims& d) { return dnnl::memory::dims(d.begin(), d.end()); }
+
+// A 4-D FP32 [N, C, H, W] descriptor in `layout` (kPlain: nchw, kNHWC: nhwc).
+dnnl::memory::desc ImageDesc(const Dims& dims, ir::Layout layout);
+
+// A memory object over `data` (no copy).
+inline dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
+  return dnnl::memory(desc, Engine(), const_cast<void*>(data));
+}
+
+// Workspace regions, 64-byte aligned, in order of Add.
+class WorkspaceLayout {
+ public:
+  size_t Add(size_t bytes) {
+    const size_t offset = total_;
+    total_ += (bytes + 63) / 64 * 64;
+    return offset;
+  }
+  size_t total() const { return total_; }
+
+ private:
+  size_t total_ = 0;
+};
+
+inline void* At(void* workspace, size_t offset) { return static_cast<char*>(workspace) + offset; }
+
+}  // namespace kiln::kernels::onednn

@@ -1,0 +1,14 @@
+// The oneDNN provider's kernels, one function per file; onednn.cc lists them
+// for kernels::ProviderKernels().
+#pragma once
+
+#include <vector>
+
+#include "engine/kernels/kernel.h"
+
+namespace kiln::kernels::onednn {
+
+KernelDef ConvKernel();                // conv.cc
+std::vector<KernelDef> PoolKernels();  // pool.cc
+
+}  // namespace kiln::kernels::onednn

@@ -1,0 +1,176 @@
+// The layout pass of Compile with the oneDNN provider, and the typed fusion of
+// residual adds into convolutions: a network of convolutions, pools, a
+// residual block and a squeeze-excite product runs in NHWC between its first
+// convolution and the first op that needs a plain tensor, with one Reorder
+// there, and gives the numbers of the unfused plain plan on Kiln's own kernels
+// (CompileOptions::use_providers = false, run_passes = false).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "engine/runtime/executable.h"
+
+namespace kiln::runtime {
+namespace {
+
+using ir::OpKind;
+using ir::ValueId;
+
+Tensor Random(Dims dims, std::mt19937& rng, double lo, double hi) {
+  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = static_cast<float>(u(rng));
+  return t;
+}
+
+class Builder {
+ public:
+  explicit Builder(ir::Graph& g) : g_(g), rng_(11) {}
+
+  ValueId Conv(ValueId x, int64_t c, int64_t o, int64_t k, int64_t stride, int64_t groups,
+               bool batch_norm_relu) {
+    ir::Attributes a;
+    a.SetInts("stride", {stride, stride});
+    a.SetInts("padding", {k / 2, k / 2});
+    a.SetInts("dilation", {1, 1});
+    a.SetInt("groups", groups);
+    ValueId w = g_.AddConstant(Random({o, c / groups, k, k}, rng_, -0.4, 0.4));
+    ValueId b = g_.AddConstant(Random({o}, rng_, -0.5, 0.5));
+    ValueId y = Out(g_.AddNode(OpKind::kConv, {x, w, b}, a, "aten::_convolution"));
+    if (!batch_norm_relu) return y;
+    ir::Attributes bn;
+    bn.SetFloat("eps", 1e-5);
+    y = Out(g_.AddNode(OpKind::kBatchNorm,
+                       {y, g_.AddConstant(Random({o}, rng_, 0.5, 2)),
+                        g_.AddConstant(Random({o}, rng_, -1, 1)),
+                        g_.AddConstant(Random({o}, rng_, -0.5, 0.5)),
+                        g_.AddConstant(Random({o}, rng_, 0.1, 3))},
+                       bn, "aten::batch_norm"));
+    return Out(g_.AddNode(OpKind::kRelu, {y}));
+  }
+  ValueId Op(OpKind kind, std::vector<ValueId> in, ir::Attributes a = {}) {
+    return Out(g_.AddNode(kind, std::move(in), std::move(a)));
+  }
+  ValueId Out(ir::NodeId n) { return g_.node(n).outputs[0]; }
+
+ private:
+  ir::Graph& g_;
+  std::mt19937 rng_;
+};
+
+// conv-bn-relu, maxpool, a residual block, a depthwise conv, squeeze-excite,
+// global average pool, flatten: outputs the flattened features and a tensor
+// taken in the middle of the NHWC chain.
+ir::Graph Network() {
+  ir::Graph g;
+  Builder b(g);
+  ValueId x = g.AddInput("x", ir::TensorType{DType::kF32, Dims{2, 3, 20, 20}});
+  ValueId y = b.Conv(x, 3, 16, 3, 2, 1, true);  // [2, 16, 10, 10]
+  ir::Attributes pool;
+  pool.SetInts("kernel", {3, 3});
+  pool.SetInts("stride", {2, 2});
+  pool.SetInts("padding", {1, 1});
+  y = b.Op(OpKind::kMaxPool, {y}, pool);  // [2, 16, 5, 5]
+  ValueId r = b.Conv(y, 16, 16, 3, 1, 1, true);
+  r = b.Conv(r, 16, 16, 3, 1, 1, false);
+  y = b.Op(OpKind::kRelu, {b.Op(OpKind::kAdd, {r, y})});
+  ValueId middle = y;
+  y = b.Conv(y, 16, 16, 3, 1, 16, true);  // depthwise
+  ir::Attributes gap;
+  gap.SetInts("output_size", {1, 1});
+  ValueId s = b.Op(OpKind::kAdaptiveAvgPool, {y}, gap);
+  s = b.Op(OpKind::kSigmoid, {b.Conv(s, 16, 16, 1, 1, 1, false)});
+  y = b.Op(OpKind::kMul, {y, s});
+  y = b.Op(OpKind::kAdaptiveAvgPool, {y}, gap);
+  ir::Attributes flat;
+  flat.SetInt("start_dim", 1);
+  flat.SetInt("end_dim", -1);
+  y = b.Op(OpKind::kFlatten, {y}, flat);
+  g.AddOutput(y, "features");
+  g.AddOutput(middle, "middle");
+  return g;
+}
+
+int Count(const ir::Graph& g, OpKind kind) {
+  int n = 0;
+  for (const ir::Node& node : g.nodes()) n += node.kind == kind;
+  return n;
+}
+
+// Max |a - b| over max |b|.
+double RelativeError(const Tensor& a, const Tensor& b) {
+  double max_abs = 0, max_diff = 0;
+  for (int64_t e = 0; e < b.num_elements(); ++e) {
+    max_abs = std::max(max_abs, std::fabs(double(b.data<float>()[e])));
+    max_diff = std::max(max_diff, std::fabs(double(a.data<float>()[e]) - b.data<float>()[e]));
+  }
+  return max_abs == 0 ? max_diff : max_diff / max_abs;
+}
+
+TEST(LayoutTest, ConvolutionChainRunsInNhwcAndMatchesThePlainPlan) {
+  const ir::Graph g = Network();
+  std::mt19937 rng(3);
+  Tensor x = Random({2, 3, 20, 20}, rng, -2, 2);
+  kernels::TensorInfo info{DType::kF32, x.dims()};
+  // oneDNN in NHWC with every fusion; Kiln's kernels with every fusion; Kiln's
+  // kernels, nothing fused (the reference).
+  CompileOptions fast, native, reference;
+  native.use_providers = reference.use_providers = false;
+  reference.run_passes = false;
+  auto a = Executable::Compile(g, {info}, fast);
+  auto b = Executable::Compile(g, {info}, native);
+  auto c = Executable::Compile(g, {info}, reference);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(c.ok()) << c.status();
+
+  const ir::Graph compiled = (*a)->graph().Compacted();
+  const std::string printed = ir::PrintGraph(compiled);
+  EXPECT_NE(printed.find("{nhwc}"), std::string::npos) << printed;
+  // One Reorder before Flatten, one for the middle output; none in the plain plan.
+  EXPECT_EQ(Count(compiled, OpKind::kReorder), 2) << printed;
+  EXPECT_EQ(Count((*b)->graph().Compacted(), OpKind::kReorder), 0);
+  // The residual Add and the Relu after it went into the convolution, in both fused plans.
+  EXPECT_EQ(Count(compiled, OpKind::kAdd), 0) << printed;
+  EXPECT_EQ(Count((*b)->graph().Compacted(), OpKind::kAdd), 0);
+  EXPECT_EQ(Count((*c)->graph().Compacted(), OpKind::kAdd), 1);
+
+  auto ra = (*a)->Run({x});
+  auto rb = (*b)->Run({x});
+  auto rc = (*c)->Run({x});
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  ASSERT_EQ(ra->size(), 2u);
+  for (size_t i = 0; i < ra->size(); ++i) {
+    ASSERT_EQ((*ra)[i].dims(), (*rc)[i].dims());
+    ASSERT_EQ((*rb)[i].dims(), (*rc)[i].dims());
+    EXPECT_LE(RelativeError((*ra)[i], (*rc)[i]), 1e-5) << "output " << i;
+    // Kiln's fused epilogue computes exactly what the unfused ops compute.
+    EXPECT_EQ(std::memcmp((*rb)[i].raw_data(), (*rc)[i].raw_data(), (*rc)[i].byte_size()), 0)
+        << "output " << i;
+  }
+  // Twice through the same plan: the arena and the prepacked weights are reused.
+  auto again = (*a)->Run({x});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(std::memcmp((*again)[0].raw_data(), (*ra)[0].raw_data(), (*ra)[0].byte_size()), 0);
+}
+
+// The compiled graph, Reorders and layouts included, compiles again to the same plan (a
+// plan read back from the compiled-graph cache skips the passes).
+TEST(LayoutTest, CompiledGraphRecompilesWithoutNewReorders) {
+  const ir::Graph g = Network();
+  kernels::TensorInfo info{DType::kF32, Dims{2, 3, 20, 20}};
+  auto a = Executable::Compile(g, {info}, CompileOptions{});
+  ASSERT_TRUE(a.ok()) << a.status();
+  CompileOptions again;
+  again.run_passes = false;
+  auto b = Executable::Compile((*a)->graph().Compacted(), {info}, again);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(ir::PrintGraph((*a)->graph().Compacted()), ir::PrintGraph((*b)->graph().Compacted()));
+}
+
+}  // namespace
+}  // namespace kiln::runtime
