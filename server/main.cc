@@ -18,7 +18,6 @@
 #include "server/logging.h"
 #include "server/server.h"
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
@@ -152,7 +151,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kilnd: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
   }
-  openblas_set_num_threads(options.threads);
 
   // SIGINT/SIGTERM only write to a pipe; a thread reading it shuts the server
   // down. (Blocking the signals and sigwait()ing is not enough: OpenBLAS and

@@ -25,9 +25,14 @@ struct Blas<float> {
                    int64_t ldb, float beta, float* c, int64_t ldc);
   static constexpr auto gemv = cblas_sgemv;
 };
+// FP64 GEMM on OpenBLAS, one call per block of rows, in parallel on the same
+// OpenMP budget (gemm.cc): OpenBLAS itself runs single-threaded, so its own
+// pthread pool never spins against the OpenMP team (kernels::UseThreads).
 template <>
 struct Blas<double> {
-  static constexpr auto gemm = cblas_dgemm;
+  static void gemm(CBLAS_ORDER order, CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m,
+                   int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                   const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
   static constexpr auto gemv = cblas_dgemv;
 };
 

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/kernel.h"
 
+extern "C" void openblas_set_num_threads(int);
+
 namespace kiln::kernels {
 
 const std::vector<KernelDef>& AllKernels() {
@@ -91,6 +93,13 @@ bool IsNonTensorOp(ir::OpKind op) {
 }
 
 void UseThreads(int num_threads) {
+  // OpenBLAS (FP64 GEMM, matrix-vector products) runs on the calling thread
+  // only: a second pool of its own would spin against the OpenMP team.
+  static const bool single_threaded_blas = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)single_threaded_blas;
   const int n = num_threads < 1 ? 1 : num_threads;
   if (omp_get_max_threads() != n) omp_set_num_threads(n);
 }

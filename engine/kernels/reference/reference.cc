@@ -559,6 +559,7 @@ absl::StatusOr<std::vector<Tensor>> RunReference(const ir::Node& node,
   auto opt = [&](size_t i) { return i < inputs.size() ? inputs[i] : nullptr; };
   switch (node.kind) {
     case OpKind::kIdentity:
+    case OpKind::kReorder:  // the reference's tensors are all plain: a copy
       return std::vector<Tensor>{inputs[0]->Clone()};
     case OpKind::kReshape:
       return Reshape(node, *inputs[0]);

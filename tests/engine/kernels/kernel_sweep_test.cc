@@ -286,7 +286,8 @@ const std::map<ir::OpKind, Generator>& Generators() {
     for (K op : {K::kMaxPool, K::kAvgPool}) {
       (*m)[op] = [op](Rng& r, int i) { return Pool(op, r, i); };
     }
-    for (K op : {K::kIdentity, K::kReshape, K::kFlatten}) {
+    // Reorder outside a compiled plan sees plain tensors only: a copy (layout_test.cc covers NHWC).
+    for (K op : {K::kIdentity, K::kReshape, K::kFlatten, K::kReorder}) {
       (*m)[op] = [op](Rng& r, int i) { return View(op, r, i); };
     }
     (*m)[K::kMatMul] = MatMul;
