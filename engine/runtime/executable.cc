@@ -338,8 +338,8 @@ class Executable::Compiler {
       if (!i.present) continue;
       if (i.layout == ir::Layout::kNHWC) {
         any = true;
-      } else if (NumElements(i.dims) != 1) {
-        return false;
+      } else if (NumElements(i.dims) != 1 || i.dims.size() > 4) {
+        return false;  // (a rank-5 element would make the output 5-D in physical order)
       }
     }
     if (!any) return false;

@@ -63,15 +63,10 @@ bool SupportsConv(const PrepareContext& ctx) {
 }
 
 absl::Status PrepareConv(PrepareContext& ctx) {
-  // The native kernel's checks and output dims, on the logical operands.
-  PrepareContext native = ctx;
-  for (TensorInfo& in : native.inputs) in.layout = ir::Layout::kPlain;
-  native.allow_layouts = false;
-  RETURN_IF_ERROR(FindKernel(ir::OpKind::kConv, DType::kF32)->prepare(native));
+  ASSIGN_OR_RETURN(const Dims out, NativeOutputDims(ctx));
   const ir::Node& node = ctx.node;
   const Dims& x = ctx.inputs[0].dims;
   const Dims& w = ctx.inputs[1].dims;
-  const Dims out = native.outputs[0].dims;
   const int64_t groups = node.attrs.GetInt("groups", 1);
   ASSIGN_OR_RETURN(std::vector<int64_t> stride, SpatialAttr(node, "stride", 2, 1));
   ASSIGN_OR_RETURN(std::vector<int64_t> padding, SpatialAttr(node, "padding", 2, 0));
@@ -169,10 +164,7 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   }
   s->scratch = pd.scratchpad_desc();
   s->scratch_offset = ws.Add(s->scratch.get_size());
-  ctx.workspace_bytes = ws.total();
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
-  ctx.outputs[0].layout = ir::Layout::kNHWC;
-  ctx.state = std::move(s);
+  SetNhwcOutput(ctx, out, std::move(s), ws.total());
   return absl::OkStatus();
 }
 

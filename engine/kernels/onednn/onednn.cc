@@ -20,6 +20,25 @@ dnnl::memory::desc ImageDesc(const Dims& dims, ir::Layout layout) {
                                                         : dnnl::memory::format_tag::nchw);
 }
 
+absl::StatusOr<Dims> NativeOutputDims(const PrepareContext& ctx) {
+  PrepareContext native = ctx;
+  for (TensorInfo& in : native.inputs) in.layout = ir::Layout::kPlain;
+  native.allow_layouts = false;
+  const KernelDef* kernel = FindKernel(ctx.node.kind, DType::kF32);
+  if (kernel == nullptr) return absl::NotFoundError("no native kernel");
+  absl::Status s = kernel->prepare(native);
+  if (!s.ok()) return s;
+  return native.outputs.at(0).dims;
+}
+
+void SetNhwcOutput(PrepareContext& ctx, const Dims& dims, std::shared_ptr<void> state,
+                   size_t workspace_bytes) {
+  ctx.outputs = {TensorInfo{DType::kF32, dims}};
+  ctx.outputs[0].layout = ir::Layout::kNHWC;
+  ctx.state = std::move(state);
+  ctx.workspace_bytes = workspace_bytes;
+}
+
 }  // namespace kiln::kernels::onednn
 
 namespace kiln::kernels {

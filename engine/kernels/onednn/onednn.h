@@ -13,6 +13,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/common/tensor.h"
@@ -53,6 +54,14 @@ class WorkspaceLayout {
  private:
   size_t total_ = 0;
 };
+
+// The native kernel's Prepare for the same node on the logical (plain)
+// operands: its checks and its output dims, which the oneDNN kernel keeps.
+absl::StatusOr<Dims> NativeOutputDims(const PrepareContext& ctx);
+
+// Finishes a provider Prepare: one FP32 output of `dims` in NHWC.
+void SetNhwcOutput(PrepareContext& ctx, const Dims& dims, std::shared_ptr<void> state,
+                   size_t workspace_bytes);
 
 inline void* At(void* workspace, size_t offset) { return static_cast<char*>(workspace) + offset; }
 

@@ -29,13 +29,9 @@ bool SupportsPool(const PrepareContext& ctx) {
 }
 
 absl::Status PreparePool(PrepareContext& ctx) {
-  PrepareContext native = ctx;
-  for (TensorInfo& in : native.inputs) in.layout = ir::Layout::kPlain;
-  native.allow_layouts = false;
-  RETURN_IF_ERROR(FindKernel(ctx.node.kind, DType::kF32)->prepare(native));
+  ASSIGN_OR_RETURN(const Dims out, NativeOutputDims(ctx));
   const ir::Node& node = ctx.node;
   const Dims& x = ctx.inputs[0].dims;
-  const Dims out = native.outputs[0].dims;
   if (out.size() != 4) return Unimplemented(node, "not a 2-D pool");
   std::vector<int64_t> kernel(2), stride(2), padding(2, 0), dilation(2, 1);
   dnnl::algorithm algo = dnnl::algorithm::pooling_max;
@@ -90,10 +86,8 @@ absl::Status PreparePool(PrepareContext& ctx) {
   } catch (const dnnl::error& e) {
     return Unimplemented(node, "oneDNN has no pooling for this shape: ", e.what());
   }
-  ctx.workspace_bytes = s->scratch.get_size();
-  ctx.outputs = {TensorInfo{DType::kF32, out}};
-  ctx.outputs[0].layout = ir::Layout::kNHWC;
-  ctx.state = std::move(s);
+  const size_t scratch = s->scratch.get_size();
+  SetNhwcOutput(ctx, out, std::move(s), scratch);
   return absl::OkStatus();
 }
 
