@@ -114,15 +114,10 @@ bool FuseClip(Graph& graph, const std::vector<int>& uses, NodeId act_id) {
   if (conv_id == ir::kNoNode) return false;
   Node& conv = graph.mutable_node(conv_id);
   if (conv.attrs.Has("post_min")) return false;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  double lo = 0.0, hi = kInf;  // relu
-  if (act.kind == OpKind::kClip) {
-    lo = act.attrs.GetFloat("min", -kInf);
-    hi = act.attrs.GetFloat("max", kInf);
-    if (std::isnan(lo) || std::isnan(hi)) return false;  // the Clip kernel's error stays
-  }
-  conv.attrs.SetFloat("post_min", lo);
-  conv.attrs.SetFloat("post_max", hi);
+  const std::optional<std::pair<double, double>> bounds = ClampBounds(act);
+  if (!bounds) return false;
+  conv.attrs.SetFloat("post_min", bounds->first);
+  conv.attrs.SetFloat("post_max", bounds->second);
   graph.ReplaceAllUses(act.outputs[0], conv.outputs[0]);
   return true;
 }
@@ -158,6 +153,15 @@ class FuseConvEpiloguePass : public Pass {
 };
 
 }  // namespace
+
+std::optional<std::pair<double, double>> ClampBounds(const ir::Node& node) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (node.kind == OpKind::kRelu) return std::make_pair(0.0, kInf);
+  if (node.kind != OpKind::kClip) return std::nullopt;
+  const double lo = node.attrs.GetFloat("min", -kInf), hi = node.attrs.GetFloat("max", kInf);
+  if (std::isnan(lo) || std::isnan(hi)) return std::nullopt;
+  return std::make_pair(lo, hi);
+}
 
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass() {
   return std::make_unique<FuseConvEpiloguePass>();

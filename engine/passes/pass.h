@@ -3,8 +3,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +26,11 @@ std::unique_ptr<Pass> MakeResolveListsPass();
 std::unique_ptr<Pass> MakeEliminateIdentityPass();
 std::unique_ptr<Pass> MakeDeadCodeEliminationPass();
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
+
+// The clamp [lo, hi] a Relu (0, inf) or Clip (its min/max) node applies, as a
+// convolution's fused post_min/post_max; nullopt for other ops and for a NaN
+// bound (the Clip kernel's error stays).
+std::optional<std::pair<double, double>> ClampBounds(const ir::Node& node);
 
 struct PipelineOptions {
   std::vector<std::string> disabled;  // pass names to skip, for bisecting

@@ -29,8 +29,6 @@
 #include "engine/runtime/executable.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <cstring>
 #include <map>
 
@@ -288,8 +286,7 @@ class Executable::Compiler {
     const ir::ValueId y = conv.outputs[0];
     if (uses_[y] != 1 || slots_[y].kind != Slot::Kind::kArena) return false;
     ir::ValueId residual = ir::kNoValue;
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    double lo = 0.0, hi = kInf;
+    std::optional<std::pair<double, double>> bounds;
     if (node.kind == ir::OpKind::kAdd) {
       if (node.inputs.size() != 2 || conv.inputs.size() > 3) return false;
       residual = node.inputs[0] == y ? node.inputs[1] : node.inputs[0];
@@ -300,23 +297,17 @@ class Executable::Compiler {
           ir::IsScalarKind(g_.value(residual).kind)) {
         return false;
       }
-    } else if (node.kind == ir::OpKind::kRelu || node.kind == ir::OpKind::kClip) {
-      if (node.inputs[0] != y) return false;
-      if (node.kind == ir::OpKind::kClip) {
-        lo = node.attrs.GetFloat("min", -kInf);
-        hi = node.attrs.GetFloat("max", kInf);
-        if (std::isnan(lo) || std::isnan(hi)) return false;
-      }
     } else {
-      return false;
+      bounds = passes::ClampBounds(node);
+      if (!bounds || node.inputs[0] != y) return false;
     }
     ir::Node& fused = g_.mutable_node(conv_id);
     if (residual != ir::kNoValue) {
       fused.inputs.resize(3, ir::kNoValue);
       fused.inputs.push_back(residual);
     } else {
-      fused.attrs.SetFloat("post_min", lo);
-      fused.attrs.SetFloat("post_max", hi);
+      fused.attrs.SetFloat("post_min", bounds->first);
+      fused.attrs.SetFloat("post_max", bounds->second);
     }
     program.steps.pop_back();
     slots_[y] = Slot{};

@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "engine/common/status_macros.h"
+#include "engine/kernels/conv_epilogue.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/onednn/onednn.h"
 #include "engine/kernels/onednn/onednn_kernels.h"
@@ -94,29 +95,24 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     s->bias_desc = memory::desc({w[0]}, memory::data_type::f32, memory::format_tag::x);
   }
 
+  // The epilogue as Kiln's kernel reads it (conv_epilogue.h), as post-ops.
+  ASSIGN_OR_RETURN(const ConvEpilogue e, ConvEpilogueFromAttrs(node, DType::kF32, w[0]));
   dnnl::post_ops ops;
-  const Tensor* scale = node.attrs.GetTensor("post_scale");
-  const Tensor* shift = node.attrs.GetTensor("post_shift");
-  if (scale != nullptr && shift != nullptr) {
-    if (scale->dtype() != DType::kF32 || shift->dtype() != DType::kF32) {
-      return Unimplemented(node, "post_scale/post_shift not FP32");
-    }
+  if (e.scale != nullptr) {
     const memory::desc per_channel({1, w[0], 1, 1}, memory::data_type::f32,
                                    memory::format_tag::nchw);
     ops.append_binary(dnnl::algorithm::binary_mul, per_channel);
     ops.append_binary(dnnl::algorithm::binary_add, per_channel);
-    s->post_args = {{0, scale->raw_data()}, {1, shift->raw_data()}};
+    s->post_args = {{0, e.scale->raw_data()}, {1, e.shift->raw_data()}};
     s->post_descs = {per_channel, per_channel};
   }
-  if (ctx.inputs.size() > 3 && ctx.inputs[3].present) {
+  if (e.residual) {
     s->residual_post_op = ops.len();
     ops.append_binary(dnnl::algorithm::binary_add, s->dst);
   }
-  if (node.attrs.Has("post_min") || node.attrs.Has("post_max")) {
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    const double lo = node.attrs.GetFloat("post_min", -kInf);
-    const double hi = node.attrs.GetFloat("post_max", kInf);
-    if (lo == 0.0 && hi == kInf) {
+  if (e.clamp) {
+    const double lo = e.lo, hi = e.hi;
+    if (lo == 0.0 && hi == std::numeric_limits<double>::infinity()) {
       ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     } else {
       const float fmax = std::numeric_limits<float>::max();
