@@ -14,6 +14,7 @@
 #include <string>
 
 #include "engine/common/status_macros.h"
+#include "engine/kernels/activation.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 
@@ -351,6 +352,53 @@ absl::Status EvalPRelu(EvalContext& ctx) {
 }
 
 }  // namespace
+
+std::string_view ActivationAttrFor(const ir::Node& node) {
+  switch (node.kind) {
+    case ir::OpKind::kGelu:
+      return node.attrs.GetString("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu";
+    case ir::OpKind::kSilu: return "silu";
+    case ir::OpKind::kSigmoid: return "sigmoid";
+    case ir::OpKind::kTanh: return "tanh";
+    case ir::OpKind::kHardSwish: return "hardswish";
+    default: return {};
+  }
+}
+
+absl::StatusOr<Activation> ActivationFromAttrs(const ir::Node& node) {
+  if (!node.attrs.Has("post_act")) return Activation::kNone;
+  const std::string name = node.attrs.GetString("post_act");
+  if (name == "gelu") return Activation::kGeluErf;
+  if (name == "gelu_tanh") return Activation::kGeluTanh;
+  if (name == "silu") return Activation::kSilu;
+  if (name == "sigmoid") return Activation::kSigmoid;
+  if (name == "tanh") return Activation::kTanh;
+  if (name == "hardswish") return Activation::kHardSwish;
+  return InvalidArg(node, "unknown post_act '", name, "'");
+}
+
+namespace {
+template <typename Op, typename T>
+void ApplyOp(T* y, int64_t n) {
+  const UnaryParams params;
+  for (int64_t i = 0; i < n; ++i) y[i] = Op::Apply(y[i], params);
+}
+}  // namespace
+
+template <typename T>
+void ApplyActivation(Activation act, T* y, int64_t n) {
+  switch (act) {
+    case Activation::kNone: return;
+    case Activation::kGeluErf: return ApplyOp<GeluErfOp>(y, n);
+    case Activation::kGeluTanh: return ApplyOp<GeluTanhOp>(y, n);
+    case Activation::kSilu: return ApplyOp<SiluOp>(y, n);
+    case Activation::kSigmoid: return ApplyOp<SigmoidOp>(y, n);
+    case Activation::kTanh: return ApplyOp<TanhOp>(y, n);
+    case Activation::kHardSwish: return ApplyOp<HardSwishOp>(y, n);
+  }
+}
+template void ApplyActivation<float>(Activation, float*, int64_t);
+template void ApplyActivation<double>(Activation, double*, int64_t);
 
 absl::Span<const KernelDef> ActivationKernels() {
   static const KernelDef kKernels[] = {

@@ -1,10 +1,11 @@
 // What a convolution does to its output block right after the GEMM (private
 // to engine/kernels/): the per-channel affine of a fused inference BatchNorm
 // (y = y * scale + shift), a fused residual Add (y = y + r, the Conv's input
-// 3, same dims as the output) and the clamp of a fused Relu / Clip, in that
+// 3, same dims as the output), the clamp of a fused Relu / Clip and a fused
+// activation (activation.h: Gelu, Silu, Sigmoid, Tanh, HardSwish), in that
 // order. The pass
 // engine/passes/fuse_conv_epilogue.cc writes the Conv node's attributes
-// post_scale, post_shift, post_min and post_max; the arithmetic is the
+// post_scale, post_shift, post_min, post_max and post_act; the arithmetic is the
 // unfused kernels' (BatchNorm's multiply then add, no FMA contraction;
 // Clip's min(max(y, lo), hi)), so fusing never changes a result.
 #pragma once
@@ -14,8 +15,10 @@
 #include <limits>
 
 #include "absl/status/statusor.h"
+#include "engine/common/status_macros.h"
 #include "engine/common/tensor.h"
 #include "engine/ir/graph.h"
+#include "engine/kernels/activation.h"
 #include "engine/kernels/kernel_util.h"
 
 namespace kiln::kernels {
@@ -27,8 +30,11 @@ struct ConvEpilogue {
   bool clamp = false;
   double lo = -std::numeric_limits<double>::infinity();
   double hi = std::numeric_limits<double>::infinity();
+  Activation act = Activation::kNone;
 
-  bool empty() const { return scale == nullptr && !residual && !clamp; }
+  bool empty() const {
+    return scale == nullptr && !residual && !clamp && act == Activation::kNone;
+  }
 };
 
 // Reads the node's post_* attributes; the tensors stay owned by the node, which
@@ -54,6 +60,7 @@ inline absl::StatusOr<ConvEpilogue> ConvEpilogueFromAttrs(const ir::Node& node, 
     e.lo = node.attrs.GetFloat("post_min", e.lo);
     e.hi = node.attrs.GetFloat("post_max", e.hi);
   }
+  ASSIGN_OR_RETURN(e.act, ActivationFromAttrs(node));
   return e;
 }
 
@@ -81,6 +88,7 @@ void ApplyConvEpilogue(const ConvEpilogue& e, int64_t first_channel, int64_t cha
       if (e.clamp) {
         for (int64_t i = 0; i < plane; ++i) dst[i] = std::min(std::max(dst[i], lo), hi);
       }
+      ApplyActivation(e.act, dst, plane);
     }
   });
 }

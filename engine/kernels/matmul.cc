@@ -34,6 +34,7 @@
 
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/conv_epilogue.h"
 #include "engine/kernels/gemm.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
@@ -223,6 +224,8 @@ absl::Status EvalMatMul(EvalContext& ctx) {
 struct LinearPlan {
   int64_t m = 0, n = 0, k = 0;
   bool has_bias = false;
+  // A fused Relu/Clip and activation (post_min/post_max/post_act), per row.
+  ConvEpilogue epilogue;
 };
 
 absl::Status PrepareLinear(PrepareContext& ctx) {
@@ -249,6 +252,7 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
     }
     plan->has_bias = true;
   }
+  ASSIGN_OR_RETURN(plan->epilogue, ConvEpilogueFromAttrs(ctx.node, dtype, plan->n));
   Dims out = x;
   out.back() = plan->n;
   ctx.outputs = {TensorInfo{dtype, out}};
@@ -269,6 +273,9 @@ absl::Status EvalLinear(EvalContext& ctx) {
     for (int64_t i = 0; i < p.m; ++i) std::memcpy(y + i * p.n, bias, p.n * sizeof(T));
   }
   Gemm(p.m, p.n, p.k, x, w, /*b_transposed=*/true, p.has_bias ? T(1) : T(0), y);
+  if constexpr (std::is_floating_point_v<T>) {
+    ApplyConvEpilogue<T>(p.epilogue, 0, p.m, p.n, y, nullptr, ctx.num_threads);
+  }
   return absl::OkStatus();
 }
 

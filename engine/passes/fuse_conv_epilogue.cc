@@ -1,12 +1,14 @@
-// Fuses what follows a convolution into the convolution's epilogue:
+// Fuses what follows a convolution or a linear layer into its epilogue:
 //
 //   Conv -> BatchNorm (inference, constant statistics)   y = y * scale + shift
-//   Conv [-> BatchNorm] -> Relu / Clip (relu6, hardtanh)  y = min(max(y, lo), hi)
+//   Conv|Linear [-> BatchNorm] -> Relu / Clip (relu6, hardtanh)  y = min(max(y, lo), hi)
+//   Conv|Linear [-> ...] -> Gelu / Silu / Sigmoid / Tanh / HardSwish   y = act(y)
 //
-// The Conv node gets the attributes post_scale and post_shift (per output
-// channel, in the convolution's dtype) and post_min / post_max; the kernel
-// applies them to each output block right after its GEMM, while it is still
-// in cache, instead of two more passes over the output.
+// The node gets the attributes post_scale and post_shift (per output channel,
+// in the convolution's dtype), post_min / post_max and post_act (the
+// activation's name, kernels/activation.h); the kernel applies them to each
+// output block right after its GEMM, while it is still in cache, instead of
+// more passes over the output (oneDNN: as post-ops).
 //
 // Numerics are those of the unfused ops, not of folding the batch norm into
 // the weights: scale and shift are computed exactly as the BatchNorm kernel
@@ -23,6 +25,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/kernels/activation.h"
 #include "engine/passes/pass.h"
 
 namespace kiln::passes {
@@ -49,15 +52,18 @@ std::vector<int> CountUses(const Graph& graph) {
   return uses;
 }
 
-// The Conv that produces `v` alone for this consumer, or kNoNode.
+// The Conv (or, with `linear_too`, Linear) that produces `v` alone for this
+// consumer, or kNoNode.
 NodeId SoleConvProducer(const Graph& graph, const std::vector<int>& uses, ValueId v,
-                        const Node& consumer) {
+                        const Node& consumer, bool linear_too = false) {
   const NodeId p = graph.value(v).producer;
   if (p == ir::kNoNode || uses[v] != 1) return ir::kNoNode;
   const Node& conv = graph.node(p);
-  if (conv.kind != OpKind::kConv || conv.block != consumer.block) return ir::kNoNode;
-  // Only float32 and float64 convolutions have the epilogue; the dtype is the
-  // weights' (the kernel requires input and weights to agree).
+  const bool kind_ok =
+      conv.kind == OpKind::kConv || (linear_too && conv.kind == OpKind::kLinear);
+  if (!kind_ok || conv.block != consumer.block) return ir::kNoNode;
+  // Only float32 and float64 convolutions and linears have the epilogue; the
+  // dtype is the weights' (the kernels require input and weights to agree).
   const Tensor* w = graph.ConstantValue(conv.inputs[1]);
   if (w == nullptr || (w->dtype() != DType::kF32 && w->dtype() != DType::kF64)) {
     return ir::kNoNode;
@@ -83,7 +89,9 @@ bool FuseBatchNorm(Graph& graph, const std::vector<int>& uses, NodeId bn_id) {
   const NodeId conv_id = SoleConvProducer(graph, uses, bn.inputs[0], bn);
   if (conv_id == ir::kNoNode) return false;
   Node& conv = graph.mutable_node(conv_id);
-  if (conv.attrs.Has("post_scale") || conv.attrs.Has("post_min")) return false;
+  if (conv.attrs.Has("post_scale") || conv.attrs.Has("post_min") || conv.attrs.Has("post_act")) {
+    return false;
+  }
   const Tensor* w = graph.ConstantValue(conv.inputs[1]);
   const Tensor* stats[4];
   for (int i = 0; i < 4; ++i) {
@@ -110,15 +118,30 @@ bool FuseBatchNorm(Graph& graph, const std::vector<int>& uses, NodeId bn_id) {
 // Conv [-> BatchNorm] -> Relu or Clip. Returns whether it fused.
 bool FuseClip(Graph& graph, const std::vector<int>& uses, NodeId act_id) {
   const Node& act = graph.node(act_id);
-  const NodeId conv_id = SoleConvProducer(graph, uses, act.inputs[0], act);
+  const NodeId conv_id = SoleConvProducer(graph, uses, act.inputs[0], act, /*linear_too=*/true);
   if (conv_id == ir::kNoNode) return false;
   Node& conv = graph.mutable_node(conv_id);
-  if (conv.attrs.Has("post_min")) return false;
+  // The clamp comes before the activation in the epilogue's order.
+  if (conv.attrs.Has("post_min") || conv.attrs.Has("post_act")) return false;
   const std::optional<std::pair<double, double>> bounds = ClampBounds(act);
   if (!bounds) return false;
   conv.attrs.SetFloat("post_min", bounds->first);
   conv.attrs.SetFloat("post_max", bounds->second);
   graph.ReplaceAllUses(act.outputs[0], conv.outputs[0]);
+  return true;
+}
+
+// Conv|Linear [-> ...] -> Gelu, Silu, Sigmoid, Tanh or HardSwish. Returns whether it fused.
+bool FuseActivation(Graph& graph, const std::vector<int>& uses, NodeId act_id) {
+  const Node& act = graph.node(act_id);
+  const std::string_view name = kernels::ActivationAttrFor(act);
+  if (name.empty()) return false;
+  const NodeId producer = SoleConvProducer(graph, uses, act.inputs[0], act, /*linear_too=*/true);
+  if (producer == ir::kNoNode) return false;
+  Node& p = graph.mutable_node(producer);
+  if (p.attrs.Has("post_act")) return false;
+  p.attrs.SetString("post_act", std::string(name));
+  graph.ReplaceAllUses(act.outputs[0], p.outputs[0]);
   return true;
 }
 
@@ -136,14 +159,16 @@ class FuseConvEpiloguePass : public Pass {
     std::vector<int> uses = CountUses(graph);
     for (size_t n = 0; n < graph.nodes().size(); ++n) {
       const Node& node = graph.node(static_cast<NodeId>(n));
+      const bool activation = !kernels::ActivationAttrFor(node).empty();
       if (node.kind != OpKind::kBatchNorm && node.kind != OpKind::kRelu &&
-          node.kind != OpKind::kClip) {
+          node.kind != OpKind::kClip && !activation) {
         continue;
       }
       const ValueId in = node.inputs[0], out = node.outputs[0];
-      const bool fused = node.kind == OpKind::kBatchNorm
-                             ? FuseBatchNorm(graph, uses, static_cast<NodeId>(n))
-                             : FuseClip(graph, uses, static_cast<NodeId>(n));
+      const NodeId id = static_cast<NodeId>(n);
+      const bool fused = node.kind == OpKind::kBatchNorm ? FuseBatchNorm(graph, uses, id)
+                         : activation                    ? FuseActivation(graph, uses, id)
+                                                         : FuseClip(graph, uses, id);
       if (fused) uses[in] = uses[out];
       changed |= fused;
     }

@@ -282,7 +282,10 @@ class Executable::Compiler {
     const ir::Node& node = g_.node(id);
     const ir::NodeId conv_id = program.steps.back().node;
     const ir::Node& conv = g_.node(conv_id);
-    if (conv.kind != ir::OpKind::kConv || conv.attrs.Has("post_min")) return false;
+    if (conv.kind != ir::OpKind::kConv || conv.attrs.Has("post_min") ||
+        conv.attrs.Has("post_act")) {
+      return false;
+    }
     const ir::ValueId y = conv.outputs[0];
     if (uses_[y] != 1 || slots_[y].kind != Slot::Kind::kArena) return false;
     ir::ValueId residual = ir::kNoValue;

@@ -110,17 +110,7 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     s->residual_post_op = ops.len();
     ops.append_binary(dnnl::algorithm::binary_add, s->dst);
   }
-  if (e.clamp) {
-    const double lo = e.lo, hi = e.hi;
-    if (lo == 0.0 && hi == std::numeric_limits<double>::infinity()) {
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    } else {
-      const float fmax = std::numeric_limits<float>::max();
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip,
-                         std::isinf(lo) ? -fmax : static_cast<float>(lo),
-                         std::isinf(hi) ? fmax : static_cast<float>(hi));
-    }
-  }
+  AppendClampAndActivation(e, ops);
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

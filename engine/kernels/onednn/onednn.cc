@@ -1,5 +1,8 @@
 #include "engine/kernels/onednn/onednn.h"
 
+#include <cmath>
+#include <limits>
+
 #include "engine/kernels/onednn/onednn_kernels.h"
 
 namespace kiln::kernels::onednn {
@@ -31,6 +34,28 @@ absl::StatusOr<Dims> NativeOutputDims(const PrepareContext& ctx) {
   return native.outputs.at(0).dims;
 }
 
+void AppendClampAndActivation(const ConvEpilogue& e, dnnl::post_ops& ops) {
+  if (e.clamp) {
+    if (e.lo == 0.0 && e.hi == std::numeric_limits<double>::infinity()) {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    } else {
+      const float fmax = std::numeric_limits<float>::max();
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip,
+                         std::isinf(e.lo) ? -fmax : static_cast<float>(e.lo),
+                         std::isinf(e.hi) ? fmax : static_cast<float>(e.hi));
+    }
+  }
+  switch (e.act) {
+    case Activation::kNone: break;
+    case Activation::kGeluErf: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0, 0); break;
+    case Activation::kGeluTanh: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0, 0); break;
+    case Activation::kSilu: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0); break;
+    case Activation::kSigmoid: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0, 0); break;
+    case Activation::kTanh: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0, 0); break;
+    case Activation::kHardSwish: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0, 0); break;
+  }
+}
+
 void SetNhwcOutput(PrepareContext& ctx, const Dims& dims, std::shared_ptr<void> state,
                    size_t workspace_bytes) {
   ctx.outputs = {TensorInfo{DType::kF32, dims}};
@@ -45,7 +70,7 @@ namespace kiln::kernels {
 
 absl::Span<const KernelDef> ProviderKernels() {
   static const auto* all = [] {
-    auto* v = new std::vector<KernelDef>{onednn::ConvKernel()};
+    auto* v = new std::vector<KernelDef>{onednn::ConvKernel(), onednn::LinearKernel()};
     for (const KernelDef& k : onednn::PoolKernels()) v->push_back(k);
     return v;
   }();

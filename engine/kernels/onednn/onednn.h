@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/common/tensor.h"
+#include "engine/kernels/conv_epilogue.h"
 #include "engine/kernels/kernel.h"
 
 namespace kiln::kernels::onednn {
@@ -62,6 +63,10 @@ absl::StatusOr<Dims> NativeOutputDims(const PrepareContext& ctx);
 // Finishes a provider Prepare: one FP32 output of `dims` in NHWC.
 void SetNhwcOutput(PrepareContext& ctx, const Dims& dims, std::shared_ptr<void> state,
                    size_t workspace_bytes);
+
+// Appends the epilogue's clamp (a Relu/Clip) and activation as eltwise
+// post-ops, in the order Kiln's own kernels apply them.
+void AppendClampAndActivation(const ConvEpilogue& e, dnnl::post_ops& ops);
 
 inline void* At(void* workspace, size_t offset) { return static_cast<char*>(workspace) + offset; }
 

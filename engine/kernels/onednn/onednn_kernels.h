@@ -9,6 +9,7 @@
 namespace kiln::kernels::onednn {
 
 KernelDef ConvKernel();                // conv.cc
+KernelDef LinearKernel();              // matmul.cc
 std::vector<KernelDef> PoolKernels();  // pool.cc
 
 }  // namespace kiln::kernels::onednn
