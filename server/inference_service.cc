@@ -173,7 +173,9 @@ absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadR
 }  // namespace
 
 InferenceService::InferenceService(ModelRegistry* registry, ServiceOptions options)
-    : registry_(registry), options_(options) {}
+    : registry_(registry),
+      options_(options),
+      compute_(std::make_unique<ComputePool>(options_.concurrent_inferences)) {}
 
 grpc::Status InferenceService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                                           inference::ServerLiveResponse* response) {
@@ -266,9 +268,14 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
   runtime::Profiler profiler;
   if (*profile) run.observer = &profiler;
   absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
-      serving->model->Infer(*inputs, RequestedOutputs(*request), run);
+      absl::InternalError("the inference did not run");
+  const std::function<void()> infer = [&] {
+    outputs = serving->model->Infer(*inputs, RequestedOutputs(*request), run);
+  };
+  const absl::Status queued = compute_->Run(infer, run.deadline, run.stop, &timings.queue_ns);
+  if (!queued.ok()) return fail(queued);
   if (!outputs.ok()) return fail(outputs.status());
-  timings.infer_ns = ElapsedNs(infer_start);
+  timings.infer_ns = ElapsedNs(infer_start) - timings.queue_ns;
 
   const Clock::time_point output_start = Clock::now();
   response->set_model_name(name);
@@ -301,8 +308,8 @@ grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
     inference::InferStatistics* infer = out->mutable_inference_stats();
     FillDuration(s.success, infer->mutable_success());
     FillDuration(s.fail, infer->mutable_fail());
-    // No request queue: requests run on the gRPC thread that received them.
-    FillDuration(Duration{}, infer->mutable_queue());
+    // Waiting for a compute thread (compute_pool.h).
+    FillDuration(s.queue, infer->mutable_queue());
     FillDuration(s.compute_input, infer->mutable_compute_input());
     FillDuration(s.compute_infer, infer->mutable_compute_infer());
     FillDuration(s.compute_output, infer->mutable_compute_output());

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/compute_pool.h"
 #include "server/model_registry.h"
 #include "server/run_limits.h"
 
@@ -17,6 +19,8 @@ struct ServiceOptions {
   uint64_t max_upload_bytes = 512ull << 20;
   // Each ModelInfer's memory and time.
   RunLimits limits;
+  // Compute threads ModelInfer runs the engine on (compute_pool.h).
+  int concurrent_inferences = 1;
 };
 
 class InferenceService final : public inference::GRPCInferenceService::Service {
@@ -55,6 +59,7 @@ class InferenceService final : public inference::GRPCInferenceService::Service {
  private:
   ModelRegistry* registry_;
   ServiceOptions options_;
+  std::unique_ptr<ComputePool> compute_;
 };
 
 }  // namespace kiln::server

@@ -114,6 +114,12 @@ int main(int argc, char** argv) {
                  "Intra-op threads per request (OpenBLAS and Kiln's kernels)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  app.add_option("--concurrent-inferences", options.concurrent_inferences,
+                 "Requests that compute at once, each on a compute thread of its own with "
+                 "--threads threads; more wait in a queue (their deadline counting). "
+                 "Default (0): as many as the cores hold, cores / --threads")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   app.add_option("--max-upload-bytes", options.max_upload_bytes,
                  "Largest model file accepted by an upload, in bytes")
       ->check(CLI::PositiveNumber)

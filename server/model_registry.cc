@@ -80,8 +80,10 @@ void ModelStats::RecordSuccess(const InferTimings& timings) {
   stats_.inference_count += 1;
   stats_.execution_count += 1;
   stats_.last_inference_ms = NowMs();
-  Add(stats_.success, timings.input_ns + timings.infer_ns + timings.output_ns);
+  Add(stats_.success,
+      timings.input_ns + timings.queue_ns + timings.infer_ns + timings.output_ns);
   Add(stats_.compute_input, timings.input_ns);
+  Add(stats_.queue, timings.queue_ns);
   Add(stats_.compute_infer, timings.infer_ns);
   Add(stats_.compute_output, timings.output_ns);
 }

@@ -51,6 +51,7 @@ struct StatsSnapshot {
   Duration success;                // whole request, decode to encode
   Duration fail;
   Duration compute_input;   // decoding the request
+  Duration queue;           // waiting for a compute thread
   Duration compute_infer;   // runtime::Model::Infer
   Duration compute_output;  // encoding the response
 };
@@ -58,6 +59,7 @@ struct StatsSnapshot {
 // Phase times of one successful request, in nanoseconds.
 struct InferTimings {
   uint64_t input_ns = 0;
+  uint64_t queue_ns = 0;  // waiting for a compute thread
   uint64_t infer_ns = 0;
   uint64_t output_ns = 0;
 };

@@ -149,6 +149,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   ServiceOptions service_options;
   service_options.max_upload_bytes = options.max_upload_bytes;
   service_options.limits = limits;
+  service_options.concurrent_inferences = options.concurrent_inferences > 0
+                                              ? options.concurrent_inferences
+                                              : ComputePool::DefaultWorkers(options.threads);
   server->service_ = std::make_unique<InferenceService>(server->registry_.get(), service_options);
   server->uploads_ = std::make_unique<UploadStore>(server->repository_->StagingDir());
   server->repository_service_ = std::make_unique<RepositoryService>(

@@ -33,6 +33,9 @@ struct ServerOptions {
   std::string cache_dir;
   uint64_t cache_bytes = 1ull << 30;
   int threads = 1;  // intra-op threads per request
+  // Requests computing at once (compute threads, compute_pool.h); 0: as many
+  // as the cores hold requests of `threads` threads.
+  int concurrent_inferences = 0;
   uint64_t max_upload_bytes = 512ull << 20;
   // The binary to run with --import-worker for isolated imports (kilnd passes
   // itself); empty imports in the server's own process.
