@@ -42,6 +42,7 @@ void ComputePool::Work() {
     queue_.pop_front();
     if (job->state == Job::State::kAbandoned) continue;
     job->state = Job::State::kRunning;
+    job->done.notify_all();  // the caller's queue time ends here
     lock.unlock();
     (*job->task)();
     lock.lock();
@@ -86,5 +87,7 @@ absl::Status ComputePool::Run(const std::function<void()>& task, Clock::time_poi
   job->done.wait(lock, [&] { return job->state == Job::State::kDone; });
   return absl::OkStatus();
 }
+
+void RunOnShortLivedThread(const std::function<void()>& fn) { std::thread(fn).join(); }
 
 }  // namespace kiln::server

@@ -3,10 +3,14 @@
 // life, and a queue in front of them.
 //
 // Why: gRPC serves each call on whichever of its threads is free. Run there,
-// every serving thread grows an OpenMP team of its own, and the idle teams'
-// threads spin at their barriers while another team computes, on the same
-// cores: through kilnd a transformer ran 30% slower than the same engine in
-// process. With the work handed to `workers` compute threads (by default as
+// every serving thread grows an OpenMP team of its own, which lives as long
+// as that thread. libgomp counts every team's threads, and once they
+// outnumber the cores it stops spinning at barriers and sleeps in the kernel
+// at each of the hundreds of parallel regions of a request: through kilnd a
+// transformer ran 35% slower than the same engine in process. So inferences
+// run here, and the other OpenMP work (compiling and verifying a model at
+// load) runs on a short-lived thread whose team ends with it
+// (RunOnShortLivedThread). With the work handed to `workers` compute threads (by default as
 // many as the cores hold requests of --threads threads), there are never
 // more OpenMP threads than cores, and requests past that wait in the queue
 // instead of fighting for the cores. The wait counts against the request's
@@ -62,5 +66,9 @@ class ComputePool {
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };
+
+// Runs `fn` on a new thread and waits for it: OpenMP work done there leaves no
+// team behind.
+void RunOnShortLivedThread(const std::function<void()>& fn);
 
 }  // namespace kiln::server

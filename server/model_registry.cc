@@ -5,6 +5,8 @@
 // serving model and the repository as they were.
 #include "server/model_registry.h"
 
+#include "server/compute_pool.h"
+
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -218,6 +220,17 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
 }
 
 absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
+    const std::string& name, int64_t version, const std::string& path, const ModelConfig& config,
+    const std::optional<std::string>& known_sha256) {
+  // Compiling and verifying run OpenMP loops (oneDNN's weight reorders, the
+  // verified import's runs): on a thread of their own, whose OpenMP team ends
+  // with it (compute_pool.h says why that matters).
+  absl::StatusOr<Built> built = absl::InternalError("the load did not run");
+  RunOnShortLivedThread([&] { built = BuildHere(name, version, path, config, known_sha256); });
+  return built;
+}
+
+absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
     const std::string& name, int64_t version, const std::string& path, const ModelConfig& config,
     const std::optional<std::string>& known_sha256) {
   const Clock::time_point start = Clock::now();

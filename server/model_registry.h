@@ -272,6 +272,9 @@ class ModelRegistry {
   absl::StatusOr<Built> Build(const std::string& name, int64_t version, const std::string& path,
                               const ModelConfig& config,
                               const std::optional<std::string>& known_sha256 = std::nullopt);
+  absl::StatusOr<Built> BuildHere(const std::string& name, int64_t version, const std::string& path,
+                              const ModelConfig& config,
+                              const std::optional<std::string>& known_sha256 = std::nullopt);
   // Loads the versions the policy selects (those already READY only when
   // `reload_ready`; never `just_loaded`), stops serving the rest. Returns the
   // first failure. load_mu_ held.
