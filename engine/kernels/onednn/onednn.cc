@@ -72,6 +72,7 @@ absl::Span<const KernelDef> ProviderKernels() {
   static const auto* all = [] {
     auto* v = new std::vector<KernelDef>{onednn::ConvKernel(), onednn::LinearKernel()};
     for (const KernelDef& k : onednn::PoolKernels()) v->push_back(k);
+    for (const KernelDef& k : onednn::NormKernels()) v->push_back(k);
     return v;
   }();
   return *all;

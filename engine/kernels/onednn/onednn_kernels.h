@@ -10,6 +10,7 @@ namespace kiln::kernels::onednn {
 
 KernelDef ConvKernel();                // conv.cc
 KernelDef LinearKernel();              // matmul.cc
+std::vector<KernelDef> NormKernels();  // norm.cc: softmax, log-softmax, layer norm
 std::vector<KernelDef> PoolKernels();  // pool.cc
 
 }  // namespace kiln::kernels::onednn
