@@ -77,9 +77,12 @@ absl::Status PrepareConv(PrepareContext& ctx) {
     dil[i] = dilation[i] - 1;
     pad_l[i] = padding[i];
     // PyTorch floors the output size; oneDNN wants the right padding that
-    // gives it exactly.
-    pad_r[i] = (out[2 + i] - 1) * stride[i] + (w[2 + i] - 1) * dilation[i] + 1 - x[2 + i] -
-               padding[i];
+    // gives it exactly. A strided window that leaves the last input columns
+    // unread (a 1x1 stride-2 downsample of an even size) makes that negative:
+    // no right padding then gives the same floored size.
+    const int64_t ext = (w[2 + i] - 1) * dilation[i] + 1;
+    pad_r[i] = (out[2 + i] - 1) * stride[i] + ext - x[2 + i] - padding[i];
+    if (pad_r[i] < 0 && (x[2 + i] + padding[i] - ext) / stride[i] + 1 == out[2 + i]) pad_r[i] = 0;
     if (pad_r[i] < 0) return Unimplemented(node, "negative right padding");
   }
 

@@ -172,5 +172,40 @@ TEST(LayoutTest, CompiledGraphRecompilesWithoutNewReorders) {
   EXPECT_EQ(ir::PrintGraph((*a)->graph().Compacted()), ir::PrintGraph((*b)->graph().Compacted()));
 }
 
+// A 1x1 stride-2 downsample of an even size leaves the last input row and
+// column unread (PyTorch floors the size); oneDNN takes it with no right
+// padding, and it stays in the NHWC chain.
+TEST(LayoutTest, StridedOneByOneConvolutionRunsOnOneDnn) {
+  ir::Graph g;
+  Builder b(g);
+  ValueId x = g.AddInput("x", ir::TensorType{DType::kF32, Dims{2, 8, 10, 10}});
+  ValueId y = b.Conv(x, 8, 8, 3, 1, 1, true);
+  ir::Attributes a;
+  a.SetInts("stride", {2, 2});
+  a.SetInts("padding", {0, 0});
+  a.SetInts("dilation", {1, 1});
+  a.SetInt("groups", 1);
+  std::mt19937 rng(7);
+  y = b.Out(g.AddNode(OpKind::kConv, {y, g.AddConstant(Random({16, 8, 1, 1}, rng, -0.5, 0.5))}, a,
+                      "aten::_convolution"));
+  g.AddOutput(y, "y");
+  Tensor in = Random({2, 8, 10, 10}, rng, -1, 1);
+  kernels::TensorInfo info{DType::kF32, in.dims()};
+  CompileOptions reference;
+  reference.use_providers = false;
+  reference.run_passes = false;
+  auto fast = Executable::Compile(g, {info}, CompileOptions{});
+  auto plain = Executable::Compile(g, {info}, reference);
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const std::string printed = ir::PrintGraph((*fast)->graph().Compacted());
+  EXPECT_NE(printed.find("FP32[2, 16, 5, 5]{nhwc}"), std::string::npos) << printed;
+  auto ra = (*fast)->Run({in});
+  auto rb = (*plain)->Run({in});
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  ASSERT_EQ((*ra)[0].dims(), (Dims{2, 16, 5, 5}));
+  EXPECT_LE(RelativeError((*ra)[0], (*rb)[0]), 1e-5);
+}
+
 }  // namespace
 }  // namespace kiln::runtime
