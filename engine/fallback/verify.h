@@ -32,9 +32,12 @@ struct VerifyOptions {
   // against libtorch's float64 result for the same model and samples: it
   // passes when Kiln is within the tolerance of that, or at most
   // kFloat64Margin times as far from it as libtorch's own float32 result. A
-  // conversion bug puts Kiln far from both.
+  // conversion bug puts Kiln far from both. (Two float32 GEMM orders alone
+  // put resnet18's output 1.6e-6 and 1.0e-6 of its magnitude from float64:
+  // oneDNN's blocked matmul against libtorch's; a margin of 2 still leaves
+  // every conversion bug orders of magnitude out.)
   double tolerance = 1e-4;
-  static constexpr double kFloat64Margin = 1.5;
+  static constexpr double kFloat64Margin = 2.0;
   // Sample input shapes and dtypes by input name, overriding the model's
   // contract (needed where the contract leaves dims open that the model
   // fixes, e.g. a ViT's 224x224 image).
