@@ -1,4 +1,11 @@
-// Linear (x[..., K] * W[N, K]^T + b[N]) in FP32 on oneDNN's matmul.
+// Linear (x[..., K] * W[N, K]^T + b[N]) and batched MatMul in FP32 on
+// oneDNN's matmul.
+//
+// MatMul: two operands of the same rank, 3 or 4 ([..., M, K] x [..., K, N]),
+// whose batch dims agree or are 1 (broadcast), as attention's QK^T and
+// scores x V are: one primitive over every batch, where Kiln's own kernel
+// runs one GEMM per batch (twelve small parallel regions per attention
+// layer). Other ranks and mixes run natively.
 //
 // Takes a plain input of any rank (its leading dims fold into M), a constant
 // weight and an optional constant bias. The weight is reordered once, in
@@ -106,7 +113,79 @@ absl::Status EvalLinear(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- MatMul
+
+struct MatMulState {
+  dnnl::matmul matmul;
+  memory::desc a, b, c, scratch;
+};
+
+memory::format_tag PlainTag(size_t rank) {
+  return rank == 3 ? memory::format_tag::abc : memory::format_tag::abcd;
+}
+
+bool SupportsMatMul(const PrepareContext& ctx) {
+  if (!ctx.allow_layouts || ctx.inputs.size() != 2) return false;
+  const TensorInfo& a = ctx.inputs[0];
+  const TensorInfo& b = ctx.inputs[1];
+  if (a.dtype != DType::kF32 || b.dtype != DType::kF32 || a.dims.size() != b.dims.size() ||
+      (a.dims.size() != 3 && a.dims.size() != 4) || NumElements(a.dims) == 0 ||
+      NumElements(b.dims) == 0) {
+    return false;
+  }
+  for (size_t d = 0; d + 2 < a.dims.size(); ++d) {
+    if (a.dims[d] != b.dims[d] && a.dims[d] != 1 && b.dims[d] != 1) return false;
+  }
+  return !ctx.node.attrs.Has(kAccumulateAttr);
+}
+
+absl::Status PrepareMatMul(PrepareContext& ctx) {
+  ASSIGN_OR_RETURN(const Dims out, NativeOutputDims(ctx));
+  const Dims& a = ctx.inputs[0].dims;
+  const Dims& b = ctx.inputs[1].dims;
+  auto s = std::make_shared<MatMulState>();
+  const memory::format_tag tag = PlainTag(a.size());
+  s->a = memory::desc(ToDims(a), memory::data_type::f32, tag);
+  s->b = memory::desc(ToDims(b), memory::data_type::f32, tag);
+  s->c = memory::desc(ToDims(out), memory::data_type::f32, tag);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  UseThreads(ctx.num_threads);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(s->a, s->b, s->c), attr, Engine());
+  } catch (const dnnl::error& err) {
+    return Unimplemented(ctx.node, "oneDNN has no matmul for these shapes: ", err.what());
+  }
+  s->matmul = dnnl::matmul(pd);
+  s->scratch = pd.scratchpad_desc();
+  ctx.workspace_bytes = s->scratch.get_size();
+  ctx.outputs = {TensorInfo{DType::kF32, out}};
+  ctx.state = std::move(s);
+  return absl::OkStatus();
+}
+
+absl::Status EvalMatMul(EvalContext& ctx) {
+  const auto& s = *static_cast<const MatMulState*>(ctx.state);
+  UseThreads(ctx.num_threads);
+  dnnl::stream& stream = Stream();
+  s.matmul.execute(stream, {{DNNL_ARG_SRC, Wrap(s.a, ctx.inputs[0]->raw_data())},
+                            {DNNL_ARG_WEIGHTS, Wrap(s.b, ctx.inputs[1]->raw_data())},
+                            {DNNL_ARG_DST, Wrap(s.c, ctx.outputs[0]->raw_data())},
+                            {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, ctx.workspace)}});
+  stream.wait();
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+KernelDef MatMulKernel() {
+  KernelDef k{ir::OpKind::kMatMul, DType::kF32, PrepareMatMul, EvalMatMul};
+  k.provider = Provider::kOneDnn;
+  k.supports = SupportsMatMul;
+  k.name = "onednn.matmul";
+  return k;
+}
 
 KernelDef LinearKernel() {
   KernelDef k{ir::OpKind::kLinear, DType::kF32, PrepareLinear, EvalLinear};

@@ -70,7 +70,8 @@ namespace kiln::kernels {
 
 absl::Span<const KernelDef> ProviderKernels() {
   static const auto* all = [] {
-    auto* v = new std::vector<KernelDef>{onednn::ConvKernel(), onednn::LinearKernel()};
+    auto* v = new std::vector<KernelDef>{onednn::ConvKernel(), onednn::LinearKernel(),
+                                         onednn::MatMulKernel()};
     for (const KernelDef& k : onednn::PoolKernels()) v->push_back(k);
     for (const KernelDef& k : onednn::NormKernels()) v->push_back(k);
     return v;
