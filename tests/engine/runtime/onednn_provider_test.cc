@@ -49,7 +49,7 @@ double ProviderDiff(const ir::Graph& g, const Tensor& x, const Tensor* y = nullp
   return d;
 }
 
-TEST(OneDnnNormTest, SoftmaxAndLogSoftmaxOnEveryAxis) {
+TEST(OneDnnProviderTest, SoftmaxAndLogSoftmaxOnEveryAxis) {
   std::mt19937 rng(2);
   const Tensor x = Random({2, 3, 5, 7}, rng, -6, 6);
   for (OpKind kind : {OpKind::kSoftmax, OpKind::kLogSoftmax}) {
@@ -65,7 +65,7 @@ TEST(OneDnnNormTest, SoftmaxAndLogSoftmaxOnEveryAxis) {
   }
 }
 
-TEST(OneDnnNormTest, LayerNormWithAndWithoutAffine) {
+TEST(OneDnnProviderTest, LayerNormWithAndWithoutAffine) {
   std::mt19937 rng(4);
   const Tensor x = Random({3, 4, 16}, rng, -3, 5);
   for (int affine = 0; affine < 4; ++affine) {
@@ -81,7 +81,7 @@ TEST(OneDnnNormTest, LayerNormWithAndWithoutAffine) {
   }
 }
 
-TEST(OneDnnNormTest, BatchedMatMulWithBroadcastBatchDims) {
+TEST(OneDnnProviderTest, BatchedMatMulWithBroadcastBatchDims) {
   std::mt19937 rng(6);
   const std::vector<std::pair<Dims, Dims>> cases = {
       {{12, 16, 8}, {12, 8, 16}},          // attention scores, rank 3
