@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "server/grpc_status.h"
 #include "server/model_config.h"
 #include "server/model_contract.h"
+#include "server/request_parameters.h"
 #include "server/tensor_codec.h"
 
 #ifndef KILN_VERSION
@@ -41,19 +43,10 @@ constexpr char kSha256Param[] = "sha256";
 constexpr char kContractTrailer[] = "kiln-contract";
 // gRPC peers refuse metadata above 8 KiB by default.
 constexpr size_t kMaxTrailerBytes = 7 << 10;
-// ModelInfer's request parameter "profile" (bool_param, off by default): run
+// ModelInfer's request parameter "profile" (server/request_parameters.h): run
 // with the profiler and answer with the per-node profile, the JSON of
 // runtime::Profile, in the response parameter "profile" (`kiln profile`).
 constexpr char kProfileParam[] = "profile";
-
-absl::StatusOr<bool> ProfileRequested(const inference::ModelInferRequest& request) {
-  auto it = request.parameters().find(kProfileParam);
-  if (it == request.parameters().end()) return false;
-  if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
-    return absl::InvalidArgumentError("parameter 'profile' must be a bool_param");
-  }
-  return it->second.bool_param();
-}
 
 void AddContractTrailer(grpc::ServerContext* context, const std::string& contract) {
   if (contract.size() > kMaxTrailerBytes) {
@@ -256,17 +249,22 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
     return Reply("ModelInfer", name, error);
   };
 
+  // Parameters first: one kilnd does not understand refuses the request.
+  absl::StatusOr<InferParameters> params = ParseInferParameters(*request);
+  if (!params.ok()) return fail(params.status());
   absl::StatusOr<std::vector<runtime::NamedTensor>> inputs = DecodeInputs(*request);
   if (!inputs.ok()) return fail(inputs.status());
-  absl::StatusOr<bool> profile = ProfileRequested(*request);
-  if (!profile.ok()) return fail(profile.status());
   timings.input_ns = ElapsedNs(start);
 
   const Clock::time_point infer_start = Clock::now();
+  std::chrono::system_clock::time_point deadline = context->deadline();
+  if (params->timeout.has_value()) {
+    deadline = std::min(deadline, std::chrono::system_clock::now() + *params->timeout);
+  }
   runtime::RunOptions run =
-      options_.limits.ForRequest(context->deadline(), [context] { return context->IsCancelled(); });
+      options_.limits.ForRequest(deadline, [context] { return context->IsCancelled(); });
   runtime::Profiler profiler;
-  if (*profile) run.observer = &profiler;
+  if (params->profile) run.observer = &profiler;
   absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
       absl::InternalError("the inference did not run");
   const std::function<void()> infer = [&] {
@@ -282,7 +280,7 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
   response->set_model_version(std::to_string(serving->version));
   response->set_id(request->id());
   EncodeOutputs(*outputs, response);
-  if (*profile) {
+  if (params->profile) {
     (*response->mutable_parameters())[kProfileParam].set_string_param(profiler.Finish().ToJson());
   }
   timings.output_ns = ElapsedNs(output_start);

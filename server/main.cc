@@ -124,6 +124,22 @@ int main(int argc, char** argv) {
                  "Largest model file accepted by an upload, in bytes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--max-partial-uploads", options.uploads.max_partial_uploads,
+                 "Chunked uploads that may be kept (to resume) or in progress at once; one more is "
+                 "RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-partial-upload-bytes", options.uploads.max_partial_bytes,
+                 "Bytes the kept and running chunked uploads may declare together; more is "
+                 "RESOURCE_EXHAUSTED")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  int64_t partial_upload_ttl_s = options.uploads.ttl.count();
+  app.add_option("--partial-upload-ttl-s", partial_upload_ttl_s,
+                 "A kept chunked upload nobody has written to for this many seconds is removed "
+                 "(at start-up and by a periodic sweep)")
+      ->check(CLI::Range(int64_t{1}, int64_t{365} * 86400))
+      ->capture_default_str();
   app.add_option("--shutdown-grace-s", shutdown_grace_s,
                  "On SIGTERM/SIGINT, how long in-flight requests may take to finish before they "
                  "are cancelled, in seconds (keep it below Kubernetes' "
@@ -147,6 +163,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   options.import_memory_bytes = import_memory_mb << 20;
+  options.uploads.ttl = std::chrono::seconds(partial_upload_ttl_s);
   options.max_request_memory_bytes = max_request_memory_mb << 20;
   // /proc/self/exe, resolved in the child, is this very binary even if the
   // file was replaced on disk since start-up.

@@ -433,9 +433,7 @@ absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
   const std::string& name = request.name;
   ASSIGN_OR_RETURN(auto load_lock, LockLoads(absl::StrCat("model '", name, "'")));
   RETURN_IF_ERROR(ValidateModelName(name));
-  if (request.version < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("version ", request.version, " is negative"));
-  }
+  RETURN_IF_ERROR(CheckVersion(request.version, "the next version"));
   ASSIGN_OR_RETURN(std::optional<std::string> stored_config, repository_->ReadConfig(name));
   const std::optional<std::string> config_json =
       request.config_json.has_value() ? request.config_json : stored_config;
@@ -448,6 +446,7 @@ absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
   const std::vector<int64_t> on_disk = repository_->Versions(name);
   const int64_t latest = on_disk.empty() ? 0 : on_disk.back();
   const int64_t target = request.version > 0 ? request.version : latest + 1;
+  RETURN_IF_ERROR(CheckVersion(target));
   {
     // The same file and config again: nothing to do.
     const int64_t same = request.version > 0 ? request.version : latest;

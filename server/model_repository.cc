@@ -12,6 +12,8 @@
 #include <system_error>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,14 +26,11 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxModelNameLength = 128;
-constexpr int64_t kMaxVersion = int64_t{1} << 53;  // exact in a JSON number
 constexpr char kModelFile[] = "model.pt";
 constexpr char kConfigFile[] = "config.json";
 constexpr char kStagingDir[] = ".kiln-uploads";
 // Deleted directories are renamed to this prefix first, then removed.
 constexpr char kTrashPrefix[] = ".kiln-trash-";
-// Kept uploads (to resume) older than this are removed at start-up.
-constexpr auto kStaleUploadAge = std::chrono::hours(24);
 
 absl::Status FsError(absl::string_view what, const fs::path& path, const std::error_code& ec) {
   return absl::InternalError(absl::StrCat(what, " '", path.string(), "': ", ec.message()));
@@ -94,9 +93,19 @@ absl::StatusOr<int64_t> ParseVersion(absl::string_view text) {
     // Printable or not, the text is the client's; quote only safe lengths.
     return absl::InvalidArgumentError(
         absl::StrCat("version '", absl::CHexEscape(text.substr(0, 32)),
-                     "' is not a positive integer (1, 2, ...)"));
+                     "' is not a version: a whole number from 1 to ", kMaxVersion,
+                     " (2^53), without sign or leading zeros"));
   }
   return version;
+}
+
+absl::Status CheckVersion(int64_t version, absl::string_view zero_means) {
+  if ((version >= 1 && version <= kMaxVersion) || (version == 0 && !zero_means.empty())) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "version ", version, " is out of range: versions are 1 to ", kMaxVersion, " (2^53)",
+      zero_means.empty() ? "" : absl::StrCat(", or 0 for ", zero_means)));
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
@@ -118,19 +127,22 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const std
     if (!entry.is_directory(entry_ec) || !ValidateModelName(name).ok()) continue;
     cache::SweepTempFiles(entry.path().string());
     for (const fs::directory_entry& version : fs::directory_iterator(entry.path(), entry_ec)) {
-      if (IsVersionDir(version.path().filename().string())) {
+      const std::string dir = version.path().filename().string();
+      if (IsVersionDir(dir)) {
         cache::SweepTempFiles(version.path().string());
+      } else if (!dir.empty() && std::all_of(dir.begin(), dir.end(), [](char c) {
+                   return c >= '0' && c <= '9';
+                 })) {
+        // Digits, but not a version Kiln serves (0, a leading zero, past 2^53):
+        // say so rather than skip it silently.
+        spdlog::warn("model '{}': directory '{}' is not served: {}", name, dir.substr(0, 32),
+                     std::string(ParseVersion(dir).status().message()));
       }
     }
   }
   if (ec) return FsError("cannot list model repository", root, ec);
+  // Kept uploads are UploadStore's: it expires them (--partial-upload-ttl-s).
   cache::SweepTempFiles(repo->StagingDir());
-  const auto now = fs::file_time_type::clock::now();
-  for (const fs::directory_entry& entry : fs::directory_iterator(repo->StagingDir(), ec)) {
-    std::error_code entry_ec;
-    const auto mtime = fs::last_write_time(entry.path(), entry_ec);
-    if (!entry_ec && now - mtime > kStaleUploadAge) fs::remove(entry.path(), entry_ec);
-  }
   return repo;
 }
 

@@ -27,10 +27,18 @@ namespace kiln::server {
 // directory). InvalidArgument saying why otherwise.
 absl::Status ValidateModelName(absl::string_view name);
 
+// The largest version: 2^53, exact in a JSON number. Every way in (the load
+// parameters, the streamed upload, the repository scan) keeps to 1..kMaxVersion.
+inline constexpr int64_t kMaxVersion = int64_t{1} << 53;
+
 // Parses a version: a decimal integer from 1 to 2^53 without sign, spaces or
 // leading zeros (so it is also a safe directory name). InvalidArgument
 // otherwise.
 absl::StatusOr<int64_t> ParseVersion(absl::string_view text);
+
+// OK for 1..kMaxVersion, and for 0 when `zero_means` says what 0 stands for
+// ("the next version", "every version"); InvalidArgument otherwise.
+absl::Status CheckVersion(int64_t version, absl::string_view zero_means = "");
 
 // Replaces `path` with `bytes` atomically; the parent directory must exist.
 // Fails with Internal (carrying errno's text) on any I/O error, leaving the old
@@ -41,7 +49,8 @@ class ModelRepository {
  public:
   // Opens (creating if missing) the repository at `root`, creates the staging
   // area, and removes what interrupted writes and deletes left behind (temp
-  // files, half-deleted directories). Kept uploads older than a day go too.
+  // files, half-deleted directories). Kept uploads are left to UploadStore,
+  // which expires them.
   static absl::StatusOr<std::unique_ptr<ModelRepository>> Open(const std::string& root);
 
   const std::string& root() const { return root_; }

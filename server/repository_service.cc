@@ -60,10 +60,9 @@ grpc::Status RepositoryService::UploadModel(grpc::ServerContext*,
   absl::Status status = ValidateModelName(name);
   if (status.ok()) status = CheckSha256(header.sha256());
   if (!status.ok()) return fail(status);
-  if (header.version() < 0) {
-    return fail(
-        absl::InvalidArgumentError(absl::StrCat("version ", header.version(), " is negative")));
-  }
+  // Before a byte is stored: a version out of range could never be served.
+  status = CheckVersion(header.version(), "the next version");
+  if (!status.ok()) return fail(status);
   if (header.total_size() > max_upload_bytes_) {
     return fail(absl::ResourceExhaustedError(absl::StrCat(
         "model upload of ", header.total_size(), " bytes exceeds the server's limit of ",
@@ -129,13 +128,16 @@ grpc::Status RepositoryService::UploadModel(grpc::ServerContext*,
 grpc::Status RepositoryService::DeleteModel(grpc::ServerContext*,
                                             const v1::DeleteModelRequest* request,
                                             v1::DeleteModelResponse*) {
-  return Reply("DeleteModel", request->model_name(),
-               registry_->Delete(request->model_name(), request->version()));
+  absl::Status status = CheckVersion(request->version(), "every version");
+  if (status.ok()) status = registry_->Delete(request->model_name(), request->version());
+  return Reply("DeleteModel", request->model_name(), status);
 }
 
 grpc::Status RepositoryService::CacheStatistics(grpc::ServerContext*,
                                                 const v1::CacheStatisticsRequest* request,
                                                 v1::CacheStatisticsResponse* response) {
+  absl::Status checked = CheckVersion(request->version(), "every version");
+  if (!checked.ok()) return Reply("CacheStatistics", request->model_name(), checked);
   auto stats = registry_->Statistics(request->model_name(), request->version());
   if (!stats.ok()) return Reply("CacheStatistics", request->model_name(), stats.status());
   for (const VersionStatistics& v : *stats) {

@@ -153,7 +153,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                               ? options.concurrent_inferences
                                               : ComputePool::DefaultWorkers(options.threads);
   server->service_ = std::make_unique<InferenceService>(server->registry_.get(), service_options);
-  server->uploads_ = std::make_unique<UploadStore>(server->repository_->StagingDir());
+  if (options.uploads.max_partial_uploads < 1 || options.uploads.max_partial_bytes == 0 ||
+      options.uploads.ttl.count() < 1) {
+    return absl::InvalidArgumentError(
+        "the partial-upload limits (count, bytes, TTL) must be positive");
+  }
+  server->uploads_ =
+      std::make_unique<UploadStore>(server->repository_->StagingDir(), options.uploads);
+  // Uploads abandoned while the server was down expire now.
+  server->uploads_->SweepExpired();
   server->repository_service_ = std::make_unique<RepositoryService>(
       server->registry_.get(), server->uploads_.get(), options.max_upload_bytes);
 
@@ -165,6 +173,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT on its listening sockets by default: another
+  // process could then bind the same port and take a share of the
+  // connections, and --port 0 could end up with more than the one port
+  // advertised. One socket, bound once.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(JoinHostPort(options.host, options.port),
                            grpc::InsecureServerCredentials(), &server->port_);
   builder.SetMaxReceiveMessageSize(max_message);
@@ -181,10 +194,39 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   spdlog::info("serving on {} (threads={}, max upload {} bytes)", server->address(),
                options.threads, options.max_upload_bytes);
+  spdlog::info("partial uploads: at most {}, {} declared together, expired after {} s idle",
+               options.uploads.max_partial_uploads,
+               BytesToString(options.uploads.max_partial_bytes), options.uploads.ttl.count());
+  server->StartSweeper();
   return server;
 }
 
-Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
+Server::~Server() {
+  Shutdown(std::chrono::milliseconds(0));
+  StopSweeper();
+}
+
+void Server::StartSweeper() {
+  const auto interval = std::clamp<std::chrono::seconds>(
+      uploads_->limits().ttl / 4, std::chrono::seconds(1), std::chrono::seconds(60));
+  sweeper_ = std::thread([this, interval] {
+    std::unique_lock<std::mutex> lock(sweeper_mu_);
+    while (!sweeper_cv_.wait_for(lock, interval, [this] { return sweeper_stop_; })) {
+      lock.unlock();
+      uploads_->SweepExpired();
+      lock.lock();
+    }
+  });
+}
+
+void Server::StopSweeper() {
+  {
+    std::lock_guard<std::mutex> lock(sweeper_mu_);
+    sweeper_stop_ = true;
+  }
+  sweeper_cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+}
 
 std::string Server::address() const { return JoinHostPort(host_, port_); }
 
@@ -194,6 +236,7 @@ void Server::Wait() {
 
 void Server::Shutdown(std::chrono::milliseconds grace) {
   if (grpc_server_ == nullptr || shut_down_.exchange(true)) return;
+  StopSweeper();
   // Once the grace period has passed, what still runs is cancelled (the
   // executor stops at its next step, an import child is killed), so the
   // handlers gRPC's Shutdown waits for return soon after. gRPC's own

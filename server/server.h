@@ -6,12 +6,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "server/run_limits.h"
+#include "server/upload_store.h"
 
 namespace grpc {
 class Server;
@@ -23,7 +27,6 @@ class InferenceService;
 class ModelRegistry;
 class ModelRepository;
 class RepositoryService;
-class UploadStore;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -37,6 +40,9 @@ struct ServerOptions {
   // as the cores hold requests of `threads` threads.
   int concurrent_inferences = 0;
   uint64_t max_upload_bytes = 512ull << 20;
+  // Bounds on the uploads kept to resume (--max-partial-uploads,
+  // --max-partial-upload-bytes, --partial-upload-ttl-s).
+  UploadLimits uploads;
   // The binary to run with --import-worker for isolated imports (kilnd passes
   // itself); empty imports in the server's own process.
   std::string import_worker;
@@ -80,6 +86,11 @@ class Server {
  private:
   Server() = default;
 
+  // Removes abandoned uploads every few seconds to a minute (a quarter of
+  // their TTL) until StopSweeper().
+  void StartSweeper();
+  void StopSweeper();
+
   std::string host_;
   int port_ = 0;
   std::unique_ptr<ModelRepository> repository_;
@@ -93,6 +104,10 @@ class Server {
   std::shared_ptr<std::atomic<bool>> stopping_;
   std::atomic<bool> shut_down_{false};  // Shutdown has been called
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::thread sweeper_;
+  std::mutex sweeper_mu_;
+  std::condition_variable sweeper_cv_;
+  bool sweeper_stop_ = false;
 };
 
 }  // namespace kiln::server

@@ -7,7 +7,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cache/file_io.h"
 #include "engine/common/status_macros.h"
@@ -15,14 +21,98 @@
 namespace kiln::server {
 namespace {
 
+namespace fs = std::filesystem;
+
+constexpr char kPartSuffix[] = ".part";
+
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
 }
 
+std::string Key(const std::string& sha256, uint64_t size) { return absl::StrCat(sha256, "-", size); }
+
+// The declared size in a part's key "<sha256>-<size>"; nullopt for a name
+// that is not one (then it is not a part).
+std::optional<uint64_t> DeclaredSize(absl::string_view key) {
+  const size_t dash = key.rfind('-');
+  uint64_t size = 0;
+  if (dash == absl::string_view::npos || !absl::SimpleAtoi(key.substr(dash + 1), &size)) {
+    return std::nullopt;
+  }
+  return size;
+}
+
+// The parts in `dir`, by key, with their declared sizes.
+std::map<std::string, uint64_t> ListParts(const std::string& dir) {
+  std::map<std::string, uint64_t> parts;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::EndsWith(name, kPartSuffix)) continue;
+    const std::string key = name.substr(0, name.size() - strlen(kPartSuffix));
+    if (std::optional<uint64_t> size = DeclaredSize(key)) parts[key] = *size;
+  }
+  return parts;
+}
+
 }  // namespace
 
+int UploadStore::SweepExpired() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return SweepExpiredLocked();
+}
+
+int UploadStore::SweepExpiredLocked() {
+  int removed = 0;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& [key, size] : ListParts(dir_)) {
+    if (active_.count(key) > 0) continue;  // an upload is writing it
+    const fs::path path = fs::path(dir_) / absl::StrCat(key, kPartSuffix);
+    std::error_code ec;
+    const auto mtime = fs::last_write_time(path, ec);
+    if (ec || now - mtime < limits_.ttl) continue;
+    std::error_code size_ec;
+    const uintmax_t kept = fs::file_size(path, size_ec);
+    if (fs::remove(path, ec)) {
+      ++removed;
+      spdlog::info("removed an abandoned upload ({} of {} bytes, no write for {} s or more, "
+                   "--partial-upload-ttl-s)",
+                   size_ec ? 0 : kept, size, limits_.ttl.count());
+    }
+  }
+  return removed;
+}
+
+absl::Status UploadStore::CheckRoomLocked(const std::string& key, uint64_t size) {
+  std::map<std::string, uint64_t> parts = ListParts(dir_);
+  if (parts.count(key) > 0) return absl::OkStatus();  // a resume: counted already
+  for (const std::string& active : active_) {
+    if (std::optional<uint64_t> s = DeclaredSize(active)) parts.emplace(active, *s);
+  }
+  parts.erase(key);
+  uint64_t held = 0;
+  for (const auto& [k, s] : parts) held += s;
+  const std::string advice = absl::StrCat(
+      "; finish or resume one of them, or wait until abandoned ones expire (after ",
+      limits_.ttl.count(), " s without a write, --partial-upload-ttl-s)");
+  if (parts.size() >= static_cast<size_t>(limits_.max_partial_uploads)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot start another upload: ", parts.size(),
+        " partial uploads are already kept or in progress, the server's limit "
+        "(--max-partial-uploads ",
+        limits_.max_partial_uploads, ")", advice));
+  }
+  if (size > limits_.max_partial_bytes || held > limits_.max_partial_bytes - size) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot start an upload of ", size, " bytes: partial uploads already hold ", held,
+        " of the ", limits_.max_partial_bytes,
+        " bytes they may declare together (--max-partial-upload-bytes)", advice));
+  }
+  return absl::OkStatus();
+}
+
 std::string UploadStore::PartPath(const std::string& sha256, uint64_t size) const {
-  return (std::filesystem::path(dir_) / absl::StrCat(sha256, "-", size, ".part")).string();
+  return (fs::path(dir_) / absl::StrCat(Key(sha256, size), kPartSuffix)).string();
 }
 
 uint64_t UploadStore::Received(const std::string& sha256, uint64_t size) const {
@@ -34,13 +124,17 @@ uint64_t UploadStore::Received(const std::string& sha256, uint64_t size) const {
 absl::StatusOr<std::unique_ptr<UploadStore::Session>> UploadStore::Begin(const std::string& sha256,
                                                                          uint64_t size,
                                                                          uint64_t offset) {
-  const std::string key = absl::StrCat(sha256, "-", size);
+  const std::string key = Key(sha256, size);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!active_.insert(key).second) {
+    if (active_.count(key) > 0) {
       return absl::AbortedError(absl::StrCat("another upload of the file with SHA-256 ", sha256,
                                              " is in progress; retry later"));
     }
+    // Abandoned parts first, so they never stand in a live upload's way.
+    SweepExpiredLocked();
+    RETURN_IF_ERROR(CheckRoomLocked(key, size));
+    active_.insert(key);
   }
   auto release_on_error = [&](absl::Status s) {
     Release(key);

@@ -3,8 +3,16 @@
 // interrupted upload (broken stream, client or server killed) resumes where it
 // stopped: the next attempt asks how many bytes are kept and sends the rest.
 // A part becomes a model only after its size and SHA-256 check out (Finish).
+//
+// Any client can start an upload and walk away, so the parts are bounded
+// (UploadLimits): how many may be kept or in progress at once, and their
+// declared sizes together (a part never grows past its declared size, so
+// that also bounds the disk they use). A part nobody has written to for the
+// TTL is abandoned: SweepExpired() removes it (kilnd sweeps at start-up,
+// periodically, and before it counts the parts for a new upload).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -16,10 +24,26 @@
 
 namespace kiln::server {
 
+struct UploadLimits {
+  // Parts kept or in progress at once (--max-partial-uploads).
+  int max_partial_uploads = 16;
+  // Their declared sizes together (--max-partial-upload-bytes).
+  uint64_t max_partial_bytes = 4ull << 30;
+  // A part not written to for this long is abandoned (--partial-upload-ttl-s).
+  std::chrono::seconds ttl = std::chrono::hours(1);
+};
+
 class UploadStore {
  public:
   // `dir` must exist (ModelRepository::StagingDir()).
-  explicit UploadStore(std::string dir) : dir_(std::move(dir)) {}
+  explicit UploadStore(std::string dir, UploadLimits limits = {})
+      : dir_(std::move(dir)), limits_(limits) {}
+
+  const UploadLimits& limits() const { return limits_; }
+
+  // Removes the parts that no running upload holds and that nobody has
+  // written to for limits().ttl; returns how many it removed.
+  int SweepExpired();
 
   // Bytes kept for an upload of this content; 0 when none.
   uint64_t Received(const std::string& sha256, uint64_t size) const;
@@ -62,7 +86,8 @@ class UploadStore {
   // chunks that follow start at `offset`, which may be at most the bytes kept
   // (bytes kept past `offset` are dropped). FailedPrecondition when `offset`
   // is past the bytes kept, Aborted when an upload of the same content is
-  // already running, Internal on I/O errors.
+  // already running, ResourceExhausted when a new part would pass a limit of
+  // UploadLimits (a resumed part is already counted), Internal on I/O errors.
   absl::StatusOr<std::unique_ptr<Session>> Begin(const std::string& sha256, uint64_t size,
                                                  uint64_t offset);
 
@@ -70,8 +95,12 @@ class UploadStore {
 
  private:
   void Release(const std::string& key);
+  // Both need mu_ held.
+  int SweepExpiredLocked();
+  absl::Status CheckRoomLocked(const std::string& key, uint64_t size);
 
   const std::string dir_;
+  const UploadLimits limits_;
   std::mutex mu_;
   std::set<std::string> active_;
 };

@@ -78,6 +78,19 @@ TEST(VersionTest, ParsesPositiveIntegersOnly) {
                           "99999999999999999999", "9007199254740993"}) {
     EXPECT_EQ(ParseVersion(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
+  EXPECT_EQ(ParseVersion("9007199254740992").value_or(0), kMaxVersion);
+}
+
+TEST(VersionTest, NumbersPastTwoToThe53AreRefusedEverywhere) {
+  EXPECT_TRUE(CheckVersion(1).ok());
+  EXPECT_TRUE(CheckVersion(kMaxVersion).ok());
+  EXPECT_TRUE(CheckVersion(0, "the next version").ok());
+  EXPECT_EQ(CheckVersion(0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckVersion(-1, "the next version").code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status big = CheckVersion(INT64_MAX, "the next version");
+  EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(big.message(), HasSubstr("version 9223372036854775807 is out of range: versions are "
+                                       "1 to 9007199254740992 (2^53), or 0 for the next version"));
 }
 
 TEST(AtomicWriteTest, CreatesAndReplacesWithoutLeavingTempFiles) {
