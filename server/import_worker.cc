@@ -2,7 +2,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -15,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <new>
 #include <thread>
 #include <vector>
@@ -23,10 +30,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/cache/cache_file.h"
 #include "engine/cache/file_io.h"
 #include "engine/cache/graph_serializer.h"
 #include "engine/common/status_macros.h"
+#include "server/sandbox.h"
 #include "server/torch_backend.h"
 #include "kiln/v1/graph.pb.h"
 
@@ -62,19 +71,26 @@ std::string Tail(const std::string& text) {
   return t;
 }
 
-void WriteAnswer(const std::string& out, const std::string& key, absl::string_view kind,
+// The worker's answer goes to this descriptor: a file the daemon created.
+constexpr int kAnswerFd = 3;
+// The stderr line that carries the sandbox's report to the daemon.
+constexpr char kSandboxLine[] = "kiln-sandbox: ";
+
+void WriteAnswer(const std::string& key, absl::string_view kind,
                  const std::vector<absl::string_view>& payload) {
-  absl::Status s = cache::WriteCacheFile(out, kind, key, payload);
+  absl::Status s = cache::WriteCacheFileTo(kAnswerFd, kind, key, payload);
   if (!s.ok()) std::fprintf(stderr, "kilnd import worker: %s\n", std::string(s.message()).c_str());
 }
 
-void WriteError(const std::string& out, const std::string& key, absl::string_view kind,
-                const absl::Status& status) {
+void WriteError(const std::string& key, absl::string_view kind, const absl::Status& status) {
   v1::ErrorStatus error;
   error.set_code(static_cast<int>(status.code()));
   error.set_message(std::string(status.message()));
-  WriteAnswer(out, key, kind, {error.SerializeAsString()});
+  WriteAnswer(key, kind, {error.SerializeAsString()});
 }
+
+std::mutex g_sandbox_mu;
+std::string g_sandbox_summary;  // guarded by g_sandbox_mu
 
 // Caps the address space at what the process maps now plus `extra` bytes, so
 // the limit means "memory the import may use", whatever the libraries map at
@@ -89,7 +105,63 @@ void LimitAddressSpace(uint64_t extra) {
   ::setrlimit(RLIMIT_AS, &limit);
 }
 
-void RunTestFault(const char* fault) {
+// One attempt of the escape probe: "what: refused (errno text)" or
+// "what: ALLOWED".
+std::string Attempt(absl::string_view what, bool succeeded) {
+  return succeeded ? absl::StrCat(what, ": ALLOWED")
+                   : absl::StrCat(what, ": refused (", std::strerror(errno), ")");
+}
+
+// Tries what a hostile model's native code would try from inside the
+// sandbox; returns one line per attempt.
+std::string EscapeProbe() {
+  std::vector<std::string> lines;
+  int fd = ::open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+  char byte;
+  lines.push_back(Attempt("read /etc/passwd", fd >= 0 && ::read(fd, &byte, 1) == 1));
+  std::vector<std::string> targets = {"/tmp/kiln-sandbox-escape", "kiln-sandbox-escape"};
+  if (const char* extra = std::getenv("KILN_TEST_ESCAPE_FILE")) targets.push_back(extra);
+  for (const std::string& path : targets) {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    lines.push_back(Attempt(absl::StrCat("create ", path), fd >= 0));
+  }
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  lines.push_back(Attempt("open a TCP socket", fd >= 0));
+  if (fd >= 0) {
+    struct sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(80);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    lines.push_back(Attempt("connect to 127.0.0.1:80",
+                            ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0));
+  }
+  lines.push_back(Attempt("open a Unix socket", ::socket(AF_UNIX, SOCK_STREAM, 0) >= 0));
+  char* const sh_argv[] = {const_cast<char*>("/bin/sh"), nullptr};
+  lines.push_back(Attempt("exec /bin/sh", ::execv("/bin/sh", sh_argv) == 0));
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  lines.push_back(Attempt("fork", child > 0));
+  lines.push_back(Attempt("signal the daemon", ::kill(::getppid(), 0) == 0));
+  lines.push_back(Attempt("signal its process group", ::kill(0, 0) == 0));
+  lines.push_back(Attempt("trace the daemon", ::ptrace(PTRACE_ATTACH, ::getppid(), 0, 0) == 0));
+  lines.push_back(Attempt("mount a tmpfs", ::mount("none", "/", "tmpfs", 0, nullptr) == 0));
+  lines.push_back(Attempt("chroot", ::chroot("/") == 0));
+  lines.push_back(Attempt("become root", ::setuid(0) == 0 && ::getuid() == 0));
+  lines.push_back(Attempt("unshare a user namespace", ::unshare(CLONE_NEWUSER) == 0));
+  struct rlimit more = {RLIM_INFINITY, RLIM_INFINITY};
+  lines.push_back(Attempt("lift its memory limit", ::setrlimit(RLIMIT_AS, &more) == 0));
+  return absl::StrJoin(lines, "; ");
+}
+
+void RunTestFault(const char* fault, const std::string& key, bool sandboxed) {
+  if (std::strcmp(fault, "escape") == 0) {
+    // Unsandboxed, some attempts (mount, ptrace) would succeed and harm the host.
+    WriteError(key, kErrorKind,
+               absl::PermissionDeniedError(sandboxed ? "sandbox probe: " + EscapeProbe()
+                                                     : std::string("sandbox probe: not run, the "
+                                                                   "sandbox is off")));
+    std::exit(0);
+  }
   if (std::strcmp(fault, "crash") == 0) {
     ::raise(SIGSEGV);
   } else if (std::strcmp(fault, "hang") == 0) {
@@ -108,40 +180,87 @@ bool IsNotSerializable(const absl::Status& status) {
   return status.GetPayload(kNotSerializablePayload).has_value();
 }
 
+std::string LastSandboxSummary() {
+  std::lock_guard<std::mutex> lock(g_sandbox_mu);
+  return g_sandbox_summary;
+}
+
 int ImportWorkerMain(int argc, char** argv) {
   uint64_t memory_bytes = 0;
-  if (argc != 6 || !absl::SimpleAtoi(argv[5], &memory_bytes)) {
-    std::fprintf(stderr, "usage: kilnd --import-worker MODEL_FILE OUTPUT_FILE KEY MEMORY_BYTES\n");
+  if (argc != 7 || !absl::SimpleAtoi(argv[4], &memory_bytes)) {
+    std::fprintf(stderr,
+                 "usage: kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off "
+                 "NAMESPACES (the answer goes to descriptor 3)\n");
     return 2;
   }
   const std::string model_path = argv[2];
-  const std::string out = argv[3];
-  const std::string key = argv[4];
+  const std::string key = argv[3];
+  const std::string sandbox_root = argv[5];
+  const absl::string_view namespaces = argv[6];
   // libtorch is mapped before the limit, which is the import's own memory.
   if (absl::Status loaded = torch::Load(); !loaded.ok()) {
-    WriteError(out, key, kErrorKind, loaded);
+    WriteError(key, kErrorKind, loaded);
     return 0;
   }
   LimitAddressSpace(memory_bytes);
-  if (const char* fault = std::getenv("KILN_TEST_IMPORT_FAULT")) RunTestFault(fault);
+  absl::StatusOr<std::string> bytes = absl::UnknownError("not read");
+  try {
+    bytes = cache::ReadFileToString(model_path);
+  } catch (const std::bad_alloc&) {
+    bytes = absl::ResourceExhaustedError("out of memory");
+  }
+  if (!bytes.ok()) {
+    WriteError(key, kErrorKind, bytes.status());
+    return 0;
+  }
+  // From here on the process holds what it needs (libtorch, the file's
+  // bytes, its answer descriptor) and may open nothing more.
+  if (sandbox_root != "off") {
+    SandboxOptions options;
+    options.empty_root = sandbox_root;
+    options.own_user_namespace = absl::StrContains(namespaces, 'u');
+    const Clock::time_point sandbox_start = Clock::now();
+    absl::StatusOr<SandboxReport> report = EnterSandbox(options);
+    if (!report.ok()) {
+      WriteError(key, kErrorKind,
+                 absl::InternalError(absl::StrCat(
+                     "the import sandbox could not be set up: ", report.status().message(),
+                     " (kilnd --import-sandbox off imports without it)")));
+      return 0;
+    }
+    if (absl::StrContains(namespaces, 'n')) {
+      report->applied.insert(report->applied.begin(), "network namespace");
+    } else {
+      report->unavailable.push_back("network namespace");
+    }
+    if (absl::StrContains(namespaces, 'u')) {
+      report->applied.insert(report->applied.begin(), "user namespace");
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - sandbox_start).count();
+    std::fprintf(stderr, "%s%s (entered in %.2f ms)\n", kSandboxLine, report->Summary().c_str(), ms);
+    std::fflush(stderr);
+  }
+  if (const char* fault = std::getenv("KILN_TEST_IMPORT_FAULT")) {
+    RunTestFault(fault, key, sandbox_root != "off");
+  }
 
   absl::StatusOr<ir::Graph> graph = absl::UnknownError("not imported");
   try {
-    absl::StatusOr<std::string> bytes = cache::ReadFileToString(model_path);
-    graph = bytes.ok() ? torch::ImportTorchScript(*bytes) : bytes.status();
+    graph = torch::ImportTorchScript(*bytes);
   } catch (const std::bad_alloc&) {
     graph = absl::ResourceExhaustedError("out of memory");
   }
   if (!graph.ok()) {
-    WriteError(out, key, kErrorKind, graph.status());
+    WriteError(key, kErrorKind, graph.status());
     return 0;
   }
   absl::StatusOr<cache::SerializedGraph> serialized = cache::SerializeGraph(*graph);
   if (!serialized.ok()) {
-    WriteError(out, key, kNotSerializableKind, serialized.status());
+    WriteError(key, kNotSerializableKind, serialized.status());
     return 0;
   }
-  WriteAnswer(out, key, kGraphKind, serialized->Pieces());
+  WriteAnswer(key, kGraphKind, serialized->Pieces());
   return 0;
 }
 
@@ -159,13 +278,37 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
     }
   } remove_answer{out};
 
+  // The answer file: created here, written by the child through descriptor 3
+  // (a sandboxed child may open nothing).
+  const int answer_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (answer_fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create the import's answer file '", out, "': ", std::strerror(errno)));
+  }
+  struct CloseAnswer {
+    int fd;
+    ~CloseAnswer() { ::close(fd); }
+  } close_answer{answer_fd};
+
   // Everything the child needs is prepared before fork(): between fork and
   // exec a multi-threaded parent's child may only make async-signal-safe calls.
-  std::vector<std::string> args = {worker_binary, "--import-worker", model_path, out, answer.key,
-                                   std::to_string(limits.memory_bytes)};
+  // The last argument is written by the child before exec: which namespaces
+  // it entered ('n' network, 'u' user).
+  std::vector<std::string> args = {worker_binary,
+                                   "--import-worker",
+                                   model_path,
+                                   answer.key,
+                                   std::to_string(limits.memory_bytes),
+                                   limits.sandbox ? limits.sandbox_root : "off",
+                                   "--"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  char* namespaces = argv[6];
+  const bool root = ::geteuid() == 0;
+  // A user namespace maps the child's root to the daemon's own ids.
+  const std::string uid_map = absl::StrCat("0 ", ::geteuid(), " 1\n");
+  const std::string gid_map = absl::StrCat("0 ", ::getegid(), " 1\n");
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("cannot create a pipe: ", std::strerror(errno)));
@@ -194,10 +337,40 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
       ::dup2(devnull, STDOUT_FILENO);
     }
     ::dup2(err_pipe[1], STDERR_FILENO);
-    // Only 0-2 survive: the daemon's sockets and files are not the child's.
-    ::close_range(3, ~0U, 0);
+    // The answer on 3 (dup2 clears close-on-exec; if it is 3 already, clear it).
+    if (answer_fd == kAnswerFd) {
+      ::fcntl(kAnswerFd, F_SETFD, 0);
+    } else {
+      ::dup2(answer_fd, kAnswerFd);
+    }
+    // Only 0-3 survive: the daemon's sockets and files are not the child's.
+    ::close_range(kAnswerFd + 1, ~0U, 0);
     ::setrlimit(RLIMIT_CPU, &cpu);
     ::setrlimit(RLIMIT_CORE, &no_core);  // a crashing import must not fill the disk
+    // Its own process group: a signal to "its group" never reaches the daemon.
+    ::setpgid(0, 0);
+    if (limits.sandbox) {
+      // Namespaces need a single-threaded process: now, not after exec
+      // (libraries start threads when they load). Best effort: a container
+      // may forbid them; seccomp refuses sockets either way.
+      if (root) {
+        if (::unshare(CLONE_NEWNET) == 0) namespaces[0] = 'n';
+      } else if (::unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS) == 0) {
+        namespaces[0] = 'n';
+        // open/write/close only: async-signal-safe.
+        auto write_file = [](const char* path, const char* text, size_t n) {
+          const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+          const bool ok = fd >= 0 && ::write(fd, text, n) == static_cast<ssize_t>(n);
+          if (fd >= 0) ::close(fd);
+          return ok;
+        };
+        if (write_file("/proc/self/setgroups", "deny", 4) &&
+            write_file("/proc/self/uid_map", uid_map.data(), uid_map.size()) &&
+            write_file("/proc/self/gid_map", gid_map.data(), gid_map.size())) {
+          namespaces[1] = 'u';
+        }
+      }
+    }
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
@@ -247,6 +420,19 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
     return stopped;
+  }
+  // The sandbox's report: logged once at info level, then at debug.
+  if (const size_t at = stderr_text.find(kSandboxLine); at != std::string::npos) {
+    const size_t begin = at + strlen(kSandboxLine);
+    const size_t end = stderr_text.find('\n', begin);
+    const std::string summary = stderr_text.substr(begin, end == std::string::npos ? end : end - begin);
+    // The layers without the timing: logged at info when they change.
+    const std::string layers = summary.substr(0, summary.rfind(" (entered in "));
+    std::lock_guard<std::mutex> lock(g_sandbox_mu);
+    spdlog::log(layers == g_sandbox_summary ? spdlog::level::debug : spdlog::level::info,
+                "import sandbox: {}", summary);
+    g_sandbox_summary = layers;
+    stderr_text.erase(at, (end == std::string::npos ? stderr_text.size() : end + 1) - at);
   }
   const std::string tail = Tail(stderr_text);
   const std::string said = tail.empty() ? "" : absl::StrCat("; it said: ", tail);

@@ -1,20 +1,31 @@
 // Imports TorchScript files in a short-lived child process, so a hostile or
 // broken file that crashes, hangs or exhausts memory inside libtorch takes
-// down only the child. kilnd starts itself again in a hidden mode,
-//   kilnd --import-worker MODEL_FILE OUTPUT_FILE KEY MEMORY_BYTES
+// down only the child, and the file's code runs sandboxed. kilnd starts
+// itself again in a hidden mode,
+//   kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES
 // (fork + exec, so the child starts clean instead of inheriting the daemon's
-// threads). The worker limits its own address space (RLIMIT_AS) to what it
-// uses at start-up plus MEMORY_BYTES, imports, and writes the serialized graph
-// (or the importer's error) as a checksummed cache file (engine/cache) with
-// the given key; given the compiled-graph cache's own path and key for the
-// file, the imported graph lands in the cache without being written twice.
-// The daemon enforces the time limit with SIGKILL, reads the answer, and turns
-// a crash or a limit into a clear error for the client.
+// threads). Between fork and exec, while it is still single-threaded, the
+// child enters new namespaces where the kernel lets it (server/sandbox.h
+// step 1; NAMESPACES tells the worker which took). The worker loads libtorch,
+// limits its own address space (RLIMIT_AS) to what it uses then plus
+// MEMORY_BYTES, reads the model file, enters the sandbox (sandbox.h: empty
+// root, unprivileged uid, no new privileges, seccomp), and only then imports.
+// It writes the serialized graph (or the importer's error) as a checksummed
+// cache file (engine/cache) with the given key to descriptor 3, a file the
+// daemon created (the worker can open none); given the compiled-graph
+// cache's own path and key for the file, the imported graph lands in the
+// cache without being written twice. The daemon enforces the time limit with
+// SIGKILL, reads the answer, and turns a crash or a limit into a clear error
+// for the client.
 //
-// Test-only hook: with KILN_TEST_IMPORT_FAULT=crash|hang|oom in its
-// environment, the worker segfaults, sleeps forever, or allocates until its
-// memory limit stops it, instead of importing. Tests use it to check the
-// daemon's handling of each failure; it has no other use.
+// Test-only hook: with KILN_TEST_IMPORT_FAULT=crash|hang|oom|escape in its
+// environment, the worker segfaults, sleeps forever, allocates until its
+// memory limit stops it, or tries to leave the sandbox (read /etc/passwd,
+// write files, open sockets, exec, fork, signal or trace its parent, mount,
+// chroot, setuid; KILN_TEST_ESCAPE_FILE names one more file to try to
+// create) and fails the import with what each attempt got, instead of
+// importing. Tests use it to check the daemon's handling of each failure and
+// that the sandbox holds; it has no other use.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +46,14 @@ struct ImportLimits {
   // Polled while the child runs: a non-OK status kills it and fails the
   // import with it (RunOptions::stop). May be empty.
   std::function<absl::Status()> stop;
+  // Run the import in the sandbox of server/sandbox.h (--import-sandbox),
+  // chrooted into `sandbox_root`, an empty directory.
+  bool sandbox = true;
+  std::string sandbox_root;
 };
+
+// The sandbox layers the last sandboxed import reported ("" before one ran).
+std::string LastSandboxSummary();
 
 // Where the child writes its answer: a cache file at `path` with `key`. On
 // success it stays there when `keep` (it is the cache's entry); otherwise it
@@ -51,7 +69,8 @@ struct ImportAnswer {
 // buffer that cache::ParseGraph can leave the weights in. Fails with the
 // importer's own error (InvalidArgument, Unimplemented), with InvalidArgument
 // when the child crashes, with ResourceExhausted when it exceeds the memory
-// limit, DeadlineExceeded when it exceeds the time limit, and with
+// limit, DeadlineExceeded when it exceeds the time limit, Internal when the
+// sandbox could not be set up, and with
 // limits.stop's status when that says to stop. When the graph imported but cannot be serialized,
 // the status is Unimplemented and IsNotSerializable() is true: the caller may
 // import in process instead.

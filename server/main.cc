@@ -88,6 +88,13 @@ int main(int argc, char** argv) {
                  "limits) or 'none' (in kilnd itself)")
       ->check(CLI::IsMember({"process", "none"}))
       ->capture_default_str();
+  std::string import_sandbox = "on";
+  app.add_option("--import-sandbox", import_sandbox,
+                 "'on': the import child runs in a sandbox (no files, no network, no new "
+                 "processes, an unprivileged uid when kilnd is root; see README, Security model); "
+                 "'off': only its memory and time limits")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   uint64_t import_memory_mb = options.import_memory_bytes >> 20;
   app.add_option("--import-memory-mb", import_memory_mb,
                  "Memory an import child may use beyond its start-up mappings, in MiB")
@@ -164,6 +171,7 @@ int main(int argc, char** argv) {
   }
   options.import_memory_bytes = import_memory_mb << 20;
   options.uploads.ttl = std::chrono::seconds(partial_upload_ttl_s);
+  options.import_sandbox = import_sandbox == "on";
   options.max_request_memory_bytes = max_request_memory_mb << 20;
   // /proc/self/exe, resolved in the child, is this very binary even if the
   // file was replaced on disk since start-up.

@@ -22,6 +22,7 @@
 #include "engine/cache/graph_serializer.h"
 #include "engine/common/status_macros.h"
 #include "engine/passes/pass.h"
+#include "server/host_effect_ops.h"
 #include "server/import_checks.h"
 #include "server/model_contract.h"
 #include "server/torch_backend.h"
@@ -199,6 +200,12 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
       return graph;
     }
     if (!IsNotSerializable(serialized.status())) return serialized.status();
+    if (options_.import_limits.sandbox) {
+      // Importing in process would run the file's code outside the sandbox.
+      return absl::UnimplementedError(absl::StrCat(
+          "the sandboxed import could not hand the imported graph over (",
+          serialized.status().message(), "); kilnd does not import it unsandboxed"));
+    }
     // The child read the file without trouble; only the hand-over failed.
     spdlog::warn("{}: the imported graph cannot be handed over ({}); importing in process", label,
                  std::string(serialized.status().message()));
@@ -257,6 +264,8 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   ASSIGN_OR_RETURN(ir::Graph graph, ObtainGraph(path, graph_id, label, &built.load, &pending));
   built.load.graph_ns = NsSince(graph_start);
   RETURN_IF_ERROR(CheckStrict(graph, config));
+  // Before the verified import runs the file in this process.
+  RETURN_IF_ERROR(RefuseHostEffectOps(graph));
 
   runtime::ModelOptions options = config.model;
   RETURN_IF_ERROR(FillDeclaredNames(graph, options));

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <sys/stat.h>
+
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/support/server_interceptor.h>
@@ -132,12 +134,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   registry_options.import_worker = options.import_worker;
   registry_options.import_limits.memory_bytes = options.import_memory_bytes;
   registry_options.import_limits.timeout_s = options.load_timeout_s;
+  registry_options.import_limits.sandbox = options.import_sandbox;
+  if (options.import_sandbox && !options.import_worker.empty()) {
+    // The sandboxed child's root: empty and read-only, on the repository's
+    // file system (kilnd may write there, so it can make the directory).
+    const std::string root = server->repository_->StagingDir() + "/.sandbox-root";
+    ::mkdir(root.c_str(), 0555);
+    registry_options.import_limits.sandbox_root = root;
+  }
   registry_options.limits = limits;
-  spdlog::info("imports run {}", options.import_worker.empty()
-                                     ? std::string("in this process")
-                                     : absl::StrCat("in a child process (limits: ",
-                                                    options.import_memory_bytes >> 20, " MiB, ",
-                                                    options.load_timeout_s, " s)"));
+  spdlog::info("imports run {}",
+               options.import_worker.empty()
+                   ? std::string("in this process")
+                   : absl::StrCat("in a child process (limits: ", options.import_memory_bytes >> 20,
+                                  " MiB, ", options.load_timeout_s, " s; ",
+                                  options.import_sandbox ? "sandboxed" : "not sandboxed", ")"));
   spdlog::info("limits: {} per request, requests {} s, loads {} s",
                BytesToString(options.max_request_memory_bytes), options.request_timeout_s,
                options.load_timeout_s);

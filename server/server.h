@@ -47,6 +47,8 @@ struct ServerOptions {
   // itself); empty imports in the server's own process.
   std::string import_worker;
   uint64_t import_memory_bytes = 8ull << 30;
+  // Run the import child in the sandbox of server/sandbox.h (--import-sandbox).
+  bool import_sandbox = true;
   // Wall-clock limit of one load: import (the child is killed after it),
   // verified import, contract.
   int load_timeout_s = 600;

@@ -35,8 +35,16 @@ uint64_t ReadLittleEndian(const char* p, int bytes) {
 
 }  // namespace
 
-absl::Status WriteCacheFile(const std::string& path, absl::string_view kind, absl::string_view key,
-                            const std::vector<absl::string_view>& payload) {
+namespace {
+
+// The envelope's prefix, header size and header, as three strings; the
+// payload pieces follow them.
+struct Envelope {
+  std::string prefix, header_size, header_bytes;
+};
+
+Envelope MakeEnvelope(absl::string_view kind, absl::string_view key,
+                      const std::vector<absl::string_view>& payload) {
   uint64_t payload_size = 0;
   for (absl::string_view piece : payload) payload_size += piece.size();
   v1::CacheFileHeader header;
@@ -44,20 +52,52 @@ absl::Status WriteCacheFile(const std::string& path, absl::string_view kind, abs
   header.set_kind(std::string(kind));
   header.set_key(std::string(key));
   header.set_payload_size(payload_size);
-  const std::string header_bytes = header.SerializeAsString();
-  const std::string header_size = LittleEndian(header_bytes.size(), 4);
+  Envelope e;
+  e.header_bytes = header.SerializeAsString();
+  e.header_size = LittleEndian(e.header_bytes.size(), 4);
 
-  uint32_t crc = Crc32c(header_size);
-  crc = Crc32c(header_bytes, crc);
+  uint32_t crc = Crc32c(e.header_size);
+  crc = Crc32c(e.header_bytes, crc);
   for (absl::string_view piece : payload) crc = Crc32c(piece, crc);
   const std::string checksum = LittleEndian(crc, 8);
-  const uint64_t body_size = 4 + header_bytes.size() + payload_size;
-  const std::string prefix =
+  const uint64_t body_size = 4 + e.header_bytes.size() + payload_size;
+  e.prefix =
       absl::StrCat(absl::string_view(kMagic, sizeof(kMagic)), LittleEndian(body_size, 8), checksum);
+  return e;
+}
+
+}  // namespace
+
+absl::Status WriteCacheFile(const std::string& path, absl::string_view kind, absl::string_view key,
+                            const std::vector<absl::string_view>& payload) {
+  const Envelope e = MakeEnvelope(kind, key, payload);
   // Pieces, not one string: a payload may be hundreds of megabytes of weights.
-  std::vector<absl::string_view> pieces = {prefix, header_size, header_bytes};
+  std::vector<absl::string_view> pieces = {e.prefix, e.header_size, e.header_bytes};
   pieces.insert(pieces.end(), payload.begin(), payload.end());
   return WriteFileAtomically(path, pieces);
+}
+
+absl::Status WriteCacheFileTo(int fd, absl::string_view kind, absl::string_view key,
+                              const std::vector<absl::string_view>& payload) {
+  const Envelope e = MakeEnvelope(kind, key, payload);
+  std::vector<absl::string_view> pieces = {e.prefix, e.header_size, e.header_bytes};
+  pieces.insert(pieces.end(), payload.begin(), payload.end());
+  for (absl::string_view piece : pieces) {
+    while (!piece.empty()) {
+      const ssize_t n = ::write(fd, piece.data(), piece.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return absl::InternalError(
+            absl::StrCat("cannot write a cache file to descriptor ", fd, ": ", std::strerror(errno)));
+      }
+      piece.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  if (::fdatasync(fd) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot sync descriptor ", fd, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Payload> ReadCacheFile(const std::string& path, absl::string_view kind,

@@ -59,6 +59,13 @@ inline absl::Status WriteCacheFile(const std::string& path, absl::string_view ki
   return WriteCacheFile(path, kind, key, std::vector<absl::string_view>{payload});
 }
 
+// Writes the same bytes to the open descriptor `fd` (at its offset) and
+// syncs it: for a writer that may not open files (the sandboxed import
+// child); whoever opened the file sees it complete only once the writer is
+// done. Internal on I/O errors.
+absl::Status WriteCacheFileTo(int fd, absl::string_view kind, absl::string_view key,
+                              const std::vector<absl::string_view>& payload);
+
 // Reads and checks the file; returns its payload. NotFound when there is no
 // file, DataLoss when it is corrupt (bad magic, size or checksum, unreadable
 // header), FailedPrecondition when it is intact but stale (other format, kind

@@ -10,6 +10,10 @@ through stock grpcio and the real `kiln` CLI.
   - Request parameters kilnd does not understand are INVALID_ARGUMENT naming them; those of the
     shared-memory, classification and sequence extensions are UNIMPLEMENTED; the known ones
     (profile, priority, timeout) work, so stock clients keep working.
+  - The import child is sandboxed: an uploaded model that reads /etc/passwd or writes a file with
+    torch.from_file is refused and writes nothing; native code in the child that tries to read or
+    write files, open sockets, exec, fork, signal or trace the daemon, mount, chroot or become root
+    is refused each time (test-only probe); an import past --import-memory-mb is contained.
 After each case kilnd is alive and a good model still serves libtorch's numbers. About 40 s.
 """
 import glob
@@ -25,6 +29,8 @@ import unittest
 
 import grpc
 import numpy as np
+import torch
+import torch.nn as nn
 from grpc_tools import protoc
 
 import hostile_models
@@ -56,6 +62,34 @@ def load_stubs():
 
 
 pb, pb_grpc, repo_pb, repo_grpc = load_stubs()
+
+
+class ReadPasswd(nn.Module):
+    """Returns the first bytes of /etc/passwd (a constant path: folded at import)."""
+
+    def forward(self, x):
+        return x.sum() + torch.from_file("/etc/passwd", False, 64, dtype=torch.uint8).float()
+
+
+class WriteFile(nn.Module):
+    """Creates and fills a file outside the repository; its path is set before scripting."""
+    path: str
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def forward(self, x):
+        t = torch.from_file(self.path, True, 16, dtype=torch.uint8)
+        t.fill_(66)
+        return x + t.float().sum()
+
+
+class HugeConstant(nn.Module):
+    """A 64 GiB constant the import folds: past any --import-memory-mb."""
+
+    def forward(self, x):
+        return x + torch.ones(1 << 34).sum()
 
 
 def listening_sockets(pid):
@@ -103,7 +137,7 @@ class SecurityTestBase(unittest.TestCase):
         cls.servers.append(server)
         return server
 
-    def kiln(self, server, *args, check=False, timeout=120):
+    def kiln(self, server, *args, check=False, timeout=300):
         cmd = [os.path.join(BIN, "kiln"), "--server", server.address, *map(str, args)]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if check and r.returncode != 0:
@@ -316,6 +350,85 @@ class RequestBoundsTest(SecurityTestBase):
         reply = self.infer_stub.ModelInfer(req, timeout=30)
         got = np.frombuffer(reply.raw_output_contents[0], dtype=np.float32)
         assert_close(self, got, self.want)
+
+
+class SandboxTest(SecurityTestBase):
+    """The import child's sandbox."""
+    IMPORT_MEMORY_MB = 1024
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.outside = os.path.join(cls.tmp, "outside")
+        os.makedirs(cls.outside)
+        torch.jit.script(ReadPasswd()).save(os.path.join(cls.models, "read_passwd.pt"))
+        cls.escape_file = os.path.join(cls.outside, "written-by-a-model")
+        torch.jit.script(WriteFile(cls.escape_file)).save(os.path.join(cls.models, "write_file.pt"))
+        torch.jit.script(HugeConstant()).save(os.path.join(cls.models, "huge_constant.pt"))
+        cls.server = cls.start("repo", ["--import-memory-mb", cls.IMPORT_MEMORY_MB])
+        subprocess.run([os.path.join(BIN, "kiln"), "--server", cls.server.address, "upload",
+                        os.path.join(cls.models, "relu.pt"), "--name", "relu"], check=True,
+                       capture_output=True, timeout=120)
+
+    def upload(self, server, model, name):
+        return self.kiln(server, "upload", os.path.join(self.models, model), "--name", name)
+
+    def test_the_import_reports_its_sandbox(self):
+        m = self.server.wait_for_log(r"import sandbox: ")
+        self.assertTrue(m, self.server.text())
+        log = self.server.text()
+        self.assertRegex(log, r"import sandbox: .*no-new-privs.*seccomp")
+        if os.geteuid() == 0:
+            self.assertRegex(log, r"import sandbox: .*empty root \(chroot\).*uid/gid 65534/65534")
+
+    def test_a_model_reading_etc_passwd_is_refused(self):
+        r = self.upload(self.server, "read_passwd.pt", "read_passwd")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("aten::from_file", r.stderr)
+        self.assertIn("kiln: error: INVALID_ARGUMENT: ", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.server.repo, "read_passwd")))
+        r = self.kiln(self.server, "infer", "read_passwd", "--input", f"x={self.x}")
+        self.assertIn("NOT_FOUND", r.stderr)
+        self.assert_still_serving(self.server)
+
+    def test_a_model_writing_a_file_is_refused_and_writes_nothing(self):
+        r = self.upload(self.server, "write_file.pt", "write_file")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("aten::from_file", r.stderr)
+        self.assertIn("effects on the server's host", r.stderr)
+        self.assertFalse(os.path.exists(self.escape_file))
+        self.assertEqual(os.listdir(self.outside), [])
+        self.assert_still_serving(self.server)
+
+    def test_an_import_past_the_memory_limit_is_contained(self):
+        r = self.upload(self.server, "huge_constant.pt", "huge_constant")
+        self.assertIn("kiln: error: RESOURCE_EXHAUSTED: ", r.stderr)
+        self.assertIn(f"{self.IMPORT_MEMORY_MB} MiB", r.stderr)
+        self.assert_still_serving(self.server)
+
+    def test_native_code_in_the_import_child_cannot_leave_the_sandbox(self):
+        target = os.path.join(self.outside, "probe-was-here")
+        for stale in ("/tmp/kiln-sandbox-escape",):
+            if os.path.exists(stale):
+                os.unlink(stale)
+        server = self.start("repo_probe", env={"KILN_TEST_IMPORT_FAULT": "escape",
+                                               "KILN_TEST_ESCAPE_FILE": target})
+        r = self.upload(server, "relu.pt", "probed")
+        self.assertIn("kiln: error: PERMISSION_DENIED: ", r.stderr)
+        attempts = r.stderr.split("sandbox probe: ", 1)[1].strip().split("; ")
+        names = [a.split(": ")[0] for a in attempts]
+        for what in ("read /etc/passwd", "create /tmp/kiln-sandbox-escape",
+                     f"create {target}", "open a TCP socket", "open a Unix socket",
+                     "exec /bin/sh", "fork", "signal the daemon", "signal its process group",
+                     "trace the daemon", "mount a tmpfs", "chroot", "become root",
+                     "unshare a user namespace", "lift its memory limit"):
+            self.assertIn(what, names, attempts)
+        for attempt in attempts:
+            self.assertIn(": refused (", attempt)
+        self.assertFalse(os.path.exists(target))
+        self.assertFalse(os.path.exists("/tmp/kiln-sandbox-escape"))
+        self.assertEqual(os.listdir(self.outside), [])
+        self.assertTrue(server.alive())
 
 
 if __name__ == "__main__":
