@@ -97,7 +97,8 @@ absl::string_view TypedField(DType dtype) {
 template <typename T, typename Src>
 absl::StatusOr<Tensor> CopyTyped(const InputTensor& input, DType dtype, Dims dims,
                                  const google::protobuf::RepeatedField<Src>& src) {
-  Tensor t = Tensor::Zeros(dtype, std::move(dims));
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, std::move(dims),
+                                               absl::StrCat("input '", input.name(), "'")));
   T* out = t.data<T>();
   for (int i = 0; i < src.size(); ++i) {
     const Src v = src.Get(i);
@@ -166,7 +167,9 @@ absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dim
                                    expected, " (shape ", DimsToString(dims), " x ",
                                    DTypeSize(dtype), "-byte ", std::string(DTypeName(dtype)), ")"));
   }
-  Tensor t = Tensor::Zeros(dtype, std::move(dims));
+  // Allocate, not Zeros: whatever a client sends, a failure is a status.
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, std::move(dims),
+                                               absl::StrCat("input '", input.name(), "'")));
   if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);
   if (dtype == DType::kBool) {
     // Kernels may rely on bools being exactly 0 or 1; raw bytes can be anything.

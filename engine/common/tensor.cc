@@ -25,6 +25,13 @@ absl::StatusOr<size_t> CheckedByteSize(DType dtype, const Dims& dims, const std:
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": shape ", DimsToString(dims), " has a negative dim"));
     }
+  }
+  // A zero dim anywhere makes an empty tensor, whatever the others: [2^62, 0]
+  // is 0 bytes, not an overflow (found by the request decoder's fuzzer).
+  for (int64_t d : dims) {
+    if (d == 0) return size_t{0};
+  }
+  for (int64_t d : dims) {
     if (__builtin_mul_overflow(bytes, d, &bytes)) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", DimsToString(dims), " of ",
                                                      DTypeName(dtype),

@@ -221,6 +221,26 @@ TEST(TensorCodecTest, MissingDataIsAnErrorUnlessEmpty) {
   EXPECT_EQ((*decoded)[0].tensor.num_elements(), 0);
 }
 
+// Found by tests/fuzz/request_decoder_fuzzer.cc: a huge dim before a zero one
+// made the byte count overflow before it reached the zero, and the decoder
+// aborted kilnd. The tensor is empty: decoded, never an abort.
+TEST(TensorCodecTest, AHugeDimBesideAZeroOneIsAnEmptyTensor) {
+  for (const char* datatype : {"FP64", "INT8"}) {
+    inference::ModelInferRequest raw;
+    AddInput(raw, "x", datatype, {int64_t{1} << 62, 0});
+    raw.add_raw_input_contents("");
+    auto decoded = DecodeInputs(raw);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ((*decoded)[0].tensor.num_elements(), 0);
+
+    inference::ModelInferRequest typed;
+    AddInput(typed, "x", datatype, {int64_t{1} << 62, 0, int64_t{1} << 62});
+    decoded = DecodeInputs(typed);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ((*decoded)[0].tensor.num_elements(), 0);
+  }
+}
+
 TEST(TensorCodecTest, RequestedOutputsKeepOrder) {
   inference::ModelInferRequest request;
   request.add_outputs()->set_name("b");

@@ -1,0 +1,106 @@
+// libFuzzer target for what kilnd does first with a ModelInfer request: parse
+// the message, check its parameters (server/request_parameters.h) and decode
+// its tensors (server/tensor_codec.h). The bytes are either a serialized
+// ModelInferRequest, as a client sends it, or, so that the fuzzer reaches the
+// decoder's checks instead of stopping at protobuf's, a request built from
+// them: datatype, shape, contents raw or typed, parameters. Anything is
+// allowed to fail with a status; nothing may crash, leak or read out of
+// bounds (built with AddressSanitizer and UBSan).
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "google/protobuf/stubs/logging.h"
+#include "inference/grpc_service.pb.h"
+#include "server/request_parameters.h"
+#include "server/tensor_codec.h"
+
+namespace {
+
+constexpr const char* kDatatypes[] = {"BOOL",  "UINT8", "UINT16", "UINT32", "UINT64",
+                                      "INT8",  "INT16", "INT32",  "INT64",  "FP16",
+                                      "BF16",  "FP32",  "FP64",   "BYTES",  "FP8"};
+constexpr const char* kParameters[] = {"profile",  "timeout",  "priority", "binary_data",
+                                       "binary_data_size", "shared_memory_region",
+                                       "classification", "x\n"};
+
+void AddParameter(FuzzedDataProvider& in,
+                  google::protobuf::Map<std::string, inference::InferParameter>* params) {
+  inference::InferParameter& p = (*params)[in.PickValueInArray(kParameters)];
+  switch (in.ConsumeIntegralInRange(0, 4)) {
+    case 0: p.set_bool_param(in.ConsumeBool()); break;
+    case 1: p.set_int64_param(in.ConsumeIntegral<int64_t>()); break;
+    case 2: p.set_uint64_param(in.ConsumeIntegral<uint64_t>()); break;
+    case 3: p.set_double_param(in.ConsumeFloatingPoint<double>()); break;
+    default: p.set_string_param(in.ConsumeRandomLengthString(16)); break;
+  }
+}
+
+void Build(FuzzedDataProvider& in, inference::ModelInferRequest& request) {
+  request.set_model_name("m");
+  const int inputs = in.ConsumeIntegralInRange(0, 3);
+  const bool raw = in.ConsumeBool();
+  for (int i = 0; i < inputs; ++i) {
+    auto* t = request.add_inputs();
+    t->set_name(in.ConsumeBool() ? "x" : in.ConsumeRandomLengthString(8));
+    t->set_datatype(in.PickValueInArray(kDatatypes));
+    const int rank = in.ConsumeIntegralInRange(0, 5);
+    for (int d = 0; d < rank; ++d) {
+      // Mostly small dims, sometimes hostile ones (negative, huge, overflowing).
+      t->add_shape(in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(0, 8)
+                                    : in.ConsumeIntegral<int64_t>());
+    }
+    if (in.ConsumeBool()) AddParameter(in, t->mutable_parameters());
+    if (raw) {
+      request.add_raw_input_contents(in.ConsumeRandomLengthString(256));
+    } else {
+      auto* c = t->mutable_contents();
+      const int n = in.ConsumeIntegralInRange(0, 16);
+      for (int k = 0; k < n; ++k) {
+        switch (in.ConsumeIntegralInRange(0, 7)) {
+          case 0: c->add_bool_contents(in.ConsumeBool()); break;
+          case 1: c->add_int_contents(in.ConsumeIntegral<int32_t>()); break;
+          case 2: c->add_int64_contents(in.ConsumeIntegral<int64_t>()); break;
+          case 3: c->add_uint_contents(in.ConsumeIntegral<uint32_t>()); break;
+          case 4: c->add_uint64_contents(in.ConsumeIntegral<uint64_t>()); break;
+          case 5: c->add_fp32_contents(in.ConsumeFloatingPoint<float>()); break;
+          case 6: c->add_fp64_contents(in.ConsumeFloatingPoint<double>()); break;
+          default: c->add_bytes_contents(in.ConsumeRandomLengthString(8)); break;
+        }
+      }
+    }
+  }
+  // A stray raw content, or one too many.
+  if (in.ConsumeBool()) request.add_raw_input_contents(in.ConsumeRandomLengthString(16));
+  if (in.ConsumeBool()) AddParameter(in, request.mutable_parameters());
+  if (in.ConsumeBool()) {
+    auto* o = request.add_outputs();
+    o->set_name("output0");
+    if (in.ConsumeBool()) AddParameter(in, o->mutable_parameters());
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // protobuf logs every string field that is not UTF-8; the fuzzer sends many.
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  inference::ModelInferRequest request;
+  if (size > 0 && data[0] % 2 == 0) {
+    if (!request.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
+  } else {
+    FuzzedDataProvider in(data, size);
+    in.ConsumeIntegral<uint8_t>();
+    Build(in, request);
+  }
+  (void)kiln::server::ParseInferParameters(request);
+  auto inputs = kiln::server::DecodeInputs(request);
+  if (inputs.ok()) (void)kiln::server::RequestedOutputs(request);
+  return 0;
+}
