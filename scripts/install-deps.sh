@@ -21,6 +21,7 @@ PACKAGES=(
   libssl-dev                             # SHA-256 of model bytes (OpenSSL EVP)
   libseccomp-dev                         # the import child's seccomp filter (server/sandbox.cc)
   libgtest-dev libgmock-dev              # unit and integration tests
+  clang                                  # libFuzzer targets (tests/fuzz; skipped without clang++)
   python3-torch python3-torchvision python3-numpy   # test fixtures and the example model
   python3-grpcio python3-protobuf python3-grpc-tools  # the Python client example (stock grpcio)
   python3-yaml                           # the deployment-manifest test
