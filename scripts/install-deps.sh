@@ -19,6 +19,7 @@ PACKAGES=(
   libcli11-dev                           # command-line parsing for kilnd and kiln
   libyaml-cpp-dev                        # kilnd --config FILE (YAML; JSON read as YAML)
   libssl-dev                             # SHA-256 of model bytes (OpenSSL EVP)
+  zlib1g-dev                             # inflating deflated entries of model archives (.pt2 importer)
   libgtest-dev libgmock-dev              # unit and integration tests
   python3-torch python3-torchvision python3-numpy   # test fixtures and the example model
   python3-grpcio python3-protobuf python3-grpc-tools  # the Python client example (stock grpcio)
@@ -29,7 +30,7 @@ PACKAGES=(
 # (libc6, libgcc-s1 and libstdc++6 are part of every Debian base image).
 RUNTIME_PACKAGES=(
   libtorch1.13 libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libopenblas0-pthread libdnnl2
-  libspdlog1.10 libfmt9 libssl3 libgomp1 libstdc++6 libyaml-cpp0.7 ca-certificates
+  libspdlog1.10 libfmt9 libssl3 libgomp1 libstdc++6 libyaml-cpp0.7 zlib1g ca-certificates
 )
 
 case "${1:-}" in

@@ -1,5 +1,7 @@
 #include "server/import_worker.h"
 
+#include "server/model_import.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -117,18 +119,21 @@ int ImportWorkerMain(int argc, char** argv) {
   const std::string model_path = argv[2];
   const std::string out = argv[3];
   const std::string key = argv[4];
-  // libtorch is mapped before the limit, which is the import's own memory.
-  if (absl::Status loaded = torch::Load(); !loaded.ok()) {
-    WriteError(out, key, kErrorKind, loaded);
-    return 0;
+  absl::StatusOr<std::string> bytes = cache::ReadFileToString(model_path);
+  // libtorch is mapped before the limit, which is the import's own memory; a
+  // torch.export archive needs none.
+  if (!bytes.ok() || ImportNeedsTorch(*bytes)) {
+    if (absl::Status loaded = torch::Load(); !loaded.ok()) {
+      WriteError(out, key, kErrorKind, loaded);
+      return 0;
+    }
   }
   LimitAddressSpace(memory_bytes);
   if (const char* fault = std::getenv("KILN_TEST_IMPORT_FAULT")) RunTestFault(fault);
 
   absl::StatusOr<ir::Graph> graph = absl::UnknownError("not imported");
   try {
-    absl::StatusOr<std::string> bytes = cache::ReadFileToString(model_path);
-    graph = bytes.ok() ? torch::ImportTorchScript(*bytes) : bytes.status();
+    graph = bytes.ok() ? ImportModel(*bytes) : bytes.status();
   } catch (const std::bad_alloc&) {
     graph = absl::ResourceExhaustedError("out of memory");
   }
