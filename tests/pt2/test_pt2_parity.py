@@ -9,6 +9,7 @@ be made: not root, no network), the tests skip with the reason the fixture step 
 SKIP_REASON."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,36 @@ class Pt2ParityTest(unittest.TestCase):
         res = kiln(self.server.address, "metadata", "dict_heads")
         self.assertIn("logits", res.stdout)
         self.assertIn("box", res.stdout)
+
+    def test_kilnd_without_libtorch_serves_pt2(self):
+        # kilnd and kiln copied without the libtorch plugin beside them: what a build with
+        # -DKILN_WITH_TORCH=OFF ships. A .pt2 imports natively; TorchScript would need the plugin.
+        bare = os.path.join(self.tmp, "bare-bin")
+        os.makedirs(bare)
+        for b in ("kilnd", "kiln"):
+            shutil.copy2(os.path.join(BIN, b), bare)
+        model = next(m for m in MANIFEST["models"] if m["name"] == "bert_encoder")
+        server = KilndProcess(bare, ["--host", "127.0.0.1", "--port", "0", "--model-repository",
+                                     os.path.join(self.tmp, "bare-models"), "--threads", "2"])
+        try:
+            up = subprocess.run([os.path.join(bare, "kiln"), "--server", server.address, "upload",
+                                 os.path.join(FIXTURES, model["file"]), "--name", "bert",
+                                 "--no-progress"], capture_output=True, text=True, timeout=600)
+            self.assertEqual(up.returncode, 0, up.stdout + up.stderr + server.text()[-2000:])
+            case = model["cases"][1]
+            out_dir = os.path.join(self.tmp, "bare-out")
+            args = [os.path.join(bare, "kiln"), "--server", server.address, "infer", "bert",
+                    "-o", out_dir]
+            for input_name, file in case["inputs"].items():
+                args += ["-i", f"{input_name}={os.path.join(FIXTURES, file)}"]
+            res = subprocess.run(args, capture_output=True, text=True, timeout=600)
+            self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+            want = np.load(os.path.join(FIXTURES, case["outputs"]["output0"]))
+            got = np.load(os.path.join(out_dir, "output0.npy"))
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+            self.assertNotIn("libkiln_torch", server.text())
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":
