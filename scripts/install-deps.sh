@@ -20,6 +20,7 @@ PACKAGES=(
   libyaml-cpp-dev                        # kilnd --config FILE (YAML; JSON read as YAML)
   libssl-dev                             # SHA-256 of model bytes (OpenSSL EVP)
   libseccomp-dev                         # the import child's seccomp filter (server/sandbox.cc)
+  zlib1g-dev                             # inflating deflated entries of model archives (.pt2 importer)
   libgtest-dev libgmock-dev              # unit and integration tests
   clang                                  # libFuzzer targets (tests/fuzz; skipped without clang++)
   python3-torch python3-torchvision python3-numpy   # test fixtures and the example model
@@ -31,7 +32,7 @@ PACKAGES=(
 # (libc6, libgcc-s1 and libstdc++6 are part of every Debian base image).
 RUNTIME_PACKAGES=(
   libtorch1.13 libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libopenblas0-pthread libdnnl2
-  libspdlog1.10 libfmt9 libssl3 libgomp1 libstdc++6 libyaml-cpp0.7 libseccomp2 ca-certificates
+  libspdlog1.10 libfmt9 libssl3 libgomp1 libstdc++6 libyaml-cpp0.7 libseccomp2 zlib1g ca-certificates
 )
 
 case "${1:-}" in

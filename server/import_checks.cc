@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/cache/file_io.h"
 #include "engine/common/status_macros.h"
+#include "server/model_import.h"
 #include "server/torch_backend.h"
 
 namespace kiln::server {
@@ -44,8 +45,16 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     verify_text = "skipped: graph read from the disk cache (verified when first imported)";
   }
   fallback::VerifyReport report;
+  std::string bytes;
   if (config.verify.enabled && verify) {
-    ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(model_path));
+    ASSIGN_OR_RETURN(bytes, cache::ReadFileToString(model_path));
+    if (!ImportNeedsTorch(bytes)) {
+      verify = false;
+      verify_text =
+          "not available for torch.export archives yet (the reference runs TorchScript)";
+    }
+  }
+  if (config.verify.enabled && verify) {
     fallback::VerifyOptions options;
     options.tolerance = config.verify.tolerance;
     options.samples = config.verify.inputs;

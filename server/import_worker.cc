@@ -1,5 +1,7 @@
 #include "server/import_worker.h"
 
+#include "server/model_import.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -197,10 +199,18 @@ int ImportWorkerMain(int argc, char** argv) {
   const std::string key = argv[3];
   const std::string sandbox_root = argv[5];
   const absl::string_view namespaces = argv[6];
-  // libtorch is mapped before the limit, which is the import's own memory.
-  if (absl::Status loaded = torch::Load(); !loaded.ok()) {
-    WriteError(key, kErrorKind, loaded);
-    return 0;
+  // libtorch is mapped before the limit, which is the import's own memory; a
+  // torch.export archive needs none (told by the file's content).
+  bool needs_torch = true;
+  {
+    absl::StatusOr<std::string> peek = cache::ReadFileToString(model_path);
+    needs_torch = !peek.ok() || ImportNeedsTorch(*peek);
+  }
+  if (needs_torch) {
+    if (absl::Status loaded = torch::Load(); !loaded.ok()) {
+      WriteError(key, kErrorKind, loaded);
+      return 0;
+    }
   }
   LimitAddressSpace(memory_bytes);
   absl::StatusOr<std::string> bytes = absl::UnknownError("not read");
@@ -247,7 +257,7 @@ int ImportWorkerMain(int argc, char** argv) {
 
   absl::StatusOr<ir::Graph> graph = absl::UnknownError("not imported");
   try {
-    graph = torch::ImportTorchScript(*bytes);
+    graph = ImportModel(*bytes);
   } catch (const std::bad_alloc&) {
     graph = absl::ResourceExhaustedError("out of memory");
   }

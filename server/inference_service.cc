@@ -32,9 +32,11 @@ namespace kiln::server {
 namespace {
 
 constexpr char kPlatform[] = "pytorch_torchscript";
-// Triton's file override: "file:<version>/model.pt" carries the model file.
+// Triton's file override: "file:<version>/model.pt" (or model.pt2) carries the
+// model file; its format is told by content, whichever name it comes under.
 constexpr char kFilePrefix[] = "file:";
 constexpr char kFileSuffix[] = "/model.pt";
+constexpr char kExportFileSuffix[] = "/model.pt2";
 constexpr char kConfigParam[] = "config";
 // Optional: the SHA-256 (hex) the uploaded bytes must have.
 constexpr char kSha256Param[] = "sha256";
@@ -128,16 +130,19 @@ absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadR
       }
       params.sha256 = value.string_param();
     } else if (absl::StartsWith(key, kFilePrefix)) {
-      // Only "file:<version>/model.pt": anything else could name a path.
+      // Only "file:<version>/model.pt[2]": anything else could name a path.
       absl::string_view rest = absl::string_view(key).substr(strlen(kFilePrefix));
       absl::StatusOr<int64_t> version = absl::InvalidArgumentError("");
-      if (absl::EndsWith(rest, kFileSuffix)) {
-        version = ParseVersion(rest.substr(0, rest.size() - strlen(kFileSuffix)));
+      for (absl::string_view suffix : {kFileSuffix, kExportFileSuffix}) {
+        if (absl::EndsWith(rest, suffix)) {
+          version = ParseVersion(rest.substr(0, rest.size() - suffix.size()));
+        }
       }
       if (!version.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "unsupported file parameter '", key,
-            "'; Kiln accepts only 'file:<version>/model.pt', e.g. 'file:1/model.pt'"));
+            "'; Kiln accepts only 'file:<version>/model.pt2' or 'file:<version>/model.pt', "
+            "e.g. 'file:1/model.pt2'"));
       }
       if (params.file.has_value()) {
         return absl::InvalidArgumentError("only one file parameter per load");

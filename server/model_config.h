@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/import.h"
 #include "engine/runtime/model.h"
 
 namespace kiln::server {

@@ -6,6 +6,7 @@
 #include "server/model_registry.h"
 
 #include "server/compute_pool.h"
+#include "server/model_import.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -211,7 +212,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
                  std::string(serialized.status().message()));
   }
   ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(path));
-  ASSIGN_OR_RETURN(ir::Graph graph, torch::ImportTorchScript(bytes));
+  ASSIGN_OR_RETURN(ir::Graph graph, ImportModel(bytes));
   info->graph_source = "import-in-process";
   info->import_ns = NsSince(start);
   if (cache.has_disk()) {

@@ -26,11 +26,63 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxModelNameLength = 128;
+// A model version's file: a torch.export archive is stored as model.pt2,
+// anything else (TorchScript) as model.pt; the format is told by content.
 constexpr char kModelFile[] = "model.pt";
+constexpr char kExportModelFile[] = "model.pt2";
 constexpr char kConfigFile[] = "config.json";
 constexpr char kStagingDir[] = ".kiln-uploads";
 // Deleted directories are renamed to this prefix first, then removed.
 constexpr char kTrashPrefix[] = ".kiln-trash-";
+
+uint32_t Le32(const unsigned char* p) {
+  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// Whether the zip file at `path` is a torch.export archive: its central
+// directory (read alone, at the end of the file) names an archive_format or
+// serialized_exported_program.json entry. Reads at most ~64 MiB of directory.
+bool IsExportArchiveFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool found = false;
+  if (::fstat(fd, &st) == 0 && st.st_size >= 22) {
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    const uint64_t tail = std::min<uint64_t>(size, 22 + 0xFFFF + 20);
+    std::string buf(tail, '\0');
+    if (::pread(fd, buf.data(), tail, static_cast<off_t>(size - tail)) ==
+        static_cast<ssize_t>(tail)) {
+      const auto* b = reinterpret_cast<const unsigned char*>(buf.data());
+      for (uint64_t at = tail - 22 + 1; at-- > 0;) {
+        if (Le32(b + at) != 0x06054b50) continue;
+        uint64_t dir_size = Le32(b + at + 12);
+        uint64_t dir_offset = Le32(b + at + 16);
+        if ((dir_size == 0xFFFFFFFF || dir_offset == 0xFFFFFFFF) && at >= 20 &&
+            Le32(b + at - 20) == 0x07064b50) {
+          // zip64: the sizes live in the zip64 record the locator points at.
+          uint64_t z64 = Le32(b + at - 20 + 8) | (uint64_t{Le32(b + at - 20 + 12)} << 32);
+          unsigned char rec[56];
+          if (::pread(fd, rec, sizeof(rec), static_cast<off_t>(z64)) == sizeof(rec) &&
+              Le32(rec) == 0x06064b50) {
+            dir_size = Le32(rec + 40) | (uint64_t{Le32(rec + 44)} << 32);
+            dir_offset = Le32(rec + 48) | (uint64_t{Le32(rec + 52)} << 32);
+          }
+        }
+        if (dir_offset > size || dir_size > size - dir_offset || dir_size > (64u << 20)) break;
+        std::string dir(dir_size, '\0');
+        if (::pread(fd, dir.data(), dir_size, static_cast<off_t>(dir_offset)) ==
+            static_cast<ssize_t>(dir_size)) {
+          found = dir.find("archive_format") != std::string::npos ||
+                  dir.find("serialized_exported_program.json") != std::string::npos;
+        }
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return found;
+}
 
 absl::Status FsError(absl::string_view what, const fs::path& path, const std::error_code& ec) {
   return absl::InternalError(absl::StrCat(what, " '", path.string(), "': ", ec.message()));
@@ -166,7 +218,8 @@ std::vector<int64_t> ModelRepository::Versions(absl::string_view name) const {
        fs::directory_iterator(fs::path(root_) / std::string(name), ec)) {
     absl::StatusOr<int64_t> version = ParseVersion(entry.path().filename().string());
     std::error_code file_ec;
-    if (version.ok() && fs::is_regular_file(entry.path() / kModelFile, file_ec)) {
+    if (version.ok() && (fs::is_regular_file(entry.path() / kModelFile, file_ec) ||
+                         fs::is_regular_file(entry.path() / kExportModelFile, file_ec))) {
       versions.push_back(*version);
     }
   }
@@ -177,7 +230,26 @@ std::vector<int64_t> ModelRepository::Versions(absl::string_view name) const {
 bool ModelRepository::HasModel(absl::string_view name) const { return !Versions(name).empty(); }
 
 std::string ModelRepository::ModelPath(absl::string_view name, int64_t version) const {
-  return (fs::path(root_) / std::string(name) / std::to_string(version) / kModelFile).string();
+  const fs::path dir = fs::path(root_) / std::string(name) / std::to_string(version);
+  std::error_code ec;
+  if (fs::is_regular_file(dir / kExportModelFile, ec)) return (dir / kExportModelFile).string();
+  return (dir / kModelFile).string();
+}
+
+// Installs `file` as the version's model under the name its format asks for,
+// and removes a file of the other name a previous upload left.
+absl::Status ModelRepository::PlaceModel(absl::string_view name, int64_t version,
+                                         const std::string& file) {
+  const fs::path dir = fs::path(root_) / std::string(name) / std::to_string(version);
+  const bool pt2 = IsExportArchiveFile(file);
+  const fs::path path = dir / (pt2 ? kExportModelFile : kModelFile);
+  if (::rename(file.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename '", file, "' to '", path.string(),
+                                            "': ", std::strerror(errno)));
+  }
+  std::error_code ec;
+  fs::remove(dir / (pt2 ? kModelFile : kExportModelFile), ec);
+  return absl::OkStatus();
 }
 
 std::string ModelRepository::ConfigPath(absl::string_view name) const {
@@ -213,23 +285,24 @@ absl::Status ModelRepository::WriteModel(absl::string_view name, int64_t version
                                          absl::string_view bytes) {
   RETURN_IF_ERROR(ValidateModelName(name));
   if (version < 1) return absl::InvalidArgumentError(absl::StrCat("bad version ", version));
-  const fs::path path(ModelPath(name, version));
-  RETURN_IF_ERROR(CreateDirectoriesDurably(path.parent_path()));
-  return WriteFileAtomically(path.string(), bytes);
+  const fs::path dir = fs::path(root_) / std::string(name) / std::to_string(version);
+  RETURN_IF_ERROR(CreateDirectoriesDurably(dir));
+  // Written under a temporary name, then placed under the name its format asks for.
+  const fs::path temp = dir / absl::StrCat(cache::kTempPrefix, "model-", cache::UniqueSuffix());
+  RETURN_IF_ERROR(WriteFileAtomically(temp.string(), bytes));
+  RETURN_IF_ERROR(PlaceModel(name, version, temp.string()));
+  return cache::FsyncDirectory(dir.string());
 }
 
 absl::Status ModelRepository::InstallModel(absl::string_view name, int64_t version,
                                            const std::string& staged_path) {
   RETURN_IF_ERROR(ValidateModelName(name));
   if (version < 1) return absl::InvalidArgumentError(absl::StrCat("bad version ", version));
-  const fs::path path(ModelPath(name, version));
-  RETURN_IF_ERROR(CreateDirectoriesDurably(path.parent_path()));
-  if (::rename(staged_path.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename '", staged_path, "' to '",
-                                            path.string(), "': ", std::strerror(errno)));
-  }
+  const fs::path dir = fs::path(root_) / std::string(name) / std::to_string(version);
+  RETURN_IF_ERROR(CreateDirectoriesDurably(dir));
+  RETURN_IF_ERROR(PlaceModel(name, version, staged_path));
   // The rename is durable once both directories are.
-  RETURN_IF_ERROR(cache::FsyncDirectory(path.parent_path().string()));
+  RETURN_IF_ERROR(cache::FsyncDirectory(dir.string()));
   return cache::FsyncDirectory(StagingDir());
 }
 

@@ -1,6 +1,7 @@
 // The on-disk model repository, in Triton's layout:
 //   REPO/NAME/config.json          optional load configuration (JSON)
-//   REPO/NAME/VERSION/model.pt     the TorchScript archive; VERSION is 1, 2, ...
+//   REPO/NAME/VERSION/model.pt2    a torch.export archive (torch.export.save); VERSION is 1, 2, ...
+//   REPO/NAME/VERSION/model.pt     or a TorchScript archive (torch.jit.save)
 //   REPO/.kiln-uploads/            uploads in progress (kept to resume them)
 // A directory that KServe's storage initializer or a volume filled is served
 // as it is; hidden entries (Kubernetes' "..data" links, our own staging area)
@@ -76,11 +77,12 @@ class ModelRepository {
   // The config.json text, or nullopt when the model has none.
   absl::StatusOr<std::optional<std::string>> ReadConfig(absl::string_view name) const;
 
-  // Stores `bytes` as NAME/VERSION/model.pt atomically.
+  // Stores `bytes` as NAME/VERSION/model.pt2 (a torch.export archive) or
+  // model.pt (anything else) atomically.
   absl::Status WriteModel(absl::string_view name, int64_t version, absl::string_view bytes);
 
   // Moves the complete, fsynced file `staged_path` (on the repository's file
-  // system) into place as NAME/VERSION/model.pt with one rename, replacing any
+  // system) into place as NAME/VERSION/model.pt2 or model.pt with one rename, replacing any
   // file there, and makes the new directory entries durable.
   absl::Status InstallModel(absl::string_view name, int64_t version,
                             const std::string& staged_path);
@@ -99,6 +101,7 @@ class ModelRepository {
   absl::Status Delete(absl::string_view name, int64_t version);
 
  private:
+  absl::Status PlaceModel(absl::string_view name, int64_t version, const std::string& file);
   explicit ModelRepository(std::string root) : root_(std::move(root)) {}
 
   std::string root_;

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/fallback/verify.h"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/ir/graph.h"
 #include "engine/kernels/kernel.h"
 #include "engine/runtime/model.h"

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,8 +19,12 @@
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
 #ifdef KILN_WITH_IMPORTER
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/export/exported_program_importer.h"
+#include "engine/importer/import.h"
 #include "engine/ir/graph.h"
+#endif
+#ifdef KILN_WITH_TORCHSCRIPT
+#include "engine/importer/torchscript/torchscript_importer.h"
 #endif
 
 namespace kiln::cli {
@@ -57,7 +62,30 @@ absl::Status InspectFile(const std::string& path, const std::string& dot_path, b
 #ifdef KILN_WITH_IMPORTER
   importer::ImportOptions options;
   options.strict = strict;
-  ASSIGN_OR_RETURN(ir::Graph graph, importer::ImportTorchScriptFile(path, options));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The format by content, never by the file's name.
+  const importer::ModelFormat format = importer::DetectFormat(bytes);
+  ir::Graph graph;
+  importer::ExportedProgramInfo info;
+  if (format == importer::ModelFormat::kExportedProgram ||
+      format == importer::ModelFormat::kLegacyExportedProgram) {
+    ASSIGN_OR_RETURN(graph, importer::ImportExportedProgram(bytes, options, &info));
+  } else {
+#ifdef KILN_WITH_TORCHSCRIPT
+    ASSIGN_OR_RETURN(graph, importer::ImportTorchScript(bytes, options));
+#else
+    return absl::UnimplementedError(
+        "this kiln was built without libtorch: it inspects torch.export (.pt2) archives only");
+#endif
+  }
+  std::printf("format: %s\n", importer::ModelFormatName(format));
+  for (const auto& d : info.dynamic_dims) {
+    std::printf("dynamic dim: %s[%d] (%s) in [%lld, %s]\n", d.input.c_str(), d.dim,
+                d.symbol.c_str(), static_cast<long long>(d.min),
+                d.max == INT64_MAX ? "inf" : std::to_string(d.max).c_str());
+  }
   const std::string text = ir::PrintGraph(graph);
   std::printf("%s", text.c_str());
   std::map<std::string, int> counts;
@@ -88,7 +116,7 @@ absl::Status InspectFile(const std::string& path, const std::string& dot_path, b
   (void)dot_path;
   (void)strict;
   return absl::UnimplementedError(
-      "this kiln was built without libtorch; use 'kiln inspect NAME --remote' against a server");
+      "this kiln was built without the importer; use 'kiln inspect NAME --remote' against a server");
 #endif
 }
 
@@ -98,7 +126,7 @@ absl::Status RunInspectBinary(const std::vector<std::string>& args) {
   const std::filesystem::path binary = self.parent_path() / "kiln-inspect";
   if (ec || !std::filesystem::exists(binary)) {
     return absl::UnimplementedError(
-        "offline inspection needs kiln-inspect next to kiln (a build with libtorch); "
+        "offline inspection needs kiln-inspect next to kiln; "
         "'kiln inspect NAME --remote' asks a server instead");
   }
   std::vector<std::string> argv_strings = {binary.string()};

@@ -7,10 +7,10 @@
 #include "client/cli/inspect_command.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kiln-inspect: the graph Kiln imports from a TorchScript file"};
+  CLI::App app{"kiln-inspect: the graph Kiln imports from a model file"};
   std::string file, dot_file;
   bool strict = false;
-  app.add_option("MODEL", file, "TorchScript file")->required();
+  app.add_option("MODEL", file, "TorchScript (.pt) or torch.export (.pt2) file")->required();
   app.add_option("--dot", dot_file, "Also write the graph as Graphviz to this file");
   app.add_flag("--strict", strict, "Fail listing every op without a native translation");
   CLI11_PARSE(app, argc, argv);

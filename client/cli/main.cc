@@ -473,7 +473,7 @@ int main(int argc, char** argv) {
   int64_t print_limit = kDefaultPrintLimit;
 
   CLI::App* upload = app.add_subcommand(
-      "upload", "Upload a TorchScript file as a new model version (streamed, verified, resumable), "
+      "upload", "Upload a model file (torch.export .pt2 or TorchScript .pt) as a new model version (streamed, verified, resumable), "
                 "wait until it is served and print its inputs and outputs");
   upload->add_option("FILE", file, "TorchScript archive (torch.jit.save)")->required();
   upload->add_option("--name", name, "Model name")->required();
@@ -566,8 +566,8 @@ FP32[1, 64, 56, 56]{nhwc}) and the source op. Inputs as for `kiln infer`.)");
   std::string dot_file;
   bool remote = false, strict = false;
   CLI::App* inspect = app.add_subcommand(
-      "inspect", "Show the graph Kiln imports from a TorchScript file (offline) or a served model");
-  inspect->add_option("MODEL", file, "TorchScript file, or a model name with --remote")
+      "inspect", "Show the graph Kiln imports from a model file (offline) or a served model");
+  inspect->add_option("MODEL", file, "Model file (.pt2 or .pt), or a model name with --remote")
       ->required();
   inspect->add_option("--dot", dot_file, "Also write the graph as Graphviz to this file");
   inspect->add_flag("--strict", strict, "Fail listing every op without a native translation");

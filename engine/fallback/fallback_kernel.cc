@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/import_context.h"
+#include "engine/importer/torchscript/import_context.h"
 #include "engine/kernels/kernel.h"
 
 namespace kiln::fallback {

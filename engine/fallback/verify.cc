@@ -36,8 +36,8 @@
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
 #include "engine/common/tolerance.h"
-#include "engine/importer/import_context.h"
-#include "engine/importer/prepared_module.h"
+#include "engine/importer/torchscript/import_context.h"
+#include "engine/importer/torchscript/prepared_module.h"
 
 namespace kiln::fallback {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
 
 namespace kiln::fallback {

@@ -32,7 +32,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
 
 extern "C" void openblas_set_num_threads(int);

@@ -39,7 +39,7 @@
 #include "engine/common/element.h"
 #include "engine/common/tolerance.h"
 #include "engine/fallback/fallback.h"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/passes/pass.h"
 #include "engine/runtime/model.h"
 

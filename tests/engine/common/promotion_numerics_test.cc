@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/executable.h"
 #include "gtest/gtest.h"
 

@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/fallback/fallback.h"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 
 namespace kiln::fallback {
 namespace {

@@ -17,8 +17,8 @@
 #include <torch/csrc/jit/ir/irparser.h>
 
 #include "absl/strings/str_cat.h"
-#include "engine/importer/import_context.h"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/torchscript/import_context.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
 #include "gtest/gtest.h"
 

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/aten_op_table.h"
+#include "engine/importer/torchscript/aten_op_table.h"
 
 namespace kiln::importer {
 namespace {
@@ -81,25 +81,6 @@ ConvertResult ConvertPermute(const TorchNode& node, ImportContext& ctx) {
   return One(ctx.Emit(node, OpKind::kPermute, {x}, std::move(attrs)));
 }
 
-// squeeze(self) or squeeze(self, dim).
-ConvertResult ConvertSqueeze(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ir::Attributes attrs;
-  if (node.inputs().size() > 1) {
-    ASSIGN_OR_RETURN(std::vector<int64_t> axes, ctx.ConstInts(node, 1));
-    attrs.SetInts("axes", std::move(axes));
-  }
-  return One(ctx.Emit(node, OpKind::kSqueeze, {x}, std::move(attrs)));
-}
-
-ConvertResult ConvertUnsqueeze(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(int64_t dim, ctx.ConstInt(node, 1));
-  ir::Attributes attrs;
-  attrs.SetInt("axis", dim);
-  return One(ctx.Emit(node, OpKind::kUnsqueeze, {x}, std::move(attrs)));
-}
-
 // expand(self, size, implicit), expand_as(self, other), broadcast_to(self, size).
 ConvertResult ConvertExpand(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
@@ -109,7 +90,7 @@ ConvertResult ConvertExpand(const TorchNode& node, ImportContext& ctx) {
     attrs.SetBool("like", true);
     return One(ctx.Emit(node, OpKind::kExpand, {x, like}, std::move(attrs)));
   }
-  ASSIGN_OR_RETURN(ImportContext::IntsArg size, ctx.IntsInput(node, 1));
+  ASSIGN_OR_RETURN(IntsArg size, ctx.IntsInput(node, 1));
   if (!size.values.has_value()) return One(ctx.Emit(node, OpKind::kExpand, {x, size.value}));
   ir::Attributes attrs;
   attrs.SetInts("shape", *std::move(size.values));
@@ -291,26 +272,6 @@ ConvertResult ConvertSlice(const TorchNode& node, ImportContext& ctx) {
   }
   while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
   return One(ctx.Emit(node, OpKind::kSlice, std::move(inputs), std::move(attrs)));
-}
-
-// select(self, dim, index).
-ConvertResult ConvertSelect(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(int64_t dim, ctx.ConstInt(node, 1));
-  if (!ctx.ConstantOf(node.inputs()[2]).has_value()) {
-    // An index computed at run time (x[i] in a loop): IndexSelect with the
-    // int as a 0-dim index has select's shape, wraps negative indices, and
-    // fails the request when out of range.
-    ASSIGN_OR_RETURN(ir::ValueId index, ctx.ScalarInput(node, 2));
-    ir::Attributes attrs;
-    attrs.SetInt("axis", dim);
-    return One(ctx.Emit(node, OpKind::kIndexSelect, {x, index}, std::move(attrs)));
-  }
-  ASSIGN_OR_RETURN(int64_t index, ctx.ConstInt(node, 2));
-  ir::Attributes attrs;
-  attrs.SetInt("axis", dim);
-  attrs.SetInt("index", index);
-  return One(ctx.Emit(node, OpKind::kSelect, {x}, std::move(attrs)));
 }
 
 // index_select(self, dim, index); gather(self, dim, index, sparse_grad=False).
@@ -564,7 +525,7 @@ ConvertResult ConvertFlip(const TorchNode& node, ImportContext& ctx) {
 ConvertResult ConvertPad(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
   // Pad amounts may be computed from the input's shape (swin_t pads to whole windows).
-  ASSIGN_OR_RETURN(ImportContext::IntsArg pads, ctx.IntsInput(node, 1));
+  ASSIGN_OR_RETURN(IntsArg pads, ctx.IntsInput(node, 1));
   const std::string kind = Kind(node);
   std::string mode = "constant";
   double value = 0.0;
@@ -614,16 +575,6 @@ ConvertResult ConvertPixelShuffle(const TorchNode& node, ImportContext& ctx) {
   attrs.SetInt("factor", factor);
   attrs.SetBool("inverse", Kind(node) == "pixel_unshuffle");
   return One(ctx.Emit(node, OpKind::kPixelShuffle, {x}, std::move(attrs)));
-}
-
-// embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse): rows of
-// weight (padding_idx only matters for training).
-ConvertResult ConvertEmbedding(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId weight, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(ir::ValueId indices, ctx.Input(node, 1));
-  ir::Attributes attrs;
-  attrs.SetInt("axis", 0);
-  return One(ctx.Emit(node, OpKind::kIndexSelect, {weight, indices}, std::move(attrs)));
 }
 
 }  // namespace kiln::importer

@@ -1,10 +1,10 @@
-// Converters for elementwise aten ops: activations, add/sub/mul/div and the
-// ops that are no-ops at inference time.
+// TorchScript-only elementwise converters: add on tensors beside add.t on lists,
+// true_divide. The shared ones are in engine/importer/aten/convert_elementwise.cc.
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/aten_op_table.h"
+#include "engine/importer/torchscript/aten_op_table.h"
 
 namespace kiln::importer {
 namespace {
@@ -53,11 +53,6 @@ ir::Attributes InPlaceAttrs(const TorchNode& node) {
 
 }  // namespace
 
-ConvertResult ConvertUnary(ir::OpKind op, const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  return std::vector<ir::ValueId>{ctx.Emit(node, op, {x})};
-}
-
 // add(self, other, alpha=1), sub(self, other, alpha=1), mul(self, other),
 // div(self, other, rounding_mode=None); `other` (or `self`) may be a scalar.
 // out = self op (alpha * other): alpha != 1 is folded into a scalar operand or
@@ -104,45 +99,6 @@ ConvertResult ConvertBinary(ir::OpKind op, const TorchNode& node, ImportContext&
     rhs = ctx.Emit(node, ir::OpKind::kMul, {rhs, scale}, {}, ".scaled");
   }
   return std::vector<ir::ValueId>{ctx.Emit(node, op, {lhs, rhs}, InPlaceAttrs(node))};
-}
-
-// hardtanh(self, min_val=-1, max_val=1) -> Clip.
-ConvertResult ConvertHardtanh(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(double min, ctx.ConstDouble(node, 1));
-  ASSIGN_OR_RETURN(double max, ctx.ConstDouble(node, 2));
-  ir::Attributes attrs;
-  attrs.SetFloat("min", min);
-  attrs.SetFloat("max", max);
-  return std::vector<ir::ValueId>{ctx.Emit(node, ir::OpKind::kClip, {x}, std::move(attrs))};
-}
-
-ConvertResult ConvertRelu6(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ir::Attributes attrs;
-  attrs.SetFloat("min", 0.0);
-  attrs.SetFloat("max", 6.0);
-  return std::vector<ir::ValueId>{ctx.Emit(node, ir::OpKind::kClip, {x}, std::move(attrs))};
-}
-
-// gelu(self, approximate="none"); older archives have no `approximate`.
-ConvertResult ConvertGelu(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  std::string approximate = "none";
-  if (node.inputs().size() > 1) {
-    ASSIGN_OR_RETURN(approximate, ctx.ConstString(node, 1));
-  }
-  if (approximate != "none" && approximate != "tanh") {
-    return ctx.InvalidArgument(node, absl::StrCat("unknown approximate='", approximate, "'"));
-  }
-  ir::Attributes attrs;
-  attrs.SetString("approximate", approximate);
-  return std::vector<ir::ValueId>{ctx.Emit(node, ir::OpKind::kGelu, {x}, std::move(attrs))};
-}
-
-ConvertResult PassThrough(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  return std::vector<ir::ValueId>{x};
 }
 
 }  // namespace kiln::importer

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/translator.h"
+#include "engine/importer/torchscript/translator.h"
 
 namespace kiln::importer {
 namespace {

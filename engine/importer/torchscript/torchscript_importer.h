@@ -1,5 +1,6 @@
-// Imports a TorchScript archive (torch.jit.save) into Kiln's graph IR. This and
-// the fallback are the only parts of Kiln that include libtorch headers.
+// Imports a TorchScript archive (torch.jit.save) into Kiln's graph IR. This
+// front (engine/importer/torchscript/) and the fallback are the only parts of
+// Kiln that include libtorch headers.
 #pragma once
 
 #include <optional>
@@ -8,27 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/importer/import.h"
 #include "engine/ir/graph.h"
 
 namespace kiln::importer {
-
-struct ImportOptions {
-  // Overrides the forward() parameter names, by position (empty: keep).
-  std::vector<std::string> input_names;
-  // Output names by position (empty: keep). By default outputs are named
-  // after their place in forward()'s result: "output0", "output1", ...,
-  // "output1.0" for a nested position, a dict's keys for its values.
-  std::vector<std::string> output_names;
-  // Defaults of the inputs, by position (nullopt: none); ImportTorchScript
-  // fills them from forward()'s int/float/bool parameters declared with one.
-  std::vector<std::optional<Tensor>> input_defaults;
-  // Unsupported ops are an error listing all of them, instead of Fallback
-  // nodes that run libtorch's implementation.
-  bool strict = false;
-  // Op kinds ("aten::gelu") to run through the fallback even though Kiln
-  // translates them (serving a model whose native translation diverges).
-  std::vector<std::string> force_fallback;
-};
 
 // Loads `bytes` with torch::jit::load, freezes, inlines and cleans the graph,
 // then translates every node through the aten op table; control flow becomes

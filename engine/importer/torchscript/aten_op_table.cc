@@ -4,10 +4,12 @@
 // In-place variants (relu_, add_) share the functional converter: the
 // translator rebinds the mutated input to the result, so later reads of it see
 // the new value.
-#include "engine/importer/aten_op_table.h"
+#include "engine/importer/torchscript/aten_op_table.h"
 
 #include <algorithm>
 #include <unordered_map>
+
+#include "engine/importer/aten/aten_op_table.h"
 
 namespace kiln::importer {
 namespace {
@@ -26,125 +28,18 @@ ConvertResult AddTensorsOrLists(const TorchNode& node, ImportContext& ctx) {
 const AtenOpTable& Table() {
   static const AtenOpTable* const kTable = new AtenOpTable{
       // ---------- unary activations ----------
-      {"aten::relu", Unary<OpKind::kRelu>},
-      {"aten::relu_", Unary<OpKind::kRelu>},
-      {"aten::sigmoid", Unary<OpKind::kSigmoid>},
-      {"aten::sigmoid_", Unary<OpKind::kSigmoid>},
-      {"aten::tanh", Unary<OpKind::kTanh>},
-      {"aten::tanh_", Unary<OpKind::kTanh>},
-      {"aten::silu", Unary<OpKind::kSilu>},
-      {"aten::silu_", Unary<OpKind::kSilu>},
-      {"aten::hardswish", Unary<OpKind::kHardSwish>},
-      {"aten::hardswish_", Unary<OpKind::kHardSwish>},
-      {"aten::hardsigmoid", Unary<OpKind::kHardSigmoid>},
-      {"aten::hardsigmoid_", Unary<OpKind::kHardSigmoid>},
-      {"aten::hardtanh", ConvertHardtanh},
-      {"aten::hardtanh_", ConvertHardtanh},
-      {"aten::relu6", ConvertRelu6},
-      {"aten::relu6_", ConvertRelu6},
-      {"aten::gelu", ConvertGelu},
-      {"aten::gelu_", ConvertGelu},
       // ---------- binary (Tensor and Scalar overloads) ----------
       {"aten::add", AddTensorsOrLists},
-      {"aten::add_", Binary<OpKind::kAdd>},
-      {"aten::sub", Binary<OpKind::kSub>},
-      {"aten::sub_", Binary<OpKind::kSub>},
-      {"aten::mul", Binary<OpKind::kMul>},
-      {"aten::mul_", Binary<OpKind::kMul>},
-      {"aten::div", ConvertDiv},  // rounding_mode="floor" / "trunc" too
-      {"aten::div_", ConvertDiv},
       // ---------- no-ops at inference ----------
-      {"aten::dropout", PassThrough},
-      {"aten::dropout_", PassThrough},
-      {"aten::feature_dropout", PassThrough},
-      {"aten::feature_dropout_", PassThrough},
-      {"aten::alpha_dropout", PassThrough},
-      {"aten::feature_alpha_dropout", PassThrough},
-      {"aten::contiguous", PassThrough},
-      {"aten::detach", PassThrough},
-      {"aten::clone", PassThrough},
       // ---------- linear algebra ----------
-      {"aten::linear", ConvertLinear},
-      {"aten::addmm", ConvertAddmm},
-      {"aten::matmul", ConvertMatMul},
-      {"aten::mm", ConvertMatMul},
-      {"aten::bmm", ConvertMatMul},
       // ---------- convolution and pooling ----------
-      {"aten::_convolution", ConvertConvolution},
-      {"aten::conv2d", ConvertConv2d},
-      {"aten::max_pool2d", ConvertMaxPool2d},
-      {"aten::avg_pool2d", ConvertAvgPool2d},
       {"aten::adaptive_avg_pool2d", ConvertAdaptiveAvgPool2d},
       // ---------- normalization, softmax, reductions ----------
-      {"aten::batch_norm", ConvertBatchNorm},
-      {"aten::layer_norm", ConvertLayerNorm},
-      {"aten::softmax", ConvertSoftmax},
-      {"aten::log_softmax", ConvertLogSoftmax},
-      {"aten::mean", ConvertMean},
       // ---------- shape ----------
-      {"aten::flatten", ConvertFlatten},
-      {"aten::view", ConvertReshape},
-      {"aten::reshape", ConvertReshape},
       {"aten::cat", ConvertCat},
       {"aten::t", ConvertPermute},  // constants transposed at import
       // ======== op coverage (issue 3) ========
       // ---------- unary math (in-place forms share the converter) ----------
-      {"aten::neg", Unary<OpKind::kNeg>},
-      {"aten::neg_", Unary<OpKind::kNeg>},
-      {"aten::abs", Unary<OpKind::kAbs>},
-      {"aten::abs_", Unary<OpKind::kAbs>},
-      {"aten::sign", Unary<OpKind::kSign>},
-      {"aten::sign_", Unary<OpKind::kSign>},
-      {"aten::sqrt", Unary<OpKind::kSqrt>},
-      {"aten::sqrt_", Unary<OpKind::kSqrt>},
-      {"aten::rsqrt", Unary<OpKind::kRsqrt>},
-      {"aten::rsqrt_", Unary<OpKind::kRsqrt>},
-      {"aten::exp", Unary<OpKind::kExp>},
-      {"aten::exp_", Unary<OpKind::kExp>},
-      {"aten::expm1", Unary<OpKind::kExpm1>},
-      {"aten::expm1_", Unary<OpKind::kExpm1>},
-      {"aten::log", Unary<OpKind::kLog>},
-      {"aten::log_", Unary<OpKind::kLog>},
-      {"aten::log2", Unary<OpKind::kLog2>},
-      {"aten::log2_", Unary<OpKind::kLog2>},
-      {"aten::log10", Unary<OpKind::kLog10>},
-      {"aten::log10_", Unary<OpKind::kLog10>},
-      {"aten::log1p", Unary<OpKind::kLog1p>},
-      {"aten::log1p_", Unary<OpKind::kLog1p>},
-      {"aten::reciprocal", Unary<OpKind::kReciprocal>},
-      {"aten::reciprocal_", Unary<OpKind::kReciprocal>},
-      {"aten::floor", Unary<OpKind::kFloor>},
-      {"aten::floor_", Unary<OpKind::kFloor>},
-      {"aten::ceil", Unary<OpKind::kCeil>},
-      {"aten::ceil_", Unary<OpKind::kCeil>},
-      {"aten::round", Unary<OpKind::kRound>},
-      {"aten::round_", Unary<OpKind::kRound>},
-      {"aten::trunc", Unary<OpKind::kTrunc>},
-      {"aten::trunc_", Unary<OpKind::kTrunc>},
-      {"aten::fix", Unary<OpKind::kTrunc>},
-      {"aten::fix_", Unary<OpKind::kTrunc>},
-      {"aten::frac", Unary<OpKind::kFrac>},
-      {"aten::frac_", Unary<OpKind::kFrac>},
-      {"aten::erf", Unary<OpKind::kErf>},
-      {"aten::erf_", Unary<OpKind::kErf>},
-      {"aten::sin", Unary<OpKind::kSin>},
-      {"aten::sin_", Unary<OpKind::kSin>},
-      {"aten::cos", Unary<OpKind::kCos>},
-      {"aten::cos_", Unary<OpKind::kCos>},
-      {"aten::tan", Unary<OpKind::kTan>},
-      {"aten::tan_", Unary<OpKind::kTan>},
-      {"aten::asin", Unary<OpKind::kAsin>},
-      {"aten::asin_", Unary<OpKind::kAsin>},
-      {"aten::acos", Unary<OpKind::kAcos>},
-      {"aten::acos_", Unary<OpKind::kAcos>},
-      {"aten::atan", Unary<OpKind::kAtan>},
-      {"aten::atan_", Unary<OpKind::kAtan>},
-      {"aten::sinh", Unary<OpKind::kSinh>},
-      {"aten::sinh_", Unary<OpKind::kSinh>},
-      {"aten::cosh", Unary<OpKind::kCosh>},
-      {"aten::cosh_", Unary<OpKind::kCosh>},
-      {"aten::logical_not", Unary<OpKind::kLogicalNot>},
-      {"aten::isnan", Unary<OpKind::kIsNan>},
       {"aten::square", ConvertSquare},
       {"aten::square_", ConvertSquare},
       // ---------- more activations ----------
@@ -156,9 +51,6 @@ const AtenOpTable& Table() {
       {"aten::selu_", ConvertElu},
       {"aten::celu", ConvertElu},
       {"aten::celu_", ConvertElu},
-      {"aten::mish", Unary<OpKind::kMish>},
-      {"aten::mish_", Unary<OpKind::kMish>},
-      {"aten::log_sigmoid", Unary<OpKind::kLogSigmoid>},
       {"aten::softplus", ConvertSoftplus},
       {"aten::hardshrink", ConvertShrink},
       {"aten::softshrink", ConvertShrink},
@@ -168,27 +60,6 @@ const AtenOpTable& Table() {
       {"aten::glu", ConvertGlu},
       {"aten::softmin", ConvertSoftmin},
       // ---------- binary with tensor or scalar operands ----------
-      {"aten::pow", BinaryOp<OpKind::kPow>},
-      {"aten::pow_", BinaryOp<OpKind::kPow>},
-      {"aten::maximum", BinaryOp<OpKind::kMaximum>},
-      {"aten::maximum_", BinaryOp<OpKind::kMaximum>},
-      {"aten::minimum", BinaryOp<OpKind::kMinimum>},
-      {"aten::minimum_", BinaryOp<OpKind::kMinimum>},
-      {"aten::remainder", BinaryOp<OpKind::kRemainder>},
-      {"aten::remainder_", BinaryOp<OpKind::kRemainder>},
-      {"aten::fmod", BinaryOp<OpKind::kFmod>},
-      {"aten::fmod_", BinaryOp<OpKind::kFmod>},
-      {"aten::atan2", BinaryOp<OpKind::kAtan2>},
-      {"aten::atan2_", BinaryOp<OpKind::kAtan2>},
-      {"aten::eq", BinaryOp<OpKind::kEqual>},
-      {"aten::ne", BinaryOp<OpKind::kNotEqual>},
-      {"aten::lt", BinaryOp<OpKind::kLess>},
-      {"aten::le", BinaryOp<OpKind::kLessEqual>},
-      {"aten::gt", BinaryOp<OpKind::kGreater>},
-      {"aten::ge", BinaryOp<OpKind::kGreaterEqual>},
-      {"aten::logical_and", BinaryOp<OpKind::kLogicalAnd>},
-      {"aten::logical_or", BinaryOp<OpKind::kLogicalOr>},
-      {"aten::logical_xor", BinaryOp<OpKind::kLogicalXor>},
       {"aten::__and__", ConvertBitwise},
       {"aten::bitwise_and", ConvertBitwise},
       {"aten::__or__", ConvertBitwise},
@@ -205,10 +76,6 @@ const AtenOpTable& Table() {
       {"aten::true_divide_", ConvertDiv},
       {"aten::floor_divide", ConvertFloorDivide},
       {"aten::floor_divide_", ConvertFloorDivide},
-      {"aten::rsub", ConvertRsub},
-      {"aten::where", ConvertWhere},
-      {"aten::masked_fill", ConvertMaskedFill},
-      {"aten::masked_fill_", ConvertMaskedFill},
       {"aten::clamp", ConvertClamp},
       {"aten::clamp_", ConvertClamp},
       {"aten::clamp_min", ConvertClamp},
@@ -224,11 +91,7 @@ const AtenOpTable& Table() {
       {"aten::lerp", ConvertLerp},
       {"aten::lerp_", ConvertLerp},
       // ---------- reductions, scans, sorting ----------
-      {"aten::sum", Reduce<OpKind::kSum>},
       {"aten::prod", Reduce<OpKind::kProd>},
-      {"aten::amax", Reduce<OpKind::kReduceMax>},
-      {"aten::amin", Reduce<OpKind::kReduceMin>},
-      {"aten::logsumexp", Reduce<OpKind::kLogSumExp>},
       {"aten::all", Reduce<OpKind::kReduceAll>},
       {"aten::any", Reduce<OpKind::kReduceAny>},
       {"aten::max", ConvertMaxMin},
@@ -249,18 +112,11 @@ const AtenOpTable& Table() {
       {"aten::argsort", ConvertSort},
       {"aten::kthvalue", ConvertKthvalue},
       // ---------- shape and indexing ----------
-      {"aten::permute", ConvertPermute},
-      {"aten::transpose", ConvertPermute},
       {"aten::movedim", ConvertPermute},
       {"aten::moveaxis", ConvertPermute},
       {"aten::swapaxes", ConvertPermute},
       {"aten::swapdims", ConvertPermute},
-      {"aten::transpose_", ConvertPermute},
       {"aten::t_", ConvertPermute},
-      {"aten::squeeze", ConvertSqueeze},
-      {"aten::squeeze_", ConvertSqueeze},
-      {"aten::unsqueeze", ConvertUnsqueeze},
-      {"aten::unsqueeze_", ConvertUnsqueeze},
       {"aten::expand", ConvertExpand},
       {"aten::expand_as", ConvertExpand},
       {"aten::broadcast_to", ConvertExpand},
@@ -277,7 +133,6 @@ const AtenOpTable& Table() {
       {"aten::reshape_as", ConvertViewAs},
       {"aten::slice", ConvertSlice},
       {"aten::narrow", ConvertSlice},
-      {"aten::select", ConvertSelect},
       {"aten::index_select", ConvertIndexSelect},
       {"aten::gather", ConvertIndexSelect},
       {"aten::index", ConvertIndex},
@@ -303,7 +158,6 @@ const AtenOpTable& Table() {
       {"aten::triu_", ConvertTriangle},
       {"aten::pixel_shuffle", ConvertPixelShuffle},
       {"aten::pixel_unshuffle", ConvertPixelShuffle},
-      {"aten::embedding", ConvertEmbedding},
       // ---------- creation (constants when sizes are constant) and casts ----------
       {"aten::arange", ConvertArange},
       {"aten::zeros", ConvertFull},
@@ -330,20 +184,10 @@ const AtenOpTable& Table() {
       {"aten::outer", ConvertVectorProduct},
       {"aten::ger", ConvertVectorProduct},
       // ---------- convolution and pooling in 1 to 3 dims ----------
-      {"aten::conv1d", ConvertConv2d},
-      {"aten::conv3d", ConvertConv2d},
       // What tracing nn.ConvNd(padding="same"/"valid") records; conv2d.padding's arguments.
-      {"aten::_convolution_mode", ConvertConv2d},
       {"aten::conv_transpose1d", ConvertConvTransposeNd},
       {"aten::conv_transpose2d", ConvertConvTransposeNd},
       {"aten::conv_transpose3d", ConvertConvTransposeNd},
-      {"aten::max_pool1d", ConvertMaxPool2d},
-      {"aten::max_pool3d", ConvertMaxPool2d},
-      {"aten::max_pool1d_with_indices", ConvertMaxPool2d},
-      {"aten::max_pool2d_with_indices", ConvertMaxPool2d},
-      {"aten::max_pool3d_with_indices", ConvertMaxPool2d},
-      {"aten::avg_pool1d", ConvertAvgPool2d},
-      {"aten::avg_pool3d", ConvertAvgPool2d},
       {"aten::adaptive_avg_pool1d", ConvertAdaptiveAvgPool2d},
       {"aten::adaptive_avg_pool3d", ConvertAdaptiveAvgPool2d},
       {"aten::adaptive_max_pool1d", ConvertAdaptiveAvgPool2d},
@@ -374,14 +218,15 @@ const AtenOpTable& Table() {
 
 }  // namespace
 
-Converter FindAtenConverter(std::string_view kind) {
+Converter FindTorchScriptConverter(std::string_view kind) {
   auto it = Table().find(kind);
   return it == Table().end() ? nullptr : it->second;
 }
 
-std::vector<std::string> SupportedAtenOps() {
+std::vector<std::string> SupportedTorchScriptOps() {
   std::vector<std::string> ops;
   for (const auto& [kind, converter] : Table()) ops.emplace_back(kind);
+  for (std::string& op : SharedAtenOps()) ops.push_back(std::move(op));
   std::sort(ops.begin(), ops.end());
   return ops;
 }

@@ -1,6 +1,6 @@
 // ImportContext: bindings from torch values to ir values, typed access to
 // constant arguments, and the helpers converters build ir nodes with.
-#include "engine/importer/import_context.h"
+#include "engine/importer/torchscript/import_context.h"
 
 #include <cstring>
 
@@ -254,7 +254,7 @@ absl::StatusOr<ir::ValueId> ImportContext::ScalarInput(const Node& node, size_t 
   return AnyValue(v, user);
 }
 
-absl::StatusOr<ImportContext::IntsArg> ImportContext::IntsInput(const Node& node, size_t i) {
+absl::StatusOr<IntsArg> ImportContext::IntsInput(const Node& node, size_t i) {
   IntsArg arg;
   if (i >= node.inputs().size()) return NotConstant(*this, node, i);
   const Value* v = Resolve(node.inputs()[i]);
@@ -284,11 +284,6 @@ ir::ValueId ImportContext::MakeTensorList(const Node& src, std::vector<ir::Value
   ir::ValueId id = EmitValue(src, ir::OpKind::kListConstruct, ir::ValueKind::kTensorList, elements);
   list_elements_[id] = std::move(elements);
   return id;
-}
-
-const std::vector<ir::ValueId>* ImportContext::ListElements(ir::ValueId list) const {
-  auto it = list_elements_.find(list);
-  return it == list_elements_.end() ? nullptr : &it->second;
 }
 
 // ------------------------------------------------------------ constant arguments
@@ -447,53 +442,6 @@ absl::StatusOr<ir::ValueId> ImportContext::AddTensorConstant(const at::Tensor& t
   Tensor value = Tensor::Zeros(dtype, Dims(dense.sizes().begin(), dense.sizes().end()));
   if (value.byte_size() > 0) std::memcpy(value.raw_data(), dense.data_ptr(), value.byte_size());
   return graph_->AddConstant(std::move(value), std::move(name));
-}
-
-absl::StatusOr<ir::ValueId> ImportContext::AddScalarConstant(double v, DType dtype,
-                                                             std::string name) {
-  Tensor value = Tensor::Zeros(dtype, {});
-  switch (dtype) {
-    case DType::kBool: *value.data<bool>() = v != 0; break;
-    case DType::kUInt8: *value.data<uint8_t>() = static_cast<uint8_t>(v); break;
-    case DType::kInt8: *value.data<int8_t>() = static_cast<int8_t>(v); break;
-    case DType::kInt16: *value.data<int16_t>() = static_cast<int16_t>(v); break;
-    case DType::kInt32: *value.data<int32_t>() = static_cast<int32_t>(v); break;
-    case DType::kInt64: *value.data<int64_t>() = static_cast<int64_t>(v); break;
-    case DType::kF16: *value.data<c10::Half>() = c10::Half(static_cast<float>(v)); break;
-    case DType::kBF16: *value.data<c10::BFloat16>() = c10::BFloat16(static_cast<float>(v)); break;
-    case DType::kF32: *value.data<float>() = static_cast<float>(v); break;
-    case DType::kF64: *value.data<double>() = v; break;
-    case DType::kUnknown:
-      return absl::InternalError("scalar constant of unknown dtype");
-  }
-  return graph_->AddConstant(std::move(value), std::move(name));
-}
-
-ir::ValueId ImportContext::AddInt(int64_t v, std::string name) {
-  Tensor t = Tensor::Zeros(DType::kInt64, {});
-  *t.data<int64_t>() = v;
-  return graph_->AddConstant(std::move(t), std::move(name), ir::ValueKind::kInt);
-}
-
-ir::ValueId ImportContext::AddFloat(double v, std::string name) {
-  Tensor t = Tensor::Zeros(DType::kF64, {});
-  *t.data<double>() = v;
-  return graph_->AddConstant(std::move(t), std::move(name), ir::ValueKind::kFloat);
-}
-
-ir::ValueId ImportContext::AddBool(bool v, std::string name) {
-  Tensor t = Tensor::Zeros(DType::kBool, {});
-  *t.data<bool>() = v;
-  return graph_->AddConstant(std::move(t), std::move(name), ir::ValueKind::kBool);
-}
-
-ir::ValueId ImportContext::AddNone(std::string name) {
-  std::vector<std::string> names;
-  if (!name.empty()) names.push_back(std::move(name));
-  ir::NodeId n = graph_->AddNode(ir::OpKind::kNone, {}, {}, "", std::move(names));
-  ir::ValueId id = graph_->node(n).outputs[0];
-  graph_->mutable_value(id).kind = ir::ValueKind::kNone;
-  return id;
 }
 
 }  // namespace kiln::importer

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/importer/aten_op_table.h"
-#include "engine/importer/import_context.h"
+#include "engine/importer/torchscript/aten_op_table.h"
+#include "engine/importer/torchscript/import_context.h"
 
 namespace kiln::importer {
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/aten_op_table.h"
+#include "engine/importer/torchscript/aten_op_table.h"
 
 namespace kiln::importer {
 namespace {
@@ -101,38 +101,6 @@ ConvertResult ConvertDiv(const TorchNode& node, ImportContext& ctx) {
 // floor_divide(self, other): floor rounding since PyTorch 1.13.
 ConvertResult ConvertFloorDivide(const TorchNode& node, ImportContext& ctx) {
   return ConvertBinaryOp(OpKind::kFloorDiv, node, ctx);
-}
-
-// rsub(self, other, alpha=1) = other - alpha * self.
-ConvertResult ConvertRsub(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId self, Operand(node, ctx, 0));
-  ASSIGN_OR_RETURN(ir::ValueId other, Operand(node, ctx, 1));
-  ASSIGN_OR_RETURN(double alpha, FloatArg(node, ctx, 2, 1.0));
-  if (alpha != 1.0) {
-    ir::ValueId s = ctx.AddFloat(alpha, node.output()->debugName() + ".alpha");
-    self = ctx.Emit(node, OpKind::kMul, {self, s}, {}, ".scaled");
-  }
-  return One(ctx.Emit(node, OpKind::kSub, {other, self}));
-}
-
-// where(condition, self, other); self and other may be scalars.
-ConvertResult ConvertWhere(const TorchNode& node, ImportContext& ctx) {
-  if (node.inputs().size() != 3) {
-    return ctx.Unimplemented(node, "where(condition) (the indices of non-zeros) has a "
-                                   "data-dependent shape");
-  }
-  ASSIGN_OR_RETURN(ir::ValueId cond, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 1));
-  ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 2));
-  return One(ctx.Emit(node, OpKind::kWhere, {cond, a, b}));
-}
-
-// masked_fill(self, mask, value) = where(mask, value, self).
-ConvertResult ConvertMaskedFill(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId self, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(ir::ValueId mask, ctx.Input(node, 1));
-  ASSIGN_OR_RETURN(ir::ValueId value, Operand(node, ctx, 2));
-  return One(ctx.Emit(node, OpKind::kWhere, {mask, value, self}));
 }
 
 // clamp(self, min?, max?), clamp_min(self, min), clamp_max(self, max), and their

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/aten_op_table.h"
+#include "engine/importer/torchscript/aten_op_table.h"
 
 namespace kiln::importer {
 namespace {
@@ -123,7 +123,7 @@ ConvertResult ConvertFull(const TorchNode& node, ImportContext& ctx) {
   if (kind == "full") {
     ASSIGN_OR_RETURN(value, ScalarArg(node, ctx, 1));
   }
-  ASSIGN_OR_RETURN(ImportContext::IntsArg size, ctx.IntsInput(node, 0));
+  ASSIGN_OR_RETURN(IntsArg size, ctx.IntsInput(node, 0));
   // full's dtype follows the fill value when not given (float -> default float).
   c10::ScalarType st = dtype.value_or(kind == "full" && value.isIntegral(false) ? c10::kLong
                                       : kind == "full" && value.isBoolean()     ? c10::kBool
@@ -174,7 +174,7 @@ ConvertResult ConvertNewFull(const TorchNode& node, ImportContext& ctx) {
     ASSIGN_OR_RETURN(DType d, DTypeFromTorch(*dtype));
     attrs.SetString("dtype", DTypeName(d));
   }
-  ASSIGN_OR_RETURN(ImportContext::IntsArg size, ctx.IntsInput(node, 1));
+  ASSIGN_OR_RETURN(IntsArg size, ctx.IntsInput(node, 1));
   if (!size.values.has_value()) {
     return One(ctx.Emit(node, OpKind::kFill, {like, size.value}, std::move(attrs)));
   }
@@ -362,7 +362,7 @@ ConvertResult ConvertUpsample(const TorchNode& node, ImportContext& ctx) {
   if (!ctx.IsNone(node, 1)) {
     // The size may be computed from the input's shape (segmentation heads
     // upsample to the input's height and width).
-    ASSIGN_OR_RETURN(ImportContext::IntsArg size, ctx.IntsInput(node, 1));
+    ASSIGN_OR_RETURN(IntsArg size, ctx.IntsInput(node, 1));
     if (size.values.has_value()) {
       attrs.SetInts("sizes", *std::move(size.values));
     } else {

@@ -16,7 +16,7 @@
 // When a block mutates a value defined outside it, the value is threaded
 // through the control node: an extra If output, or an extra loop-carried
 // value, whose result the outer scope is rebound to afterwards.
-#include "engine/importer/translator.h"
+#include "engine/importer/torchscript/translator.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -29,6 +29,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/importer/aten/aten_op_table.h"
+#include "engine/importer/torchscript/torchscript_call.h"
 
 namespace kiln::importer {
 namespace {
@@ -107,6 +109,9 @@ class Translator {
   absl::Status IsNoneCheck(const Node* node);
   absl::Status Raise(const Node* node);
   absl::Status Convert(const Node* node, Converter convert);
+  // Through the shared aten table (engine/importer/aten), the node seen as a TorchScriptCall.
+  absl::Status ConvertShared(const Node* node, AtenConverter convert);
+  absl::Status Finish(const Node* node, absl::StatusOr<std::vector<ir::ValueId>> results);
   absl::Status Fallback(const Node* node, const absl::Status& why, bool forced);
   bool UseScalarTable(const Node* node, Converter* convert) const;
   // Values defined outside `node` that its blocks mutate, in first-seen order.
@@ -300,13 +305,28 @@ absl::Status Translator::TranslateNode(const Node* node, bool top_level) {
   if (forced_.count(qual) > 0) return Fallback(node, absl::OkStatus(), /*forced=*/true);
   Converter convert = nullptr;
   if (UseScalarTable(node, &convert)) return Convert(node, convert);
-  convert = FindAtenConverter(qual);
+  // Rows still particular to TorchScript first (list overloads, traced
+  // constants, ListUnpack-sized splits), then the table shared with the
+  // torch.export front, where an in-place form maps to its functional row.
+  convert = FindTorchScriptConverter(qual);
   if (convert != nullptr) return Convert(node, convert);
+  if (AtenConverter shared = FindAtenConverter(OutOfPlaceOp(qual)); shared != nullptr) {
+    return ConvertShared(node, shared);
+  }
   return Fallback(node, ctx_.Unimplemented(*node, "has no native translation"), false);
 }
 
 absl::Status Translator::Convert(const Node* node, Converter convert) {
-  absl::StatusOr<std::vector<ir::ValueId>> results = convert(*node, ctx_);
+  return Finish(node, convert(*node, ctx_));
+}
+
+absl::Status Translator::ConvertShared(const Node* node, AtenConverter convert) {
+  TorchScriptCall call(*node, ctx_);
+  return Finish(node, convert(call, ctx_));
+}
+
+absl::Status Translator::Finish(const Node* node,
+                                absl::StatusOr<std::vector<ir::ValueId>> results) {
   if (!results.ok()) {
     if (absl::IsUnimplemented(results.status())) return Fallback(node, results.status(), false);
     return results.status();

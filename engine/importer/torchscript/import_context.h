@@ -20,7 +20,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/aten/convert_context.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/ir/graph.h"
 
 namespace kiln::importer {
@@ -36,13 +37,12 @@ struct ImportTrace {
   std::vector<Entry> nodes;
 };
 
-class ImportContext {
+class ImportContext : public ConvertContext {
  public:
-  explicit ImportContext(ir::Graph* graph) : graph_(graph) {}
-  ImportContext(const ImportContext&) = delete;
-  ImportContext& operator=(const ImportContext&) = delete;
-
-  ir::Graph& graph() { return *graph_; }
+  explicit ImportContext(ir::Graph* graph) : ConvertContext(graph) {}
+  using ConvertContext::Emit;
+  using ConvertContext::EmitValue;
+  using ConvertContext::MakeTensorList;
 
   // Records that `value` is computed by ir value `id` (rebinding is allowed: an
   // in-place op rebinds its mutated input to its result).
@@ -99,18 +99,12 @@ class ImportContext {
   // ir int[] value computed at run time (shapes from aten::size). Converters
   // pass such a value as an extra input whose kernel reads it in Prepare
   // (see Reshape), which the executor folds when the shapes are static.
-  struct IntsArg {
-    std::optional<std::vector<int64_t>> values;
-    ir::ValueId value = ir::kNoValue;
-  };
   absl::StatusOr<IntsArg> IntsInput(const torch::jit::Node& node, size_t i);
 
   // A tensor list made of `elements` (a converter's result for an op that
   // returns Tensor[], such as chunk): an ir ListConstruct whose elements are
   // recorded, so ListUnpack, indexing and cat of it need no run-time list.
   ir::ValueId MakeTensorList(const torch::jit::Node& src, std::vector<ir::ValueId> elements);
-  // The recorded elements of tensor list `list`, or nullptr when it is built at run time.
-  const std::vector<ir::ValueId>* ListElements(ir::ValueId list) const;
 
   // ---- constant (non-tensor) arguments ----
 
@@ -145,27 +139,15 @@ class ImportContext {
                         std::vector<ir::ValueId> inputs, ir::Attributes attrs = {});
   // Copies `tensor` (made contiguous; dtype kept) into an ir Constant.
   absl::StatusOr<ir::ValueId> AddTensorConstant(const at::Tensor& tensor, std::string name);
-  // A 0-dim Constant of `dtype` holding `value`.
-  absl::StatusOr<ir::ValueId> AddScalarConstant(double value, DType dtype, std::string name);
-  // Constants of a scalar kind: int (INT64), float (FP64), bool.
-  ir::ValueId AddInt(int64_t value, std::string name = "");
-  ir::ValueId AddFloat(double value, std::string name = "");
-  ir::ValueId AddBool(bool value, std::string name = "");
-  ir::ValueId AddNone(std::string name = "");
-  // The dtype the graph knows for `id` (kUnknown for graph inputs and most results).
-  DType DTypeOf(ir::ValueId id) const { return graph_->value(id).type.dtype; }
-  ir::ValueKind KindOf(ir::ValueId id) const { return graph_->value(id).kind; }
 
  private:
   const torch::jit::Value* Resolve(const torch::jit::Value* value) const;
   absl::StatusOr<ir::ValueId> ScalarConstant(const c10::IValue& c, const std::string& name,
                                              absl::string_view user);
 
-  ir::Graph* graph_;
   std::unordered_map<const torch::jit::Value*, ir::ValueId> bound_;
   std::unordered_map<const torch::jit::Value*, const torch::jit::Value*> aliases_;
   std::unordered_map<const torch::jit::Node*, int> node_index_;
-  std::unordered_map<ir::ValueId, std::vector<ir::ValueId>> list_elements_;
   std::unordered_set<const torch::jit::Value*> mutated_;
   // Per open scope: the previous binding of every value first bound in it.
   std::vector<std::unordered_map<const torch::jit::Value*, std::optional<ir::ValueId>>> undo_;

@@ -16,7 +16,7 @@
 //
 // libtorch reports failures by throwing; this file is the only place that
 // catches (c10::Error and std::exception) and turns them into InvalidArgument.
-#include "engine/importer/torchscript_importer.h"
+#include "engine/importer/torchscript/torchscript_importer.h"
 
 #include <algorithm>
 #include <cstring>
@@ -40,10 +40,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
-#include "engine/importer/aten_op_table.h"
-#include "engine/importer/import_context.h"
-#include "engine/importer/prepared_module.h"
-#include "engine/importer/translator.h"
+#include "engine/importer/torchscript/aten_op_table.h"
+#include "engine/importer/torchscript/import_context.h"
+#include "engine/importer/torchscript/prepared_module.h"
+#include "engine/importer/torchscript/translator.h"
 
 namespace kiln::importer {
 namespace {

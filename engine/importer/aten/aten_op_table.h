@@ -1,0 +1,106 @@
+// The aten op table: one row per ATen operator ("aten::conv2d", no overload),
+// with the converter that emits the equivalent Kiln IR. It serves every
+// importer front: a converter reads its call through AtenCall (by schema
+// argument name, with the schema's defaults) and builds through
+// ConvertContext, so nothing here depends on TorchScript or libtorch.
+//
+// In-place forms are not rows: the TorchScript front maps "aten::relu_" to the
+// "aten::relu" row by rule (a converter sees op() with the "_" and may keep
+// the destination's dtype); torch.export graphs are functional.
+//
+// The rows are in aten_op_table.cc; converters live by family in
+// convert_{elementwise,nn,shape}.cc.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/importer/aten/aten_call.h"
+#include "engine/importer/aten/convert_context.h"
+#include "engine/ir/graph.h"
+
+namespace kiln::importer {
+
+using ConvertResult = absl::StatusOr<std::vector<ir::ValueId>>;
+using AtenConverter = ConvertResult (*)(AtenCall& call, ConvertContext& cx);
+
+// The converter for `op` ("aten::conv2d"), or nullptr when the table has no row.
+AtenConverter FindAtenConverter(std::string_view op);
+
+// The op an in-place form stands for: "aten::relu_" -> "aten::relu"; `op` itself
+// when it is not an in-place form ("aten::__and__" is not).
+std::string_view OutOfPlaceOp(std::string_view op);
+
+// Every op in the table, sorted (for docs and tests).
+std::vector<std::string> SharedAtenOps();
+
+namespace aten {
+
+// convert_elementwise.cc
+ConvertResult ConvertUnary(ir::OpKind op, AtenCall& call, ConvertContext& cx);
+template <ir::OpKind kOp>
+ConvertResult Unary(AtenCall& call, ConvertContext& cx) {
+  return ConvertUnary(kOp, call, cx);
+}
+// add/sub/mul/div, Tensor and Scalar overloads; alpha != 1 is folded or becomes a Mul;
+// div with rounding_mode "floor"/"trunc".
+ConvertResult ConvertBinary(ir::OpKind op, AtenCall& call, ConvertContext& cx);
+template <ir::OpKind kOp>
+ConvertResult Binary(AtenCall& call, ConvertContext& cx) {
+  return ConvertBinary(kOp, call, cx);
+}
+// Binary ops whose operands may be tensors or numbers (pow, comparisons, ...).
+ConvertResult ConvertBinaryOp(ir::OpKind op, AtenCall& call, ConvertContext& cx);
+template <ir::OpKind kOp>
+ConvertResult BinaryOp(AtenCall& call, ConvertContext& cx) {
+  return ConvertBinaryOp(kOp, call, cx);
+}
+ConvertResult ConvertRsub(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertMaskedFill(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertRelu6(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertGelu(AtenCall& call, ConvertContext& cx);
+// dropout (inference), contiguous, detach, clone, alias: the output is the input.
+ConvertResult PassThrough(AtenCall& call, ConvertContext& cx);
+
+// convert_nn.cc
+ConvertResult ConvertConv(AtenCall& call, ConvertContext& cx);  // conv1d/2d/3d, _convolution
+ConvertResult ConvertLinear(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertAddmm(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertMatMul(AtenCall& call, ConvertContext& cx);  // matmul, mm, bmm
+ConvertResult ConvertMaxPool(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertAvgPool(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertAdaptivePool(AtenCall& call, ConvertContext& cx);
+// batch_norm and _native_batch_norm_legit_no_training (export's eval form).
+ConvertResult ConvertBatchNorm(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSoftmax(AtenCall& call, ConvertContext& cx);  // softmax, _softmax
+ConvertResult ConvertLogSoftmax(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertReduce(ir::OpKind op, AtenCall& call, ConvertContext& cx);
+template <ir::OpKind kOp>
+ConvertResult Reduce(AtenCall& call, ConvertContext& cx) {
+  return ConvertReduce(kOp, call, cx);
+}
+ConvertResult ConvertEmbedding(AtenCall& call, ConvertContext& cx);
+
+// convert_shape.cc
+ConvertResult ConvertFlatten(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertReshape(AtenCall& call, ConvertContext& cx);  // view, reshape, _unsafe_view
+ConvertResult ConvertCat(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertPermute(AtenCall& call, ConvertContext& cx);  // permute, transpose
+ConvertResult ConvertUnsqueeze(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSqueeze(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertExpand(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSelect(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertToCopy(AtenCall& call, ConvertContext& cx);  // _to_copy, to.dtype
+ConvertResult ConvertFullLike(AtenCall& call, ConvertContext& cx);  // zeros_like, ones_like, full_like
+ConvertResult ConvertArange(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSymSize(AtenCall& call, ConvertContext& cx);  // sym_size.int
+
+}  // namespace aten
+}  // namespace kiln::importer

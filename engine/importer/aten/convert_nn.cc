@@ -1,0 +1,371 @@
+// Converters for neural-network aten ops: convolution, linear algebra,
+// pooling, normalization, softmax, reductions and embedding. Attribute names
+// and meanings follow the conventions next to each op in engine/ir/op_kinds.def.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/importer/aten/aten_op_table.h"
+
+namespace kiln::importer::aten {
+namespace {
+
+using ir::OpKind;
+
+std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
+
+// PyTorch lets int[N] arguments be written as one int; expands to `n` values.
+absl::StatusOr<std::vector<int64_t>> IntsPerDim(const AtenCall& call, std::string_view name,
+                                                size_t n, std::optional<int64_t> def) {
+  std::optional<std::vector<int64_t>> d;
+  if (def.has_value()) d = std::vector<int64_t>(n, *def);
+  ASSIGN_OR_RETURN(std::vector<int64_t> v, call.Ints(name, d));
+  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+  if (v.size() != n) {
+    return call.InvalidArgument(
+        absl::StrCat("argument '", std::string(name), "' has ", v.size(), " values, expected ", n));
+  }
+  return v;
+}
+
+// The number of spatial dims of a conv or pool: from the op's name
+// (max_pool3d), else from a known weight's rank, else from `fallback`.
+size_t SpatialDims(const AtenCall& call, size_t fallback) {
+  const std::string_view op = call.op();
+  for (char d : {'1', '2', '3'}) {
+    if (op.find(std::string(1, d) + "d") != std::string_view::npos) return d - '0';
+  }
+  if (std::optional<Dims> w = call.StaticShape("weight"); w && w->size() >= 3) {
+    return w->size() - 2;
+  }
+  return fallback;
+}
+
+ConvertResult EmitConv(AtenCall& call, ConvertContext& cx, std::vector<int64_t> stride,
+                       std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                       int64_t groups, bool transposed = false,
+                       std::vector<int64_t> output_padding = {}, ir::ValueId x = ir::kNoValue) {
+  if (x == ir::kNoValue) {
+    ASSIGN_OR_RETURN(x, call.Tensor("input"));
+  }
+  ASSIGN_OR_RETURN(ir::ValueId w, call.Tensor("weight"));
+  ASSIGN_OR_RETURN(ir::ValueId b, call.OptionalTensor("bias"));
+  std::vector<ir::ValueId> inputs = {x, w};
+  if (b != ir::kNoValue) inputs.push_back(b);
+  ir::Attributes attrs;
+  attrs.SetInts("stride", std::move(stride));
+  attrs.SetInts("padding", std::move(padding));
+  attrs.SetInts("dilation", std::move(dilation));
+  attrs.SetInt("groups", groups);
+  if (transposed) attrs.SetInts("output_padding", std::move(output_padding));
+  return One(cx.Emit(call, transposed ? OpKind::kConvTranspose : OpKind::kConv, std::move(inputs),
+                     std::move(attrs)));
+}
+
+ConvertResult ConvertSoftmaxLike(OpKind op, AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  if (call.Has("dtype")) return call.Unimplemented("a dtype argument is not supported");
+  if (call.Has("half_to_float")) {  // _softmax(self, dim, half_to_float)
+    ASSIGN_OR_RETURN(bool half_to_float, call.Bool("half_to_float"));
+    if (half_to_float) return call.Unimplemented("half_to_float is not supported");
+  }
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  return One(cx.Emit(call, op, {x}, std::move(attrs)));
+}
+
+}  // namespace
+
+// conv{1,2,3}d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1),
+// padding also "valid"/"same" (the .padding overloads); and
+// _convolution(input, weight, bias, stride, padding, dilation, transposed,
+//              output_padding, groups, ...) as tracing records every nn.ConvNd.
+ConvertResult ConvertConv(AtenCall& call, ConvertContext& cx) {
+  const bool underscore = call.op() == "aten::_convolution" || call.op() == "aten::convolution";
+  bool transposed = false;
+  if (underscore) {
+    ASSIGN_OR_RETURN(transposed, call.Bool("transposed", false));
+  }
+  size_t spatial = SpatialDims(call, 2);
+  if (underscore) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> stride, call.Ints("stride"));
+    spatial = SpatialDims(call, stride.size());
+  }
+  if (spatial < 1 || spatial > 3) {
+    return call.Unimplemented(absl::StrCat(spatial, "-D convolution is not supported"));
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, IntsPerDim(call, "stride", spatial, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(call, "dilation", spatial, 1));
+  ASSIGN_OR_RETURN(int64_t groups, call.Int("groups", 1));
+  if (underscore) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(call, "padding", spatial, 0));
+    ASSIGN_OR_RETURN(std::vector<int64_t> output_padding,
+                     IntsPerDim(call, "output_padding", spatial, 0));
+    return EmitConv(call, cx, std::move(stride), std::move(padding), std::move(dilation), groups,
+                    transposed, std::move(output_padding));
+  }
+  std::vector<int64_t> padding;
+  absl::StatusOr<std::string> pad_mode = call.String("padding", std::string());
+  if (pad_mode.ok() && !pad_mode->empty()) {
+    padding.assign(spatial, 0);
+    if (*pad_mode == "same") {
+      std::optional<Dims> w = call.StaticShape("weight");
+      if (!w || w->size() != spatial + 2) {
+        return call.Unimplemented("padding='same' needs a weight of known shape");
+      }
+      // PyTorch pads total//2 before and the rest after; Kiln's Conv pads
+      // symmetrically, so an odd total (an even kernel) gets a Pad first.
+      std::vector<int64_t> pads(2 * spatial, 0);  // F.pad order: last dim first
+      bool asymmetric = false;
+      for (size_t d = 0; d < spatial; ++d) {
+        const int64_t total = dilation[d] * ((*w)[2 + d] - 1);
+        padding[d] = total / 2;
+        asymmetric = asymmetric || total % 2 != 0;
+        pads[2 * (spatial - 1 - d)] = total / 2;
+        pads[2 * (spatial - 1 - d) + 1] = total - total / 2;
+      }
+      if (asymmetric) {
+        ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+        ir::Attributes attrs;
+        attrs.SetString("mode", "constant");
+        attrs.SetFloat("value", 0.0);
+        attrs.SetInts("pads", std::move(pads));
+        ir::ValueId padded = cx.Emit(call, OpKind::kPad, {x}, std::move(attrs), ".same_pad");
+        return EmitConv(call, cx, std::move(stride), std::vector<int64_t>(spatial, 0),
+                        std::move(dilation), groups, /*transposed=*/false, {}, padded);
+      }
+    } else if (*pad_mode != "valid") {
+      return call.InvalidArgument(absl::StrCat("unknown padding '", *pad_mode, "'"));
+    }
+  } else {
+    ASSIGN_OR_RETURN(padding, IntsPerDim(call, "padding", spatial, 0));
+  }
+  return EmitConv(call, cx, std::move(stride), std::move(padding), std::move(dilation), groups);
+}
+
+// linear(input, weight, bias=None).
+ConvertResult ConvertLinear(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+  ASSIGN_OR_RETURN(ir::ValueId w, call.Tensor("weight"));
+  ASSIGN_OR_RETURN(ir::ValueId b, call.OptionalTensor("bias"));
+  std::vector<ir::ValueId> inputs = {x, w};
+  if (b != ir::kNoValue) inputs.push_back(b);
+  return One(cx.Emit(call, OpKind::kLinear, std::move(inputs)));
+}
+
+// addmm(self, mat1, mat2, beta=1, alpha=1) = beta * self + alpha * (mat1 @ mat2),
+// decomposed into MatMul, optional scaling Muls and an Add.
+ConvertResult ConvertAddmm(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId mat1, call.Tensor("mat1"));
+  ASSIGN_OR_RETURN(ir::ValueId mat2, call.Tensor("mat2"));
+  ASSIGN_OR_RETURN(double beta, call.Double("beta", 1.0));
+  ASSIGN_OR_RETURN(double alpha, call.Double("alpha", 1.0));
+  const std::string name = call.OutputName(0);
+  auto dtype_of = [&](ir::ValueId v) {
+    return cx.DTypeOf(v) == DType::kUnknown ? DType::kF32 : cx.DTypeOf(v);
+  };
+  ir::ValueId product = cx.Emit(call, OpKind::kMatMul, {mat1, mat2}, {}, ".mm");
+  if (alpha != 1.0) {
+    ASSIGN_OR_RETURN(ir::ValueId a, cx.AddScalarConstant(alpha, dtype_of(mat1), name + ".alpha"));
+    product = cx.Emit(call, OpKind::kMul, {product, a}, {}, ".mm_scaled");
+  }
+  // PyTorch ignores `self` entirely (even NaNs) when beta == 0.
+  if (beta == 0.0) return One(cx.Emit(call, OpKind::kIdentity, {product}));
+  if (beta != 1.0) {
+    ASSIGN_OR_RETURN(ir::ValueId b, cx.AddScalarConstant(beta, dtype_of(self), name + ".beta"));
+    self = cx.Emit(call, OpKind::kMul, {self, b}, {}, ".self_scaled");
+  }
+  return One(cx.Emit(call, OpKind::kAdd, {product, self}));
+}
+
+// matmul / mm / bmm(self, other | mat2).
+ConvertResult ConvertMatMul(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId a, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId b, call.Tensor(call.Has("mat2") ? "mat2" : "other"));
+  return One(cx.Emit(call, OpKind::kMatMul, {a, b}));
+}
+
+// max_pool{1,2,3}d[_with_indices](self, kernel_size, stride=[], padding=0,
+// dilation=1, ceil_mode=False).
+ConvertResult ConvertMaxPool(AtenCall& call, ConvertContext& cx) {
+  const size_t spatial = SpatialDims(call, 2);
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, IntsPerDim(call, "kernel_size", spatial, {}));
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, call.Ints("stride", std::vector<int64_t>{}));
+  if (stride.empty()) {
+    stride = kernel;  // PyTorch's default stride is the kernel size
+  } else {
+    ASSIGN_OR_RETURN(stride, IntsPerDim(call, "stride", spatial, {}));
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(call, "padding", spatial, 0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(call, "dilation", spatial, 1));
+  ASSIGN_OR_RETURN(bool ceil_mode, call.Bool("ceil_mode", false));
+  ir::Attributes attrs;
+  attrs.SetInts("kernel", std::move(kernel));
+  attrs.SetInts("stride", std::move(stride));
+  attrs.SetInts("padding", std::move(padding));
+  attrs.SetInts("dilation", std::move(dilation));
+  attrs.SetBool("ceil_mode", ceil_mode);
+  if (call.num_outputs() == 2) {  // max_poolNd_with_indices
+    ir::NodeId n = cx.graph().AddNode(OpKind::kMaxPoolWithIndices, {x}, std::move(attrs),
+                                      std::string(call.op()),
+                                      {call.OutputName(0), call.OutputName(1)});
+    return cx.graph().node(n).outputs;
+  }
+  return One(cx.Emit(call, OpKind::kMaxPool, {x}, std::move(attrs)));
+}
+
+// avg_pool{1,2,3}d(self, kernel_size, stride=[], padding=0, ceil_mode=False,
+//                  count_include_pad=True[, divisor_override=None]).
+ConvertResult ConvertAvgPool(AtenCall& call, ConvertContext& cx) {
+  const size_t spatial = SpatialDims(call, 2);
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, IntsPerDim(call, "kernel_size", spatial, {}));
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, call.Ints("stride", std::vector<int64_t>{}));
+  if (stride.empty()) {
+    stride = kernel;
+  } else {
+    ASSIGN_OR_RETURN(stride, IntsPerDim(call, "stride", spatial, {}));
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(call, "padding", spatial, 0));
+  ASSIGN_OR_RETURN(bool ceil_mode, call.Bool("ceil_mode", false));
+  ASSIGN_OR_RETURN(bool count_include_pad, call.Bool("count_include_pad", true));
+  int64_t divisor_override = 0;
+  if (call.Has("divisor_override")) {  // avg_pool1d has no divisor_override
+    ASSIGN_OR_RETURN(divisor_override, call.Int("divisor_override"));
+    if (divisor_override <= 0) return call.InvalidArgument("divisor_override must be > 0");
+  }
+  ir::Attributes attrs;
+  attrs.SetInts("kernel", std::move(kernel));
+  attrs.SetInts("stride", std::move(stride));
+  attrs.SetInts("padding", std::move(padding));
+  attrs.SetBool("ceil_mode", ceil_mode);
+  attrs.SetBool("count_include_pad", count_include_pad);
+  attrs.SetInt("divisor_override", divisor_override);
+  return One(cx.Emit(call, OpKind::kAvgPool, {x}, std::move(attrs)));
+}
+
+// adaptive_{avg,max}_pool{1,2,3}d(self, output_size).
+ConvertResult ConvertAdaptivePool(AtenCall& call, ConvertContext& cx) {
+  const size_t spatial = SpatialDims(call, 2);
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> output_size,
+                   IntsPerDim(call, "output_size", spatial, {}));
+  ir::Attributes attrs;
+  attrs.SetInts("output_size", std::move(output_size));
+  if (call.num_outputs() == 2) {  // adaptive_max_poolNd -> (values, indices)
+    ir::NodeId n = cx.graph().AddNode(OpKind::kAdaptiveMaxPool, {x}, std::move(attrs),
+                                      std::string(call.op()),
+                                      {call.OutputName(0), call.OutputName(1)});
+    return cx.graph().node(n).outputs;
+  }
+  return One(cx.Emit(call, OpKind::kAdaptiveAvgPool, {x}, std::move(attrs)));
+}
+
+// batch_norm(input, weight?, bias?, running_mean?, running_var?, training,
+//            momentum, eps, cudnn_enabled), and what torch.export records for
+// eval mode: _native_batch_norm_legit_no_training(input, weight?, bias?,
+// running_mean, running_var, momentum, eps) -> (out, save_mean, save_invstd),
+// whose last two results no inference graph reads. Inference only.
+ConvertResult ConvertBatchNorm(AtenCall& call, ConvertContext& cx) {
+  const bool legit = call.op() == "aten::_native_batch_norm_legit_no_training";
+  if (!legit) {
+    ASSIGN_OR_RETURN(bool training, call.Bool("training"));
+    if (training) return call.Unimplemented("batch_norm with batch statistics (training=True)");
+  }
+  if (!call.Has("running_mean") || !call.Has("running_var")) {
+    return call.Unimplemented("batch_norm without running statistics");
+  }
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+  ASSIGN_OR_RETURN(ir::ValueId running_mean, call.Tensor("running_mean"));
+  ASSIGN_OR_RETURN(ir::ValueId running_var, call.Tensor("running_var"));
+  const Tensor* mean = cx.ConstValue(running_mean);
+  auto affine_or_fill = [&](std::string_view name, double fill) -> absl::StatusOr<ir::ValueId> {
+    if (call.Has(name)) return call.Tensor(name);
+    if (mean == nullptr) {
+      return call.Unimplemented("batch_norm without weight or bias needs constant running_mean");
+    }
+    return cx.AddFilledConstant(mean->dims(), fill, mean->dtype(),
+                                absl::StrCat(call.OutputName(0), ".", std::string(name)));
+  };
+  ASSIGN_OR_RETURN(ir::ValueId weight, affine_or_fill("weight", 1.0));
+  ASSIGN_OR_RETURN(ir::ValueId bias, affine_or_fill("bias", 0.0));
+  ASSIGN_OR_RETURN(double eps, call.Double("eps", 1e-5));
+  ir::Attributes attrs;
+  attrs.SetFloat("eps", eps);
+  ir::ValueId y = cx.Emit(call, OpKind::kBatchNorm, {x, weight, bias, running_mean, running_var},
+                          std::move(attrs));
+  std::vector<ir::ValueId> results = {y};
+  // The saved statistics: None placeholders (an inference graph never reads them).
+  for (size_t i = 1; i < call.num_outputs(); ++i) results.push_back(cx.AddNone(call.OutputName(i)));
+  return results;
+}
+
+// layer_norm(input, normalized_shape, weight?, bias?, eps=1e-5, cudnn_enable).
+ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> normalized_shape, call.Ints("normalized_shape"));
+  ASSIGN_OR_RETURN(ir::ValueId weight, call.OptionalTensor("weight"));
+  ASSIGN_OR_RETURN(ir::ValueId bias, call.OptionalTensor("bias"));
+  ASSIGN_OR_RETURN(double eps, call.Double("eps", 1e-5));
+  std::vector<ir::ValueId> inputs = {x, weight, bias};
+  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  ir::Attributes attrs;
+  attrs.SetInts("normalized_shape", std::move(normalized_shape));
+  attrs.SetFloat("eps", eps);
+  return One(cx.Emit(call, OpKind::kLayerNorm, std::move(inputs), std::move(attrs)));
+}
+
+ConvertResult ConvertSoftmax(AtenCall& call, ConvertContext& cx) {
+  return ConvertSoftmaxLike(OpKind::kSoftmax, call, cx);
+}
+
+ConvertResult ConvertLogSoftmax(AtenCall& call, ConvertContext& cx) {
+  return ConvertSoftmaxLike(OpKind::kLogSoftmax, call, cx);
+}
+
+// mean(self, dtype=None) over everything, or mean.dim(self, dim?, keepdim=False, dtype=None).
+ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  if (call.Has("dtype")) return call.Unimplemented("a dtype argument is not supported");
+  std::vector<int64_t> axes;
+  if (call.Has("dim")) {
+    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
+  }
+  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
+  ir::Attributes attrs;
+  attrs.SetInts("axes", std::move(axes));
+  attrs.SetBool("keepdim", keepdim);
+  return One(cx.Emit(call, OpKind::kMean, {x}, std::move(attrs)));
+}
+
+// sum / amax / amin / logsumexp in their overloads: (self[, dtype]) over
+// everything, or (self, dim, keepdim[, dtype]).
+ConvertResult ConvertReduce(OpKind op, AtenCall& call, ConvertContext& cx) {
+  if (call.Has("dtype")) return call.Unimplemented("a dtype argument is not supported");
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  std::vector<int64_t> axes;
+  if (call.Has("dim")) {
+    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
+  }
+  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
+  ir::Attributes attrs;
+  attrs.SetInts("axes", std::move(axes));
+  attrs.SetBool("keepdim", keepdim);
+  return One(cx.Emit(call, op, {x}, std::move(attrs)));
+}
+
+// embedding(weight, indices, padding_idx=-1, scale_grad_by_freq, sparse) =
+// IndexSelect of the table's rows (padding_idx only matters for training).
+ConvertResult ConvertEmbedding(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId weight, call.Tensor("weight"));
+  ASSIGN_OR_RETURN(ir::ValueId indices, call.Tensor("indices"));
+  ir::Attributes attrs;
+  attrs.SetInt("axis", 0);
+  return One(cx.Emit(call, OpKind::kIndexSelect, {weight, indices}, std::move(attrs)));
+}
+
+}  // namespace kiln::importer::aten

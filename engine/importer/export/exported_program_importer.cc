@@ -1,0 +1,657 @@
+// The torch.export front. Stages:
+//   1. The archive: find <root>/archive_format ("pt2") and <root>/models/<name>.json
+//      (an AOTInductor package, a TorchScript archive or the torch 2.1-2.7 layout
+//      are told apart and refused with their own message).
+//   2. The program: JSON parsed without exceptions, schema major version checked.
+//   3. Unsupported ops: every node's target looked up first, so one error lists all.
+//   4. Inputs, in signature order: parameters, buffers and lifted constants
+//      become Constants read from data/weights and data/constants (sizes,
+//      strides and offsets checked against the file); user inputs become graph
+//      inputs named after forward()'s arguments, typed from tensor_values.
+//   5. Nodes, through the shared aten table (ExportCall), symbolic-int
+//      arithmetic as scalar ops; an in-place op rebinds its mutated input.
+//   6. Outputs: user outputs in order, named by the output tree spec; a
+//      mutated buffer or input is refused.
+// Weights are copied out of the archive into the graph's constants.
+#include "engine/importer/export/exported_program_importer.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
+#include "engine/importer/aten/aten_op_table.h"
+#include "engine/importer/export/export_call.h"
+#include "engine/importer/export/pt2_archive.h"
+
+namespace kiln::importer {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("PT2 archive: ", what));
+}
+
+// ------------------------------------------------------------ the archive
+
+struct Program {
+  ZipArchive zip;
+  std::string root;   // "resnet18/"
+  std::string model;  // "model"
+  json ep;
+};
+
+absl::StatusOr<Program> OpenProgram(std::string_view bytes) {
+  if (!LooksLikeZip(bytes)) return Invalid("not a zip archive");
+  ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::Open(bytes));
+  Program p{std::move(zip), "", "", json()};
+  const ZipEntry* format = nullptr;
+  bool aoti = false, legacy = false, torchscript = false;
+  for (const ZipEntry& e : p.zip.entries()) {
+    const std::string& n = e.name;
+    if (n == "archive_format" || absl::EndsWith(n, "/archive_format")) {
+      if (format == nullptr || n.size() < format->name.size()) format = &e;
+    }
+    aoti |= absl::StrContains(n, "data/aotinductor/");
+    legacy |= absl::EndsWith(n, "serialized_exported_program.json");
+    torchscript |= absl::EndsWith(n, "/data.pkl") && !absl::StrContains(n, "/data/");
+  }
+  if (format == nullptr) {
+    if (legacy) {
+      return absl::UnimplementedError(
+          "this is the torch.export layout of torch 2.1-2.7 (serialized_exported_program.json), "
+          "which Kiln does not read yet; save the program with torch >= 2.8");
+    }
+    if (torchscript) return Invalid("this is a TorchScript archive, not an ExportedProgram");
+    return Invalid("no archive_format entry: not written by torch.export.save");
+  }
+  p.root = format->name.substr(0, format->name.size() - std::string("archive_format").size());
+  ASSIGN_OR_RETURN(std::string kind, p.zip.Read(*format));
+  if (kind.rfind("pt2", 0) != 0) {
+    return Invalid(absl::StrCat("archive_format is '", kind.substr(0, 32), "', not 'pt2'"));
+  }
+  // models/<name>.json: "model" unless the archive holds only others.
+  std::vector<std::string> models;
+  const std::string prefix = p.root + "models/";
+  for (const ZipEntry& e : p.zip.entries()) {
+    if (absl::StartsWith(e.name, prefix) && absl::EndsWith(e.name, ".json") &&
+        e.name.find('/', prefix.size()) == std::string::npos) {
+      models.push_back(e.name.substr(prefix.size(), e.name.size() - prefix.size() - 5));
+    }
+  }
+  if (models.empty()) {
+    if (aoti) {
+      return Invalid(
+          "this is an AOTInductor package (compiled code, data/aotinductor/), not an "
+          "ExportedProgram; save the program itself with torch.export.save");
+    }
+    return Invalid(absl::StrCat("no ", prefix, "<name>.json (the serialized ExportedProgram)"));
+  }
+  std::sort(models.begin(), models.end());
+  p.model = std::find(models.begin(), models.end(), "model") != models.end() ? "model" : models[0];
+  ASSIGN_OR_RETURN(std::string text, p.zip.Read(*p.zip.Find(prefix + p.model + ".json")));
+  p.ep = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (p.ep.is_discarded()) return Invalid(absl::StrCat("models/", p.model, ".json is not JSON"));
+  if (!p.ep.is_object() || !p.ep.contains("graph_module") || !p.ep.contains("schema_version") ||
+      !p.ep["graph_module"].is_object() || !p.ep["graph_module"].contains("graph")) {
+    return Invalid(absl::StrCat("models/", p.model,
+                                ".json is not a serialized ExportedProgram (no graph_module, "
+                                "graph or schema_version)"));
+  }
+  const json& version = p.ep["schema_version"];
+  if (!version.is_object() || !version.contains("major") ||
+      !version["major"].is_number_integer()) {
+    return Invalid("schema_version has no major version");
+  }
+  if (version["major"].get<int64_t>() != kExportSchemaMajor) {
+    return Invalid(absl::StrCat("schema major version ", version["major"].get<int64_t>(),
+                                "; Kiln reads version ", kExportSchemaMajor,
+                                " (torch 2.8 to 2.14)"));
+  }
+  return p;
+}
+
+// ------------------------------------------------------------ tensors
+
+const json& Field(const json& j, const char* key) {
+  static const json* const kNull = new json();
+  if (!j.is_object()) return *kNull;
+  auto it = j.find(key);
+  return it == j.end() ? *kNull : *it;
+}
+
+// {"as_int": 3} -> 3; nullopt for a symbolic size.
+std::optional<int64_t> SymIntLiteral(const json& s) {
+  const json& v = Field(s, "as_int");
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
+}
+
+// "Symbol('s43', positive=True, integer=True)" or "s43" -> "s43".
+std::string SymbolName(const json& s) {
+  const json& e = Field(Field(s, "as_expr"), "expr_str");
+  if (!e.is_string()) return "?";
+  std::string str = e.get<std::string>();
+  const size_t q = str.find('\'');
+  if (str.rfind("Symbol(", 0) == 0 && q != std::string::npos) {
+    const size_t q2 = str.find('\'', q + 1);
+    if (q2 != std::string::npos) return str.substr(q + 1, q2 - q - 1);
+  }
+  return str;
+}
+
+// A weight or constant: the raw file `file` holding storage for `meta`
+// (dtype, sizes, strides, storage_offset in elements), as a contiguous tensor.
+absl::StatusOr<Tensor> ReadTensor(const Program& p, const std::string& what,
+                                  const std::string& file, const json& meta) {
+  const json& dtype_j = Field(meta, "dtype");
+  if (!dtype_j.is_number_integer()) return Invalid(absl::StrCat(what, ": no dtype"));
+  ASSIGN_OR_RETURN(DType dtype, DTypeFromExport(dtype_j.get<int64_t>()));
+  const json& layout = Field(meta, "layout");
+  if (layout.is_number_integer() && layout.get<int64_t>() != 7) {  // Layout.Strided
+    return absl::UnimplementedError(absl::StrCat(what, " is not a dense (strided) tensor"));
+  }
+  const json& sizes_j = Field(meta, "sizes");
+  const json& strides_j = Field(meta, "strides");
+  if (!sizes_j.is_array() || !strides_j.is_array() || sizes_j.size() != strides_j.size() ||
+      sizes_j.size() > 16) {
+    return Invalid(absl::StrCat(what, ": sizes and strides do not match"));
+  }
+  Dims dims, strides;
+  constexpr int64_t kMaxDim = int64_t{1} << 40;
+  int64_t numel = 1;
+  for (size_t i = 0; i < sizes_j.size(); ++i) {
+    std::optional<int64_t> size = SymIntLiteral(sizes_j[i]);
+    std::optional<int64_t> stride = SymIntLiteral(strides_j[i]);
+    if (!size || !stride || *size < 0 || *size > kMaxDim || *stride < 0 || *stride > kMaxDim) {
+      return Invalid(absl::StrCat(what, ": size or stride ", i, " is out of range"));
+    }
+    dims.push_back(*size);
+    strides.push_back(*stride);
+    if (numel > 0 && *size > (int64_t{1} << 48) / numel) {
+      return Invalid(absl::StrCat(what, ": too many elements"));
+    }
+    numel *= *size;
+  }
+  std::optional<int64_t> offset = SymIntLiteral(Field(meta, "storage_offset"));
+  if (!offset.has_value()) offset = 0;
+  if (*offset < 0 || *offset > (int64_t{1} << 48)) {
+    return Invalid(absl::StrCat(what, ": storage_offset is out of range"));
+  }
+  const ZipEntry* entry = p.zip.Find(file);
+  if (entry == nullptr) return Invalid(absl::StrCat(what, ": the archive has no ", file));
+  ASSIGN_OR_RETURN(std::string data, p.zip.Read(*entry));
+  const uint64_t esize = DTypeSize(dtype);
+  // The last element any index reaches, in elements past the storage's start.
+  uint64_t last = static_cast<uint64_t>(*offset);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] > 0) last += static_cast<uint64_t>(dims[i] - 1) * static_cast<uint64_t>(strides[i]);
+  }
+  if (numel > 0 && (last + 1) * esize > data.size()) {
+    return Invalid(absl::StrCat(what, ": sizes ", DimsToString(dims), ", strides ",
+                                DimsToString(strides), " and offset ", *offset, " reach byte ",
+                                (last + 1) * esize, " but ", file, " has ", data.size()));
+  }
+  // Stride-0 dims could make a small file a huge tensor.
+  if (static_cast<uint64_t>(numel) * esize > std::max<uint64_t>(64 * data.size(), 1 << 20)) {
+    return Invalid(absl::StrCat(what, ": ", DimsToString(dims), " elements from a file of ",
+                                data.size(), " bytes"));
+  }
+  Tensor t = Tensor::Zeros(dtype, dims);
+  if (numel == 0) return t;
+  bool contiguous = true;
+  int64_t expect = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (dims[i] != 1 && strides[i] != expect) contiguous = false;
+    expect *= dims[i];
+  }
+  char* out = static_cast<char*>(t.raw_data());
+  if (contiguous) {
+    std::memcpy(out, data.data() + *offset * esize, numel * esize);
+    return t;
+  }
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t k = 0; k < numel; ++k) {
+    int64_t src = *offset;
+    for (size_t i = 0; i < dims.size(); ++i) src += index[i] * strides[i];
+    std::memcpy(out + k * esize, data.data() + src * esize, esize);
+    for (size_t i = dims.size(); i-- > 0;) {
+      if (++index[i] < dims[i]) break;
+      index[i] = 0;
+    }
+  }
+  return t;
+}
+
+// The weights (data/weights/) or constants (data/constants/) config:
+// fqn -> {path_name, use_pickle, tensor_meta}.
+absl::StatusOr<json> ReadConfig(const Program& p, const std::string& dir, const std::string& kind) {
+  const std::string name = absl::StrCat(p.root, "data/", dir, "/", p.model, "_", kind, "_config.json");
+  const ZipEntry* entry = p.zip.Find(name);
+  if (entry == nullptr) return json::object();
+  ASSIGN_OR_RETURN(std::string text, p.zip.Read(*entry));
+  json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (cfg.is_discarded() || !Field(cfg, "config").is_object()) {
+    return Invalid(absl::StrCat(name, " is not a weights config"));
+  }
+  return cfg["config"];
+}
+
+absl::StatusOr<Tensor> ReadNamed(const Program& p, const json& config, const std::string& dir,
+                                 const std::string& fqn, absl::string_view what) {
+  const json& entry = Field(config, fqn.c_str());
+  if (!entry.is_object()) {
+    return Invalid(absl::StrCat(what, " '", fqn, "' is not in data/", dir, "/"));
+  }
+  if (Field(entry, "use_pickle").is_boolean() && entry["use_pickle"].get<bool>()) {
+    return absl::UnimplementedError(absl::StrCat(
+        what, " '", fqn, "' is stored as a torch.save pickle; Kiln reads raw tensor files"));
+  }
+  const json& path = Field(entry, "path_name");
+  if (!path.is_string()) return Invalid(absl::StrCat(what, " '", fqn, "' has no path_name"));
+  return ReadTensor(p, absl::StrCat(what, " '", fqn, "'"),
+                    absl::StrCat(p.root, "data/", dir, "/", path.get<std::string>()),
+                    Field(entry, "tensor_meta"));
+}
+
+// ------------------------------------------------------------ targets
+
+struct Target {
+  std::string op;        // "aten::conv2d"
+  std::string overload;  // "" for .default
+};
+
+// "torch.ops.aten.conv2d.default" -> {"aten::conv2d", ""}; other targets
+// ("_operator.mul", "torch.ops.higher_order.cond") keep their full string as op.
+Target ParseTarget(const std::string& target) {
+  const std::string prefix = "torch.ops.";
+  if (target.rfind(prefix, 0) == 0) {
+    std::string rest = target.substr(prefix.size());
+    const size_t dot1 = rest.find('.');
+    const size_t dot2 = rest.rfind('.');
+    if (dot1 != std::string::npos && dot2 != dot1) {
+      std::string overload = rest.substr(dot2 + 1);
+      if (overload == "default") overload.clear();
+      return {absl::StrCat(rest.substr(0, dot1), "::", rest.substr(dot1 + 1, dot2 - dot1 - 1)),
+              overload};
+    }
+    if (dot1 != std::string::npos) {  // torch.ops.higher_order.cond
+      return {absl::StrCat(rest.substr(0, dot1), "::", rest.substr(dot1 + 1)), ""};
+    }
+  }
+  return {target, ""};
+}
+
+// Ops that check shapes and dtypes at trace time and compute nothing.
+bool IsAssertion(const std::string& op) {
+  return op == "aten::_assert_tensor_metadata" || op == "aten::_assert_scalar" ||
+         op == "aten::sym_constrain_range" || op == "aten::sym_constrain_range_for_size" ||
+         op == "aten::_assert_async";
+}
+
+// Python arithmetic on symbolic ints (a view's b * s): scalar ops.
+std::optional<ir::OpKind> SymArithmetic(const std::string& op) {
+  if (op == "_operator.add") return ir::OpKind::kAdd;
+  if (op == "_operator.sub") return ir::OpKind::kSub;
+  if (op == "_operator.mul") return ir::OpKind::kMul;
+  if (op == "_operator.floordiv") return ir::OpKind::kFloorDiv;
+  return std::nullopt;
+}
+
+// ------------------------------------------------------------ output names
+
+// Leaf names of a pytree spec ([version, {"type", "context", "children_spec"}]),
+// as the TorchScript front names a structured result.
+void Leaves(const json& spec, const std::optional<std::string>& name, std::vector<std::string>& out) {
+  const json& children = Field(spec, "children_spec");
+  const json& type = Field(spec, "type");
+  if (!children.is_array() || children.empty() || type.is_null()) {
+    out.push_back(name.value_or("output0"));
+    return;
+  }
+  std::vector<std::string> keys;
+  if (type.is_string() && type.get<std::string>() == "builtins.dict") {
+    const json& context = Field(spec, "context");
+    json parsed = context.is_string()
+                      ? json::parse(context.get<std::string>(), nullptr, /*allow_exceptions=*/false)
+                      : context;
+    if (parsed.is_array()) {
+      for (const json& k : parsed) keys.push_back(k.is_string() ? k.get<std::string>() : k.dump());
+    }
+  }
+  for (size_t i = 0; i < children.size(); ++i) {
+    std::string part = i < keys.size() ? keys[i] : std::to_string(i);
+    std::string leaf = name.has_value()       ? absl::StrCat(*name, ".", part)
+                       : i < keys.size()      ? part
+                                              : absl::StrCat("output", part);
+    Leaves(children[i], leaf, out);
+  }
+}
+
+std::vector<std::string> OutputNames(const json& module_call_graph) {
+  std::vector<std::string> names;
+  if (!module_call_graph.is_array()) return names;
+  for (const json& entry : module_call_graph) {
+    const json& fqn = Field(entry, "fqn");
+    if (!fqn.is_string() || !fqn.get<std::string>().empty()) continue;
+    const json& out_spec = Field(Field(entry, "signature"), "out_spec");
+    if (!out_spec.is_string()) break;
+    json spec = json::parse(out_spec.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (!spec.is_array() || spec.size() != 2) break;
+    Leaves(spec[1], std::nullopt, names);
+  }
+  return names;
+}
+
+std::vector<std::string> ForwardArgNames(const json& module_call_graph) {
+  std::vector<std::string> names;
+  if (!module_call_graph.is_array()) return names;
+  for (const json& entry : module_call_graph) {
+    const json& fqn = Field(entry, "fqn");
+    if (!fqn.is_string() || !fqn.get<std::string>().empty()) continue;
+    const json& args = Field(Field(entry, "signature"), "forward_arg_names");
+    if (!args.is_array()) break;
+    for (const json& a : args) {
+      if (a.is_string()) names.push_back(a.get<std::string>());
+    }
+  }
+  return names;
+}
+
+// ------------------------------------------------------------ the graph
+
+absl::StatusOr<std::vector<std::string>> Unsupported(const json& nodes) {
+  std::set<std::string> missing;
+  for (const json& node : nodes) {
+    const json& target = Field(node, "target");
+    if (!target.is_string()) return Invalid("a graph node has no target");
+    const Target t = ParseTarget(target.get<std::string>());
+    if (IsAssertion(t.op) || SymArithmetic(t.op).has_value()) continue;
+    if (FindAtenConverter(OutOfPlaceOp(t.op)) == nullptr) missing.insert(t.op);
+  }
+  return std::vector<std::string>(missing.begin(), missing.end());
+}
+
+class ProgramImporter {
+ public:
+  ProgramImporter(const Program& p, const ImportOptions& options, ExportedProgramInfo* info)
+      : p_(p), options_(options), info_(info), cx_(&g_) {}
+
+  absl::StatusOr<ir::Graph> Run() {
+    const json& gm = p_.ep["graph_module"];
+    const json& graph = gm["graph"];
+    const json& nodes = Field(graph, "nodes");
+    if (!nodes.is_array()) return Invalid("the graph has no node list");
+    values_.tensor_values = &Field(graph, "tensor_values");
+    ASSIGN_OR_RETURN(std::vector<std::string> missing, Unsupported(nodes));
+    if (!missing.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "Kiln has no translation for ", missing.size(), " op(s) of this program: ",
+          absl::StrJoin(missing, ", ")));
+    }
+    RETURN_IF_ERROR(Inputs(gm));
+    int index = 0;
+    for (const json& node : nodes) RETURN_IF_ERROR(Node(node, index++));
+    RETURN_IF_ERROR(Outputs(gm));
+    if (absl::Status s = ir::VerifyGraph(g_); !s.ok()) {
+      return absl::InternalError(absl::StrCat("imported graph is malformed: ", s.message()));
+    }
+    return g_.Compacted();
+  }
+
+ private:
+  absl::Status Inputs(const json& gm) {
+    ASSIGN_OR_RETURN(json weights, ReadConfig(p_, "weights", "weights"));
+    ASSIGN_OR_RETURN(json constants, ReadConfig(p_, "constants", "constants"));
+    const json& specs = Field(Field(gm, "signature"), "input_specs");
+    if (!specs.is_array()) return Invalid("the signature has no input_specs");
+    const std::vector<std::string> arg_names = ForwardArgNames(Field(gm, "module_call_graph"));
+    size_t user_inputs = 0;
+    for (const json& spec : specs) user_inputs += spec.is_object() && spec.contains("user_input");
+    const bool by_arg_name = arg_names.size() == user_inputs;
+    std::map<std::string, std::pair<int64_t, int64_t>> ranges;
+    const json& rc = Field(p_.ep, "range_constraints");
+    if (rc.is_object()) {
+      for (auto it = rc.begin(); it != rc.end(); ++it) {
+        const json& lo = Field(it.value(), "min_val");
+        const json& hi = Field(it.value(), "max_val");
+        ranges[it.key()] = {lo.is_number_integer() ? lo.get<int64_t>() : 0,
+                            hi.is_number_integer() ? hi.get<int64_t>() : INT64_MAX};
+      }
+    }
+    size_t k = 0;
+    for (const json& spec : specs) {
+      if (!spec.is_object() || spec.size() != 1) return Invalid("a malformed input spec");
+      const std::string kind = spec.begin().key();
+      const json& body = spec.begin().value();
+      const json& arg_name = Field(Field(body, "arg"), "name");
+      if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant") {
+        const char* fqn_key = kind == "parameter" ? "parameter_name"
+                              : kind == "buffer"  ? "buffer_name"
+                                                  : "tensor_constant_name";
+        const json& fqn = Field(body, fqn_key);
+        if (!arg_name.is_string() || !fqn.is_string()) {
+          return Invalid(absl::StrCat("a malformed ", kind, " input spec"));
+        }
+        const std::string name = fqn.get<std::string>();
+        // Non-persistent buffers are saved with the constants.
+        const bool in_weights = kind != "tensor_constant" && Field(weights, name.c_str()).is_object();
+        ASSIGN_OR_RETURN(Tensor t, ReadNamed(p_, in_weights ? weights : constants,
+                                             in_weights ? "weights" : "constants", name, kind));
+        values_.bound[arg_name.get<std::string>()] = cx_.AddConstant(std::move(t), name);
+      } else if (kind == "user_input") {
+        const json& arg = Field(body, "arg");
+        const json& tensor = Field(arg, "as_tensor");
+        if (!tensor.is_object()) {
+          // A number or None forward() argument: torch.export specialized it.
+          ++k;
+          continue;
+        }
+        const json& tname = Field(tensor, "name");
+        if (!tname.is_string()) return Invalid("a malformed user input");
+        std::string name = by_arg_name ? arg_names[k] : tname.get<std::string>();
+        if (k < options_.input_names.size() && !options_.input_names[k].empty()) {
+          name = options_.input_names[k];
+        }
+        const json& meta = Field(*values_.tensor_values, tname.get<std::string>().c_str());
+        const json& dtype = Field(meta, "dtype");
+        const json& sizes = Field(meta, "sizes");
+        if (!dtype.is_number_integer() || !sizes.is_array()) {
+          return Invalid(absl::StrCat("input '", name, "' has no tensor metadata"));
+        }
+        ir::TensorType type;
+        ASSIGN_OR_RETURN(type.dtype, DTypeFromExport(dtype.get<int64_t>()));
+        Dims dims;
+        for (size_t d = 0; d < sizes.size(); ++d) {
+          std::optional<int64_t> size = SymIntLiteral(sizes[d]);
+          dims.push_back(size.value_or(-1));
+          if (!size.has_value() && info_ != nullptr) {
+            ExportedProgramInfo::DynamicDim dyn{name, static_cast<int>(d), SymbolName(sizes[d]),
+                                                0, INT64_MAX};
+            if (auto r = ranges.find(dyn.symbol); r != ranges.end()) {
+              dyn.min = r->second.first;
+              dyn.max = r->second.second;
+            }
+            info_->dynamic_dims.push_back(std::move(dyn));
+          }
+        }
+        type.dims = std::move(dims);
+        values_.bound[tname.get<std::string>()] = g_.AddInput(name, std::move(type));
+        ++k;
+      } else if (kind == "constant_input") {
+        continue;  // a specialized constant; nodes carry its value
+      } else {
+        return absl::UnimplementedError(absl::StrCat(
+            "PT2 archive: input kind '", kind, "' (custom objects, effect tokens) is not supported"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Node(const json& node, int index) {
+    const Target t = ParseTarget(node["target"].get<std::string>());
+    if (IsAssertion(t.op)) return absl::OkStatus();
+    ExportCall call(node, index, t.op, t.overload, values_, cx_);
+    const json& outputs = Field(node, "outputs");
+    if (!outputs.is_array()) return call.InvalidArgument("has no outputs list");
+    std::vector<ir::ValueId> results;
+    if (std::optional<ir::OpKind> arith = SymArithmetic(t.op)) {
+      // _operator.mul(a, b): positional arguments, ints known only at run time.
+      const json& inputs = Field(node, "inputs");
+      if (!inputs.is_array() || inputs.size() != 2) return call.InvalidArgument("expects 2 operands");
+      std::vector<ir::ValueId> operands;
+      for (const json& in : inputs) {
+        const std::string arg = Field(in, "name").is_string() ? in["name"].get<std::string>() : "";
+        ASSIGN_OR_RETURN(ir::ValueId v, call.ScalarValue(arg));
+        operands.push_back(v);
+      }
+      results.push_back(
+          cx_.EmitValue(call, *arith, ir::ValueKind::kInt, std::move(operands)));
+    } else {
+      AtenConverter convert = FindAtenConverter(OutOfPlaceOp(t.op));
+      if (convert == nullptr) return call.Unimplemented("has no translation");
+      ASSIGN_OR_RETURN(results, convert(call, cx_));
+    }
+    if (results.size() != outputs.size()) {
+      return absl::InternalError(absl::StrCat(call.Where(), "converter returned ", results.size(),
+                                              " values for ", outputs.size(), " outputs"));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const json& out = outputs[i];
+      if (!out.is_object() || out.size() != 1) return call.InvalidArgument("a malformed output");
+      const std::string kind = out.begin().key();
+      const json& v = out.begin().value();
+      if (kind == "as_tensor" && Field(v, "name").is_string()) {
+        values_.bound[v["name"].get<std::string>()] = results[i];
+      } else if (kind == "as_sym_int" && Field(v, "as_name").is_string()) {
+        values_.bound[v["as_name"].get<std::string>()] = results[i];
+      } else if (kind == "as_tensors" && v.is_array()) {
+        const std::vector<ir::ValueId>* elements = cx_.ListElements(results[i]);
+        if (elements == nullptr || elements->size() != v.size()) {
+          return call.Unimplemented("returns a tensor list of a length Kiln cannot tell");
+        }
+        for (size_t e = 0; e < v.size(); ++e) {
+          if (Field(v[e], "name").is_string()) {
+            values_.bound[v[e]["name"].get<std::string>()] = (*elements)[e];
+          }
+        }
+      } else if (kind != "as_none") {
+        return call.Unimplemented(absl::StrCat("returns a '", kind, "'"));
+      }
+    }
+    // In-place ops of the training IR (relu_, add_): later readers of the
+    // mutated tensor ("self", or dropout_'s "input") see the result.
+    if (OutOfPlaceOp(t.op) != t.op && !results.empty()) {
+      const char* mutated = call.Has("self") ? "self" : "input";
+      const json& inputs = Field(node, "inputs");
+      for (const json& in : inputs.is_array() ? inputs : json::array()) {
+        const json& name = Field(Field(Field(in, "arg"), "as_tensor"), "name");
+        if (Field(in, "name") == mutated && name.is_string()) {
+          values_.bound[name.get<std::string>()] = results[0];
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Outputs(const json& gm) {
+    const json& specs = Field(Field(gm, "signature"), "output_specs");
+    if (!specs.is_array()) return Invalid("the signature has no output_specs");
+    std::vector<ir::ValueId> outs;
+    for (const json& spec : specs) {
+      if (!spec.is_object() || spec.size() != 1) return Invalid("a malformed output spec");
+      const std::string kind = spec.begin().key();
+      const json& body = spec.begin().value();
+      if (kind == "buffer_mutation" || kind == "user_input_mutation" ||
+          kind == "parameter_mutation") {
+        const json& target = Field(body, kind == "buffer_mutation"       ? "buffer_name"
+                                         : kind == "parameter_mutation" ? "parameter_name"
+                                                                        : "user_input_name");
+        return Invalid(absl::StrCat(
+            "the program mutates ", kind.substr(0, kind.find('_')), " '",
+            target.is_string() ? target.get<std::string>() : "?",
+            "' (state kept between calls); Kiln serves programs without mutated state"));
+      }
+      if (kind == "token") continue;
+      if (kind != "user_output" && kind != "loss_output") {
+        return absl::UnimplementedError(
+            absl::StrCat("PT2 archive: output kind '", kind, "' is not supported"));
+      }
+      const json& arg = Field(body, "arg");
+      const json& tensor = Field(arg, "as_tensor");
+      if (!Field(tensor, "name").is_string()) {
+        return absl::UnimplementedError(absl::StrCat(
+            "PT2 archive: output ", outs.size(), " is not a tensor (", arg.dump().substr(0, 80),
+            ")"));
+      }
+      auto it = values_.bound.find(tensor["name"].get<std::string>());
+      if (it == values_.bound.end()) {
+        return Invalid(absl::StrCat("output %", tensor["name"].get<std::string>(),
+                                    " is not computed by the graph"));
+      }
+      outs.push_back(it->second);
+    }
+    std::vector<std::string> names = OutputNames(Field(gm, "module_call_graph"));
+    if (names.size() != outs.size()) {
+      names.clear();
+      for (size_t i = 0; i < outs.size(); ++i) names.push_back(absl::StrCat("output", i));
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      std::string name = i < options_.output_names.size() && !options_.output_names[i].empty()
+                             ? options_.output_names[i]
+                             : names[i];
+      g_.AddOutput(outs[i], std::move(name));
+    }
+    return absl::OkStatus();
+  }
+
+  const Program& p_;
+  const ImportOptions& options_;
+  ExportedProgramInfo* info_;
+  ir::Graph g_;
+  ConvertContext cx_;
+  ExportValues values_;
+};
+
+}  // namespace
+
+absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
+                                                const ImportOptions& options,
+                                                ExportedProgramInfo* info) {
+  // nlohmann throws on a type mismatch this code did not foresee (an
+  // untrusted archive); no exception leaves the importer.
+  try {
+    ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));
+    if (info != nullptr) {
+      *info = ExportedProgramInfo();
+      const json& v = p.ep["schema_version"];
+      info->schema_major = v["major"].get<int>();
+      info->schema_minor = Field(v, "minor").is_number_integer() ? v["minor"].get<int>() : 0;
+      const json& tv = Field(p.ep, "torch_version");
+      if (tv.is_string()) info->torch_version = tv.get<std::string>();
+    }
+    ProgramImporter importer(p, options, info);
+    return importer.Run();
+  } catch (const std::exception& e) {
+    return Invalid(absl::StrCat("malformed program: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> UnsupportedExportOps(std::string_view bytes) {
+  try {
+    ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));
+    return Unsupported(Field(Field(p.ep["graph_module"], "graph"), "nodes"));
+  } catch (const std::exception& e) {
+    return Invalid(absl::StrCat("malformed program: ", e.what()));
+  }
+}
+
+}  // namespace kiln::importer

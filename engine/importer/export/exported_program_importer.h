@@ -1,0 +1,59 @@
+// Imports a torch.export ExportedProgram saved by torch.export.save (the PT2
+// archive layout of torch >= 2.8) into Kiln's graph IR, without libtorch.
+//
+// The archive's graph is translated node by node through the aten op table the
+// TorchScript front uses (engine/importer/aten/). Inputs are the program's
+// user inputs, named after forward()'s arguments, typed from tensor_values:
+// a dim with a symbolic size (a Dim marked dynamic) is -1 and its range from
+// range_constraints is reported in ExportedProgramInfo. Parameters, buffers
+// and lifted constants become graph constants, read from the archive's weight
+// and constant files. Outputs follow the output tree spec, flattened and
+// named as the TorchScript front names a structured result ("output<i>", a
+// dict's keys, ".<i>" for nested positions).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/importer/import.h"
+#include "engine/ir/graph.h"
+
+namespace kiln::importer {
+
+// What the program says beyond the graph: its dynamic dims and versions.
+struct ExportedProgramInfo {
+  struct DynamicDim {
+    std::string input;   // the graph input
+    int dim = 0;         // which of its dims
+    std::string symbol;  // torch's symbol for it ("s43"); dims sharing one are equal
+    int64_t min = 0;
+    int64_t max = 0;  // INT64_MAX when unbounded
+  };
+  std::vector<DynamicDim> dynamic_dims;
+  std::string torch_version;  // as the archive records it ("2.14.1")
+  int schema_major = 0;
+  int schema_minor = 0;
+};
+
+// The schema major version of the ExportedProgram JSON Kiln reads.
+inline constexpr int kExportSchemaMajor = 8;
+
+// Imports the archive in `bytes`. InvalidArgument for an archive that is not
+// a readable PT2 archive (not a zip, an AOTInductor package, JSON that is not
+// an ExportedProgram, a schema major version other than kExportSchemaMajor,
+// sizes/strides/offsets outside their storage, short weight files, hostile
+// zip entries); Unimplemented listing every op Kiln cannot translate, and for
+// the legacy layout of torch 2.1-2.7. options.input_names/output_names rename.
+absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
+                                                const ImportOptions& options = {},
+                                                ExportedProgramInfo* info = nullptr);
+
+// The ops ("aten::conv2d") of the program that Kiln cannot translate, sorted;
+// empty when every op has a translation. Fails as ImportExportedProgram does
+// on an unreadable archive.
+absl::StatusOr<std::vector<std::string>> UnsupportedExportOps(std::string_view bytes);
+
+}  // namespace kiln::importer

@@ -1,0 +1,21 @@
+// Imports a model file whatever its format, told by content (never by the
+// file's name): a torch.export archive (.pt2) through the native export front,
+// which needs no libtorch, and TorchScript through the libtorch plugin.
+#pragma once
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "engine/importer/import.h"
+#include "engine/ir/graph.h"
+
+namespace kiln::server {
+
+// Whether importing `bytes` needs libtorch (everything but a torch.export archive).
+bool ImportNeedsTorch(std::string_view bytes);
+
+// The graph of the model in `bytes`; fails as the format's importer does.
+absl::StatusOr<ir::Graph> ImportModel(std::string_view bytes,
+                                      const importer::ImportOptions& options = {});
+
+}  // namespace kiln::server

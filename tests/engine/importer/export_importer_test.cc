@@ -1,0 +1,411 @@
+// The torch.export front on archives built here (a small stored zip writer and
+// hand-written ExportedProgram JSON in the layout torch 2.14 writes), so these
+// tests need neither libtorch nor Python: a valid program imported and run, and
+// every hostile archive refused with InvalidArgument, plus a mutation fuzz test.
+#include <zlib.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "engine/importer/export/exported_program_importer.h"
+#include "engine/importer/export/pt2_archive.h"
+#include "engine/runtime/model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::importer {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// ------------------------------------------------------------ building archives
+
+struct Entry {
+  std::string name;
+  std::string data;
+  uint16_t method = 0;
+  uint64_t declared_size = 0;  // 0: data.size()
+};
+
+void Put16(std::string& s, uint16_t v) {
+  s.push_back(static_cast<char>(v & 0xFF));
+  s.push_back(static_cast<char>(v >> 8));
+}
+void Put32(std::string& s, uint32_t v) {
+  Put16(s, static_cast<uint16_t>(v & 0xFFFF));
+  Put16(s, static_cast<uint16_t>(v >> 16));
+}
+
+// A zip of `entries`, stored (or marked deflated with the declared size).
+std::string Zip(const std::vector<Entry>& entries) {
+  std::string out, dir;
+  for (const Entry& e : entries) {
+    const uint32_t offset = static_cast<uint32_t>(out.size());
+    const uint32_t crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(e.data.data()), static_cast<uInt>(e.data.size())));
+    const uint32_t usize =
+        static_cast<uint32_t>(e.declared_size ? e.declared_size : e.data.size());
+    auto header = [&](std::string& s, bool central) {
+      Put32(s, central ? 0x02014b50 : 0x04034b50);
+      if (central) Put16(s, 20);
+      Put16(s, 20);
+      Put16(s, 0);
+      Put16(s, e.method);
+      Put16(s, 0);
+      Put16(s, 0);
+      Put32(s, crc);
+      Put32(s, static_cast<uint32_t>(e.data.size()));
+      Put32(s, usize);
+      Put16(s, static_cast<uint16_t>(e.name.size()));
+      Put16(s, 0);
+      if (central) {
+        Put16(s, 0);
+        Put16(s, 0);
+        Put16(s, 0);
+        Put32(s, 0);
+        Put32(s, offset);
+      }
+      s += e.name;
+    };
+    header(out, false);
+    out += e.data;
+    header(dir, true);
+  }
+  const uint32_t dir_offset = static_cast<uint32_t>(out.size());
+  out += dir;
+  Put32(out, 0x06054b50);
+  Put16(out, 0);
+  Put16(out, 0);
+  Put16(out, static_cast<uint16_t>(entries.size()));
+  Put16(out, static_cast<uint16_t>(entries.size()));
+  Put32(out, static_cast<uint32_t>(dir.size()));
+  Put32(out, dir_offset);
+  Put16(out, 0);
+  return out;
+}
+
+json Meta(std::vector<json> sizes, int dtype = 7) {
+  json m = {{"dtype", dtype}, {"requires_grad", false}, {"layout", 7},
+            {"device", {{"type", "cpu"}, {"index", nullptr}}},
+            {"storage_offset", {{"as_int", 0}}}};
+  m["sizes"] = json::array();
+  m["strides"] = json::array();
+  for (const json& s : sizes) m["sizes"].push_back(s.is_number() ? json{{"as_int", s}} : s);
+  int64_t stride = 1;
+  std::vector<json> strides(sizes.size());
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = {{"as_int", stride}};
+    stride *= sizes[i].is_number() ? sizes[i].get<int64_t>() : 1;
+  }
+  for (const json& s : strides) m["strides"].push_back(s);
+  return m;
+}
+
+json Sym(const std::string& name) {
+  return {{"as_expr", {{"expr_str", absl::StrCat("Symbol('", name, "', positive=True, integer=True)")},
+                       {"hint", {{"as_int", 2}}}}}};
+}
+
+json Arg(const std::string& name, json arg) { return {{"name", name}, {"arg", arg}, {"kind", 1}}; }
+json T(const std::string& name) { return {{"as_tensor", {{"name", name}}}}; }
+
+json Node(const std::string& target, std::vector<json> inputs, const std::string& out) {
+  return {{"target", target}, {"inputs", inputs}, {"outputs", json::array({T(out)})},
+          {"metadata", json::object()}, {"name", out}};
+}
+
+// features[batch, 4] -> y = relu_(linear(features)) * scale, returned as {"y": ...}; "linear"
+// is read after relu_ mutated it, and the reshape goes through sym_size (a dynamic batch).
+struct Program {
+  json ep;
+  std::map<std::string, std::string> weights;  // path_name -> bytes
+  json weights_config;
+
+  Program() {
+    json tv;
+    tv["x"] = Meta({Sym("s0"), 4});
+    tv["p_w"] = Meta({3, 4});
+    tv["p_b"] = Meta({3});
+    tv["b_scale"] = Meta({3});
+    tv["linear"] = Meta({Sym("s0"), 3});
+    tv["relu_"] = Meta({Sym("s0"), 3});
+    tv["mul"] = Meta({Sym("s0"), 3});
+    tv["view"] = Meta({Sym("s0"), 3});
+    json nodes = json::array();
+    nodes.push_back(Node("torch.ops.aten.linear.default",
+                         {Arg("input", T("x")), Arg("weight", T("p_w")), Arg("bias", T("p_b"))},
+                         "linear"));
+    nodes.push_back(Node("torch.ops.aten.relu_.default", {Arg("self", T("linear"))}, "relu_"));
+    nodes.push_back(
+        Node("torch.ops.aten.mul.Tensor", {Arg("self", T("linear")), Arg("other", T("b_scale"))},
+             "mul"));
+    json sym = {{"target", "torch.ops.aten.sym_size.int"},
+                {"inputs", {Arg("self", T("mul")), Arg("dim", {{"as_int", 0}})}},
+                {"outputs", json::array({{{"as_sym_int", {{"as_name", "sym_size_int"}}}}})},
+                {"name", "sym_size_int"}};
+    nodes.push_back(sym);
+    nodes.push_back(Node(
+        "torch.ops.aten.view.default",
+        {Arg("self", T("mul")),
+         Arg("size", {{"as_sym_ints", {{{"as_name", "sym_size_int"}}, {{"as_int", 3}}}}})},
+        "view"));
+    json graph = {{"inputs", json::array()}, {"outputs", json::array({T("view")})},
+                  {"nodes", nodes}, {"tensor_values", tv},
+                  {"sym_int_values", json::object()}, {"is_single_tensor_return", false}};
+    json signature = {
+        {"input_specs",
+         {{{"parameter", {{"arg", {{"name", "p_w"}}}, {"parameter_name", "lin.weight"}}}},
+          {{"parameter", {{"arg", {{"name", "p_b"}}}, {"parameter_name", "lin.bias"}}}},
+          {{"buffer",
+            {{"arg", {{"name", "b_scale"}}}, {"buffer_name", "scale"}, {"persistent", true}}}},
+          {{"user_input", {{"arg", T("x")}}}}}},
+        {"output_specs", {{{"user_output", {{"arg", T("view")}}}}}}};
+    const std::string out_spec =
+        R"([1, {"type": "builtins.dict", "context": "[\"y\"]", "children_spec": [{"type": null, "context": null, "children_spec": []}]}])";
+    json mcg = json::array(
+        {{{"fqn", ""},
+          {"signature",
+           {{"inputs", json::array()}, {"outputs", json::array()}, {"in_spec", ""},
+            {"out_spec", out_spec}, {"forward_arg_names", {"features"}}}}}});
+    ep = {{"graph_module",
+           {{"graph", graph}, {"signature", signature}, {"module_call_graph", mcg},
+            {"metadata", json::object()}}},
+          {"opset_version", {{"aten", 10}}},
+          {"range_constraints", {{"s0", {{"min_val", 1}, {"max_val", 64}}}}},
+          {"schema_version", {{"major", 8}, {"minor", 20}}},
+          {"verifiers", {"TRAINING"}},
+          {"torch_version", "2.14.1"}};
+    AddWeight("lin.weight", "weight_0", {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, {3, 4});
+    AddWeight("lin.bias", "weight_1", {0.5f, -10.0f, 0.0f}, {3});
+    AddWeight("scale", "weight_2", {2.0f, 3.0f, 4.0f}, {3});
+  }
+
+  void AddWeight(const std::string& fqn, const std::string& path, std::vector<float> values,
+                 std::vector<int64_t> dims) {
+    std::vector<json> sizes(dims.begin(), dims.end());
+    weights_config[fqn] = {{"path_name", path}, {"is_param", true}, {"use_pickle", false},
+                           {"tensor_meta", Meta(sizes)}};
+    weights[path] = std::string(reinterpret_cast<const char*>(values.data()),
+                                values.size() * sizeof(float));
+  }
+
+  std::vector<Entry> Entries(const std::string& model_json) const {
+    std::vector<Entry> e;
+    for (const auto& [path, bytes] : weights) e.push_back({"m/data/weights/" + path, bytes});
+    e.push_back({"m/data/weights/model_weights_config.json",
+                 json{{"config", weights_config}}.dump()});
+    e.push_back({"m/data/constants/model_constants_config.json", R"({"config": {}})"});
+    e.push_back({"m/models/model.json", model_json});
+    e.push_back({"m/archive_format", "pt2"});
+    e.push_back({"m/.data/version", "6\n"});
+    return e;
+  }
+  std::string Archive() const { return Zip(Entries(ep.dump())); }
+};
+
+Tensor Floats(Dims dims, std::vector<float> v) {
+  Tensor t = Tensor::Zeros(DType::kF32, dims);
+  std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+absl::Status ImportStatus(const std::string& bytes) {
+  return ImportExportedProgram(bytes).status();
+}
+
+// ------------------------------------------------------------ a valid program
+
+TEST(ExportImporterTest, ImportsAndRunsAProgram) {
+  ExportedProgramInfo info;
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(Program().Archive(), {}, &info);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->inputs().size(), 1u);
+  EXPECT_EQ(g->value(g->inputs()[0]).name, "features");  // forward()'s argument
+  EXPECT_EQ(g->value(g->inputs()[0]).type.ToString(), "FP32[-1, 4]");
+  ASSERT_EQ(g->output_names().size(), 1u);
+  EXPECT_EQ(g->output_names()[0], "y");  // the dict's key
+  ASSERT_EQ(info.dynamic_dims.size(), 1u);
+  EXPECT_EQ(info.dynamic_dims[0].input, "features");
+  EXPECT_EQ(info.dynamic_dims[0].symbol, "s0");
+  EXPECT_EQ(info.dynamic_dims[0].min, 1);
+  EXPECT_EQ(info.dynamic_dims[0].max, 64);
+  EXPECT_EQ(info.schema_major, 8);
+
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model =
+      runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (int64_t batch : {1, 3}) {
+    std::vector<float> x;
+    for (int64_t i = 0; i < batch * 4; ++i) x.push_back(static_cast<float>(i) - 2.0f);
+    absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+        (*model)->Infer({{"features", Floats({batch, 4}, x)}}, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
+    const Tensor& y = (*out)[0].tensor;
+    ASSERT_EQ(y.dims(), (Dims{batch, 3}));
+    const float scale[3] = {2, 3, 4}, bias[3] = {0.5f, -10, 0};
+    for (int64_t r = 0; r < batch; ++r) {
+      for (int c = 0; c < 3; ++c) {
+        const float v = std::max(0.0f, x[r * 4 + c] + bias[c]) * scale[c];
+        EXPECT_FLOAT_EQ(y.data<float>()[r * 3 + c], v) << "row " << r << " col " << c;
+      }
+    }
+  }
+}
+
+TEST(ExportImporterTest, ListsEveryUnsupportedOpAtOnce) {
+  Program p;
+  auto& nodes = p.ep["graph_module"]["graph"]["nodes"];
+  nodes.push_back(Node("torch.ops.aten.frobnicate.default", {Arg("self", T("x"))}, "f1"));
+  nodes.push_back(Node("torch.ops.aten.zorble.Tensor", {Arg("self", T("x"))}, "f2"));
+  absl::Status s = ImportStatus(p.Archive());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("aten::frobnicate, aten::zorble"));
+}
+
+// ------------------------------------------------------------ hostile archives
+
+void ExpectInvalid(const std::string& bytes, const std::string& says) {
+  absl::Status s = ImportStatus(bytes);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr(says));
+}
+
+TEST(ExportImporterHostileTest, UnknownSchemaMajorVersion) {
+  Program p;
+  p.ep["schema_version"]["major"] = 9;
+  ExpectInvalid(p.Archive(), "schema major version 9");
+}
+
+TEST(ExportImporterHostileTest, AotInductorPackageWithoutProgram) {
+  ExpectInvalid(Zip({{"pkg/archive_format", "pt2"},
+                     {"pkg/data/aotinductor/model/model.so", std::string(64, 'x')}}),
+                "AOTInductor");
+}
+
+TEST(ExportImporterHostileTest, JsonThatIsNotAnExportedProgram) {
+  Program p;
+  ExpectInvalid(Zip(p.Entries(R"({"hello": [1, 2, 3]})")), "not a serialized ExportedProgram");
+  ExpectInvalid(Zip(p.Entries("{not json")), "not JSON");
+  ExpectInvalid(Zip(p.Entries("[1, 2]")), "not a serialized ExportedProgram");
+}
+
+TEST(ExportImporterHostileTest, SizesStridesAndOffsetsOutsideTheStorage) {
+  {
+    Program p;
+    p.weights_config["lin.weight"]["tensor_meta"]["sizes"][1]["as_int"] = 4000;
+    ExpectInvalid(p.Archive(), "reach byte");
+  }
+  {
+    Program p;
+    p.weights_config["lin.weight"]["tensor_meta"]["strides"][0]["as_int"] = int64_t{1} << 39;
+    ExpectInvalid(p.Archive(), "reach byte");
+  }
+  {
+    Program p;
+    p.weights_config["lin.weight"]["tensor_meta"]["storage_offset"]["as_int"] = 100;
+    ExpectInvalid(p.Archive(), "reach byte");
+  }
+  {
+    Program p;
+    p.weights_config["lin.weight"]["tensor_meta"]["sizes"][0]["as_int"] = -3;
+    ExpectInvalid(p.Archive(), "out of range");
+  }
+  {
+    Program p;  // stride 0: a huge tensor from a tiny file
+    p.weights_config["lin.weight"]["tensor_meta"]["sizes"][0]["as_int"] = int64_t{1} << 36;
+    p.weights_config["lin.weight"]["tensor_meta"]["strides"][0]["as_int"] = 0;
+    ExpectInvalid(p.Archive(), "elements from a file");
+  }
+}
+
+TEST(ExportImporterHostileTest, WeightFileShorterThanItsConfig) {
+  Program p;
+  p.weights["weight_0"] = p.weights["weight_0"].substr(0, 10);
+  ExpectInvalid(p.Archive(), "weight_0 has 10");
+}
+
+TEST(ExportImporterHostileTest, AbsoluteAndDotDotPaths) {
+  Program p;
+  std::vector<Entry> e = p.Entries(p.ep.dump());
+  e.push_back({"m/../../etc/evil", "x"});
+  ExpectInvalid(Zip(e), "absolute or '..' path");
+  e.back().name = "/etc/evil";
+  ExpectInvalid(Zip(e), "absolute or '..' path");
+}
+
+TEST(ExportImporterHostileTest, ZipBomb) {
+  Program p;
+  std::vector<Entry> e = p.Entries(p.ep.dump());
+  e.push_back({"m/data/weights/bomb", std::string(100, 'x'), /*method=*/8,
+               /*declared_size=*/uint64_t{1} << 31});
+  ExpectInvalid(Zip(e), "zip bomb");
+}
+
+TEST(ExportImporterHostileTest, MutatedBufferIsRefused) {
+  Program p;
+  p.ep["graph_module"]["signature"]["output_specs"].push_back(
+      {{"buffer_mutation", {{"arg", T("mul")}, {"buffer_name", "scale"}}}});
+  ExpectInvalid(p.Archive(), "mutates buffer 'scale'");
+}
+
+TEST(ExportImporterHostileTest, NotAZipAndTruncatedZip) {
+  ExpectInvalid("hello world", "not a zip");
+  const std::string good = Program().Archive();
+  ExpectInvalid(good.substr(0, good.size() / 2), "zip");
+}
+
+// Mutations of a valid archive's bytes and of its JSON: every outcome is a
+// status (OK or an error), never a crash, a hang or an exception.
+TEST(ExportImporterFuzzTest, MutatedArchivesAndJsonNeverCrash) {
+  Program base;
+  const std::string archive = base.Archive();
+  std::mt19937 rng(1234);
+  int failures = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::string bytes = archive;
+    const int flips = 1 + static_cast<int>(rng() % 8);
+    for (int f = 0; f < flips; ++f) {
+      bytes[rng() % bytes.size()] = static_cast<char>(rng() & 0xFF);
+    }
+    failures += !ImportStatus(bytes).ok();
+  }
+  // JSON mutations: a random value anywhere replaced with a value of another kind.
+  const json replacements[] = {json(), json(-1), json(int64_t{1} << 62), json("s0"),
+                               json::array(), json::object(), json(3.5), json(true)};
+  std::vector<json*> slots;
+  for (int round = 0; round < 400; ++round) {
+    Program p;
+    slots.clear();
+    std::function<void(json&)> collect = [&](json& j) {
+      slots.push_back(&j);
+      if (j.is_structured()) {
+        for (auto& child : j) collect(child);
+      }
+    };
+    collect(p.ep);
+    collect(p.weights_config);
+    *slots[rng() % slots.size()] = replacements[rng() % std::size(replacements)];
+    failures += !ImportStatus(p.Archive()).ok();
+  }
+  EXPECT_GT(failures, 0);
+}
+
+TEST(Pt2ArchiveTest, DetectsFormatByContent) {
+  EXPECT_EQ(DetectFormat(Program().Archive()), ModelFormat::kExportedProgram);
+  EXPECT_EQ(DetectFormat(Zip({{"archive/data.pkl", "x"}, {"archive/version", "3"}})),
+            ModelFormat::kTorchScript);
+  EXPECT_EQ(DetectFormat(Zip({{"m/serialized_exported_program.json", "{}"}})),
+            ModelFormat::kLegacyExportedProgram);
+  EXPECT_EQ(DetectFormat("not a zip"), ModelFormat::kUnknown);
+}
+
+}  // namespace
+}  // namespace kiln::importer

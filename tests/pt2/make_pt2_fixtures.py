@@ -1,0 +1,234 @@
+"""Writes the torch.export (.pt2) fixtures of the parity test, run by torch 2.14 in the Debian
+sid chroot that scripts/make-export-chroot.sh makes (torch >= 2.8 writes the PT2 archive layout).
+
+    python3 make_pt2_fixtures.py OUT_DIR [NAME ...]
+
+For every model: OUT_DIR/NAME.pt2 (torch.export.save of torch.export.export with the dynamic
+dims marked), and per case OUT_DIR/NAME/<case>/in.<input>.npy and out.<output>.npy: the inputs
+and torch's own outputs, at two batch sizes (and two sequence lengths) where dims are dynamic.
+Output names follow Kiln's flattening of a result: element i of a tuple is "output<i>", a
+nested position appends ".<i>", a dict's value takes its key, a lone tensor is "output0".
+OUT_DIR/manifest.json lists the models, their cases and tolerances. Weights are random (seeded)."""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+from torch.export import Dim
+
+torch.manual_seed(0)
+
+
+# ------------------------------------------------------------------ models
+
+class Encoder(torch.nn.Module):
+    """A BERT-shaped encoder: token embedding + positions, pre-LN attention blocks with a float
+    additive mask, GELU MLP; int64 ids [batch, seq] and a float mask [batch, seq]."""
+
+    def __init__(self, vocab=100, d=32, heads=4, layers=2, max_len=64):
+        super().__init__()
+        self.heads = heads
+        self.tok = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Embedding(max_len, d)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(layers):
+            self.blocks.append(torch.nn.ModuleDict({
+                "ln1": torch.nn.LayerNorm(d), "q": torch.nn.Linear(d, d),
+                "k": torch.nn.Linear(d, d), "v": torch.nn.Linear(d, d),
+                "proj": torch.nn.Linear(d, d), "ln2": torch.nn.LayerNorm(d),
+                "fc1": torch.nn.Linear(d, 4 * d), "fc2": torch.nn.Linear(4 * d, d)}))
+        self.ln = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, 2)
+
+    def forward(self, input_ids, attention_mask):
+        b, s = input_ids.shape
+        positions = torch.arange(s, device=input_ids.device)
+        x = self.tok(input_ids) + self.pos(positions)
+        bias = (1.0 - attention_mask)[:, None, None, :] * -10000.0
+        for blk in self.blocks:
+            h = blk["ln1"](x)
+            q, k, v = blk["q"](h), blk["k"](h), blk["v"](h)
+            q = q.view(b, s, self.heads, -1).transpose(1, 2)
+            k = k.view(b, s, self.heads, -1).transpose(1, 2)
+            v = v.view(b, s, self.heads, -1).transpose(1, 2)
+            att = torch.matmul(q, k.transpose(-1, -2)) / (q.shape[-1] ** 0.5) + bias
+            att = torch.softmax(att, dim=-1)
+            y = torch.matmul(att, v).transpose(1, 2).reshape(b, s, -1)
+            x = x + blk["proj"](y)
+            x = x + blk["fc2"](torch.nn.functional.gelu(blk["fc1"](blk["ln2"](x))))
+        x = self.ln(x)
+        return self.head(x[:, 0])
+
+
+class DictHeads(torch.nn.Module):
+    """Returns a dict: a small conv trunk with two heads."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.cls = torch.nn.Linear(8, 5)
+        self.reg = torch.nn.Linear(8, 2)
+
+    def forward(self, image):
+        f = torch.relu(self.conv(image)).mean(dim=(2, 3))
+        return {"logits": self.cls(f), "box": torch.sigmoid(self.reg(f))}
+
+
+class MixedInputs(torch.nn.Module):
+    """Several inputs of mixed dtypes: float features, int64 indices, a bool mask, a float64
+    scale; returns a tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(10, 4)
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, features, index, mask, scale):
+        e = self.table(index)
+        y = self.lin(features + e)
+        y = torch.where(mask.unsqueeze(-1), y, torch.zeros_like(y))
+        return y, (y.to(torch.float64) * scale).sum(dim=-1)
+
+
+class Float64Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 16).double()
+        self.fc2 = torch.nn.Linear(16, 3).double()
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+class IntArith(torch.nn.Module):
+    """Integer-only arithmetic on int64 and int32 inputs."""
+
+    def forward(self, a, b):
+        c = a * 3 + b.to(torch.int64)
+        return c, torch.remainder(c, 7), (a > b.to(torch.int64))
+
+
+class BufferModel(torch.nn.Module):
+    """A registered buffer and a lifted tensor constant beside the parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.randn(8))
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(x - self.offset) * torch.tensor([2.0])
+
+
+def vision(name):
+    import torchvision
+    return getattr(torchvision.models, name)(weights=None)
+
+
+def image(b, size=64):
+    return torch.randn(b, 3, size, size)
+
+
+def Models():
+    """(name, module, example args, dynamic_shapes, cases, tolerance); a case is a tuple of args."""
+    batch = Dim("batch", min=1, max=64)
+    seq = Dim("seq", min=2, max=64)
+    out = []
+    for name in ["resnet18", "mobilenet_v2", "squeezenet1_1"]:
+        out.append((name, vision(name), (image(2),), ({0: batch},),
+                    [(image(1),), (image(3),)], 1e-3))
+
+    def ids(b, s):
+        return torch.randint(0, 100, (b, s), dtype=torch.int64)
+
+    def mask(b, s):
+        m = torch.ones(b, s)
+        m[:, s - 1:] = 0.0
+        return m
+
+    out.append(("bert_encoder", Encoder(), (ids(2, 8), mask(2, 8)),
+                ({0: batch, 1: seq}, {0: batch, 1: seq}),
+                [(ids(1, 5), mask(1, 5)), (ids(3, 12), mask(3, 12))], 1e-4))
+    out.append(("dict_heads", DictHeads(), (image(2, 16),), ({0: batch},),
+                [(image(1, 16),), (image(4, 16),)], 1e-4))
+
+    def mixed(b):
+        return (torch.randn(b, 3, 4), torch.randint(0, 10, (b, 3)), torch.rand(b, 3) > 0.5,
+                torch.tensor(1.5, dtype=torch.float64))
+
+    out.append(("mixed_inputs", MixedInputs(), mixed(2), ({0: batch}, {0: batch}, {0: batch}, None),
+                [mixed(1), mixed(5)], 1e-5))
+    out.append(("float64_mlp", Float64Mlp(), (torch.randn(2, 6, dtype=torch.float64),),
+                ({0: batch},), [(torch.randn(1, 6, dtype=torch.float64),),
+                                (torch.randn(7, 6, dtype=torch.float64),)], 1e-10))
+
+    def ints(b):
+        return (torch.randint(-50, 50, (b, 4)), torch.randint(-50, 50, (b, 4), dtype=torch.int32))
+
+    out.append(("int_arith", IntArith(), ints(2), ({0: batch}, {0: batch}),
+                [ints(1), ints(6)], 0.0))
+    out.append(("buffer_model", BufferModel(), (torch.randn(2, 8),), None,
+                [(torch.randn(2, 8),)], 1e-5))
+    return out
+
+
+# ------------------------------------------------------------------ writing
+
+def FlatOutputs(result):
+    """[(name, tensor)] in Kiln's naming of a flattened result."""
+    flat = []
+
+    def walk(value, name):
+        if isinstance(value, torch.Tensor):
+            flat.append((name, value))
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k if name is None else f"{name}.{k}")
+        elif isinstance(value, (tuple, list)):
+            for i, v in enumerate(value):
+                walk(v, f"output{i}" if name is None else f"{name}.{i}")
+        else:
+            raise TypeError(f"unsupported output {type(value)}")
+
+    if isinstance(result, torch.Tensor):
+        return [("output0", result)]
+    walk(result, None)
+    return flat
+
+
+def main():
+    out_dir = sys.argv[1]
+    only = set(sys.argv[2:])
+    os.makedirs(out_dir, exist_ok=True)
+    manifest = {"torch": torch.__version__, "models": []}
+    for name, module, example, dynamic, cases, tol in Models():
+        if only and name not in only:
+            continue
+        module.eval()
+        arg_names = list(module.forward.__code__.co_varnames[1:module.forward.__code__.co_argcount])
+        with torch.no_grad():
+            ep = torch.export.export(module, example, dynamic_shapes=dynamic)
+            path = os.path.join(out_dir, name + ".pt2")
+            torch.export.save(ep, path)
+            entry = {"name": name, "file": name + ".pt2", "tolerance": tol, "cases": []}
+            for k, args in enumerate(cases):
+                case_dir = os.path.join(out_dir, name, f"case{k}")
+                os.makedirs(case_dir, exist_ok=True)
+                inputs = {}
+                for arg_name, a in zip(arg_names, args):
+                    np.save(os.path.join(case_dir, f"in.{arg_name}.npy"), a.numpy())
+                    inputs[arg_name] = f"{name}/case{k}/in.{arg_name}.npy"
+                outputs = {}
+                for out_name, t in FlatOutputs(module(*args)):
+                    np.save(os.path.join(case_dir, f"out.{out_name}.npy"), t.numpy())
+                    outputs[out_name] = f"{name}/case{k}/out.{out_name}.npy"
+                entry["cases"].append({"inputs": inputs, "outputs": outputs})
+        manifest["models"].append(entry)
+        print("wrote", name, flush=True)
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
