@@ -10,6 +10,7 @@ struct ComputePool::Job {
   const std::function<void()>* task = nullptr;
   // Guarded by the pool's mutex.
   enum class State { kQueued, kRunning, kDone, kAbandoned } state = State::kQueued;
+  ComputePool::Clock::time_point started;  // set when a compute thread takes it
   std::condition_variable done;
 };
 
@@ -41,8 +42,12 @@ void ComputePool::Work() {
     std::shared_ptr<Job> job = std::move(queue_.front());
     queue_.pop_front();
     if (job->state == Job::State::kAbandoned) continue;
+    // No wake-up for the caller here: it would contend for the cores with the
+    // OpenMP team that is about to start (on a 2-core machine a woken thread
+    // can wait milliseconds for a core while both spin). The caller reads
+    // `started` once the task is done.
     job->state = Job::State::kRunning;
-    job->done.notify_all();  // the caller's queue time ends here
+    job->started = Clock::now();
     lock.unlock();
     (*job->task)();
     lock.lock();
@@ -53,7 +58,7 @@ void ComputePool::Work() {
 
 absl::Status ComputePool::Run(const std::function<void()>& task, Clock::time_point deadline,
                               const std::function<absl::Status()>& stop, uint64_t* queue_ns) {
-  const auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = Clock::now();
   auto job = std::make_shared<Job>();
   job->task = &task;
   std::unique_lock<std::mutex> lock(mu_);
@@ -79,12 +84,11 @@ absl::Status ComputePool::Run(const std::function<void()>& task, Clock::time_poi
       return gone;
     }
   }
-  if (queue_ns != nullptr) {
-    *queue_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now() - start)
-                                          .count());
-  }
   job->done.wait(lock, [&] { return job->state == Job::State::kDone; });
+  if (queue_ns != nullptr) {
+    *queue_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(job->started - start).count());
+  }
   return absl::OkStatus();
 }
 

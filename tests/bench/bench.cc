@@ -2,6 +2,7 @@
 //
 //   kiln-bench --worker kiln  --model M.pt --threads N
 //   kiln-bench --worker torch --model M.pt --threads N [--blas-threads B]
+//   kiln-bench --worker kilnd --server HOST:PORT --model NAME
 //   kiln-bench --sgemm-peak --threads N
 //
 // A worker loads one TorchScript file once, prints "ready", then answers commands on stdin, one
@@ -18,6 +19,10 @@
 // engine's. The torch worker runs the frozen module (torch::jit::freeze) with ATen's OpenMP pool at
 // --threads and OpenBLAS at --blas-threads; libgomp's wait policy comes from OMP_WAIT_POLICY.
 //
+// The kilnd worker is a client: each call is one ModelInfer of the served model NAME over gRPC through
+// Kiln's C++ client library (client/inference_client.h), timed here like the in-process engines, so
+// the kilnd column carries transport and serving but no interpreter's overhead.
+//
 // --sgemm-peak prints the machine's single-precision GEMM rate at --threads: a large square
 // cblas_sgemm through OpenBLAS and, when libdnnl.so.2 loads, oneDNN's dnnl_sgemm (best of a few).
 #include <ATen/Parallel.h>
@@ -32,6 +37,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "client/inference_client.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
 
@@ -160,6 +166,41 @@ class TorchEngine : public Engine {
   at::Tensor tensor_;
 };
 
+class KilndEngine : public Engine {
+ public:
+  KilndEngine(const std::string& server, const std::string& name) : name_(name) {
+    auto client = kiln::client::InferenceClient::Connect(server);
+    if (!client.ok()) Fail(std::string(client.status().message()));
+    client_ = *std::move(client);
+    auto metadata = client_->Metadata(name_);
+    if (!metadata.ok()) Fail(std::string(metadata.status().message()));
+    if (metadata->inputs.empty()) Fail("the model has no inputs");
+    input_name_ = metadata->inputs[0].name;
+  }
+  void SetInput(Input input) override {
+    input_ = std::move(input);
+    tensor_ = kiln::Tensor::Wrap(input_.is_int64 ? kiln::DType::kInt64 : kiln::DType::kF32,
+                                 input_.shape, input_.bytes.data());
+  }
+  void Run() override { Infer(); }
+  void Save(const std::string& path) override {
+    kiln::Tensor out = Infer();
+    if (out.dtype() != kiln::DType::kF32) Fail("output is not float32");
+    WriteFloats(path, out.data<float>(), out.num_elements());
+  }
+
+ private:
+  kiln::Tensor Infer() {
+    auto out = client_->Infer(name_, {{input_name_, tensor_}});
+    if (!out.ok()) Fail(std::string(out.status().message()));
+    return (*out)[0].tensor;
+  }
+  std::string name_, input_name_;
+  std::unique_ptr<kiln::client::InferenceClient> client_;
+  Input input_;
+  kiln::Tensor tensor_;
+};
+
 int ServeWorker(Engine& engine) {
   std::printf("ready\n");
   std::fflush(stdout);
@@ -225,12 +266,13 @@ int SgemmPeak(int threads) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Kiln's benchmark worker (driven by tests/bench/peer_bench.py)"};
-  std::string worker, model;
+  std::string worker, model, server;
   int threads = 1, blas_threads = 0;
   bool sgemm_peak = false;
   app.add_option("--worker", worker, "serve one model with this engine")
-      ->check(CLI::IsMember({"kiln", "torch"}));
-  app.add_option("--model", model, "the TorchScript file");
+      ->check(CLI::IsMember({"kiln", "torch", "kilnd"}));
+  app.add_option("--model", model, "the TorchScript file (kilnd: the served model's name)");
+  app.add_option("--server", server, "kilnd's address, host:port (--worker kilnd)");
   app.add_option("--threads", threads, "threads of the engine");
   app.add_option("--blas-threads", blas_threads, "OpenBLAS threads of the torch worker (default: --threads)");
   app.add_flag("--sgemm-peak", sgemm_peak, "print the sgemm GFLOP/s at --threads and exit");
@@ -247,6 +289,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<Engine> engine;
   if (worker == "kiln") {
     engine = std::make_unique<KilnEngine>(model, threads);
+  } else if (worker == "kilnd") {
+    engine = std::make_unique<KilndEngine>(server, model);
   } else {
     at::set_num_threads(threads);
     openblas_set_num_threads(blas_threads > 0 ? blas_threads : threads);

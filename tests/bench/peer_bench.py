@@ -7,7 +7,7 @@
 Engines, each in its own long-lived process that loads the model once (so thread pools never mix
 and the peak RSS is the engine's own):
   kiln    Kiln's engine in process (kiln-bench --worker kiln: kiln::runtime::Model, no fallback)
-  kilnd   a real kilnd on loopback, ModelInfer from this process with stock grpcio (raw bytes)
+  kilnd   a real kilnd on loopback; ModelInfer from a kiln-bench client worker (Kiln's C++ client)
   torch   libtorch 1.13, the frozen TorchScript (kiln-bench --worker torch), at the best of four
           settings for that model and batch: libgomp's default wait policy or
           OMP_WAIT_POLICY=PASSIVE, times OpenBLAS at 1 thread or at --threads; chosen by a short
@@ -123,9 +123,11 @@ class Worker:
 
 
 class KilndEngine:
-    """A kilnd serving one model; each call is one ModelInfer over loopback gRPC, timed here."""
+    """A kilnd serving one model, loaded here with stock grpcio; each call is one ModelInfer over
+    loopback gRPC made and timed by a kiln-bench client worker (Kiln's C++ client library), so
+    the column carries transport and serving, not this interpreter's per-call overhead."""
 
-    def __init__(self, bin_dir, model_path, name, threads):
+    def __init__(self, bin_dir, model_path, name, threads, log_path):
         import grpc
         from kiln_client_example import load_stubs
         self.name = "kilnd"
@@ -133,51 +135,45 @@ class KilndEngine:
         self.repo = tempfile.mkdtemp(prefix="kiln-bench-repo-")
         self.server = KilndProcess(bin_dir, ["--port", "0", "--model-repository", self.repo,
                                              "--threads", threads, "--log-level", "warn"])
-        opts = [("grpc.max_send_message_length", 1 << 30),
-                ("grpc.max_receive_message_length", 1 << 30)]
+        self.client = None
         try:
-            self._load(grpc, pb_grpc, opts, model_path, name)
+            self._load(grpc, pb_grpc, model_path, name)
+            self.client = Worker("kilnd", [os.path.join(bin_dir, "kiln-bench"), "--worker", "kilnd",
+                                           "--server", self.server.address, "--model", name],
+                                 log_path)
         except BaseException:
             self.close()
             raise
-        self.request = None
 
-    def _load(self, grpc, pb_grpc, opts, model_path, name):
-        self.stub = pb_grpc.GRPCInferenceServiceStub(
-            grpc.insecure_channel(self.server.address, options=opts))
+    def _load(self, grpc, pb_grpc, model_path, name):
+        opts = [("grpc.max_send_message_length", 1 << 30),
+                ("grpc.max_receive_message_length", 1 << 30)]
+        stub = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(self.server.address,
+                                                                      options=opts))
         req = self.pb.RepositoryModelLoadRequest(model_name=name)
         with open(model_path, "rb") as f:
             req.parameters["file:1/model.pt"].bytes_param = f.read()
         if os.path.exists(model_path + ".json"):
             with open(model_path + ".json") as f:
                 req.parameters["config"].string_param = f.read()
-        self.stub.RepositoryModelLoad(req)
-        self.model = name
-        self.input_name = self.stub.ModelMetadata(
-            self.pb.ModelMetadataRequest(name=name)).inputs[0].name
+        stub.RepositoryModelLoad(req)
 
     def set_input(self, dtype, shape, path):
-        self.request = self.pb.ModelInferRequest(model_name=self.model)
-        self.request.inputs.add(name=self.input_name, datatype={"f32": "FP32", "i64": "INT64"}[dtype],
-                                shape=list(shape))
-        with open(path, "rb") as f:
-            self.request.raw_input_contents.append(f.read())
+        self.client.set_input(dtype, shape, path)
 
     def run(self):
-        t0 = time.perf_counter()
-        self.stub.ModelInfer(self.request)
-        return (time.perf_counter() - t0) * 1e3
+        return self.client.run()
 
     def save(self, path):
-        reply = self.stub.ModelInfer(self.request)
-        with open(path, "wb") as f:
-            f.write(reply.raw_output_contents[0])
+        self.client.save(path)
 
     @property
     def pid(self):
         return self.server.proc.pid
 
     def close(self):
+        if self.client is not None:
+            self.client.close()
         self.server.stop()
         shutil.rmtree(self.repo, ignore_errors=True)
 
@@ -292,7 +288,7 @@ class Bench:
         log = os.path.join(self.models_dir, "io", f"{name}.%s.log")
         engines.append(Worker("kiln", [self.kiln_bench, "--worker", "kiln", "--model", pt,
                                        "--threads", t], log % "kiln"))
-        engines.append(KilndEngine(self.args.bin, pt, name, t))
+        engines.append(KilndEngine(self.args.bin, pt, name, t, log % "kilnd"))
         engines.append(Worker("ort", self.in_chroot("ort", f"{CHROOT_MOUNT}/{name}.onnx", t),
                               log % "ort", path_map=self.inside))
         for i, setting in enumerate(TORCH_SETTINGS):
