@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -56,7 +58,9 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
   }
   if (config.verify.enabled && verify) {
     fallback::VerifyOptions options;
-    options.tolerance = config.verify.tolerance;
+    options.tolerance = config.precision == Precision::kBf16
+                            ? std::max(config.verify.tolerance, kBf16Tolerance)
+                            : config.verify.tolerance;
     options.samples = config.verify.inputs;
     // An input of open dtype takes what a request brings; the sample, unless
     // the config gives one, uses PyTorch's default dtype.
@@ -92,6 +96,11 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
                           ? "float64 (float32 convolutions, matmuls and linear layers accumulate "
                             "in double)"
                           : "float32");
+  model->set_property("precision",
+                      config.precision == Precision::kBf16
+                          ? "bf16 (convolutions and linear layers: bfloat16 operands, float32 "
+                            "accumulation; see verify.max_abs_diff.*)"
+                          : "fp32");
   model->set_property("verify", verify_text);
   for (const fallback::OutputCheck& o : report.outputs) {
     model->set_property(absl::StrCat("verify.max_abs_diff.", o.name),

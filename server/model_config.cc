@@ -207,7 +207,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   RETURN_IF_ERROR(
       CheckKeys(root,
                 {"inputs", "outputs", "version_policy", "strict", "verify", "dry_run",
-                 "accumulation"},
+                 "accumulation", "precision"},
                 "top level"));
 
   ModelConfig config;
@@ -226,6 +226,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
       return ConfigError("accumulation", "expected \"float32\" or \"float64\"");
     }
     config.accumulate_float64 = a.get<std::string>() == "float64";
+  }
+  if (root.contains("precision")) {
+    const json& p = root["precision"];
+    const std::optional<Precision> precision =
+        p.is_string() ? ParsePrecision(p.get<std::string>()) : std::nullopt;
+    if (!precision) return ConfigError("precision", "expected \"fp32\" or \"bf16\"");
+    config.precision = *precision;
   }
   if (root.contains("verify")) {
     ASSIGN_OR_RETURN(config.verify, ParseVerify(root["verify"]));
@@ -256,11 +263,16 @@ std::string GraphSettings(const ModelConfig& config) {
     }
     return out;
   };
-  const json settings = {{"tolerance", config.verify.tolerance},
+  json settings = {{"tolerance", config.verify.tolerance},
                          {"on_mismatch", config.verify.fallback_on_mismatch ? "fallback" : "fail"},
                          {"samples", specs(config.verify.inputs)},
                          {"inputs", specs(config.model.inputs)},
                          {"outputs", specs(config.model.outputs)}};
+  // The verified import judges a bfloat16 plan with its own tolerance, so the
+  // ops it may move onto the fallback depend on the precision.
+  if (config.precision != Precision::kFp32) {
+    settings["precision"] = std::string(PrecisionName(config.precision));
+  }
   return absl::StrCat(accumulation, accumulation.empty() ? "" : ";", "verify=", settings.dump());
 }
 

@@ -43,6 +43,11 @@ struct VerifyConfig {
   std::vector<runtime::TensorSpec> inputs;  // sample shapes, by input name
 };
 
+// The verified import's relative tolerance for a model served at
+// "precision": "bf16": bfloat16 keeps 8 bits of mantissa (a relative rounding
+// of 2^-9 per operand), which a network's depth accumulates.
+inline constexpr double kBf16Tolerance = 5e-2;
+
 struct ModelConfig {
   // "strict": true makes ops without a native translation an error listing
   // all of them, instead of running them through the libtorch fallback.
@@ -54,6 +59,13 @@ struct ModelConfig {
   // results closer to the exact ones, for about twice their time. Default
   // "float32".
   bool accumulate_float64 = false;
+  // "precision": "bf16" runs the oneDNN convolutions and linear layers with
+  // bfloat16 operands and float32 accumulation (engine/common/precision.h):
+  // about twice as fast on CPUs with AVX-512 BF16, at bfloat16's rounding of
+  // each operand. The verified import then judges the outputs with
+  // kBf16Tolerance (unless the config sets a looser one) and publishes the
+  // deviation it measured. Default "fp32".
+  Precision precision = Precision::kFp32;
   VerifyConfig verify;
   VersionPolicy version_policy;
   importer::ImportOptions import;

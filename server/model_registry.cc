@@ -271,6 +271,7 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   runtime::ModelOptions options = config.model;
   RETURN_IF_ERROR(FillDeclaredNames(graph, options));
   options.compile = options_.compile;
+  options.compile.precision = config.precision;
   built.counters = std::make_shared<cache::PlanCounters>();
   built.weight_bytes = graph.ConstantBytes();
   // Builds the model of the imported graph, or of one the verified import

@@ -235,6 +235,8 @@ std::string CompiledGraphCache::PlanKey(const std::string& model_key,
                       ";threads=", options.num_threads,
                       options.graph_variant.empty() ? "" : ";variant=", options.graph_variant,
                       options.use_providers ? "" : ";native",
+                      options.precision == Precision::kFp32 ? "" : ";precision=",
+                      options.precision == Precision::kFp32 ? "" : PrecisionName(options.precision),
                       ";passes=", PassesText(),
                       ";engine=", EngineVersion());
 }

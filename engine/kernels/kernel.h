@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/common/dtype.h"
+#include "engine/common/precision.h"
 #include "engine/common/tensor.h"
 #include "engine/ir/graph.h"
 
@@ -50,6 +51,10 @@ struct PrepareContext {
   // all constants: a kernel that takes layouts may then give its outputs a
   // non-plain layout. Elsewhere (folding, the dynamic path) outputs are plain.
   bool allow_layouts = false;
+  // The plan's precision (engine/common/precision.h): a kernel that offers
+  // bfloat16 operands uses them under Precision::kBf16; every other kernel
+  // ignores it.
+  Precision precision = Precision::kFp32;
 };
 
 struct EvalContext {

@@ -525,6 +525,7 @@ class Executable::Compiler {
     kernels::PrepareContext ctx{g_.node(id), std::move(infos), {}, 0, nullptr,
                                 exe_->options_.num_threads};
     ctx.allow_layouts = exe_->options_.use_providers && !all_constant;
+    ctx.precision = exe_->options_.precision;
     ctx.outputs.resize(node.outputs.size());
     absl::StatusOr<const kernels::KernelDef*> found = kernels::PrepareKernel(ctx);
     if (absl::IsFailedPrecondition(found.status())) {

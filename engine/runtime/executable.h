@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/common/precision.h"
 #include "engine/common/tensor.h"
 #include "engine/ir/graph.h"
 #include "engine/kernels/kernel.h"
@@ -34,6 +35,9 @@ struct CompileOptions {
   // False: Kiln's own kernels only, every value plain (no oneDNN provider,
   // no layouts). Tests compare the two plans; part of the plan cache key.
   bool use_providers = true;
+  // bfloat16 operands for the oneDNN convolutions and linear layers
+  // (engine/common/precision.h); part of the plan cache key.
+  Precision precision = Precision::kFp32;
   // Which of a model's graphs this is, for cache keys only: a model with
   // List[Tensor] inputs compiles one graph per list lengths ("lists=2,0").
   std::string graph_variant;

@@ -1,6 +1,6 @@
 // kiln-bench: the native side of `make bench` (tests/bench/peer_bench.py drives it).
 //
-//   kiln-bench --worker kiln  --model M.pt --threads N
+//   kiln-bench --worker kiln  --model M.pt --threads N [--precision bf16]
 //   kiln-bench --worker torch --model M.pt --threads N [--blas-threads B]
 //   kiln-bench --worker kilnd --server HOST:PORT --model NAME
 //   kiln-bench --sgemm-peak --threads N
@@ -104,13 +104,14 @@ class Engine {
 
 class KilnEngine : public Engine {
  public:
-  KilnEngine(const std::string& path, int threads) {
+  KilnEngine(const std::string& path, int threads, kiln::Precision precision) {
     auto graph = kiln::importer::ImportTorchScript(ReadFile(path));
     if (!graph.ok()) Fail("import: " + std::string(graph.status().message()));
     // From here on only Kiln's engine holds memory: count the peak from now.
     std::ofstream("/proc/self/clear_refs") << "5";
     kiln::runtime::ModelOptions opts;
     opts.compile.num_threads = threads;
+    opts.compile.precision = precision;
     auto model = kiln::runtime::Model::Create(*std::move(graph), opts);
     if (!model.ok()) Fail(std::string(model.status().message()));
     model_ = *std::move(model);
@@ -269,12 +270,15 @@ int main(int argc, char** argv) {
   std::string worker, model, server;
   int threads = 1, blas_threads = 0;
   bool sgemm_peak = false;
+  std::string precision = "fp32";
   app.add_option("--worker", worker, "serve one model with this engine")
       ->check(CLI::IsMember({"kiln", "torch", "kilnd"}));
   app.add_option("--model", model, "the TorchScript file (kilnd: the served model's name)");
   app.add_option("--server", server, "kilnd's address, host:port (--worker kilnd)");
   app.add_option("--threads", threads, "threads of the engine");
   app.add_option("--blas-threads", blas_threads, "OpenBLAS threads of the torch worker (default: --threads)");
+  app.add_option("--precision", precision, "the kiln worker's plan precision")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--sgemm-peak", sgemm_peak, "print the sgemm GFLOP/s at --threads and exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -288,7 +292,7 @@ int main(int argc, char** argv) {
   if (worker.empty() || model.empty()) Fail("--worker and --model are needed (or --sgemm-peak)");
   std::unique_ptr<Engine> engine;
   if (worker == "kiln") {
-    engine = std::make_unique<KilnEngine>(model, threads);
+    engine = std::make_unique<KilnEngine>(model, threads, *kiln::ParsePrecision(precision));
   } else if (worker == "kilnd") {
     engine = std::make_unique<KilndEngine>(server, model);
   } else {

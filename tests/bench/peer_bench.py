@@ -24,6 +24,7 @@ sgemm peak at --threads. A measuring instrument: it never fails on a number.
 """
 import argparse
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -127,7 +128,7 @@ class KilndEngine:
     loopback gRPC made and timed by a kiln-bench client worker (Kiln's C++ client library), so
     the column carries transport and serving, not this interpreter's per-call overhead."""
 
-    def __init__(self, bin_dir, model_path, name, threads, log_path):
+    def __init__(self, bin_dir, model_path, name, threads, log_path, precision="fp32"):
         import grpc
         from kiln_client_example import load_stubs
         self.name = "kilnd"
@@ -137,7 +138,7 @@ class KilndEngine:
                                              "--threads", threads, "--log-level", "warn"])
         self.client = None
         try:
-            self._load(grpc, pb_grpc, model_path, name)
+            self._load(grpc, pb_grpc, model_path, name, precision)
             self.client = Worker("kilnd", [os.path.join(bin_dir, "kiln-bench"), "--worker", "kilnd",
                                            "--server", self.server.address, "--model", name],
                                  log_path)
@@ -145,7 +146,7 @@ class KilndEngine:
             self.close()
             raise
 
-    def _load(self, grpc, pb_grpc, model_path, name):
+    def _load(self, grpc, pb_grpc, model_path, name, precision):
         opts = [("grpc.max_send_message_length", 1 << 30),
                 ("grpc.max_receive_message_length", 1 << 30)]
         stub = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(self.server.address,
@@ -153,9 +154,14 @@ class KilndEngine:
         req = self.pb.RepositoryModelLoadRequest(model_name=name)
         with open(model_path, "rb") as f:
             req.parameters["file:1/model.pt"].bytes_param = f.read()
+        config = {}
         if os.path.exists(model_path + ".json"):
             with open(model_path + ".json") as f:
-                req.parameters["config"].string_param = f.read()
+                config = json.load(f)
+        if precision != "fp32":
+            config["precision"] = precision
+        if config:
+            req.parameters["config"].string_param = json.dumps(config)
         stub.RepositoryModelLoad(req)
 
     def set_input(self, dtype, shape, path):
@@ -287,8 +293,9 @@ class Bench:
         t, pt = str(self.args.threads), os.path.join(self.models_dir, f"{name}.pt")
         log = os.path.join(self.models_dir, "io", f"{name}.%s.log")
         engines.append(Worker("kiln", [self.kiln_bench, "--worker", "kiln", "--model", pt,
-                                       "--threads", t], log % "kiln"))
-        engines.append(KilndEngine(self.args.bin, pt, name, t, log % "kilnd"))
+                                       "--threads", t, "--precision", self.args.precision],
+                              log % "kiln"))
+        engines.append(KilndEngine(self.args.bin, pt, name, t, log % "kilnd", self.args.precision))
         engines.append(Worker("ort", self.in_chroot("ort", f"{CHROOT_MOUNT}/{name}.onnx", t),
                               log % "ort", path_map=self.inside))
         for i, setting in enumerate(TORCH_SETTINGS):
@@ -395,6 +402,7 @@ def format_row(row):
 
 def print_tables(args, rows, peak):
     print(f"threads={args.threads} rounds={args.rounds} gap={args.gap_ms:g} ms "
+          f"kiln precision={args.precision} "
           f"(medians; ratios are medians of per-round ratios; MB is each process's VmHWM)")
     print("sgemm peak at %d threads: %s GFLOP/s" % (
         args.threads, ", ".join(f"{k} {v:.0f}" for k, v in peak.items())))
@@ -429,6 +437,9 @@ def main():
                     help="rounds that pick libtorch's best setting")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--gap-ms", type=float, default=20)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="Kiln's plan precision, in process and in kilnd (the load config's "
+                         "\"precision\"); the peers run float32")
     ap.add_argument("--models", help=f"comma-separated subset of {','.join(MODELS)}")
     args = ap.parse_args()
     args.batch = args.batch or [1, 8]

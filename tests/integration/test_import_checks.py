@@ -82,6 +82,23 @@ class CancellingConv(nn.Module):
         return self.conv(x)
 
 
+class ConvNet(nn.Module):
+    """Convolutions with batch norm, a residual add and a linear head: the ops that
+    "precision": "bf16" runs with bfloat16 operands."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Linear(16 * 16 * 16, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.bn1(self.conv1(x)))
+        h = torch.relu(self.conv2(h) + h)
+        return self.head(h.flatten(1))
+
+
 def write_model(out_dir, name, module, x):
     """Traces `module`, saves it, and writes the sample input and libtorch's outputs for the file."""
     torch.manual_seed(0)
@@ -110,6 +127,8 @@ class ImportChecksTest(unittest.TestCase):
                                         torch.randn(4, 8)),
             "gelu_mlp": write_model(cls.models, "gelu_mlp", GeluMlp(), torch.randn(4, 16)),
             "canary": write_model(cls.models, "canary", Canary(), torch.randn(2, 8)),
+            "convnet": write_model(cls.models, "convnet", ConvNet().eval(),
+                                   torch.randn(2, 3, 16, 16)),
             "cancelling": write_model(cls.models, "cancelling", CancellingConv(), torch.tensor(
                 [1e8, 3e7, 1.0, 1.0, -1e8, -3e7]).view(1, 3, 1, 2)),
         }
@@ -260,6 +279,35 @@ class ImportChecksTest(unittest.TestCase):
         # Each model runs its own plans: the float32 one loses the small terms (OpenBLAS sums
         # in order), so one file gives two answers here.
         self.assertFalse(np.array_equal(outputs["narrow"], outputs["wide"]), outputs["narrow"])
+        self.assert_still_serving()
+
+    def test_precision_bf16_is_verified_and_publishes_its_deviation(self):
+        sample = '"verify": {"inputs": [{"name": "x", "dims": [2, 3, 16, 16]}]}'
+        self.upload("convnet", "conv_fp32", config=self.config("fp32", "{" + sample + "}"))
+        r = self.upload("convnet", "conv_bf16",
+                        config=self.config("bf16", '{"precision": "bf16", ' + sample + "}"))
+        self.assertIn("verify: passed", r.stdout)
+        fp32, bf16 = self.metadata("conv_fp32"), self.metadata("conv_bf16")
+        self.assertEqual(fp32["precision"], "fp32")
+        self.assertTrue(bf16["precision"].startswith("bf16 "), bf16["precision"])
+        x = os.path.join(self.models, "convnet.input.x.npy")
+        want = np.load(os.path.join(self.models, "convnet.output0.npy"))
+        got = {}
+        for name in ("conv_fp32", "conv_bf16"):
+            out_dir = tempfile.mkdtemp(dir=self.tmp)
+            self.kiln("infer", name, "--input", f"x={x}", "--output-dir", out_dir)
+            got[name] = np.load(os.path.join(out_dir, "output0.npy"))
+        scale = np.abs(want).max()
+        assert_close(self, got["conv_fp32"], want)
+        # bfloat16 operands: off by their rounding (so they ran), within the bf16 tolerance,
+        # and the verified import published that deviation.
+        deviation = np.abs(got["conv_bf16"] - want).max()
+        self.assertGreater(deviation, 1e-5 * scale)
+        self.assertLess(deviation, 5e-2 * scale)
+        published = float(bf16["verify.max_abs_diff.output0"])
+        self.assertGreater(published, 1e-5 * scale)
+        self.assertLess(published, 5e-2 * scale)
+        self.assertLess(float(fp32["verify.max_abs_diff.output0"]), 1e-4 * scale)
         self.assert_still_serving()
 
     def test_the_graph_verification_chose_is_served_after_a_restart(self):

@@ -119,6 +119,11 @@ TEST(ModelConfigTest, StrictAndVerify) {
   ASSERT_TRUE(wide.ok()) << wide.status();
   EXPECT_TRUE(wide->accumulate_float64);
   EXPECT_FALSE(config->accumulate_float64);
+  EXPECT_EQ(config->precision, Precision::kFp32);
+  auto bf16 = ParseModelConfig(R"({"precision": "bf16"})");
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(bf16->precision, Precision::kBf16);
+  EXPECT_EQ(ParseModelConfig(R"({"precision": "fp32"})")->precision, Precision::kFp32);
   auto off = ParseModelConfig(R"({"verify": false})");
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off->verify.enabled);
@@ -127,7 +132,8 @@ TEST(ModelConfigTest, StrictAndVerify) {
                            R"({"verify": {"on_mismatch": "ignore"}})",
                            R"({"verify": {"tolerance": -1}})", R"({"verify": {"sample": []}})",
                            R"({"verify": {"inputs": [{"dims": [1]}]}})",
-                           R"({"accumulation": "double"})", R"({"accumulation": 64})"}) {
+                           R"({"accumulation": "double"})", R"({"accumulation": 64})",
+                           R"({"precision": "fp16"})", R"({"precision": 16})"}) {
     auto bad = ParseModelConfig(json);
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << json;
   }
@@ -157,6 +163,10 @@ TEST(ModelConfigTest, GraphSettingsNameWhatDecidesTheServedGraph) {
   EXPECT_EQ(settings(R"({"verify": false, "accumulation": "float64"})"), "accumulation=float64");
   EXPECT_NE(settings(R"({"accumulation": "float64"})"), plain);
   EXPECT_EQ(settings(R"({"accumulation": "float32"})"), plain);
+  // The precision changes what the verified import accepts, not the import.
+  EXPECT_NE(settings(R"({"precision": "bf16"})"), plain);
+  EXPECT_EQ(settings(R"({"precision": "fp32"})"), plain);
+  EXPECT_EQ(settings(R"({"verify": false, "precision": "bf16"})"), "");
   EXPECT_EQ(settings(R"({"verify": {"on_mismatch": "fallback", "tolerance": 0.01}})"),
             settings(R"({"verify": {"tolerance": 0.01, "on_mismatch": "fallback"}})"));
 }

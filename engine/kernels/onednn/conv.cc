@@ -4,7 +4,8 @@
 // reorders the input into the workspace first) or NHWC, constant weights and
 // bias, and writes its output in NHWC. The weights are reordered once, in
 // Prepare, into the blocked format oneDNN picks for this shape and CPU, and
-// the plan keeps that copy. The epilogue the fuse_conv_epilogue pass wrote
+// the plan keeps that copy. Under Precision::kBf16 (a model's opt-in) source
+// and weights are bfloat16, accumulation and output float32. The epilogue the fuse_conv_epilogue pass wrote
 // (a batch norm's per-channel scale and shift, a Relu/Clip clamp) runs as
 // post-ops on each output block while it is in cache: a binary multiply and
 // add by per-channel tensors, then an eltwise clip, the unfused ops'
@@ -36,7 +37,8 @@ struct ConvState {
   std::vector<std::pair<int, const void*>> post_args;  // binary post-op operands
   std::vector<memory::desc> post_descs;
   int residual_post_op = -1;            // index of the residual's binary add
-  // NCHW input: reordered into the workspace at `src_offset` first.
+  // An NCHW input, or any input under Precision::kBf16: converted into the
+  // workspace at `src_offset` (as `src`) first.
   bool reorder_src = false;
   dnnl::reorder src_reorder;
   memory::desc plain_src;
@@ -87,11 +89,15 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   }
 
   auto s = std::make_shared<ConvState>();
-  s->src = ImageDesc(x, ir::Layout::kNHWC);
+  // Under Precision::kBf16 the source and weights are bfloat16 (the source
+  // converted into the workspace per call, the weights once here); the
+  // output, bias, post-ops and accumulation stay float32.
+  const memory::data_type operand = OperandType(ctx.precision);
+  s->src = ImageDesc(x, ir::Layout::kNHWC, operand);
   s->dst = ImageDesc(out, ir::Layout::kNHWC);
   const memory::dims wdims = groups == 1 ? ToDims(w)
                                          : memory::dims{groups, w[0] / groups, w[1], w[2], w[3]};
-  const memory::desc weights_any(wdims, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc weights_any(wdims, operand, memory::format_tag::any);
   const bool has_bias = ctx.inputs.size() > 2 && ctx.inputs[2].present;
   if (has_bias) {
     s->bias = ctx.inputs[2].constant->raw_data();
@@ -144,9 +150,9 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   Stream().wait();
 
   WorkspaceLayout ws;
-  if (ctx.inputs[0].layout != ir::Layout::kNHWC) {
+  if (ctx.inputs[0].layout != ir::Layout::kNHWC || operand != memory::data_type::f32) {
     s->reorder_src = true;
-    s->plain_src = ImageDesc(x, ir::Layout::kPlain);
+    s->plain_src = ImageDesc(x, ctx.inputs[0].layout);
     s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), s->plain_src, Engine(), s->src));
     s->src_offset = ws.Add(s->src.get_size());

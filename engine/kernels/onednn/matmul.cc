@@ -13,7 +13,8 @@
 // the plan keeps that copy: no per-request packing, and no transposed-operand
 // GEMM. A fused Relu/Clip and activation (Gelu, Silu, ...: the
 // fuse_conv_epilogue pass) run as eltwise post-ops on each output block while
-// it is in cache. Shapes and errors are the native kernel's: its Prepare runs
+// it is in cache. Under Precision::kBf16 (a model's opt-in) input and weights
+// are bfloat16, accumulation and output float32. Shapes and errors are the native kernel's: its Prepare runs
 // first on the same operands.
 #include <memory>
 
@@ -33,6 +34,12 @@ struct LinearState {
   memory::desc src, dst, bias_desc, scratch;
   memory weights;  // reordered once, owned here
   const void* bias = nullptr;  // the node's constant
+  // Under Precision::kBf16: the float32 input, converted into the workspace
+  // at `src_offset` (as `src`) per call.
+  bool convert_src = false;
+  memory::desc given_src;
+  dnnl::reorder src_reorder;
+  size_t src_offset = 0, scratch_offset = 0;
 };
 
 bool SupportsLinear(const PrepareContext& ctx) {
@@ -58,9 +65,12 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
   const int64_t m = NumElements(ctx.inputs[0].dims) / k;
 
   auto s = std::make_shared<LinearState>();
-  s->src = memory::desc({m, k}, memory::data_type::f32, memory::format_tag::ab);
+  // Under Precision::kBf16 input and weights are bfloat16; bias, output,
+  // post-ops and accumulation stay float32.
+  const memory::data_type operand = OperandType(ctx.precision);
+  s->src = memory::desc({m, k}, operand, memory::format_tag::ab);
   s->dst = memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab);
-  const memory::desc weights_any({k, n}, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc weights_any({k, n}, operand, memory::format_tag::any);
   const bool has_bias = ctx.inputs.size() > 2 && ctx.inputs[2].present;
   if (has_bias) {
     s->bias = ctx.inputs[2].constant->raw_data();
@@ -91,8 +101,17 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
   dnnl::reorder(given, s->weights).execute(Stream(), given, s->weights);
   Stream().wait();
 
+  WorkspaceLayout ws;
+  if (operand != memory::data_type::f32) {
+    s->convert_src = true;
+    s->given_src = memory::desc({m, k}, memory::data_type::f32, memory::format_tag::ab);
+    s->src_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), s->given_src, Engine(), s->src));
+    s->src_offset = ws.Add(s->src.get_size());
+  }
   s->scratch = pd.scratchpad_desc();
-  ctx.workspace_bytes = s->scratch.get_size();
+  s->scratch_offset = ws.Add(s->scratch.get_size());
+  ctx.workspace_bytes = ws.total();
   ctx.outputs = {TensorInfo{DType::kF32, out}};
   ctx.state = std::move(s);
   return absl::OkStatus();
@@ -102,11 +121,17 @@ absl::Status EvalLinear(EvalContext& ctx) {
   const auto& s = *static_cast<const LinearState*>(ctx.state);
   UseThreads(ctx.num_threads);
   dnnl::stream& stream = Stream();
+  memory src = Wrap(s.src, ctx.inputs[0]->raw_data());
+  if (s.convert_src) {
+    memory given = Wrap(s.given_src, ctx.inputs[0]->raw_data());
+    src = Wrap(s.src, At(ctx.workspace, s.src_offset));
+    s.src_reorder.execute(stream, given, src);
+  }
   std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, Wrap(s.src, ctx.inputs[0]->raw_data())},
+      {DNNL_ARG_SRC, src},
       {DNNL_ARG_WEIGHTS, s.weights},
       {DNNL_ARG_DST, Wrap(s.dst, ctx.outputs[0]->raw_data())},
-      {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, ctx.workspace)}};
+      {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, At(ctx.workspace, s.scratch_offset))}};
   if (s.bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(s.bias_desc, s.bias));
   s.matmul.execute(stream, args);
   stream.wait();

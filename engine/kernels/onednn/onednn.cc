@@ -17,8 +17,8 @@ dnnl::stream& Stream() {
   return stream;
 }
 
-dnnl::memory::desc ImageDesc(const Dims& dims, ir::Layout layout) {
-  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32,
+dnnl::memory::desc ImageDesc(const Dims& dims, ir::Layout layout, dnnl::memory::data_type type) {
+  return dnnl::memory::desc(ToDims(dims), type,
                             layout == ir::Layout::kNHWC ? dnnl::memory::format_tag::nhwc
                                                         : dnnl::memory::format_tag::nchw);
 }

@@ -34,8 +34,17 @@ using kernels::UseThreads;
 
 inline dnnl::memory::dims ToDims(const Dims& d) { return dnnl::memory::dims(d.begin(), d.end()); }
 
-// A 4-D FP32 [N, C, H, W] descriptor in `layout` (kPlain: nchw, kNHWC: nhwc).
-dnnl::memory::desc ImageDesc(const Dims& dims, ir::Layout layout);
+// A 4-D [N, C, H, W] descriptor in `layout` (kPlain: nchw, kNHWC: nhwc).
+dnnl::memory::desc ImageDesc(const Dims& dims, ir::Layout layout,
+                             dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+
+// The data type of a GEMM-class primitive's operands (source and weights) at
+// the plan's precision: f32, or bf16 under Precision::kBf16 (results and
+// accumulation stay f32).
+inline dnnl::memory::data_type OperandType(Precision precision) {
+  return precision == Precision::kBf16 ? dnnl::memory::data_type::bf16
+                                       : dnnl::memory::data_type::f32;
+}
 
 // A memory object over `data` (no copy).
 inline dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {

@@ -1,6 +1,7 @@
 // The oneDNN provider's Softmax, LogSoftmax, LayerNorm and batched MatMul
 // give Kiln's own kernels' numbers (within float rounding), on every axis,
-// affine form and batch broadcast.
+// affine form and batch broadcast; at Precision::kBf16 its convolutions and
+// linear layers stay within bfloat16's rounding of them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,10 +22,11 @@ Tensor Random(Dims dims, std::mt19937& rng, double lo, double hi) {
   return t;
 }
 
-// Runs `g` on `x` with and without the providers; returns max |a - b| and
-// checks that the provider's kernel was the one compiled.
-double ProviderDiff(const ir::Graph& g, const Tensor& x, const Tensor* y = nullptr) {
-  CompileOptions fast, native;
+// Runs `g` on `x` with and without the providers (at `fast`'s options);
+// returns max |a - b|.
+double ProviderDiff(const ir::Graph& g, const Tensor& x, const Tensor* y = nullptr,
+                    CompileOptions fast = {}) {
+  CompileOptions native;
   native.use_providers = false;
   std::vector<kernels::TensorInfo> infos = {{DType::kF32, x.dims()}};
   std::vector<Tensor> inputs = {x};
@@ -96,6 +98,65 @@ TEST(OneDnnProviderTest, BatchedMatMulWithBroadcastBatchDims) {
     g.AddOutput(g.node(g.AddNode(OpKind::kMatMul, {x, y})).outputs[0], "c");
     EXPECT_LE(ProviderDiff(g, a, &b), 1e-5) << DimsToString(da) << " x " << DimsToString(db);
   }
+}
+
+}  // namespace
+}  // namespace kiln::runtime
+
+namespace kiln::runtime {
+namespace {
+
+double MaxAbs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) m = std::max(m, double(std::fabs(t.data<float>()[i])));
+  return m;
+}
+
+// A convolution (NCHW input, then NHWC), a second one with a fused residual
+// add, a flatten and a linear layer with bias: at Precision::kBf16 the plan
+// differs from the float32 one by bfloat16's rounding (so bfloat16 did run)
+// and by no more than it.
+TEST(OneDnnProviderTest, Bf16PrecisionStaysWithinBfloat16Rounding) {
+  std::mt19937 rng(8);
+  const Tensor x = Random({2, 8, 12, 12}, rng, -1, 1);
+  ir::Graph g;
+  ValueId in = g.AddInput("x", ir::TensorType{DType::kF32, x.dims()});
+  auto conv = [&](ValueId v, int64_t c, int64_t o) {
+    ir::Attributes a;
+    a.SetInts("stride", {1, 1});
+    a.SetInts("padding", {1, 1});
+    a.SetInts("dilation", {1, 1});
+    a.SetInt("groups", 1);
+    ValueId w = g.AddConstant(Random({o, c, 3, 3}, rng, -0.3, 0.3));
+    ValueId b = g.AddConstant(Random({o}, rng, -0.5, 0.5));
+    return g.node(g.AddNode(OpKind::kConv, {v, w, b}, a, "aten::_convolution")).outputs[0];
+  };
+  ValueId y = conv(in, 8, 16);
+  ValueId z = conv(y, 16, 16);
+  z = g.node(g.AddNode(OpKind::kAdd, {z, y}, {}, "aten::add")).outputs[0];
+  ir::Attributes flat;
+  flat.SetInt("start_dim", 1);
+  flat.SetInt("end_dim", -1);
+  z = g.node(g.AddNode(OpKind::kFlatten, {z}, flat, "aten::flatten")).outputs[0];
+  ValueId w = g.AddConstant(Random({10, 16 * 12 * 12}, rng, -0.05, 0.05));
+  ValueId b = g.AddConstant(Random({10}, rng, -0.5, 0.5));
+  g.AddOutput(g.node(g.AddNode(OpKind::kLinear, {z, w, b}, {}, "aten::linear")).outputs[0], "y");
+
+  CompileOptions native;
+  native.use_providers = false;
+  auto plain = Executable::Compile(g, {{DType::kF32, x.dims()}}, native);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto ref = (*plain)->Run({x});
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const double scale = MaxAbs((*ref)[0]);
+  ASSERT_GT(scale, 0.1);
+
+  CompileOptions fp32, bf16;
+  bf16.precision = Precision::kBf16;
+  EXPECT_LE(ProviderDiff(g, x, nullptr, fp32), 1e-5 * scale);
+  const double d = ProviderDiff(g, x, nullptr, bf16);
+  EXPECT_GT(d, 1e-5 * scale) << "no bfloat16 rounding: the float32 kernels ran";
+  EXPECT_LE(d, 2e-2 * scale);
 }
 
 }  // namespace
