@@ -799,7 +799,8 @@ CASES.append(("scripted", "indexing", ScriptedIndexing(), (randn(4, 6), ints(2, 
 # ---------------------------------------------------------------- driver
 
 DTYPES = {torch.float32: "FP32", torch.int64: "INT64", torch.bool: "BOOL", torch.int32: "INT32",
-          torch.float64: "FP64"}
+          torch.float64: "FP64", torch.uint8: "UINT8", torch.int8: "INT8", torch.int16: "INT16",
+          torch.float16: "FP16", torch.bfloat16: "BF16"}
 
 
 def flatten_outputs(out):
