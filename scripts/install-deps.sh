@@ -4,6 +4,9 @@
 #   install-deps.sh                  everything needed to build and test
 #   install-deps.sh --runtime        only the shared libraries kilnd links (the container's runtime stage)
 #   install-deps.sh --print-runtime  print that runtime list (checked against `ldd kilnd` by a test)
+#   install-deps.sh --torchvision    optional at run time: torchvision's operator library, which the
+#                                    libtorch plugin loads when installed (models calling torchvision::nms,
+#                                    roi_align, deform_conv2d); pulls in Python and python3-torch
 set -euo pipefail
 
 PACKAGES=(
@@ -38,8 +41,9 @@ RUNTIME_PACKAGES=(
 case "${1:-}" in
   --print-runtime) printf '%s\n' "${RUNTIME_PACKAGES[@]}"; exit 0 ;;
   --runtime) PACKAGES=("${RUNTIME_PACKAGES[@]}") ;;
+  --torchvision) PACKAGES=(python3-torchvision) ;;
   "") ;;
-  *) echo "usage: $0 [--runtime|--print-runtime]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--runtime|--print-runtime|--torchvision]" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -31,6 +31,11 @@ std::string DatatypeProperty(const runtime::TensorSpec& spec) {
 
 std::string ShapeProperty(const runtime::TensorSpec& spec) {
   if (!spec.dims) return "any rank";
+  if (spec.any_leading_dims && !spec.dims->empty()) {
+    // A Linear's input: [-1, 16] shown, [..., 16] taken.
+    return absl::StrCat("any leading dims, then [",
+                        absl::StrJoin(spec.dims->begin() + 1, spec.dims->end(), ", "), "]");
+  }
   const std::vector<size_t> dynamic = DynamicDims(spec);
   if (dynamic.empty()) return "fixed";
   return absl::StrCat(dynamic.size() == 1 ? "dynamic dim " : "dynamic dims ",
@@ -69,6 +74,7 @@ json TensorJson(const runtime::TensorSpec& spec, const std::string& alias) {
   t["also_accepts"] = also;  // token ids: INT32 as well as the INT64 shown
   t["shape"] = spec.dims ? json(*spec.dims) : json(nullptr);
   t["dynamic_dims"] = DynamicDims(spec);
+  t["any_leading_dims"] = spec.any_leading_dims;  // shape[1:] after any number of dims
   t["alias"] = alias;
   t["path"] = spec.path;
   t["optional"] = spec.optional;
@@ -91,6 +97,13 @@ void AddContractProperties(const runtime::Model& model,
   for (size_t i = 0; i < model.outputs().size(); ++i) {
     AddTensorProperties(model.outputs()[i], "output", runtime::OutputAlias(i), properties);
   }
+  // Ops whose kernel refused a request's signature, run through libtorch for it.
+  std::vector<std::string> refused;
+  for (const auto& [op, signatures] : model.signature_fallbacks()) {
+    refused.push_back(absl::StrCat(op, " (", signatures, signatures == 1 ? " signature)"
+                                                                           : " signatures)"));
+  }
+  if (!refused.empty()) properties["fallback_ops.per_signature"] = absl::StrJoin(refused, ", ");
 }
 
 std::string ContractJson(const runtime::Model& model, const std::string& name, int64_t version,

@@ -6,12 +6,17 @@
 //   <kind>.<name>.datatype  "fixed (declared)", "fixed (implied)", "fixed
 //                           (model)", "fixed (argument)", "fixed", or "open"
 //                           (any datatype; the metadata's datatype is "ANY")
-//   <kind>.<name>.shape     "fixed", "dynamic dims 0, 2", or "any rank"
+//   <kind>.<name>.shape     "fixed", "dynamic dims 0, 2", "any rank", or
+//                           "any leading dims, then [16]" (a Linear's input:
+//                           the metadata shows [-1, 16])
 //   <kind>.<name>.alias     Triton's positional name, "INPUT__0"/"OUTPUT__0"
 //   <kind>.<name>.path      where the tensor sits in forward()'s arguments or
 //                           result: "x", "pair[1]", "result['logits']",
 //                           "result[1][0]"
 //   <kind>.<name>.optional  "true" for an Optional[Tensor] input (else absent)
+// and, once a request's signature had a node its kernel refused (run through
+// libtorch for that signature instead):
+//   fallback_ops.per_signature  "aten::linear (1 signature), ..."
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,7 @@ void AddContractProperties(const runtime::Model& model,
 // The contract as one line of JSON (ASCII only):
 //   {"model": NAME, "version": V, "dry_run": B,
 //    "inputs": [{"name", "datatype", "shape", "datatype_fixed", "dtype_source",
-//                "dynamic_dims", "alias", "path", "optional"}],
+//                "dynamic_dims", "any_leading_dims", "alias", "path", "optional"}],
 //    "outputs": [... same keys ...],
 //    "fallback_ops": ["aten::i0"], "verify": "passed ..."}
 // "shape" is null for an input of any rank.

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
+#include "engine/fallback/torch_extensions.h"
 #include "engine/importer/torchscript/import_context.h"
 #include "engine/kernels/kernel.h"
 
@@ -372,6 +373,7 @@ absl::Status PrepareFallbackGuarded(PrepareContext& ctx) {
 void InstallFallbackKernel(int num_threads) {
   static std::once_flag once;
   std::call_once(once, [] {
+    LoadTorchVisionOps();  // torchvision::nms and the like, where installed
     kernels::InstallKernel(kernels::KernelDef{ir::OpKind::kFallback, DType::kUnknown,
                                               PrepareFallbackGuarded, EvalFallback});
   });

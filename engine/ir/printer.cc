@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/ir/fallback_twin.h"
 #include "engine/ir/graph.h"
 
 namespace kiln::ir {
@@ -62,14 +63,14 @@ std::string Attrs(const Graph& g, const Node& n) {
       return absl::StrCat(" {value=", ScalarValueString(*t), "}");
     }
   }
-  if (n.attrs.map().empty()) return "";
   std::string out = " {";
   bool first = true;
   for (const auto& [name, value] : n.attrs.map()) {
+    if (IsFallbackTwinAttr(name)) continue;  // the libtorch twin: noise in a listing
     absl::StrAppend(&out, first ? "" : ", ", name, "=", std::visit(AttrPrinter{}, value));
     first = false;
   }
-  return out + "}";
+  return first ? "" : out + "}";
 }
 
 const char* BlockLabel(const Node& n, size_t i) {

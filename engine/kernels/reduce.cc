@@ -494,7 +494,7 @@ void LogicalRow(const void* row, int64_t len, void* out, int64_t r, const AxesPl
       break;
     }
   }
-  static_cast<bool*>(out)[r] = acc;
+  static_cast<uint8_t*>(out)[r] = acc ? 1 : 0;  // BOOL, or UINT8 for a UINT8 input
 }
 
 // Sum, prod, max, min, argmax or argmin (`op`) of a float type T: sums and
@@ -588,11 +588,17 @@ std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
       if (f32) return {t, LogSumExpRow<float>};
       if (f64) return {t, LogSumExpRow<double>};
       break;
+    // all/any give BOOL, except of UINT8, which stays UINT8 (0 or 1) in
+    // PyTorch 1.13; both are one byte of 0 or 1, so one row function.
     case K::kReduceAll:
-      if (IsPlainDType(t)) return {DType::kBool, LogicalRow<true>};
+      if (IsPlainDType(t)) {
+        return {t == DType::kUInt8 ? DType::kUInt8 : DType::kBool, LogicalRow<true>};
+      }
       break;
     case K::kReduceAny:
-      if (IsPlainDType(t)) return {DType::kBool, LogicalRow<false>};
+      if (IsPlainDType(t)) {
+        return {t == DType::kUInt8 ? DType::kUInt8 : DType::kBool, LogicalRow<false>};
+      }
       break;
     default:
       break;

@@ -34,6 +34,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/ir/fallback_twin.h"
 #include "engine/passes/pass.h"
 #include "engine/runtime/executable_internal.h"
 #include "engine/runtime/layout.h"
@@ -541,6 +542,9 @@ class Executable::Compiler {
       ctx.outputs.assign(g_.node(id).outputs.size(), {});
       found = kernels::PrepareKernel(ctx);
     }
+    if (!found.ok() && RunsThroughTwin(id, found.status())) {
+      return CompileKernelNode(id, program, static_ok);
+    }
     if (absl::IsNotFound(found.status())) {
       return absl::UnimplementedError(absl::StrCat(
           Where(g_, id), found.status().message(),
@@ -621,6 +625,23 @@ class Executable::Compiler {
     step.state = std::move(ctx.state);
     program.steps.push_back(std::move(step));
     return absl::OkStatus();
+  }
+
+  // A kernel that refuses a node for this signature ("not this way": no
+  // kernel for the dtype, an operand it does not take) sends the node to its
+  // libtorch twin (ir/fallback_twin.h), for this signature only, when the
+  // build has the fallback; recorded in libtorch_fallbacks().
+  bool RunsThroughTwin(ir::NodeId id, const absl::Status& refused) {
+    const bool data_refusal = absl::IsNotFound(refused) || absl::IsUnimplemented(refused) ||
+                              absl::IsInvalidArgument(refused);
+    if (!data_refusal || kernels::FindKernel(ir::OpKind::kFallback, DType::kUnknown) == nullptr) {
+      return false;
+    }
+    ir::Node& node = g_.mutable_node(id);
+    const std::string op = node.source_op;
+    if (!ir::SwapInFallbackTwin(node)) return false;
+    exe_->libtorch_fallbacks_.push_back(absl::StrCat(op, " (", refused.message(), ")"));
+    return true;
   }
 
   // Evaluates a node whose operands are all constants; its outputs become constants.

@@ -115,6 +115,9 @@ class Executable {
   // Steps on the dynamic path (nested ones included) and constants folded at compile time.
   int num_dynamic_steps() const { return num_dynamic_steps_; }
   int num_folded() const { return static_cast<int>(folded_.size()); }
+  // Nodes whose kernel refused this signature and that run through libtorch
+  // instead (ir/fallback_twin.h): "aten::linear (why the kernel refused)".
+  const std::vector<std::string>& libtorch_fallbacks() const { return libtorch_fallbacks_; }
 
   ~Executable();
 
@@ -150,6 +153,7 @@ class Executable {
   size_t arena_bytes_ = 0;
   size_t workspace_offset_ = 0;
   int num_dynamic_steps_ = 0;
+  std::vector<std::string> libtorch_fallbacks_;
   std::string signature_;
 
   mutable std::mutex pool_mu_;

@@ -6,6 +6,8 @@
 #include <optional>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,8 +30,13 @@ std::string SourceText(const std::string& source) {
 
 // "FP32[-1, 16]", "any datatype[-1, 16]", "INT64[any rank]".
 std::string SpecString(const TensorSpec& spec) {
-  return absl::StrCat(spec.dtype == DType::kUnknown ? "any datatype" : DTypeName(spec.dtype),
-                      spec.dims ? DimsToString(*spec.dims) : "[any rank]");
+  std::string dims = spec.dims ? DimsToString(*spec.dims) : "[any rank]";
+  if (spec.dims && spec.any_leading_dims && !spec.dims->empty()) {
+    // [-1, 16] taking any leading dims: "[..., 16]".
+    dims = absl::StrCat("[...", spec.dims->size() > 1 ? ", " : "",
+                        DimsToString(Dims(spec.dims->begin() + 1, spec.dims->end())).substr(1));
+  }
+  return absl::StrCat(spec.dtype == DType::kUnknown ? "any datatype" : DTypeName(spec.dtype), dims);
 }
 
 // Signature key for the executable cache: "FP32[1, 3, 224, 224];...".
@@ -258,7 +265,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
   std::set<std::string> seen;
   for (size_t i = 0; i < gin.size(); ++i) {
     const ir::Value& value = graph.value(gin[i]);
-    TensorSpec spec{value.name, implied[i].dtype, implied[i].dims, value.optional};
+    TensorSpec spec{value.name, implied[i].dtype, implied[i].dims};
+    spec.any_leading_dims = passes::TakesAnyLeadingDims(graph, gin[i]);
+    spec.optional = value.optional;
     spec.path = input_paths[i];
     if (value.type.dtype != DType::kUnknown) {
       spec.dtype_source = "model";
@@ -296,7 +305,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
         spec.dtype_source = "declared";
         spec.also_accepts.clear();
       }
-      if (decl.dims) spec.dims = decl.dims;
+      if (decl.dims) {
+        spec.dims = decl.dims;
+        spec.any_leading_dims = false;  // declared dims are the rank
+      }
     }
     // Nothing fixes the dtype: it stays open, and each request's dtype is
     // compiled for (never cast to a guessed one).
@@ -312,6 +324,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
     }
   }
   model->outputs_ = ProbeOutputs(graph, model->inputs_, options.compile);
+  // Probed with the usual rank of an input that takes any leading dims: an
+  // output may have other leading dims too.
+  bool any_leading = false;
+  for (const TensorSpec& in : model->inputs_) any_leading |= in.any_leading_dims;
+  for (TensorSpec& out : model->outputs_) out.any_leading_dims = any_leading && out.dims;
   for (size_t i = 0; i < model->outputs_.size(); ++i) model->outputs_[i].path = output_paths[i];
   // Each output's dtype as declared; a request's output must have it.
   for (size_t i = 0; i < options.outputs.size(); ++i) {
@@ -355,13 +372,15 @@ absl::StatusOr<std::shared_ptr<const ir::Graph>> Model::GraphForLengths(
 absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutableOf(
     const ir::Graph& graph, const std::string& prefix,
     const std::vector<kernels::TensorInfo>& signature) const {
-  if (options_.executables != nullptr) {
-    if (prefix.empty()) return options_.executables->Get(graph, signature, options_.compile);
-    CompileOptions options = options_.compile;
-    options.graph_variant = prefix;
-    return options_.executables->Get(graph, signature, options);
-  }
   const std::string key = prefix + SignatureKey(signature);
+  if (options_.executables != nullptr) {
+    CompileOptions options = options_.compile;
+    if (!prefix.empty()) options.graph_variant = prefix;
+    ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe,
+                     options_.executables->Get(graph, signature, options));
+    NoteSignatureFallbacks(key, *exe);
+    return exe;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = executables_.find(key);
@@ -370,9 +389,29 @@ absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutableOf(
   // Compile outside the lock; if two requests race, the first one stored wins.
   ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
                    Executable::Compile(graph, signature, options_.compile));
+  NoteSignatureFallbacks(key, *exe);
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = executables_.emplace(key, std::shared_ptr<const Executable>(std::move(exe)));
   return it->second;
+}
+
+void Model::NoteSignatureFallbacks(const std::string& key, const Executable& exe) const {
+  if (exe.libtorch_fallbacks().empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!signature_fallbacks_.emplace(key, exe.libtorch_fallbacks()).second) return;
+  spdlog::info("signature {}: through the libtorch fallback, as the kernels refuse it: {}", key,
+               absl::StrJoin(exe.libtorch_fallbacks(), "; "));
+}
+
+std::map<std::string, int> Model::signature_fallbacks() const {
+  std::map<std::string, int> count;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, nodes] : signature_fallbacks_) {
+    std::set<std::string> ops;
+    for (const std::string& node : nodes) ops.insert(node.substr(0, node.find(' ')));
+    for (const std::string& op : ops) ++count[op];
+  }
+  return count;
 }
 
 size_t Model::num_compiled() const {
@@ -469,9 +508,13 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     }
     // An empty list has no element to check.
     if (spec.dims && !(whole && t.dim(0) == 0)) {
-      bool ok = dims.size() == spec.dims->size();
-      for (size_t d = 0; ok && d < spec.dims->size(); ++d) {
-        ok = (*spec.dims)[d] < 0 || (*spec.dims)[d] == dims[d];
+      // With any leading dims, only dims[1:] are checked, against the last dims.
+      const size_t skip = spec.any_leading_dims && !spec.dims->empty() ? 1 : 0;
+      const size_t checked = spec.dims->size() - skip;
+      bool ok = skip == 1 ? dims.size() >= checked : dims.size() == spec.dims->size();
+      for (size_t d = 0; ok && d < checked; ++d) {
+        const int64_t want = (*spec.dims)[skip + d];
+        ok = want < 0 || want == dims[dims.size() - checked + d];
       }
       if (!ok) {
         return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "': expected shape ",

@@ -49,6 +49,10 @@ struct TensorSpec {
   // executable. An Optional[List[Tensor]] argument is also `optional`: left
   // out, it is None.
   std::string list;
+  // dims shows the usual rank ([-1, 16]), but any number of leading dims
+  // (none included) goes before dims[1:]: a Linear's input, or an output
+  // that follows one. Checked on its last dims only.
+  bool any_leading_dims = false;
 };
 
 // Triton's positional names, accepted as aliases: "INPUT__0", "OUTPUT__2".
@@ -133,6 +137,11 @@ class Model {
 
   size_t num_compiled() const;
 
+  // The nodes whose kernel refused a signature compiled so far, so that they
+  // run through libtorch for it (Executable::libtorch_fallbacks): per source
+  // op ("aten::linear"), how many signatures.
+  std::map<std::string, int> signature_fallbacks() const;
+
  private:
   Model() = default;
 
@@ -144,6 +153,8 @@ class Model {
   absl::StatusOr<std::shared_ptr<const Executable>> GetExecutableOf(
       const ir::Graph& graph, const std::string& prefix,
       const std::vector<kernels::TensorInfo>& signature) const;
+  // Records and logs `exe`'s libtorch_fallbacks() for signature `key`, once.
+  void NoteSignatureFallbacks(const std::string& key, const Executable& exe) const;
 
   ir::Graph graph_;
   ModelOptions options_;
@@ -155,6 +166,8 @@ class Model {
   mutable std::map<std::string, std::shared_ptr<const Executable>> executables_;
   mutable std::map<std::vector<std::optional<size_t>>, std::shared_ptr<const ir::Graph>>
       list_graphs_;
+  // Signature key -> Executable::libtorch_fallbacks() of its executable.
+  mutable std::map<std::string, std::vector<std::string>> signature_fallbacks_;
 };
 
 }  // namespace kiln::runtime

@@ -78,6 +78,10 @@ def ints(*shape, lo=0, hi=10):
     return lambda: torch.randint(lo, hi, shape, dtype=torch.int64)
 
 
+def typed(dtype, *shape, lo=0, hi=10):
+    return lambda: torch.randint(lo, hi, shape).to(dtype)
+
+
 def mask(*shape, p=0.5):
     return lambda: torch.rand(*shape) < p
 
@@ -275,6 +279,16 @@ cases("reduction", [
     ("all", lambda m: torch.all(m, 1), mask(*X, p=0.9)),
     ("any", lambda m: m.any(-1), mask(*X, p=0.1)),
     ("sum_int64", lambda x: x.sum(1), ints(3, 4, 5)),
+    # PyTorch 1.13's result dtypes: any/all of uint8 stay uint8, of other types give
+    # bool; sum/prod of integers and bools give int64; amax/amin keep the dtype.
+    ("any_uint8", lambda x: x.any(-1), typed(torch.uint8, 3, 4, 5, hi=2)),
+    ("all_uint8_all", torch.all, typed(torch.uint8, 3, 4, 5, lo=1, hi=3)),
+    ("any_int32", lambda x: torch.any(x, 1), typed(torch.int32, 3, 4, 5, hi=2)),
+    ("sum_uint8", lambda x: x.sum(-1), typed(torch.uint8, 3, 4, 5, hi=200)),
+    ("prod_bool", lambda m: torch.prod(m, 1), mask(3, 4, 5, p=0.7)),
+    ("sum_int32_all", torch.sum, typed(torch.int32, 3, 4, 5)),
+    ("amax_uint8", lambda x: torch.amax(x, dim=1), typed(torch.uint8, 3, 4, 5, hi=250)),
+    ("amin_bool", lambda m: torch.amin(m, dim=-1), mask(3, 4, 5, p=0.7)),
     ("count_nonzero_like", lambda x: (x > 0).sum(-1), randn(*X)),
 ])
 
@@ -785,7 +799,8 @@ CASES.append(("scripted", "indexing", ScriptedIndexing(), (randn(4, 6), ints(2, 
 # ---------------------------------------------------------------- driver
 
 DTYPES = {torch.float32: "FP32", torch.int64: "INT64", torch.bool: "BOOL", torch.int32: "INT32",
-          torch.float64: "FP64"}
+          torch.float64: "FP64", torch.uint8: "UINT8", torch.int8: "INT8", torch.int16: "INT16",
+          torch.float16: "FP16", torch.bfloat16: "BF16"}
 
 
 def flatten_outputs(out):

@@ -150,7 +150,10 @@ def main():
                 else:
                     got = np.load(os.path.join(out_dir, "output0.npy"))
                     want = np.load(os.path.join(args.models, f"{name}.output0.npy"))
-                    if got.shape != want.shape:
+                    # Datatype and shape before values.
+                    if got.dtype != want.dtype:
+                        detail = f"dtype {got.dtype}, libtorch {want.dtype}"
+                    elif got.shape != want.shape:
                         detail = f"shape {got.shape}, libtorch {want.shape}"
                     else:
                         rel = relative_error(got, want)

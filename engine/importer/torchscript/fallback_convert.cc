@@ -10,12 +10,14 @@
 //   arg<i>         constant arguments (bool, int, float, str, int[], float[])
 //   unpack         for a Tensor[] result that is only unpacked: its length
 // so the IR stays free of libtorch types.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/ir/fallback_twin.h"
 #include "engine/importer/torchscript/translator.h"
 
 namespace kiln::importer {
@@ -57,9 +59,19 @@ bool IsListOfTensors(const c10::TypePtr& type) {
   return element->kind() == c10::TypeKind::TensorType;
 }
 
-}  // namespace
+// What a Fallback node for `node` takes and gives.
+struct FallbackSpec {
+  ir::Attributes attrs;
+  std::vector<ir::ValueId> inputs;
+  int unpack = -1;
+  std::vector<ir::ValueKind> kinds;  // per output unless unpack >= 0
+  int num_outputs = 0;
+};
 
-ConvertResult ConvertFallback(const TorchNode& node, ImportContext& ctx) {
+absl::StatusOr<FallbackSpec> SpecFor(const TorchNode& node, ImportContext& ctx) {
+  FallbackSpec out;
+  ir::Attributes& attrs = out.attrs;
+  std::vector<ir::ValueId>& inputs = out.inputs;
   const c10::FunctionSchema* schema = node.maybeSchema();
   if (schema == nullptr) {
     return ctx.Unimplemented(node, "has no operator schema, so it cannot run through libtorch");
@@ -68,12 +80,10 @@ ConvertResult ConvertFallback(const TorchNode& node, ImportContext& ctx) {
   if (args.size() != node.inputs().size() || schema->is_vararg()) {
     return ctx.Unimplemented(node, "its inputs do not match its schema");
   }
-  ir::Attributes attrs;
   attrs.SetString("op", schema->name());
   attrs.SetString("overload", schema->overload_name());
   attrs.SetString("schema", c10::toString(*schema));
   std::vector<std::string> spec;
-  std::vector<ir::ValueId> inputs;
   for (size_t i = 0; i < args.size(); ++i) {
     const Value* v = node.inputs()[i];
     const std::string attr = absl::StrCat("arg", i);
@@ -171,16 +181,29 @@ ConvertResult ConvertFallback(const TorchNode& node, ImportContext& ctx) {
     }
     kinds.push_back(*kind);
   }
-  const int num_outputs = unpack >= 0 ? unpack : static_cast<int>(returns.size());
+  out.num_outputs = unpack >= 0 ? unpack : static_cast<int>(returns.size());
   if (unpack >= 0) attrs.SetInt("unpack", unpack);
+  out.unpack = unpack;
+  out.kinds = std::move(kinds);
+  return out;
+}
+
+}  // namespace
+
+ConvertResult ConvertFallback(const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(FallbackSpec spec, SpecFor(node, ctx));
+  const int num_outputs = spec.num_outputs;
+  const int unpack = spec.unpack;
+  const std::vector<ir::ValueKind>& kinds = spec.kinds;
   std::vector<std::string> names;
   for (int o = 0; o < num_outputs; ++o) {
     names.push_back(unpack >= 0 ? absl::StrCat(node.output(0)->debugName(), ".", o)
                                 : node.outputs()[o]->debugName());
   }
   ir::Graph& g = ctx.graph();
-  ir::NodeId id = g.AddNodeWithOutputs(ir::OpKind::kFallback, std::move(inputs), num_outputs,
-                                       std::move(attrs), node.kind().toQualString(),
+  ir::NodeId id = g.AddNodeWithOutputs(ir::OpKind::kFallback, std::move(spec.inputs),
+                                       num_outputs, std::move(spec.attrs),
+                                       node.kind().toQualString(),
                                        std::move(names));
   std::vector<ir::ValueId> outs = g.node(id).outputs;
   if (unpack >= 0) return std::vector<ir::ValueId>{ctx.MakeTensorList(node, outs)};
@@ -190,6 +213,41 @@ ConvertResult ConvertFallback(const TorchNode& node, ImportContext& ctx) {
     if (ir::IsScalarKind(kinds[o])) value.type = ir::TensorType{ir::ScalarKindDType(kinds[o]), Dims{}};
   }
   return outs;
+}
+
+void AddFallbackTwin(const TorchNode& node, const std::vector<ir::ValueId>& results,
+                     ImportContext& ctx) {
+  if (results.empty()) return;
+  // Only values the native translation already bound: the twin must add
+  // nothing to the graph.
+  for (const Value* v : node.inputs()) {
+    if (v->type()->cast<c10::TensorType>() != nullptr && !ctx.Bound(v).has_value()) return;
+  }
+  ir::Graph& g = ctx.graph();
+  const ir::NodeId producer = g.value(results[0]).producer;
+  if (producer == ir::kNoNode) return;
+  ir::Node& native = g.mutable_node(producer);
+  if (native.outputs != results || native.kind == ir::OpKind::kFallback ||
+      native.attrs.Has("fallback.inputs") ||
+      native.source_op != node.kind().toQualString()) {
+    return;
+  }
+  absl::StatusOr<FallbackSpec> spec = SpecFor(node, ctx);
+  if (!spec.ok() || spec->unpack >= 0 ||
+      spec->num_outputs != static_cast<int>(results.size())) {
+    return;
+  }
+  std::vector<int64_t> positions;
+  for (ir::ValueId in : spec->inputs) {
+    if (in == ir::kNoValue) {  // a None element of a list (x[:, i])
+      positions.push_back(-1);
+      continue;
+    }
+    auto it = std::find(native.inputs.begin(), native.inputs.end(), in);
+    if (it == native.inputs.end()) return;
+    positions.push_back(it - native.inputs.begin());
+  }
+  ir::AddFallbackTwin(native, spec->attrs, positions);
 }
 
 }  // namespace kiln::importer

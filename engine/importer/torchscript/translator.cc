@@ -336,6 +336,7 @@ absl::Status Translator::Finish(const Node* node,
                                             results->size(), " values for ",
                                             node->outputs().size(), " outputs"));
   }
+  AddFallbackTwin(*node, *results, ctx_);
   if (const char* op = std::getenv("KILN_TEST_PERTURB_OP");
       op != nullptr && node->kind().toQualString() == std::string_view(op) && !results->empty() &&
       IsTensor(node->output(0))) {

@@ -34,4 +34,12 @@ bool MutatesFirstInput(const torch::jit::Node& node);
 // cannot hold (strings, objects).
 ConvertResult ConvertFallback(const TorchNode& node, ImportContext& ctx);
 
+// Keeps, on the one native node that computes all of `node`'s `results`, the
+// Fallback node ConvertFallback would make (ir/fallback_twin.h), so a compile
+// whose kernel refuses the native node for a signature runs libtorch's op
+// instead. Does nothing when the translation is not one node taking every
+// input the Fallback node would, or the op cannot run through libtorch.
+void AddFallbackTwin(const TorchNode& node, const std::vector<ir::ValueId>& results,
+                     ImportContext& ctx);
+
 }  // namespace kiln::importer

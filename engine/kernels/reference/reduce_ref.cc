@@ -67,14 +67,17 @@ double Reduce(const ir::Node& node, const std::vector<double>& v) {
 
 DType ReduceDType(OpKind op, DType in) {
   switch (op) {
+    // PyTorch 1.13: sums and products of integers and bools are INT64,
+    // all/any are BOOL except of UINT8, which stays UINT8.
     case OpKind::kSum:
+    case OpKind::kProd:
       return IsIntegral(in) || in == DType::kBool ? DType::kInt64 : in;
     case OpKind::kArgMax:
     case OpKind::kArgMin:
       return DType::kInt64;
     case OpKind::kReduceAll:
     case OpKind::kReduceAny:
-      return DType::kBool;
+      return in == DType::kUInt8 ? DType::kUInt8 : DType::kBool;
     default:
       return in;
   }

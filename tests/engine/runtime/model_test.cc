@@ -45,7 +45,9 @@ TEST(ModelTest, ContractComesFromTheGraph) {
   ASSERT_EQ(in.size(), 2u);
   EXPECT_EQ(in[0].name, "x");
   EXPECT_EQ(in[0].dtype, DType::kF32);
-  EXPECT_EQ(in[0].dims, (Dims{-1, 4}));  // Linear's weight fixes the last dim
+  // Linear's weight fixes the last dim; any leading dims are taken, as in PyTorch.
+  EXPECT_EQ(in[0].dims, (Dims{-1, 4}));
+  EXPECT_TRUE(in[0].any_leading_dims);
   EXPECT_EQ(in[1].name, "bias");
   EXPECT_FALSE(in[1].dims.has_value());  // nothing fixes the rank of bias
 }
@@ -71,7 +73,7 @@ TEST(ModelTest, InputWithNothingImplyingADtypeIsOpenAndCompiledPerRequest) {
   EXPECT_EQ((*m)->inputs()[1].dtype, DType::kUnknown);  // bias: only added
   EXPECT_EQ((*m)->inputs()[1].dtype_source, "");
   EXPECT_THAT(InferError(**m, {F32("bias", {3})}),
-              HasSubstr("missing input 'x' (FP32[-1, 4])"));
+              HasSubstr("missing input 'x' (FP32[..., 4])"));
   EXPECT_THAT(InferError(**m, {F32("x", {1, 4})}),
               HasSubstr("missing input 'bias' (any datatype[any rank])"));
 }
@@ -177,10 +179,13 @@ TEST(ModelTest, ValidationNamesTheInputAndSaysExpectedVersusGot) {
   EXPECT_THAT(InferError(model, {F32("x", {1, 4})}), HasSubstr("missing input 'bias'"));
   EXPECT_THAT(InferError(model, {F32("x", {1, 4}), F32("x", {1, 4}), F32("bias", {3})}),
               HasSubstr("input 'x' given twice"));
+  // A 1-D or 3-D input is a Linear's too, as in PyTorch; the last dim is the weight's.
   EXPECT_THAT(InferError(model, {F32("x", {1, 5}), F32("bias", {3})}),
-              HasSubstr("input 'x': expected shape FP32[-1, 4], got [1, 5]"));
-  EXPECT_THAT(InferError(model, {F32("x", {4}), F32("bias", {3})}),
-              HasSubstr("input 'x': expected shape FP32[-1, 4], got [4]"));
+              HasSubstr("input 'x': expected shape FP32[..., 4], got [1, 5]"));
+  EXPECT_THAT(InferError(model, {F32("x", {}), F32("bias", {3})}),
+              HasSubstr("input 'x': expected shape FP32[..., 4], got []"));
+  EXPECT_TRUE(model.Infer({F32("x", {4}), F32("bias", {3})}, {}).ok());
+  EXPECT_TRUE(model.Infer({F32("x", {2, 5, 4}), F32("bias", {3})}, {}).ok());
   NamedTensor ints{"x", Tensor::Zeros(DType::kInt64, {1, 4})};
   EXPECT_THAT(InferError(model, {ints, F32("bias", {3})}),
               HasSubstr("input 'x': expected datatype FP32, got INT64 (FP32 is implied"));
