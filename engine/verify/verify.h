@@ -4,6 +4,14 @@
 // forward()'s top-level torch nodes) and name the first node whose outputs
 // diverge. Optionally, rebuild the model with each diverging op forced onto
 // the libtorch fallback until it matches.
+//
+// This is the comparing half, and it needs no libtorch: the libtorch half
+// (running the uploaded program on the samples) sits behind TorchReference,
+// which kilnd implements by running the program in the sandboxed worker
+// process (server/torch_reference_client.h) and tests in process
+// (engine/fallback/torch_reference.h). Only plain tensors cross: the samples
+// go there, libtorch's outputs (and, when asked, its float64 outputs and the
+// traced intermediate values) come back. Nothing calls back.
 #pragma once
 
 #include <cstdint>
@@ -11,14 +19,13 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/importer/torchscript/torchscript_importer.h"
+#include "engine/importer/import.h"
 #include "engine/runtime/model.h"
 
-namespace kiln::fallback {
+namespace kiln::verify {
 
 struct VerifyOptions {
   // Float outputs pass when max|kiln - libtorch| <= tolerance * max|libtorch|
@@ -87,31 +94,90 @@ struct VerifyReport {
   std::string Summary() const;
 };
 
-// Builds the model to serve from an import (the server's own steps: names
-// from the config, contract, executable cache).
-using ModelBuilder = std::function<absl::StatusOr<std::unique_ptr<runtime::Model>>(ir::Graph)>;
+// ------------------------------------------------------------ the libtorch half
+
+// One argument of forward(): a tensor, a list of tensors, or an int, float
+// or bool (a 0-dim INT64, FP64 or BOOL tensor with `scalar` set).
+struct ReferenceInput {
+  runtime::RunValue value;
+  bool scalar = false;
+};
+
+struct ReferenceRequest {
+  std::vector<ReferenceInput> inputs;
+  // Also run the program in float64 (its parameters, buffers and float
+  // inputs converted): the arbitration of VerifyOptions::tolerance.
+  bool float64 = false;
+  // Also import the program again with `import` and an import trace, and
+  // return libtorch's value of every traced node output (TraceValue).
+  bool trace = false;
+  importer::ImportOptions import;
+};
+
+// One value of forward()'s top level, as libtorch computed it, and the ir
+// value that stands for it in `ReferenceResult::trace_graph`.
+struct TraceValue {
+  int32_t value = -1;       // ir::ValueId in trace_graph
+  std::string where;        // "node 12 (aten::gelu) output %x"
+  std::string op;           // "aten::gelu"
+  std::optional<Tensor> ref;  // none: not a tensor (not compared)
+};
+
+struct ReferenceResult {
+  // Non-empty when libtorch rejected the samples (a fixed image size, a
+  // value range): verification is skipped with this reason.
+  std::string rejected;
+  // forward()'s results, each flattened: a tensor gives one, a list its
+  // elements, an int/float/bool a 0-dim INT64/FP64/BOOL tensor, None none.
+  std::vector<std::vector<Tensor>> outputs;
+  // request.float64: the float64 run's results flattened in one list, or why
+  // there are none.
+  std::vector<Tensor> float64_outputs;
+  std::string float64_problem;
+  // request.trace: the re-imported graph and the traced values, in graph
+  // order, or why there are none.
+  std::optional<ir::Graph> trace_graph;
+  std::vector<TraceValue> trace;
+  std::string trace_problem;
+};
+
+// Runs the uploaded program through libtorch. Fails with InvalidArgument when
+// libtorch fails on it (other than rejecting the samples), with
+// ResourceExhausted or DeadlineExceeded when it runs past its limits.
+class TorchReference {
+ public:
+  virtual ~TorchReference() = default;
+  virtual absl::StatusOr<ReferenceResult> Run(const ReferenceRequest& request) = 0;
+};
+
+// ------------------------------------------------------------ verification
+
+// Builds the model to serve from the file imported again with `import`
+// (its force_fallback set): the server's own steps.
+using ModelRebuilder = std::function<absl::StatusOr<std::unique_ptr<runtime::Model>>(
+    const importer::ImportOptions& import)>;
 
 struct VerifiedModel {
   std::unique_ptr<runtime::Model> model;  // the one to serve
   VerifyReport report;
 };
 
-// Verifies `model` (imported from `model_bytes` with `import`) against
-// libtorch. When it diverges and options.fallback_on_mismatch allows, the
-// file is imported again with the diverging op forced onto the fallback,
-// rebuilt with `build`, and verified again. Fails with InvalidArgument naming
-// the first diverging node when the model (still) diverges; a skipped
-// verification is not a failure. libtorch errors are caught.
-absl::StatusOr<VerifiedModel> VerifyModel(std::string_view model_bytes,
-                                          const importer::ImportOptions& import,
-                                          std::unique_ptr<runtime::Model> model,
-                                          const ModelBuilder& build,
-                                          const VerifyOptions& options);
-
-// One verification, without the fallback retries: the report (passed or not).
-absl::StatusOr<VerifyReport> VerifyOnce(std::string_view model_bytes,
+// One verification of `model` (imported with `import`) against `reference`,
+// without the fallback retries: the report (passed or not).
+absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
                                         const importer::ImportOptions& import,
                                         const runtime::Model& model,
                                         const VerifyOptions& options);
 
-}  // namespace kiln::fallback
+// Verifies `model`. When it diverges and options.fallback_on_mismatch allows,
+// the model is rebuilt by `rebuild` with the diverging op forced onto the
+// fallback and verified again. Fails with InvalidArgument naming the first
+// diverging node when the model (still) diverges; a skipped verification is
+// not a failure.
+absl::StatusOr<VerifiedModel> VerifyModel(TorchReference& reference,
+                                          const importer::ImportOptions& import,
+                                          std::unique_ptr<runtime::Model> model,
+                                          const ModelRebuilder& rebuild,
+                                          const VerifyOptions& options);
+
+}  // namespace kiln::verify
