@@ -35,8 +35,8 @@ bool IsRunBound(const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     const std::string& label, const std::string& model_path, const ModelConfig& config,
-    std::unique_ptr<runtime::Model> model, const fallback::ModelBuilder& rebuild, bool verify,
-    const runtime::RunOptions& run) {
+    std::unique_ptr<runtime::Model> model, verify::TorchReference& reference,
+    const verify::ModelRebuilder& rebuild, bool verify, const runtime::RunOptions& run) {
   const std::vector<std::string> fallback_ops = torch::FallbackOps(model->graph());
   if (!fallback_ops.empty()) {
     spdlog::info("{}: ops running through the libtorch fallback: {}", label,
@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
   if (config.verify.enabled && !verify) {
     verify_text = "skipped: graph read from the disk cache (verified when first imported)";
   }
-  fallback::VerifyReport report;
+  verify::VerifyReport report;
   std::string bytes;
   if (config.verify.enabled && verify) {
     ASSIGN_OR_RETURN(bytes, cache::ReadFileToString(model_path));
@@ -57,10 +57,12 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     }
   }
   if (config.verify.enabled && verify) {
-    fallback::VerifyOptions options;
+    verify::VerifyOptions options;
     options.tolerance = config.precision == Precision::kBf16
                             ? std::max(config.verify.tolerance, kBf16Tolerance)
                             : config.verify.tolerance;
+    // Kiln's side of the comparison runs the plan the model serves.
+    options.compile.precision = config.precision;
     options.samples = config.verify.inputs;
     // An input of open dtype takes what a request brings; the sample, unless
     // the config gives one, uses PyTorch's default dtype.
@@ -76,8 +78,8 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     }
     options.fallback_on_mismatch = config.verify.fallback_on_mismatch ? 4 : 0;
     options.run = run;
-    absl::StatusOr<fallback::VerifiedModel> verified =
-        torch::VerifyModel(bytes, config.import, std::move(model), rebuild, options);
+    absl::StatusOr<verify::VerifiedModel> verified =
+        verify::VerifyModel(reference, config.import, std::move(model), rebuild, options);
     if (!verified.ok()) {
       spdlog::warn("{}: {}", label, std::string(verified.status().message()));
       if (IsRunBound(verified.status())) {
@@ -87,7 +89,7 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     }
     model = std::move(verified->model);
     report = std::move(verified->report);
-    verify_text = torch::VerifySummary(report);
+    verify_text = report.Summary();
     spdlog::info("{}: verified import {}", label, verify_text);
   }
   model->set_property("fallback_ops", absl::StrJoin(torch::FallbackOps(model->graph()), ","));
@@ -102,7 +104,7 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
                             "accumulation; see verify.max_abs_diff.*)"
                           : "fp32");
   model->set_property("verify", verify_text);
-  for (const fallback::OutputCheck& o : report.outputs) {
+  for (const verify::OutputCheck& o : report.outputs) {
     model->set_property(absl::StrCat("verify.max_abs_diff.", o.name),
                         absl::StrFormat("%.3g", o.max_abs_diff));
   }

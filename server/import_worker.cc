@@ -25,6 +25,7 @@
 #include <fstream>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -33,11 +34,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "engine/cache/cache_file.h"
 #include "engine/cache/file_io.h"
 #include "engine/cache/graph_serializer.h"
 #include "engine/common/status_macros.h"
 #include "server/sandbox.h"
+#include "server/torch_reference_codec.h"
 #include "server/torch_backend.h"
 #include "kiln/v1/graph.pb.h"
 
@@ -51,6 +55,8 @@ using Clock = std::chrono::steady_clock;
 constexpr char kGraphKind[] = "graph";
 constexpr char kErrorKind[] = "import-error";
 constexpr char kNotSerializableKind[] = "not-serializable";
+// The answer of a reference run: a v1::ReferenceAnswer.
+constexpr char kReferenceKind[] = "reference";
 constexpr char kNotSerializablePayload[] = "kiln.dev/import/not-serializable";
 // How much of the child's stderr to keep for error messages.
 constexpr size_t kStderrTail = 2048;
@@ -189,11 +195,29 @@ std::string LastSandboxSummary() {
 
 int ImportWorkerMain(int argc, char** argv) {
   uint64_t memory_bytes = 0;
-  if (argc != 7 || !absl::SimpleAtoi(argv[4], &memory_bytes)) {
+  if (argc != 8 || !absl::SimpleAtoi(argv[4], &memory_bytes)) {
     std::fprintf(stderr,
                  "usage: kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off "
-                 "NAMESPACES (the answer goes to descriptor 3)\n");
+                 "NAMESPACES JOB (the answer goes to descriptor 3)\n");
     return 2;
+  }
+  // JOB: "-" imports; "force-fallback:OPS" imports with OPS (comma-separated)
+  // forced onto the fallback; "reference:FILE" runs the v1::ReferenceRequest
+  // in FILE (read before the sandbox).
+  absl::string_view job = argv[7];
+  importer::ImportOptions import_options;
+  std::optional<v1::ReferenceRequest> reference;
+  if (absl::ConsumePrefix(&job, "force-fallback:")) {
+    std::vector<std::string> ops = absl::StrSplit(job, ',', absl::SkipEmpty());
+    import_options.force_fallback = std::move(ops);
+  } else if (absl::ConsumePrefix(&job, "reference:")) {
+    absl::StatusOr<std::string> text = cache::ReadFileToString(std::string(job));
+    reference.emplace();
+    if (!text.ok() || !reference->ParseFromString(*text)) {
+      WriteError(argv[3], kErrorKind,
+                 absl::InternalError("the reference run's request does not read"));
+      return 0;
+    }
   }
   const std::string model_path = argv[2];
   const std::string key = argv[3];
@@ -251,13 +275,36 @@ int ImportWorkerMain(int argc, char** argv) {
     std::fprintf(stderr, "%s%s (entered in %.2f ms)\n", kSandboxLine, report->Summary().c_str(), ms);
     std::fflush(stderr);
   }
-  if (const char* fault = std::getenv("KILN_TEST_IMPORT_FAULT")) {
+  if (const char* fault = std::getenv(reference.has_value() ? "KILN_TEST_REFERENCE_FAULT"
+                                                            : "KILN_TEST_IMPORT_FAULT")) {
     RunTestFault(fault, key, sandbox_root != "off");
   }
 
+  if (reference.has_value()) {
+    absl::StatusOr<verify::ReferenceRequest> request = ReferenceRequestFromProto(*reference);
+    absl::StatusOr<verify::ReferenceResult> result = absl::UnknownError("not run");
+    try {
+      result = request.ok() ? torch::RunReference(*bytes, *request)
+                            : absl::StatusOr<verify::ReferenceResult>(request.status());
+    } catch (const std::bad_alloc&) {
+      result = absl::ResourceExhaustedError("out of memory");
+    }
+    absl::StatusOr<v1::ReferenceAnswer> answer = absl::UnknownError("not run");
+    if (result.ok()) {
+      answer = ReferenceResultToProto(*result);
+    } else {
+      answer = result.status();
+    }
+    if (!answer.ok()) {
+      WriteError(key, kErrorKind, answer.status());
+      return 0;
+    }
+    WriteAnswer(key, kReferenceKind, {answer->SerializeAsString()});
+    return 0;
+  }
   absl::StatusOr<ir::Graph> graph = absl::UnknownError("not imported");
   try {
-    graph = ImportModel(*bytes);
+    graph = ImportModel(*bytes, import_options);
   } catch (const std::bad_alloc&) {
     graph = absl::ResourceExhaustedError("out of memory");
   }
@@ -274,10 +321,14 @@ int ImportWorkerMain(int argc, char** argv) {
   return 0;
 }
 
-absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_binary,
-                                                    const std::string& model_path,
-                                                    const ImportAnswer& answer,
-                                                    const ImportLimits& limits) {
+namespace {
+
+// Runs the worker on `model_path` for `job` (ImportWorkerMain's JOB).
+// `what` names the job in messages ("import").
+absl::StatusOr<cache::Payload> RunWorker(const std::string& worker_binary,
+                                         const std::string& model_path, const std::string& job,
+                                         const ImportAnswer& answer, const ImportLimits& limits,
+                                         const std::string& what) {
   const std::string& out = answer.path;
   // The answer goes unless it is a graph the cache keeps.
   struct RemoveOnExit {
@@ -293,7 +344,7 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
   const int answer_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (answer_fd < 0) {
     return absl::InternalError(
-        absl::StrCat("cannot create the import's answer file '", out, "': ", std::strerror(errno)));
+        absl::StrCat("cannot create the ", what, "'s answer file '", out, "': ", std::strerror(errno)));
   }
   struct CloseAnswer {
     int fd;
@@ -310,7 +361,8 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
                                    answer.key,
                                    std::to_string(limits.memory_bytes),
                                    limits.sandbox ? limits.sandbox_root : "off",
-                                   "--"};
+                                   "--",
+                                   job};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -336,7 +388,7 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
     ::close(err_pipe[1]);
     if (devnull >= 0) ::close(devnull);
     return absl::InternalError(
-        absl::StrCat("cannot fork the import worker: ", std::strerror(errno)));
+        absl::StrCat("cannot fork the ", what, " worker: ", std::strerror(errno)));
   }
   if (pid == 0) {
     // Die with the daemon: an orphaned import must not keep running.
@@ -393,13 +445,14 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
   auto stop = [&]() -> absl::Status {
     if (absl::Status s = limits.stop ? limits.stop() : absl::OkStatus(); !s.ok()) {
       return absl::Status(s.code(),
-                          absl::StrCat("import: ", s.message(), "; the import process was killed"));
+                          absl::StrCat(what, ": ", s.message(), "; the ", what,
+                                       " process was killed"));
     }
     if (Clock::now() < deadline) return absl::OkStatus();
     return absl::DeadlineExceededError(
-        absl::StrCat("import: did not finish within the ", limits.timeout_s,
-                     " s left of the load's time limit (--load-timeout-s); the import process "
-                     "was killed"));
+        absl::StrCat(what, ": did not finish within the ", limits.timeout_s,
+                     " s left of the load's time limit (--load-timeout-s); the ", what,
+                     " process was killed"));
   };
   std::string stderr_text;
   absl::Status stopped;
@@ -450,40 +503,42 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
     const int sig = WTERMSIG(status);
     if (LooksLikeOutOfMemory(stderr_text) || sig == SIGXCPU || sig == SIGKILL) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("the import exceeded its limits (", limits.memory_bytes >> 20,
+          absl::StrCat("the ", what, " exceeded its limits (", limits.memory_bytes >> 20,
                        " MiB of memory, --import-memory-mb; ", limits.timeout_s,
                        " s, --load-timeout-s) and was stopped by ", DescribeSignal(sig), said));
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("the import process crashed with ", DescribeSignal(sig),
-                     " while reading the TorchScript file (the server is unaffected)", said));
+        absl::StrCat("the ", what, " process crashed with ", DescribeSignal(sig),
+                     what == "import" ? " while reading the TorchScript file"
+                                      : " while running the TorchScript program",
+                     " (the server is unaffected)", said));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat("the import process exited with status ",
+    return absl::InternalError(absl::StrCat("the ", what, " process exited with status ",
                                             WIFEXITED(status) ? WEXITSTATUS(status) : -1, said));
   }
 
   // The answer: a graph, the importer's error, or "not serializable".
-  for (const char* kind : {kGraphKind, kErrorKind, kNotSerializableKind}) {
+  for (const char* kind : {kGraphKind, kReferenceKind, kErrorKind, kNotSerializableKind}) {
     absl::StatusOr<cache::Payload> payload = cache::ReadCacheFile(out, kind, answer.key);
     if (absl::IsFailedPrecondition(payload.status())) continue;  // another kind
     if (!payload.ok()) {
       return absl::InternalError(absl::StrCat(
-          "the import process left no usable answer: ", payload.status().message(), said));
+          "the ", what, " process left no usable answer: ", payload.status().message(), said));
     }
-    if (absl::string_view(kind) == kGraphKind) {
+    if (absl::string_view(kind) == kGraphKind || absl::string_view(kind) == kReferenceKind) {
       remove_answer.keep = answer.keep;
       return payload;
     }
     v1::ErrorStatus error;
     if (!error.ParseFromArray(payload->data(), static_cast<int>(payload->size()))) {
-      return absl::InternalError("the import process's error does not parse");
+      return absl::InternalError(absl::StrCat("the ", what, " process's error does not parse"));
     }
     absl::StatusCode code = static_cast<absl::StatusCode>(error.code());
     if (LooksLikeOutOfMemory(error.message())) code = absl::StatusCode::kResourceExhausted;
     std::string message = error.message();
     if (code == absl::StatusCode::kResourceExhausted) {
-      message = absl::StrCat("the import exceeded its memory limit of ", limits.memory_bytes >> 20,
+      message = absl::StrCat("the ", what, " exceeded its memory limit of ", limits.memory_bytes >> 20,
                              " MiB (--import-memory-mb): ", message);
     }
     absl::Status result(code, message);
@@ -491,7 +546,28 @@ absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_bi
       result.SetPayload(kNotSerializablePayload, absl::Cord("1"));
     return result;
   }
-  return absl::InternalError("the import process's answer has an unknown kind");
+  return absl::InternalError(absl::StrCat("the ", what, " process's answer has an unknown kind"));
+}
+
+}  // namespace
+
+absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_binary,
+                                                    const std::string& model_path,
+                                                    const ImportAnswer& answer,
+                                                    const ImportLimits& limits,
+                                                    const std::vector<std::string>& force_fallback) {
+  const std::string job =
+      force_fallback.empty() ? "-" : "force-fallback:" + absl::StrJoin(force_fallback, ",");
+  return RunWorker(worker_binary, model_path, job, answer, limits, "import");
+}
+
+absl::StatusOr<cache::Payload> ReferenceInChildProcess(const std::string& worker_binary,
+                                                       const std::string& model_path,
+                                                       const std::string& request_path,
+                                                       const ImportAnswer& answer,
+                                                       const ImportLimits& limits) {
+  return RunWorker(worker_binary, model_path, "reference:" + request_path, answer, limits,
+                   "verified import's libtorch run");
 }
 
 }  // namespace kiln::server

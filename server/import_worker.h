@@ -1,12 +1,16 @@
 // Imports TorchScript files in a short-lived child process, so a hostile or
 // broken file that crashes, hangs or exhausts memory inside libtorch takes
-// down only the child, and the file's code runs sandboxed. kilnd starts
-// itself again in a hidden mode,
-//   kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES
+// down only the child, and the file's code runs sandboxed. The verified
+// import's libtorch run (the uploaded program run on the samples) happens in
+// the same kind of child, under the same limits: kilnd never runs the
+// uploaded program itself. kilnd starts itself again in a hidden mode,
+//   kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES JOB
 // (fork + exec, so the child starts clean instead of inheriting the daemon's
 // threads). Between fork and exec, while it is still single-threaded, the
 // child enters new namespaces where the kernel lets it (server/sandbox.h
-// step 1; NAMESPACES tells the worker which took). The worker loads libtorch,
+// step 1; NAMESPACES tells the worker which took; JOB is "-" for an import,
+// "force-fallback:OPS" for one with ops forced onto the fallback, or
+// "reference:REQUEST_FILE" for a reference run). The worker loads libtorch,
 // limits its own address space (RLIMIT_AS) to what it uses then plus
 // MEMORY_BYTES, reads the model file, enters the sandbox (sandbox.h: empty
 // root, unprivileged uid, no new privileges, seccomp), and only then imports.
@@ -24,13 +28,16 @@
 // write files, open sockets, exec, fork, signal or trace its parent, mount,
 // chroot, setuid; KILN_TEST_ESCAPE_FILE names one more file to try to
 // create) and fails the import with what each attempt got, instead of
-// importing. Tests use it to check the daemon's handling of each failure and
-// that the sandbox holds; it has no other use.
+// importing; KILN_TEST_REFERENCE_FAULT does the same in a reference run
+// (the verified import's libtorch run) instead of running the program.
+// Tests use them to check the daemon's handling of each failure and that
+// the sandbox holds; they have no other use.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/cache/cache_file.h"
@@ -74,10 +81,22 @@ struct ImportAnswer {
 // limits.stop's status when that says to stop. When the graph imported but cannot be serialized,
 // the status is Unimplemented and IsNotSerializable() is true: the caller may
 // import in process instead.
-absl::StatusOr<cache::Payload> ImportInChildProcess(const std::string& worker_binary,
-                                                    const std::string& model_path,
-                                                    const ImportAnswer& answer,
-                                                    const ImportLimits& limits);
+// `force_fallback` as importer::ImportOptions::force_fallback.
+absl::StatusOr<cache::Payload> ImportInChildProcess(
+    const std::string& worker_binary, const std::string& model_path, const ImportAnswer& answer,
+    const ImportLimits& limits, const std::vector<std::string>& force_fallback = {});
+
+// The verified import's libtorch half (engine/verify/verify.h,
+// TorchReference) for the TorchScript file `model_path`, in the same
+// sandboxed child: it reads the serialized v1::ReferenceRequest at
+// `request_path` before it enters the sandbox, and answers a
+// v1::ReferenceAnswer (the payload returned). Fails as ImportInChildProcess,
+// its messages naming "the verified import's libtorch run".
+absl::StatusOr<cache::Payload> ReferenceInChildProcess(const std::string& worker_binary,
+                                                       const std::string& model_path,
+                                                       const std::string& request_path,
+                                                       const ImportAnswer& answer,
+                                                       const ImportLimits& limits);
 
 bool IsNotSerializable(const absl::Status& status);
 

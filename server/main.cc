@@ -33,7 +33,7 @@ An unknown key is an error. A flag on the command line wins over the file.
 
 Signals: SIGTERM or SIGINT stops accepting requests, lets in-flight ones finish
 (up to --shutdown-grace-s), cancels what still runs then and exits 0; what cannot
-be cancelled (libtorch running a model during a verified import) makes it exit 1
+be cancelled (a libtorch fallback op running in kilnd) makes it exit 1
 one second later. A second signal exits at once.
 
 Exit status: 0 stopped cleanly (drained), 1 could not start (address in use,
@@ -221,8 +221,8 @@ int main(int argc, char** argv) {
                    SignalName(again));
       std::_Exit(kExitStartFailed);
     }).detach();
-    // Runs are cancelled when the grace period ends; libtorch running a
-    // model in this process (the verified import) cannot be, so a watchdog
+    // Runs are cancelled when the grace period ends (worker children are
+    // killed); a libtorch fallback op running in this process cannot be, so a watchdog
     // ends the process a second later whatever still runs.
     std::thread([shutdown_grace_s] {
       std::this_thread::sleep_for(std::chrono::seconds(shutdown_grace_s) +

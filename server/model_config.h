@@ -33,7 +33,7 @@ struct VersionPolicy {
   std::string ToString() const;
 };
 
-// Verified import (engine/fallback/verify.h): "verify": false, or
+// Verified import (engine/verify/verify.h): "verify": false, or
 // {"enabled": true, "tolerance": 1e-4, "on_mismatch": "fail" | "fallback",
 //  "inputs": [{"name": "x", "datatype": "FP32", "dims": [1, 3, 224, 224]}]}.
 struct VerifyConfig {

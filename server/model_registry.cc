@@ -27,6 +27,7 @@
 #include "server/import_checks.h"
 #include "server/model_contract.h"
 #include "server/torch_backend.h"
+#include "server/torch_reference_client.h"
 
 namespace kiln::server {
 namespace {
@@ -227,6 +228,32 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
   return graph;
 }
 
+absl::StatusOr<ir::Graph> ModelRegistry::ImportForced(const std::string& path,
+                                                      const std::vector<std::string>& ops,
+                                                      ImportLimits limits) {
+  if (options_.import_worker.empty()) {
+    ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(path));
+    importer::ImportOptions forced;
+    forced.force_fallback = ops;
+    return torch::ImportTorchScript(bytes, forced);
+  }
+  ImportAnswer answer;
+  answer.path = (std::filesystem::path(repository_->StagingDir()) /
+                 absl::StrCat(cache::kTempPrefix, "import-", cache::UniqueSuffix()))
+                    .string();
+  answer.key = "forced-import";
+  limits.timeout_s = static_cast<int>(std::max<int64_t>(
+      1, std::chrono::ceil<std::chrono::seconds>(load_deadline_ - Clock::now()).count()));
+  ASSIGN_OR_RETURN(cache::Payload serialized,
+                   ImportInChildProcess(options_.import_worker, path, answer, limits, ops));
+  absl::StatusOr<ir::Graph> graph = cache::ParseGraph(serialized.view(), serialized.owner());
+  if (!graph.ok()) {
+    return absl::InternalError(absl::StrCat("the import process's graph does not read back: ",
+                                            graph.status().message()));
+  }
+  return graph;
+}
+
 absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
     const std::string& name, int64_t version, const std::string& path, const ModelConfig& config,
     const std::optional<std::string>& known_sha256) {
@@ -300,7 +327,26 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
     return runtime::Model::Create(std::move(g), std::move(o));
   };
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> model, build(std::move(graph)));
-  ASSIGN_OR_RETURN(model, CheckImport(label, path, config, std::move(model), build,
+  // The verified import runs the file through libtorch in the sandboxed
+  // worker (unless imports run in process), and so do its re-imports with
+  // ops forced onto the fallback.
+  std::unique_ptr<verify::TorchReference> reference;
+  ImportLimits limits = options_.import_limits;
+  limits.stop = options_.limits.ForLoad(load_deadline_).stop;
+  if (!options_.import_worker.empty()) {
+    reference = std::make_unique<ChildTorchReference>(options_.import_worker, path,
+                                                      repository_->StagingDir(), limits,
+                                                      load_deadline_);
+  } else {
+    ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(path));
+    reference = std::make_unique<InProcessTorchReference>(std::move(bytes));
+  }
+  auto rebuild = [&](const importer::ImportOptions& forced)
+      -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
+    ASSIGN_OR_RETURN(ir::Graph g, ImportForced(path, forced.force_fallback, limits));
+    return build(std::move(g));
+  };
+  ASSIGN_OR_RETURN(model, CheckImport(label, path, config, std::move(model), *reference, rebuild,
                                       /*verify=*/built.load.graph_source != "disk-cache",
                                       options_.limits.ForLoad(load_deadline_)));
   built.model = std::move(model);

@@ -259,6 +259,11 @@ class ModelRegistry {
   // The graph of the model file at `path` under `graph_id`
   // (CompiledGraphCache::GraphId): from the disk cache, or imported (then left
   // in `pending` for CommitGraph).
+  // The file at `path` imported again (in the worker child unless imports
+  // run in process) with `ops` forced onto the fallback: the verified
+  // import's repair. Not cached.
+  absl::StatusOr<ir::Graph> ImportForced(const std::string& path,
+                                         const std::vector<std::string>& ops, ImportLimits limits);
   absl::StatusOr<ir::Graph> ObtainGraph(const std::string& path, const std::string& graph_id,
                                         const std::string& label, LoadInfo* info,
                                         PendingGraph* pending);

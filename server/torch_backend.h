@@ -1,5 +1,7 @@
 // What the server needs from libtorch: importing TorchScript, the Fallback
-// kernel for ops Kiln does not translate, and the verified import. Loading
+// kernel for ops Kiln does not translate, and the verified import's reference
+// run (only ever called in the sandboxed worker process, import_worker.h,
+// or by in-process servers of tests and tools). Loading
 // libtorch (and the ~300 libraries it pulls in) takes 1 to 3 s, longer than
 // everything else a restart from the compiled-graph cache does, so kilnd does
 // not link it: it loads the plugin libkiln_torch.so (built next to kilnd, see
@@ -16,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/fallback/verify.h"
+#include "engine/verify/verify.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/ir/graph.h"
 #include "engine/runtime/model.h"
@@ -36,15 +38,10 @@ absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
 // kernel loads libtorch when it first prepares a Fallback node. Idempotent.
 void InstallFallbackKernel(int num_threads);
 
-// fallback::VerifyModel through libtorch.
-absl::StatusOr<fallback::VerifiedModel> VerifyModel(std::string_view model_bytes,
-                                                    const importer::ImportOptions& import,
-                                                    std::unique_ptr<runtime::Model> model,
-                                                    const fallback::ModelBuilder& build,
-                                                    const fallback::VerifyOptions& options);
-
-// fallback::VerifyReport::Summary() (defined beside the libtorch code).
-std::string VerifySummary(const fallback::VerifyReport& report);
+// fallback::RunReference through libtorch: runs the program in
+// `model_bytes`, so never in kilnd itself.
+absl::StatusOr<verify::ReferenceResult> RunReference(std::string_view model_bytes,
+                                                     const verify::ReferenceRequest& request);
 
 // The ops of `graph` that run through the libtorch fallback, sorted and
 // unique (as importer::FallbackOps; needs no libtorch).

@@ -103,18 +103,10 @@ void InstallFallbackKernel(int num_threads) {
   });
 }
 
-absl::StatusOr<fallback::VerifiedModel> VerifyModel(std::string_view model_bytes,
-                                                    const importer::ImportOptions& import,
-                                                    std::unique_ptr<runtime::Model> model,
-                                                    const fallback::ModelBuilder& build,
-                                                    const fallback::VerifyOptions& options) {
+absl::StatusOr<verify::ReferenceResult> RunReference(std::string_view model_bytes,
+                                                     const verify::ReferenceRequest& request) {
   ASSIGN_OR_RETURN(const PluginApi* api, Plugin());
-  return api->verify_model(model_bytes, import, std::move(model), build, options);
-}
-
-std::string VerifySummary(const fallback::VerifyReport& report) {
-  const absl::StatusOr<const PluginApi*>& plugin = Plugin();
-  return plugin.ok() ? (*plugin)->verify_summary(report) : std::string(plugin.status().message());
+  return api->run_reference(model_bytes, request);
 }
 
 }  // namespace kiln::server::torch

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/fallback/fallback.h"
+#include "engine/fallback/torch_reference.h"
 
 namespace kiln::server::torch {
 namespace {
@@ -64,27 +65,18 @@ kernels::KernelDef FallbackKernel(int num_threads) {
   return logged;
 }
 
-absl::StatusOr<fallback::VerifiedModel> Verify(std::string_view model_bytes,
-                                               const importer::ImportOptions& import,
-                                               std::unique_ptr<runtime::Model> model,
-                                               const fallback::ModelBuilder& build,
-                                               const fallback::VerifyOptions& options) {
+absl::StatusOr<verify::ReferenceResult> Reference(std::string_view model_bytes,
+                                                  const verify::ReferenceRequest& request) {
   c10::Warning::WarningHandlerGuard warnings(Handler());
-  return fallback::VerifyModel(model_bytes, import, std::move(model), build, options);
+  return fallback::RunReference(model_bytes, request);
 }
-
-std::string Summary(const fallback::VerifyReport& report) { return report.Summary(); }
 
 }  // namespace
 }  // namespace kiln::server::torch
 
 extern "C" const kiln::server::torch::PluginApi* KilnTorchPlugin() {
-  // The plugin's own registry needs the kernel too, before any model runs
-  // here (a verified import).
-  kiln::fallback::InstallFallbackKernel();
   static const kiln::server::torch::PluginApi api{
       kiln::server::torch::PluginLayout{}, kiln::server::torch::Import,
-      kiln::server::torch::FallbackKernel, kiln::server::torch::Verify,
-      kiln::server::torch::Summary};
+      kiln::server::torch::FallbackKernel, kiln::server::torch::Reference};
   return &api;
 }

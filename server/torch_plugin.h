@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "engine/fallback/verify.h"
+#include "engine/verify/verify.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/ir/graph.h"
 #include "engine/kernels/kernel.h"
@@ -20,17 +20,17 @@ namespace kiln::server::torch {
 
 // Sizes of the types that cross, as the plugin was compiled.
 struct PluginLayout {
-  int version = 1;  // bump when PluginApi changes
+  int version = 2;  // bump when PluginApi changes
   size_t graph = sizeof(ir::Graph);
   size_t kernel_def = sizeof(kernels::KernelDef);
   size_t import_options = sizeof(importer::ImportOptions);
-  size_t verify_options = sizeof(fallback::VerifyOptions);
-  size_t verified_model = sizeof(fallback::VerifiedModel);
+  size_t reference_request = sizeof(verify::ReferenceRequest);
+  size_t reference_result = sizeof(verify::ReferenceResult);
 
   bool operator==(const PluginLayout& o) const {
     return version == o.version && graph == o.graph && kernel_def == o.kernel_def &&
-           import_options == o.import_options && verify_options == o.verify_options &&
-           verified_model == o.verified_model;
+           import_options == o.import_options && reference_request == o.reference_request &&
+           reference_result == o.reference_result;
   }
 };
 
@@ -41,12 +41,9 @@ struct PluginApi {
   // Installs the Fallback kernel in the plugin's own kernel registry (its
   // verified imports run there) and returns it, for the caller's registry.
   kernels::KernelDef (*fallback_kernel)(int num_threads);
-  absl::StatusOr<fallback::VerifiedModel> (*verify_model)(std::string_view model_bytes,
-                                                          const importer::ImportOptions& import,
-                                                          std::unique_ptr<runtime::Model> model,
-                                                          const fallback::ModelBuilder& build,
-                                                          const fallback::VerifyOptions& options);
-  std::string (*verify_summary)(const fallback::VerifyReport& report);
+  // The verified import's reference run (called only in the worker process).
+  absl::StatusOr<verify::ReferenceResult> (*run_reference)(std::string_view model_bytes,
+                                                           const verify::ReferenceRequest& request);
 };
 
 // The plugin's file name, looked for next to the running executable.

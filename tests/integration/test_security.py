@@ -85,6 +85,17 @@ class WriteFile(nn.Module):
         return x + t.float().sum()
 
 
+class OuterProducts(nn.Module):
+    """Holds three n x n products of its input: 1.2 GB at n = 10000, past the libtorch run's
+    --import-memory-mb of 1024 while Kiln's own run stays within --max-request-memory-mb."""
+
+    def forward(self, x):
+        a = x.unsqueeze(0) * x.unsqueeze(1)
+        b = a * 2.0
+        c = b + a
+        return (a + b + c).sum()
+
+
 class HugeConstant(nn.Module):
     """A 64 GiB constant the import folds: past any --import-memory-mb."""
 
@@ -431,6 +442,78 @@ class SandboxTest(SecurityTestBase):
         self.assertFalse(os.path.exists("/tmp/kiln-sandbox-escape"))
         self.assertEqual(os.listdir(self.outside), [])
         self.assertTrue(server.alive())
+
+
+class ReferenceSandboxTest(SecurityTestBase):
+    """The verified import runs the uploaded program through libtorch in the sandboxed worker
+    child, under --import-memory-mb and the load's time limit, never in kilnd."""
+    IMPORT_MEMORY_MB = 1024
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.outside = os.path.join(cls.tmp, "outside")
+        os.makedirs(cls.outside)
+        torch.jit.script(OuterProducts()).save(os.path.join(cls.models, "outer.pt"))
+        cls.verify_relu = os.path.join(cls.tmp, "verify_relu.json")
+        with open(cls.verify_relu, "w") as f:
+            f.write('{"verify": {"inputs": [{"name": "x", "dims": [3]}]}}')
+        cls.verify_outer = os.path.join(cls.tmp, "verify_outer.json")
+        with open(cls.verify_outer, "w") as f:
+            f.write('{"verify": {"inputs": [{"name": "x", "dims": [10000]}]}}')
+        cls.server = cls.start("repo", ["--import-memory-mb", cls.IMPORT_MEMORY_MB,
+                                        "--max-request-memory-mb", 4096])
+        subprocess.run([os.path.join(BIN, "kiln"), "--server", cls.server.address, "upload",
+                        os.path.join(cls.models, "relu.pt"), "--name", "relu", "--config",
+                        cls.verify_relu], check=True, capture_output=True, timeout=120)
+
+    def upload(self, server, model, name, config):
+        return self.kiln(server, "upload", os.path.join(self.models, model), "--name", name,
+                         "--config", config)
+
+    def test_the_verified_import_still_passes_through_the_worker(self):
+        r = self.kiln(self.server, "metadata", "relu", check=True)
+        self.assertRegex(r.stdout, r"verify = passed on x=FP32\[3\]: output0 max \|diff\|")
+        # The libtorch run happened in the sandboxed child: kilnd itself never loaded libtorch
+        # (a model without fallback ops needs it nowhere else).
+        with open(f"/proc/{self.server.proc.pid}/maps") as f:
+            self.assertNotIn("libtorch_cpu", f.read())
+        self.assertNotIn("loaded libtorch", self.server.text())
+        self.assertRegex(self.server.text(), r"import sandbox: .*seccomp")
+
+    def test_a_libtorch_run_past_the_memory_limit_is_contained(self):
+        r = self.upload(self.server, "outer.pt", "outer", self.verify_outer)
+        self.assertIn("kiln: error: RESOURCE_EXHAUSTED: ", r.stderr)
+        self.assertIn("verified import's libtorch run exceeded its memory limit of "
+                      f"{self.IMPORT_MEMORY_MB} MiB", r.stderr)
+        self.assert_still_serving(self.server)
+
+    def test_a_crash_in_the_libtorch_run_is_contained(self):
+        server = self.start("repo_crash", env={"KILN_TEST_REFERENCE_FAULT": "crash"})
+        r = self.upload(server, "relu.pt", "crashing", self.verify_relu)
+        self.assertIn("kiln: error: INVALID_ARGUMENT: ", r.stderr)
+        self.assertIn("verified import's libtorch run process crashed with signal 11", r.stderr)
+        self.assertTrue(server.alive())
+
+    def test_native_code_in_the_libtorch_run_cannot_leave_the_sandbox(self):
+        target = os.path.join(self.outside, "probe-was-here")
+        server = self.start("repo_probe", env={"KILN_TEST_REFERENCE_FAULT": "escape",
+                                               "KILN_TEST_ESCAPE_FILE": target})
+        r = self.upload(server, "relu.pt", "probed", self.verify_relu)
+        self.assertIn("kiln: error: PERMISSION_DENIED: ", r.stderr)
+        attempts = r.stderr.split("sandbox probe: ", 1)[1].strip().split("; ")
+        names = [a.split(": ")[0] for a in attempts]
+        for what in ("read /etc/passwd", f"create {target}", "open a TCP socket",
+                     "open a Unix socket", "exec /bin/sh", "signal the daemon", "trace the daemon",
+                     "lift its memory limit"):
+            self.assertIn(what, names, attempts)
+        for attempt in attempts:
+            self.assertIn(": refused (", attempt)
+        self.assertFalse(os.path.exists(target))
+        self.assertEqual(os.listdir(self.outside), [])
+        self.assertTrue(server.alive())
+        # The import itself ran unprobed: only the reference run is.
+        self.assertNotIn("probed", os.listdir(server.repo))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 // Loading a TorchScript archive and preparing forward()'s graph for
 // translation (stages 1-2 of torchscript_importer.cc), shared by the importer
-// and the verified import (engine/fallback/verify.cc). Internal; includes
-// libtorch.
+// and the verified import's libtorch half (engine/fallback/torch_reference.cc).
+// Internal; includes libtorch.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,8 @@
-// Verified import, and fixtures that need the fallback or run-time shapes
+// Verified import (engine/verify, with libtorch's half run in process by
+// LocalTorchReference), and fixtures that need the fallback or run-time shapes
 // (shufflenet_v2, the deliberately unsupported model) end to end against the
 // outputs libtorch wrote for the same files.
-#include "engine/fallback/verify.h"
+#include "engine/verify/verify.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,10 +19,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/fallback/fallback.h"
+#include "engine/fallback/torch_reference.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 
 namespace kiln::fallback {
 namespace {
+
+using verify::OutputCheck;
+using verify::VerifyOptions;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -55,6 +60,31 @@ Tensor ReadF32Npy(const std::string& path) {
   if (bytes.size() != 10 + header_len + t.byte_size()) return {};
   std::memcpy(t.raw_data(), bytes.data() + 10 + header_len, t.byte_size());
   return t;
+}
+
+// The verified import with libtorch's half in this process.
+absl::StatusOr<verify::VerifyReport> VerifyOnce(const std::string& bytes,
+                                                const importer::ImportOptions& import,
+                                                const runtime::Model& model,
+                                                const VerifyOptions& options) {
+  LocalTorchReference reference(bytes);
+  return verify::VerifyOnce(reference, import, model, options);
+}
+
+// The same with the fallback retries; a rebuilt model is the file imported
+// again with the forced ops.
+absl::StatusOr<verify::VerifiedModel> VerifyModel(const std::string& bytes,
+                                                  std::unique_ptr<runtime::Model> model,
+                                                  const VerifyOptions& options) {
+  LocalTorchReference reference(bytes);
+  return verify::VerifyModel(
+      reference, {}, std::move(model),
+      [&](const importer::ImportOptions& forced) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
+        absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(bytes, forced);
+        if (!graph.ok()) return graph.status();
+        return runtime::Model::Create(*std::move(graph), {});
+      },
+      options);
 }
 
 class VerifyTest : public ::testing::Test {
@@ -286,22 +316,14 @@ TEST_F(VerifyTest, DivergenceNamesTheFirstDivergingNodeAndFallbackRepairsIt) {
   EXPECT_LT(*report->outputs[0].libtorch_vs_float64, 1e-5);
   EXPECT_THAT(report->Summary(), HasSubstr("(vs float64: Kiln "));
 
-  auto failed = VerifyModel(bytes, {}, Build(*graph),
-                            [](ir::Graph g) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
-                              return runtime::Model::Create(std::move(g), {});
-                            },
-                            {});
+  auto failed = VerifyModel(bytes, Build(*graph), {});
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(failed.status().message()), HasSubstr("aten::softmax"));
   EXPECT_THAT(std::string(failed.status().message()), HasSubstr("on_mismatch"));
 
   VerifyOptions repair;
   repair.fallback_on_mismatch = 2;
-  auto repaired = VerifyModel(bytes, {}, Build(*graph),
-                              [](ir::Graph g) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
-                                return runtime::Model::Create(std::move(g), {});
-                              },
-                              repair);
+  auto repaired = VerifyModel(bytes, Build(*graph), repair);
   ASSERT_TRUE(repaired.ok()) << repaired.status();
   EXPECT_TRUE(repaired->report.passed);
   EXPECT_THAT(repaired->report.forced_fallback, ElementsAre("aten::softmax"));
