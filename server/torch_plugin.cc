@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/fallback/fallback.h"
+#include "engine/fallback/torch_extensions.h"
 #include "engine/fallback/torch_reference.h"
 
 namespace kiln::server::torch {
@@ -75,6 +76,9 @@ absl::StatusOr<verify::ReferenceResult> Reference(std::string_view model_bytes,
 }  // namespace kiln::server::torch
 
 extern "C" const kiln::server::torch::PluginApi* KilnTorchPlugin() {
+  // torchvision's operators (torchvision::nms, ...) before anything imports or
+  // runs a model here, and before the import child's sandbox closes the files.
+  kiln::fallback::LoadTorchVisionOps();
   static const kiln::server::torch::PluginApi api{
       kiln::server::torch::PluginLayout{}, kiln::server::torch::Import,
       kiln::server::torch::FallbackKernel, kiln::server::torch::Reference};

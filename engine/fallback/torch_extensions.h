@@ -14,7 +14,8 @@ namespace kiln::fallback {
 // Python package directories (Debian's python3-torchvision ships it there).
 // Returns the file loaded, or empty when there is none (then models calling
 // torchvision's operators fail to import, naming the operator). Called by
-// InstallFallbackKernel, before any import or sandbox.
+// InstallFallbackKernel and by the plugin's entry point (kilnd's import
+// child), before any import or sandbox.
 std::string LoadTorchVisionOps();
 
 }  // namespace kiln::fallback
