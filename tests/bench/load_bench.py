@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 sys.path.insert(0, HERE)
 from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
-MAX_BATCH = {"mlp": 64, "mobilenet_v2": 16, "bert_small": 16}
+MAX_BATCH = {"mlp": 64, "mobilenet_v2": 8, "bert_small": 8}
 BERT_SMALL = dict(vocab=30522, d=256, layers=4, heads=4, ffn=1024, seq=64)
 
 

@@ -36,12 +36,13 @@ class Mlp(torch.nn.Module):
 
 
 class Slow(torch.nn.Module):
-    """Row-wise, and as slow as the row is wide: a wide request takes long, a narrow one not."""
+    """Row-wise, and as slow as the row is wide: a wide request takes long, a narrow one not. The
+    answer is one number per row, so that both responses take as long to send."""
 
     def forward(self, x):
         for _ in range(40):
             x = torch.sin(x) * 1.5 + 0.25
-        return x
+        return x.sum(1, keepdim=True)
 
 
 class Centered(torch.nn.Module):
@@ -51,8 +52,13 @@ class Centered(torch.nn.Module):
         return x - x.mean(0, keepdim=True)
 
 
-def batching(max_batch_size=8, **dynamic):
-    return {"max_batch_size": max_batch_size, "dynamic_batching": dynamic}
+# Traced files record no shapes: the configs declare dim 0 (and the rest) dynamic.
+DIMS = {"mlp": [-1, 64], "slow": [-1, -1], "centered": [-1, 8]}
+
+
+def batching(model, max_batch_size=8, **dynamic):
+    return {"inputs": [{"name": "x", "dims": DIMS[model]}], "max_batch_size": max_batch_size,
+            "dynamic_batching": dynamic}
 
 
 class BatchingTest(unittest.TestCase):
@@ -126,7 +132,7 @@ class BatchingTest(unittest.TestCase):
 
     def test_batched_responses_equal_unbatched_and_stats_count_executions(self):
         # Eight rows make a preferred batch; the delay is long enough for all to arrive.
-        self.load("mlp_batched", "mlp", batching(8, preferred_batch_size=[8],
+        self.load("mlp_batched", "mlp", batching("mlp", 8, preferred_batch_size=[8],
                                                  max_queue_delay_microseconds=2_000_000))
         self.load("mlp_alone", "mlp", {})
         self.assertTrue(self.property("mlp_batched", "dynamic_batching").startswith(
@@ -164,7 +170,7 @@ class BatchingTest(unittest.TestCase):
         # No delay: each request runs as soon as a compute thread is free. A wide (slow) request
         # and a narrow (fast) one after it run at once on the two compute threads.
         def sent_in_order(name):
-            wide = np.full((1, 400_000), 0.5, np.float32)
+            wide = np.full((1, 1_000_000), 0.5, np.float32)
             narrow = np.full((1, 8), 0.5, np.float32)
             done = []
             lock = threading.Lock()
@@ -175,18 +181,20 @@ class BatchingTest(unittest.TestCase):
                     done.append(tag)
             first = threading.Thread(target=call, args=("wide", wide))
             first.start()
-            time.sleep(0.05)
+            time.sleep(0.3)
             second = threading.Thread(target=call, args=("narrow", narrow))
             second.start()
             first.join()
             second.join()
             return done
 
-        self.load("slow_ordered", "slow", batching(4, preserve_ordering=True))
-        self.load("slow_unordered", "slow", batching(4))
-        self.infer("slow_ordered", np.zeros((1, 400_000), np.float32))  # compile both plans
+        self.load("slow_ordered", "slow", batching("slow", 4, preserve_ordering=True))
+        self.load("slow_unordered", "slow", batching("slow", 4))
+        self.assertTrue(self.property("slow_ordered", "dynamic_batching").startswith("on"),
+                        self.property("slow_ordered", "dynamic_batching"))
+        self.infer("slow_ordered", np.zeros((1, 1_000_000), np.float32))  # compile both plans
         self.infer("slow_ordered", np.zeros((1, 8), np.float32))
-        self.infer("slow_unordered", np.zeros((1, 400_000), np.float32))
+        self.infer("slow_unordered", np.zeros((1, 1_000_000), np.float32))
         self.infer("slow_unordered", np.zeros((1, 8), np.float32))
         # Without ordering the narrow request overtakes the wide one (which shows the test can
         # tell); with it, it waits for it.
@@ -195,7 +203,7 @@ class BatchingTest(unittest.TestCase):
 
     def test_full_queue_is_unavailable(self):
         self.load("mlp_queue1", "mlp", batching(
-            4, max_queue_delay_microseconds=1_500_000,
+            "mlp", 4, max_queue_delay_microseconds=1_500_000,
             default_queue_policy={"max_queue_size": 1}))
         x = np.ones((1, 64), np.float32)
         with ThreadPoolExecutor(1) as pool:
@@ -211,7 +219,7 @@ class BatchingTest(unittest.TestCase):
 
     def test_queue_timeout(self):
         self.load("mlp_reject", "mlp", batching(
-            4, max_queue_delay_microseconds=3_000_000,
+            "mlp", 4, max_queue_delay_microseconds=3_000_000,
             default_queue_policy={"default_timeout_microseconds": 200_000}))
         start = time.monotonic()
         self.assert_status(grpc.StatusCode.DEADLINE_EXCEEDED, "default_timeout_microseconds",
@@ -221,7 +229,7 @@ class BatchingTest(unittest.TestCase):
         self.assertEqual((s.inference_stats.fail.count, s.execution_count), (1, 0))
         # DELAY keeps the request: it runs when its batch is due.
         self.load("mlp_delay", "mlp", batching(
-            4, max_queue_delay_microseconds=500_000,
+            "mlp", 4, max_queue_delay_microseconds=500_000,
             default_queue_policy={"default_timeout_microseconds": 100_000,
                                   "timeout_action": "DELAY"}))
         self.assertEqual(self.infer("mlp_delay", np.ones((1, 64), np.float32)).shape, (1, 10))
@@ -232,7 +240,7 @@ class BatchingTest(unittest.TestCase):
                                             timeout=100_000), timeout=60))
 
     def test_models_that_are_not_batched_say_why(self):
-        fixed = batching(4, max_queue_delay_microseconds=1000)
+        fixed = batching("centered", 4, max_queue_delay_microseconds=1000)
         fixed["inputs"] = [{"name": "x", "dims": [2, 8]}]
         self.load("centered_fixed", "centered", fixed)
         self.assertEqual(self.property("centered_fixed", "dynamic_batching"),
@@ -242,7 +250,7 @@ class BatchingTest(unittest.TestCase):
         # Dim 0 is dynamic, but the graph mixes rows: the first batch finds out, every request
         # still gets its own result, and batching stays off.
         self.load("centered", "centered", batching(
-            4, preferred_batch_size=[4], max_queue_delay_microseconds=2_000_000))
+            "centered", 4, preferred_batch_size=[4], max_queue_delay_microseconds=2_000_000))
         rng = np.random.default_rng(2)
         xs = [rng.standard_normal((2, 8), np.float32) for _ in range(2)]
         for x, y in zip(xs, self.infer_all("centered", xs)):
