@@ -6,7 +6,7 @@ THREADS ?= 2
 REPO ?= var/models
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps configure build build-no-torch test serve example-model bench test-container clean
+.PHONY: all deps configure build build-no-torch test serve example-model bench bench-load test-container clean
 
 all: build
 
@@ -53,6 +53,14 @@ serve: build example-model
 bench: build
 	$(PYTHON) tests/bench/peer_bench.py --bin $(BUILD)/bin --work $(BUILD)/peers \
 	  --threads $(THREADS) $(BENCH_ARGS)
+
+# Closed-loop clients on loopback at concurrency 1, 4, 16 and 64 against an MLP, mobilenet_v2 and a
+# small BERT-shaped encoder, without and with dynamic batching (tests/bench/load_bench.py): requests/s,
+# p50/p90/p99, errors. About 3 minutes; models cached under $(BUILD)/bench-load. A quicker run:
+# make bench-load LOAD_ARGS='--models mlp --seconds 2'
+bench-load: build
+	$(PYTHON) tests/bench/load_bench.py --bin $(BUILD)/bin --work $(BUILD)/bench-load \
+	  --threads $(THREADS) $(LOAD_ARGS)
 
 # Builds the container image with Podman, runs it, uploads and infers through it.
 test-container: deps

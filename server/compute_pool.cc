@@ -8,6 +8,7 @@ namespace kiln::server {
 
 struct ComputePool::Job {
   const std::function<void()>* task = nullptr;
+  std::function<void()> owned;  // Submit's task; `task` points at it
   // Guarded by the pool's mutex.
   enum class State { kQueued, kRunning, kDone, kAbandoned } state = State::kQueued;
   ComputePool::Clock::time_point started;  // set when a compute thread takes it
@@ -90,6 +91,18 @@ absl::Status ComputePool::Run(const std::function<void()>& task, Clock::time_poi
         std::chrono::duration_cast<std::chrono::nanoseconds>(job->started - start).count());
   }
   return absl::OkStatus();
+}
+
+void ComputePool::Submit(std::function<void()> task) {
+  auto job = std::make_shared<Job>();
+  job->owned = std::move(task);
+  job->task = &job->owned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    queue_.push_back(std::move(job));
+  }
+  ready_.notify_one();
 }
 
 void RunOnShortLivedThread(const std::function<void()>& fn) { std::thread(fn).join(); }

@@ -50,6 +50,11 @@ class ComputePool {
   absl::Status Run(const std::function<void()>& task, Clock::time_point deadline,
                    const std::function<absl::Status()>& stop, uint64_t* queue_ns = nullptr);
 
+  // Queues `task` to run on a compute thread and returns at once; a task
+  // still queued when the pool stops is dropped. For work that watches its
+  // own deadline (the dynamic batcher, server/scheduler/).
+  void Submit(std::function<void()> task);
+
   int workers() const { return static_cast<int>(threads_.size()); }
 
   // The default number of workers: how many requests of `threads_per_request`

@@ -226,6 +226,9 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
     (*response->mutable_properties())[key] = value;
   }
   (*response->mutable_properties())["graph"] = ir::PrintGraph(serving->model->graph());
+  // Whether requests are batched, and why not (server/scheduler/dynamic_batcher.h).
+  (*response->mutable_properties())["dynamic_batching"] =
+      serving->batcher != nullptr ? serving->batcher->Describe() : "off: no max_batch_size in the config";
   // Which dtypes and dims are fixed, aliases, and where each tensor sits in
   // forward()'s arguments and result.
   std::map<std::string, std::string> contract;
@@ -272,13 +275,30 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
   if (params->profile) run.observer = &profiler;
   absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
       absl::InternalError("the inference did not run");
-  const std::function<void()> infer = [&] {
-    outputs = serving->model->Infer(*inputs, RequestedOutputs(*request), run);
-  };
-  const absl::Status queued = compute_->Run(infer, run.deadline, run.stop, &timings.queue_ns);
-  if (!queued.ok()) return fail(queued);
-  if (!outputs.ok()) return fail(outputs.status());
-  timings.infer_ns = ElapsedNs(infer_start) - timings.queue_ns;
+  if (serving->batcher != nullptr) {
+    absl::StatusOr<int64_t> rows = serving->batcher->CheckRows(*inputs);
+    if (!rows.ok()) return fail(rows.status());
+    timings.inferences = timings.batch_size = static_cast<uint64_t>(*rows);
+  }
+  // A profiled request runs alone: its profile is of its own run.
+  if (serving->batcher != nullptr && serving->batcher->queues() && !params->profile) {
+    DynamicBatcher::Result result =
+        serving->batcher->Infer(*std::move(inputs), RequestedOutputs(*request), run, *compute_);
+    if (!result.outputs.ok()) return fail(result.outputs.status());
+    outputs = std::move(result.outputs);
+    timings.queue_ns = result.queue_ns;
+    timings.infer_ns = result.infer_ns;
+    timings.executions = result.executions;
+    timings.batch_size = static_cast<uint64_t>(result.batch_rows);
+  } else {
+    const std::function<void()> infer = [&] {
+      outputs = serving->model->Infer(*inputs, RequestedOutputs(*request), run);
+    };
+    const absl::Status queued = compute_->Run(infer, run.deadline, run.stop, &timings.queue_ns);
+    if (!queued.ok()) return fail(queued);
+    if (!outputs.ok()) return fail(outputs.status());
+    timings.infer_ns = ElapsedNs(infer_start) - timings.queue_ns;
+  }
 
   const Clock::time_point output_start = Clock::now();
   response->set_model_name(name);
@@ -311,11 +331,18 @@ grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
     inference::InferStatistics* infer = out->mutable_inference_stats();
     FillDuration(s.success, infer->mutable_success());
     FillDuration(s.fail, infer->mutable_fail());
-    // Waiting for a compute thread (compute_pool.h).
+    // Waiting for a compute thread (compute_pool.h), or in the batcher's queue.
     FillDuration(s.queue, infer->mutable_queue());
     FillDuration(s.compute_input, infer->mutable_compute_input());
     FillDuration(s.compute_infer, infer->mutable_compute_infer());
     FillDuration(s.compute_output, infer->mutable_compute_output());
+    for (const auto& [size, batch] : s.batches) {
+      inference::InferBatchStatistics* out_batch = out->add_batch_stats();
+      out_batch->set_batch_size(size);
+      FillDuration(batch.compute_input, out_batch->mutable_compute_input());
+      FillDuration(batch.compute_infer, out_batch->mutable_compute_infer());
+      FillDuration(batch.compute_output, out_batch->mutable_compute_output());
+    }
     // Kiln has no response cache; these two count its compiled-plan cache:
     // hits in memory (and the time to answer them), and misses, which were
     // loaded from the disk cache or compiled (and the time that took).

@@ -193,6 +193,94 @@ absl::StatusOr<VerifyConfig> ParseVerify(const json& v) {
   return verify;
 }
 
+absl::StatusOr<uint64_t> ParseCount(const json& v, const std::string& where) {
+  // protobuf's JSON writes 64-bit integers as strings: take both.
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  if (v.is_string()) {
+    const std::string text = v.get<std::string>();
+    uint64_t parsed = 0;
+    if (!text.empty() && text.size() < 20 &&
+        text.find_first_not_of("0123456789") == std::string::npos) {
+      for (char c : text) parsed = parsed * 10 + static_cast<uint64_t>(c - '0');
+      return parsed;
+    }
+  }
+  return ConfigError(where, absl::StrCat("expected an integer >= 0, got ", v.dump()));
+}
+
+absl::StatusOr<bool> ParseBool(const json& v, const std::string& where) {
+  if (!v.is_boolean()) return ConfigError(where, "expected true or false");
+  return v.get<bool>();
+}
+
+// Triton's "dynamic_batching" object; preferred sizes are checked against
+// max_batch_size by the caller.
+absl::StatusOr<DynamicBatching> ParseDynamicBatching(const json& d) {
+  if (!d.is_object()) return ConfigError("dynamic_batching", "expected an object");
+  RETURN_IF_ERROR(CheckKeys(d,
+                            {"preferred_batch_size", "max_queue_delay_microseconds",
+                             "preserve_ordering", "default_queue_policy"},
+                            "dynamic_batching"));
+  DynamicBatching batching;
+  if (d.contains("preferred_batch_size")) {
+    const json& sizes = d["preferred_batch_size"];
+    if (!sizes.is_array()) {
+      return ConfigError("dynamic_batching.preferred_batch_size", "expected an array");
+    }
+    for (const json& size : sizes) {
+      if (!size.is_number_integer() || size.get<int64_t>() < 1) {
+        return ConfigError("dynamic_batching.preferred_batch_size",
+                           absl::StrCat("sizes must be integers >= 1, got ", size.dump()));
+      }
+      batching.preferred_batch_size.push_back(size.get<int64_t>());
+    }
+  }
+  if (d.contains("max_queue_delay_microseconds")) {
+    ASSIGN_OR_RETURN(batching.max_queue_delay_us,
+                     ParseCount(d["max_queue_delay_microseconds"],
+                                "dynamic_batching.max_queue_delay_microseconds"));
+  }
+  if (d.contains("preserve_ordering")) {
+    ASSIGN_OR_RETURN(batching.preserve_ordering,
+                     ParseBool(d["preserve_ordering"], "dynamic_batching.preserve_ordering"));
+  }
+  if (d.contains("default_queue_policy")) {
+    const json& q = d["default_queue_policy"];
+    const std::string where = "dynamic_batching.default_queue_policy";
+    if (!q.is_object()) return ConfigError(where, "expected an object");
+    RETURN_IF_ERROR(CheckKeys(q,
+                              {"max_queue_size", "default_timeout_microseconds",
+                               "timeout_action", "allow_timeout_override"},
+                              where));
+    QueuePolicy& policy = batching.default_queue_policy;
+    if (q.contains("max_queue_size")) {
+      ASSIGN_OR_RETURN(policy.max_queue_size,
+                       ParseCount(q["max_queue_size"], where + ".max_queue_size"));
+    }
+    if (q.contains("default_timeout_microseconds")) {
+      ASSIGN_OR_RETURN(policy.default_timeout_us,
+                       ParseCount(q["default_timeout_microseconds"],
+                                  where + ".default_timeout_microseconds"));
+    }
+    if (q.contains("timeout_action")) {
+      const json& a = q["timeout_action"];
+      if (!a.is_string() || (a.get<std::string>() != "REJECT" && a.get<std::string>() != "DELAY")) {
+        return ConfigError(where + ".timeout_action", "expected \"REJECT\" or \"DELAY\"");
+      }
+      policy.timeout_action = a.get<std::string>() == "DELAY" ? QueuePolicy::TimeoutAction::kDelay
+                                                              : QueuePolicy::TimeoutAction::kReject;
+    }
+    // Triton's allow_timeout_override: a request's own "timeout" parameter
+    // always bounds it in Kiln (request_parameters.h), so only its form is checked.
+    if (q.contains("allow_timeout_override")) {
+      RETURN_IF_ERROR(
+          ParseBool(q["allow_timeout_override"], where + ".allow_timeout_override").status());
+    }
+  }
+  return batching;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
@@ -207,7 +295,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   RETURN_IF_ERROR(
       CheckKeys(root,
                 {"inputs", "outputs", "version_policy", "strict", "verify", "dry_run",
-                 "accumulation", "precision"},
+                 "accumulation", "precision", "max_batch_size", "dynamic_batching"},
                 "top level"));
 
   ModelConfig config;
@@ -239,6 +327,26 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   }
   if (root.contains("version_policy")) {
     ASSIGN_OR_RETURN(config.version_policy, ParseVersionPolicy(root["version_policy"]));
+  }
+  if (root.contains("max_batch_size")) {
+    const json& m = root["max_batch_size"];
+    if (!m.is_number_integer() || m.get<int64_t>() < 0) {
+      return ConfigError("max_batch_size", "expected an integer >= 0");
+    }
+    config.max_batch_size = m.get<int64_t>();
+  }
+  if (root.contains("dynamic_batching")) {
+    ASSIGN_OR_RETURN(config.dynamic_batching, ParseDynamicBatching(root["dynamic_batching"]));
+    if (config.max_batch_size < 1) {
+      return ConfigError("dynamic_batching", "needs \"max_batch_size\" >= 1");
+    }
+    for (int64_t size : config.dynamic_batching->preferred_batch_size) {
+      if (size > config.max_batch_size) {
+        return ConfigError("dynamic_batching.preferred_batch_size",
+                           absl::StrCat("size ", size, " exceeds max_batch_size ",
+                                        config.max_batch_size));
+      }
+    }
   }
   ASSIGN_OR_RETURN(config.model.inputs, ParseTensorList(root, "inputs"));
   ASSIGN_OR_RETURN(config.model.outputs, ParseTensorList(root, "outputs"));

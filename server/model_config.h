@@ -9,9 +9,14 @@
 // An optional "version_policy" says which versions under REPO/NAME/ are served,
 // in Triton's shape: {"latest": {"num_versions": N}} (the default, N = 1),
 // {"all": {}}, or {"specific": {"versions": [1, 3]}}.
+// "max_batch_size" and "dynamic_batching" are Triton's, with Triton's keys
+// (server/scheduler/dynamic_batcher.h): dim 0 of every input and output is
+// the batch dim, and requests are batched on it. Unlike Triton's, Kiln's
+// "dims" include that dim (-1 in the dims a config declares).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,6 +53,25 @@ struct VerifyConfig {
 // of 2^-9 per operand), which a network's depth accumulates.
 inline constexpr double kBf16Tolerance = 5e-2;
 
+// Triton's ModelQueuePolicy: what a request waiting in the batcher's queue
+// may do. max_queue_size 0 is unbounded; default_timeout_us 0 never times out.
+struct QueuePolicy {
+  enum class TimeoutAction { kReject, kDelay };
+  uint64_t max_queue_size = 0;
+  uint64_t default_timeout_us = 0;
+  // kReject: a request still queued at its timeout fails (DEADLINE_EXCEEDED);
+  // kDelay: it stays, behind the requests that have not timed out.
+  TimeoutAction timeout_action = TimeoutAction::kReject;
+};
+
+// Triton's ModelDynamicBatching.
+struct DynamicBatching {
+  std::vector<int64_t> preferred_batch_size;  // each in [1, max_batch_size]
+  uint64_t max_queue_delay_us = 0;
+  bool preserve_ordering = false;
+  QueuePolicy default_queue_policy;
+};
+
 struct ModelConfig {
   // "strict": true makes ops without a native translation an error listing
   // all of them, instead of running them through the libtorch fallback.
@@ -68,6 +92,11 @@ struct ModelConfig {
   Precision precision = Precision::kFp32;
   VerifyConfig verify;
   VersionPolicy version_policy;
+  // The largest batch (dim 0) a request or a formed batch may have; 0: the
+  // model does not batch.
+  int64_t max_batch_size = 0;
+  // Set: requests are batched (needs max_batch_size > 0).
+  std::optional<DynamicBatching> dynamic_batching;
   importer::ImportOptions import;
   // Declarations by position; an entry's name may be empty until
   // FillDeclaredNames() takes it from the imported graph.

@@ -82,9 +82,15 @@ absl::string_view ModelStateName(ModelState state) {
 
 void ModelStats::RecordSuccess(const InferTimings& timings) {
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.inference_count += 1;
-  stats_.execution_count += 1;
+  stats_.inference_count += timings.inferences;
+  stats_.execution_count += timings.executions;
   stats_.last_inference_ms = NowMs();
+  if (timings.executions > 0) {
+    BatchStats& batch = stats_.batches[timings.batch_size];
+    Add(batch.compute_input, timings.input_ns);
+    Add(batch.compute_infer, timings.infer_ns);
+    Add(batch.compute_output, timings.output_ns);
+  }
   Add(stats_.success,
       timings.input_ns + timings.queue_ns + timings.infer_ns + timings.output_ns);
   Add(stats_.compute_input, timings.input_ns);
@@ -350,6 +356,10 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
                                       /*verify=*/built.load.graph_source != "disk-cache",
                                       options_.limits.ForLoad(load_deadline_)));
   built.model = std::move(model);
+  built.batcher = DynamicBatcher::Create(config, built.model);
+  if (built.batcher != nullptr) {
+    spdlog::info("model {}: dynamic batching {}", label, built.batcher->Describe());
+  }
   if (!config.dry_run) {
     CommitGraph(graph_id, pending, models_built > 1 ? &built.model->graph() : nullptr);
   }
@@ -363,6 +373,7 @@ void ModelRegistry::StopServingLocked(Version& v, const std::string& reason) {
   if (v.model != nullptr) options_.cache->Forget(v.counters);
   // In-flight requests still hold the model; it is freed when they finish.
   v.model.reset();
+  v.batcher.reset();
   v.state = ModelState::kUnavailable;
   v.reason = reason;
 }
@@ -384,6 +395,7 @@ void ModelRegistry::Serve(const std::string& name, int64_t version, Built built,
   v.state = ModelState::kReady;
   v.reason.clear();
   v.model = std::move(built.model);
+  v.batcher = std::move(built.batcher);
   v.counters = std::move(built.counters);
   v.sha256 = built.sha256;
   v.load = built.load;
@@ -687,6 +699,7 @@ absl::StatusOr<ServingModel> ModelRegistry::Get(absl::string_view name,
             absl::StrCat("model '", name, "' is not ready: ", reason));
       }
       serving.model = chosen->model;
+      serving.batcher = chosen->batcher;
       serving.stats = chosen->stats;
       serving.sha256 = chosen->sha256;
       return serving;

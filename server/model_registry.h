@@ -29,6 +29,7 @@
 #include "server/model_config.h"
 #include "server/model_repository.h"
 #include "server/run_limits.h"
+#include "server/scheduler/dynamic_batcher.h"
 
 namespace kiln::server {
 
@@ -43,7 +44,15 @@ struct Duration {
 };
 
 // Cumulative per-version counters, in the shape of Triton's InferStatistics.
-// One request counts as one inference (Kiln does not batch across requests).
+// A request counts as many inferences as its batch size (dim 0) when the
+// model has a max_batch_size, else one; an execution is one run of the model,
+// of one request or of a batch of them (server/scheduler/).
+struct BatchStats {
+  Duration compute_input;
+  Duration compute_infer;
+  Duration compute_output;
+};
+
 struct StatsSnapshot {
   uint64_t inference_count = 0;
   uint64_t execution_count = 0;
@@ -54,6 +63,7 @@ struct StatsSnapshot {
   Duration queue;           // waiting for a compute thread
   Duration compute_infer;   // runtime::Model::Infer
   Duration compute_output;  // encoding the response
+  std::map<uint64_t, BatchStats> batches;  // by the executions' batch size
 };
 
 // Phase times of one successful request, in nanoseconds.
@@ -62,6 +72,11 @@ struct InferTimings {
   uint64_t queue_ns = 0;  // waiting for a compute thread
   uint64_t infer_ns = 0;
   uint64_t output_ns = 0;
+  uint64_t inferences = 1;  // the request's batch size
+  // Executions this request is counted for (0 for all but one request of a
+  // batch), and their batch size.
+  uint64_t executions = 1;
+  uint64_t batch_size = 1;
 };
 
 class ModelStats {
@@ -101,6 +116,8 @@ struct PlanStats {
 // and where to record its outcome.
 struct ServingModel {
   std::shared_ptr<const runtime::Model> model;
+  // Null when the config has no max_batch_size.
+  std::shared_ptr<DynamicBatcher> batcher;
   std::shared_ptr<ModelStats> stats;
   std::string sha256;  // of the model file being served
   int64_t version = 0;
@@ -225,6 +242,7 @@ class ModelRegistry {
     ModelState state = ModelState::kUnavailable;
     std::string reason;
     std::shared_ptr<const runtime::Model> model;
+    std::shared_ptr<DynamicBatcher> batcher;
     std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
     std::shared_ptr<cache::PlanCounters> counters = std::make_shared<cache::PlanCounters>();
     std::string sha256;
@@ -237,6 +255,7 @@ class ModelRegistry {
   // A model built from a file, not yet serving.
   struct Built {
     std::shared_ptr<const runtime::Model> model;
+    std::shared_ptr<DynamicBatcher> batcher;
     std::shared_ptr<cache::PlanCounters> counters;
     std::string sha256;
     uint64_t size = 0;

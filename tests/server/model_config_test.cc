@@ -171,5 +171,52 @@ TEST(ModelConfigTest, GraphSettingsNameWhatDecidesTheServedGraph) {
             settings(R"({"verify": {"tolerance": 0.01, "on_mismatch": "fallback"}})"));
 }
 
+TEST(ModelConfigTest, DynamicBatchingInTritonsShape) {
+  auto config = ParseModelConfig(R"({
+      "max_batch_size": 16,
+      "dynamic_batching": {
+        "preferred_batch_size": [4, 8],
+        "max_queue_delay_microseconds": 100,
+        "preserve_ordering": true,
+        "default_queue_policy": {"max_queue_size": 32, "default_timeout_microseconds": "5000",
+                                 "timeout_action": "DELAY"}}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->max_batch_size, 16);
+  ASSERT_TRUE(config->dynamic_batching.has_value());
+  const DynamicBatching& b = *config->dynamic_batching;
+  EXPECT_THAT(b.preferred_batch_size, ElementsAre(4, 8));
+  EXPECT_EQ(b.max_queue_delay_us, 100u);
+  EXPECT_TRUE(b.preserve_ordering);
+  EXPECT_EQ(b.default_queue_policy.max_queue_size, 32u);
+  EXPECT_EQ(b.default_queue_policy.default_timeout_us, 5000u);  // protobuf JSON's string form
+  EXPECT_EQ(b.default_queue_policy.timeout_action, QueuePolicy::TimeoutAction::kDelay);
+
+  auto plain = ParseModelConfig(R"({"max_batch_size": 4})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->dynamic_batching.has_value());
+  auto defaults = ParseModelConfig(R"({"max_batch_size": 4, "dynamic_batching": {}})");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->dynamic_batching->default_queue_policy.timeout_action,
+            QueuePolicy::TimeoutAction::kReject);
+  EXPECT_EQ(defaults->dynamic_batching->max_queue_delay_us, 0u);
+}
+
+TEST(ModelConfigTest, RejectsBadBatchingWithWhere) {
+  auto error = [](const char* json) { return std::string(ParseModelConfig(json).status().message()); };
+  EXPECT_THAT(error(R"({"dynamic_batching": {}})"), HasSubstr("needs \"max_batch_size\" >= 1"));
+  EXPECT_THAT(error(R"({"max_batch_size": -1})"), HasSubstr("max_batch_size"));
+  EXPECT_THAT(error(R"({"max_batch_size": 4, "dynamic_batching": {"preferred_batch_size": [8]}})"),
+              HasSubstr("size 8 exceeds max_batch_size 4"));
+  EXPECT_THAT(error(R"({"max_batch_size": 4, "dynamic_batching": {"max_queue_delay": 1}})"),
+              HasSubstr("unknown key 'max_queue_delay'"));
+  EXPECT_THAT(
+      error(R"({"max_batch_size": 4,
+                "dynamic_batching": {"default_queue_policy": {"timeout_action": "DROP"}}})"),
+      HasSubstr("timeout_action"));
+  EXPECT_THAT(error(R"({"max_batch_size": 4,
+                        "dynamic_batching": {"max_queue_delay_microseconds": -5}})"),
+              HasSubstr("expected an integer >= 0"));
+}
+
 }  // namespace
 }  // namespace kiln::server

@@ -1,0 +1,413 @@
+#include "server/scheduler/dynamic_batcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln::server {
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(5);
+constexpr double kRelTolerance = 1e-4;
+constexpr double kAbsTolerance = 1e-5;
+
+uint64_t NsBetween(BatchClock::time_point from, BatchClock::time_point to) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
+}
+
+// Why dim 0 of this contract cannot be a batch dim; empty when it can.
+std::string WhyNotBatched(const runtime::Model& model) {
+  if (model.inputs().empty()) return "the model has no inputs";
+  for (const runtime::TensorSpec& spec : model.inputs()) {
+    if (!spec.list.empty()) return absl::StrCat("input '", spec.list, "' is a tensor list");
+    if (spec.dtype_source == "argument") {
+      return absl::StrCat("input '", spec.name, "' is an int/float/bool argument");
+    }
+    if (!spec.dims.has_value()) return absl::StrCat("input '", spec.name, "' has no fixed rank");
+    if (spec.dims->empty()) return absl::StrCat("input '", spec.name, "' has no dims");
+    if ((*spec.dims)[0] != -1) {
+      return absl::StrCat("input '", spec.name, "' has a fixed dim 0 (", (*spec.dims)[0], ")");
+    }
+  }
+  for (const runtime::TensorSpec& spec : model.outputs()) {
+    if (!spec.dims.has_value()) continue;  // known once run: checked on every batch
+    if (spec.dims->empty()) return absl::StrCat("output '", spec.name, "' has no dims");
+    if ((*spec.dims)[0] != -1) {
+      return absl::StrCat("output '", spec.name, "' has a fixed dim 0 (", (*spec.dims)[0], ")");
+    }
+  }
+  return "";
+}
+
+template <typename T>
+bool CloseAs(const Tensor& a, const Tensor& b) {
+  const T* x = a.data<T>();
+  const T* y = b.data<T>();
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    const double u = static_cast<double>(x[i]);
+    const double v = static_cast<double>(y[i]);
+    if (std::isnan(u) && std::isnan(v)) continue;
+    if (!(std::fabs(u - v) <= kAbsTolerance + kRelTolerance * std::fabs(v))) return false;
+  }
+  return true;
+}
+
+// Whether the batch's slice `batched` equals the request's own result.
+std::string Differs(const std::vector<runtime::NamedTensor>& batched,
+                    const std::vector<runtime::NamedTensor>& alone) {
+  if (batched.size() != alone.size()) return "the batch returned other outputs";
+  for (size_t i = 0; i < batched.size(); ++i) {
+    const Tensor& a = batched[i].tensor;
+    const Tensor& b = alone[i].tensor;
+    bool same = a.dtype() == b.dtype() && a.dims() == b.dims();
+    if (same && a.dtype() == DType::kF32) {
+      same = CloseAs<float>(a, b);
+    } else if (same && a.dtype() == DType::kF64) {
+      same = CloseAs<double>(a, b);
+    } else if (same && a.byte_size() > 0) {
+      same = std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) == 0;
+    }
+    if (!same) {
+      return absl::StrCat("output '", batched[i].name,
+                          "' of a request differs when run in a batch: the model mixes rows");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+struct DynamicBatcher::Item {
+  std::vector<runtime::NamedTensor> inputs;
+  std::vector<std::string> requested;
+  runtime::RunOptions run;
+  std::string key;
+  int64_t rows = 1;
+  BatchClock::time_point enqueued;
+  BatchClock::time_point timeout_at = BatchClock::time_point::max();
+  bool delayed = false;
+  uint64_t seq = 0;
+  enum class State { kQueued, kRunning, kDone } state = State::kQueued;  // mu_
+  Result result;
+};
+
+std::shared_ptr<DynamicBatcher> DynamicBatcher::Create(
+    const ModelConfig& config, std::shared_ptr<const runtime::Model> model) {
+  if (config.max_batch_size <= 0) return nullptr;
+  std::shared_ptr<DynamicBatcher> batcher(new DynamicBatcher());
+  batcher->max_batch_size_ = config.max_batch_size;
+  batcher->config_ = config.dynamic_batching;
+  batcher->off_reason_ = WhyNotBatched(*model);
+  batcher->on_ = batcher->off_reason_.empty();
+  batcher->batch_dim_ = batcher->on_;
+  batcher->model_ = std::move(model);
+  batcher->settings_.max_batch_size = config.max_batch_size;
+  if (config.dynamic_batching.has_value()) {
+    batcher->settings_.preferred_batch_size = config.dynamic_batching->preferred_batch_size;
+    batcher->settings_.max_queue_delay =
+        std::chrono::microseconds(config.dynamic_batching->max_queue_delay_us);
+  }
+  return batcher;
+}
+
+std::string DynamicBatcher::Describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!on_) return absl::StrCat("off: ", off_reason_);
+  if (!config_.has_value()) {
+    return absl::StrCat("off: no \"dynamic_batching\" in the config (max_batch_size ",
+                        max_batch_size_, " bounds each request's dim 0)");
+  }
+  return absl::StrCat("on (max_batch_size ", max_batch_size_, ", preferred [",
+                      absl::StrJoin(config_->preferred_batch_size, ", "), "], max_queue_delay ",
+                      config_->max_queue_delay_us, " us",
+                      config_->preserve_ordering ? ", preserve_ordering" : "", ")");
+}
+
+bool DynamicBatcher::queues() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return on_ && config_.has_value();
+}
+
+absl::StatusOr<int64_t> DynamicBatcher::CheckRows(
+    const std::vector<runtime::NamedTensor>& inputs) const {
+  // A model whose dim 0 is not a batch dim has no batch size to check.
+  if (!batch_dim_) return 1;
+  int64_t rows = -1;
+  std::string first;
+  for (const runtime::NamedTensor& input : inputs) {
+    if (input.tensor.rank() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", input.name, "' has no dims; the model batches on dim 0 (max_batch_size ",
+          max_batch_size_, ")"));
+    }
+    if (rows < 0) {
+      rows = input.tensor.dim(0);
+      first = input.name;
+    } else if (input.tensor.dim(0) != rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs '", first, "' and '", input.name, "' have different batch sizes (dim 0: ", rows,
+          " and ", input.tensor.dim(0), ")"));
+    }
+  }
+  if (rows > max_batch_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("the request's batch size ", rows,
+                                                   " (dim 0) exceeds the model's max_batch_size ",
+                                                   max_batch_size_));
+  }
+  return std::max<int64_t>(rows, 1);
+}
+
+DynamicBatcher::Result DynamicBatcher::Infer(std::vector<runtime::NamedTensor> inputs,
+                                             std::vector<std::string> requested,
+                                             const runtime::RunOptions& run, ComputePool& pool) {
+  auto item = std::make_shared<Item>();
+  item->key = BatchKey(inputs, requested);
+  item->rows = inputs.empty() || inputs[0].tensor.rank() == 0 ? 1 : inputs[0].tensor.dim(0);
+  item->inputs = std::move(inputs);
+  item->requested = std::move(requested);
+  item->run = run;
+  item->enqueued = BatchClock::now();
+  const QueuePolicy& policy = config_->default_queue_policy;
+  if (policy.default_timeout_us > 0) {
+    item->timeout_at = item->enqueued + std::chrono::microseconds(policy.default_timeout_us);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (policy.max_queue_size > 0 && queue_.size() >= policy.max_queue_size) {
+    Result full;
+    full.outputs = absl::UnavailableError(absl::StrCat(
+        "the model's queue is full: ", queue_.size(), " requests wait (max_queue_size ",
+        policy.max_queue_size, "); retry later"));
+    return full;
+  }
+  item->seq = next_seq_++;
+  if (config_->preserve_ordering) outstanding_.insert(item->seq);
+  queue_.push_back(item);
+  lock.unlock();
+  arrived_.notify_all();
+  // Each request brings one task: the queue never holds more requests than
+  // there are tasks to come that will take them (a task takes at least one
+  // when any waits).
+  pool.Submit([self = shared_from_this()] { self->FormAndRun(); });
+  lock.lock();
+  while (item->state != Item::State::kDone) {
+    done_.wait_for(lock, kPoll);
+    if (item->state != Item::State::kQueued) continue;
+    const BatchClock::time_point now = BatchClock::now();
+    absl::Status gone;
+    if (now >= item->run.deadline) {
+      gone = absl::DeadlineExceededError(absl::StrCat(
+          "ran past ", item->run.deadline_name, " while waiting in the model's batch queue"));
+    } else if (now >= item->timeout_at &&
+               policy.timeout_action == QueuePolicy::TimeoutAction::kReject) {
+      gone = absl::DeadlineExceededError(
+          absl::StrCat("waited in the model's batch queue past its timeout of ",
+                       policy.default_timeout_us, " us (default_timeout_microseconds)"));
+    } else if (item->run.stop) {
+      gone = item->run.stop();
+    }
+    if (!gone.ok()) {
+      RemoveLocked(item.get());
+      item->result.outputs = gone;
+      item->result.queue_ns = NsBetween(item->enqueued, now);
+      item->state = Item::State::kDone;
+      arrived_.notify_all();
+    }
+  }
+  if (config_->preserve_ordering) {
+    done_.wait(lock, [&] { return *outstanding_.begin() == item->seq; });
+    outstanding_.erase(item->seq);
+    lock.unlock();
+    done_.notify_all();
+  }
+  return std::move(item->result);
+}
+
+void DynamicBatcher::RemoveLocked(const Item* item) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (it->get() == item) {
+      queue_.erase(it);
+      return;
+    }
+  }
+}
+
+void DynamicBatcher::ExpireLocked(BatchClock::time_point now) {
+  const QueuePolicy& policy = config_->default_queue_policy;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Item& item = **it;
+    if (now < item.timeout_at) {
+      ++it;
+    } else if (policy.timeout_action == QueuePolicy::TimeoutAction::kDelay) {
+      item.delayed = true;
+      ++it;
+    } else {
+      item.result.outputs = absl::DeadlineExceededError(
+          absl::StrCat("waited in the model's batch queue past its timeout of ",
+                       policy.default_timeout_us, " us (default_timeout_microseconds)"));
+      item.result.queue_ns = NsBetween(item.enqueued, now);
+      item.state = Item::State::kDone;
+      it = queue_.erase(it);
+      done_.notify_all();
+    }
+  }
+}
+
+void DynamicBatcher::FormAndRun() {
+  std::vector<std::shared_ptr<Item>> batch;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      const BatchClock::time_point now = BatchClock::now();
+      ExpireLocked(now);
+      if (queue_.empty()) return;
+      if (!on_) {
+        batch.push_back(queue_.front());
+        queue_.pop_front();
+        break;
+      }
+      std::vector<PlanItem> items;
+      items.reserve(queue_.size());
+      BatchClock::time_point next_timeout = BatchClock::time_point::max();
+      for (const auto& item : queue_) {
+        items.push_back({item->key, item->rows, item->enqueued, item->delayed});
+        if (!item->delayed) next_timeout = std::min(next_timeout, item->timeout_at);
+      }
+      BatchPlan plan = PlanBatch(items, settings_, now);
+      if (!plan.take.empty()) {
+        for (size_t i : plan.take) batch.push_back(queue_[i]);
+        for (auto it = plan.take.rbegin(); it != plan.take.rend(); ++it) {
+          queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*it));
+        }
+        break;
+      }
+      arrived_.wait_until(lock, std::min(plan.wait_until, next_timeout));
+    }
+    const BatchClock::time_point now = BatchClock::now();
+    for (const auto& item : batch) {
+      item->state = Item::State::kRunning;
+      item->result.queue_ns = NsBetween(item->enqueued, now);
+    }
+  }
+  Run(batch);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& item : batch) item->state = Item::State::kDone;
+  }
+  done_.notify_all();
+}
+
+void DynamicBatcher::RunAlone(Item& item) {
+  const BatchClock::time_point start = BatchClock::now();
+  item.result.outputs = model_->Infer(item.inputs, item.requested, item.run);
+  item.result.infer_ns = NsBetween(start, BatchClock::now());
+  item.result.executions = 1;
+  item.result.batch_rows = item.rows;
+}
+
+void DynamicBatcher::TurnOff(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!on_) return;
+  on_ = false;
+  off_reason_ = reason;
+  spdlog::warn("dynamic batching turned off for a model: {}", reason);
+}
+
+void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
+  if (batch.size() == 1) {
+    RunAlone(*batch[0]);
+    return;
+  }
+  auto one_by_one = [&](size_t from) {
+    for (size_t i = from; i < batch.size(); ++i) RunAlone(*batch[i]);
+  };
+  // The batch's bounds: the last deadline, a stop when every request stops,
+  // and the requests' memory budgets together.
+  runtime::RunOptions run = batch[0]->run;
+  std::vector<const std::vector<runtime::NamedTensor>*> inputs;
+  std::vector<int64_t> rows;
+  uint64_t memory = 0;
+  for (const auto& item : batch) {
+    if (item->run.deadline > run.deadline) {
+      run.deadline = item->run.deadline;
+      run.deadline_name = item->run.deadline_name;
+    }
+    if (item->run.memory != nullptr) memory += item->run.memory->limit();
+    inputs.push_back(&item->inputs);
+    rows.push_back(item->rows);
+  }
+  if (batch[0]->run.memory != nullptr) {
+    run.memory = std::make_shared<MemoryBudget>(memory, batch[0]->run.memory->limit_name());
+  }
+  run.stop = [&batch]() -> absl::Status {
+    absl::Status first;
+    for (const auto& item : batch) {
+      absl::Status s = item->run.stop ? item->run.stop() : absl::OkStatus();
+      if (s.ok()) return s;
+      if (first.ok()) first = s;
+    }
+    return first;
+  };
+  absl::StatusOr<std::vector<runtime::NamedTensor>> joined = ConcatRows(inputs, run.memory);
+  if (!joined.ok()) return one_by_one(0);
+  const BatchClock::time_point start = BatchClock::now();
+  absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
+      model_->Infer(*joined, batch[0]->requested, run);
+  const uint64_t infer_ns = NsBetween(start, BatchClock::now());
+  if (!outputs.ok()) {
+    const absl::StatusCode code = outputs.status().code();
+    if (code == absl::StatusCode::kDeadlineExceeded || code == absl::StatusCode::kCancelled ||
+        code == absl::StatusCode::kResourceExhausted) {
+      for (const auto& item : batch) {
+        item->result.outputs = outputs.status();
+        item->result.infer_ns = infer_ns;
+      }
+      return;
+    }
+    // Each request's own error, with its own shapes in the message.
+    return one_by_one(0);
+  }
+  absl::StatusOr<std::vector<std::vector<runtime::NamedTensor>>> parts =
+      SplitRows(*outputs, rows);
+  if (!parts.ok()) {
+    TurnOff(std::string(parts.status().message()));
+    return one_by_one(0);
+  }
+  bool check = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    check = checked_keys_.insert(batch[0]->key).second;
+  }
+  if (check) {
+    Item& first = *batch[0];
+    runtime::RunOptions alone = first.run;
+    absl::StatusOr<std::vector<runtime::NamedTensor>> own =
+        model_->Infer(first.inputs, first.requested, alone);
+    if (!own.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      checked_keys_.erase(first.key);  // check the next batch instead
+    } else {
+      const std::string differs = Differs((*parts)[0], *own);
+      if (!differs.empty()) {
+        TurnOff(differs);
+        RunAlone(first);
+        return one_by_one(1);
+      }
+    }
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Result& result = batch[i]->result;
+    result.outputs = std::move((*parts)[i]);
+    result.infer_ns = infer_ns;
+    result.executions = i == 0 ? 1 : 0;
+    result.batch_rows = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+  }
+}
+
+}  // namespace kiln::server

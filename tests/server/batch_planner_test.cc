@@ -1,0 +1,125 @@
+// The dynamic batcher's rules (server/scheduler/batch_planner.h): which queued
+// requests form the next batch and when, and joining and splitting on dim 0.
+#include "server/scheduler/batch_planner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kiln::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using std::chrono::microseconds;
+
+const BatchClock::time_point kT0 = BatchClock::time_point() + std::chrono::hours(1);
+
+PlanItem Item(const std::string& key, int64_t rows, int at_us, bool delayed = false) {
+  return PlanItem{key, rows, kT0 + microseconds(at_us), delayed};
+}
+
+BatchSettings Settings(int64_t max, std::vector<int64_t> preferred, int delay_us) {
+  BatchSettings s;
+  s.max_batch_size = max;
+  s.preferred_batch_size = std::move(preferred);
+  s.max_queue_delay = microseconds(delay_us);
+  return s;
+}
+
+TEST(BatchPlannerTest, EmptyQueueWaitsForever) {
+  BatchPlan plan = PlanBatch({}, Settings(8, {}, 100), kT0);
+  EXPECT_TRUE(plan.take.empty());
+  EXPECT_EQ(plan.wait_until, BatchClock::time_point::max());
+}
+
+TEST(BatchPlannerTest, WaitsForTheOldestsDelayThenRunsWhatItHas) {
+  std::vector<PlanItem> queue = {Item("a", 1, 0), Item("a", 1, 10)};
+  BatchPlan early = PlanBatch(queue, Settings(8, {}, 100), kT0 + microseconds(50));
+  EXPECT_TRUE(early.take.empty());
+  EXPECT_EQ(early.wait_until, kT0 + microseconds(100));
+  BatchPlan due = PlanBatch(queue, Settings(8, {}, 100), kT0 + microseconds(100));
+  EXPECT_THAT(due.take, ElementsAre(0, 1));
+}
+
+TEST(BatchPlannerTest, ZeroDelayRunsAtOnce) {
+  std::vector<PlanItem> queue = {Item("a", 1, 0)};
+  EXPECT_THAT(PlanBatch(queue, Settings(8, {}, 0), kT0).take, ElementsAre(0));
+}
+
+TEST(BatchPlannerTest, FullBatchRunsAtOnceUpToMaxRows) {
+  std::vector<PlanItem> queue = {Item("a", 2, 0), Item("a", 1, 1), Item("a", 1, 2),
+                                 Item("a", 1, 3)};
+  BatchPlan plan = PlanBatch(queue, Settings(4, {}, 1000000), kT0);
+  EXPECT_THAT(plan.take, ElementsAre(0, 1, 2));  // 4 rows; the last waits
+  // The next request does not fit: what fits runs now.
+  std::vector<PlanItem> big = {Item("a", 3, 0), Item("a", 2, 1)};
+  EXPECT_THAT(PlanBatch(big, Settings(4, {}, 1000000), kT0).take, ElementsAre(0));
+}
+
+TEST(BatchPlannerTest, LargestPreferredPrefixRunsBeforeTheDelay) {
+  std::vector<PlanItem> queue = {Item("a", 1, 0), Item("a", 1, 1), Item("a", 1, 2),
+                                 Item("a", 1, 3), Item("a", 1, 4)};
+  BatchPlan plan = PlanBatch(queue, Settings(8, {2, 4}, 1000000), kT0);
+  EXPECT_THAT(plan.take, ElementsAre(0, 1, 2, 3));
+  // Three rows match no preferred size: wait.
+  queue.resize(3);
+  BatchPlan wait = PlanBatch(queue, Settings(8, {4}, 1000), kT0);
+  EXPECT_TRUE(wait.take.empty());
+  EXPECT_EQ(wait.wait_until, kT0 + microseconds(1000));
+}
+
+TEST(BatchPlannerTest, OnlyTheOldestsSignatureJoins) {
+  std::vector<PlanItem> queue = {Item("a", 1, 0), Item("b", 1, 1), Item("a", 1, 2)};
+  EXPECT_THAT(PlanBatch(queue, Settings(8, {}, 0), kT0).take, ElementsAre(0, 2));
+}
+
+TEST(BatchPlannerTest, DelayedRequestsGoLast) {
+  std::vector<PlanItem> queue = {Item("b", 1, 0, /*delayed=*/true), Item("a", 1, 5)};
+  EXPECT_THAT(PlanBatch(queue, Settings(8, {}, 0), kT0 + microseconds(5)).take, ElementsAre(1));
+  std::vector<PlanItem> only = {Item("b", 1, 0, /*delayed=*/true)};
+  EXPECT_THAT(PlanBatch(only, Settings(8, {}, 0), kT0).take, ElementsAre(0));
+}
+
+Tensor Rows(std::vector<float> values, int64_t rows) {
+  const int64_t cols = static_cast<int64_t>(values.size()) / rows;
+  Tensor t = Tensor::Zeros(DType::kF32, {rows, cols});
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+TEST(BatchPlannerTest, ConcatAndSplitRoundTrip) {
+  std::vector<runtime::NamedTensor> a = {{"x", Rows({1, 2}, 1)}};
+  std::vector<runtime::NamedTensor> b = {{"x", Rows({3, 4, 5, 6}, 2)}};
+  EXPECT_EQ(BatchKey(a, {}), BatchKey(b, {}));
+  EXPECT_NE(BatchKey(a, {}), BatchKey(a, {"y"}));
+  auto joined = ConcatRows({&a, &b}, nullptr);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  ASSERT_EQ(joined->size(), 1u);
+  const Tensor& x = (*joined)[0].tensor;
+  EXPECT_EQ(x.dims(), (Dims{3, 2}));
+  EXPECT_THAT(std::vector<float>(x.data<float>(), x.data<float>() + 6),
+              ElementsAre(1, 2, 3, 4, 5, 6));
+  auto parts = SplitRows({{"y", x}}, {1, 2});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0][0].name, "y");
+  EXPECT_EQ((*parts)[0][0].tensor.dims(), (Dims{1, 2}));
+  EXPECT_EQ((*parts)[1][0].tensor.dims(), (Dims{2, 2}));
+  EXPECT_EQ((*parts)[1][0].tensor.data<float>()[3], 6.0f);
+}
+
+TEST(BatchPlannerTest, SplitRefusesAnOutputWithoutTheBatchDim) {
+  auto parts = SplitRows({{"sum", Rows({1, 2}, 1)}}, {1, 2});
+  ASSERT_FALSE(parts.ok());
+  EXPECT_EQ(parts.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(parts.status().message(), HasSubstr("output 'sum' has shape [1, 2] for a batch of 3"));
+}
+
+TEST(BatchPlannerTest, DifferentSignaturesHaveDifferentKeys) {
+  std::vector<runtime::NamedTensor> a = {{"x", Rows({1, 2}, 1)}};
+  std::vector<runtime::NamedTensor> c = {{"x", Rows({1, 2, 3}, 1)}};
+  EXPECT_NE(BatchKey(a, {}), BatchKey(c, {}));
+}
+
+}  // namespace
+}  // namespace kiln::server
