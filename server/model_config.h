@@ -49,9 +49,13 @@ struct VerifyConfig {
 };
 
 // The verified import's relative tolerance for a model served at
-// "precision": "bf16": bfloat16 keeps 8 bits of mantissa (a relative rounding
-// of 2^-9 per operand), which a network's depth accumulates.
-inline constexpr double kBf16Tolerance = 5e-2;
+// "precision": "bf16". bfloat16 keeps 8 bits of mantissa (a relative rounding
+// of 2^-9 per operand), which a network's depth accumulates: resnet18's
+// logits move by about 2e-2 of their magnitude, mobilenet_v2's (depthwise
+// layers, batch norms of small variance) by 9e-2. The opt-in's deviation is
+// measured and published rather than held to float32's bound; this bound
+// still refuses a wrong translation, which is off by the output's magnitude.
+inline constexpr double kBf16Tolerance = 0.25;
 
 // Triton's ModelQueuePolicy: what a request waiting in the batcher's queue
 // may do. max_queue_size 0 is unbounded; default_timeout_us 0 never times out.
