@@ -102,7 +102,29 @@ class Engine {
   virtual void Save(const std::string& path) = 0;
 };
 
-class KilnEngine : public Engine {
+// An engine that takes Kiln tensors: the input wraps the bytes read (no
+// copy); Run and Save call Infer, which each engine defines.
+class KilnTensorEngine : public Engine {
+ public:
+  void SetInput(Input input) override {
+    input_ = std::move(input);
+    tensor_ = kiln::Tensor::Wrap(input_.is_int64 ? kiln::DType::kInt64 : kiln::DType::kF32,
+                                 input_.shape, input_.bytes.data());
+  }
+  void Run() override { Infer(); }
+  void Save(const std::string& path) override {
+    kiln::Tensor out = Infer();
+    if (out.dtype() != kiln::DType::kF32) Fail("output is not float32");
+    WriteFloats(path, out.data<float>(), out.num_elements());
+  }
+
+ protected:
+  virtual kiln::Tensor Infer() = 0;
+  Input input_;
+  kiln::Tensor tensor_;
+};
+
+class KilnEngine : public KilnTensorEngine {
  public:
   KilnEngine(const std::string& path, int threads, kiln::Precision precision) {
     auto graph = kiln::importer::ImportTorchScript(ReadFile(path));
@@ -116,27 +138,13 @@ class KilnEngine : public Engine {
     if (!model.ok()) Fail(std::string(model.status().message()));
     model_ = *std::move(model);
   }
-  void SetInput(Input input) override {
-    input_ = std::move(input);
-    tensor_ = kiln::Tensor::Wrap(input_.is_int64 ? kiln::DType::kInt64 : kiln::DType::kF32,
-                                 input_.shape, input_.bytes.data());
-  }
-  void Run() override { Infer(); }
-  void Save(const std::string& path) override {
-    kiln::Tensor out = Infer();
-    if (out.dtype() != kiln::DType::kF32) Fail("output is not float32");
-    WriteFloats(path, out.data<float>(), out.num_elements());
-  }
-
  private:
-  kiln::Tensor Infer() {
+  kiln::Tensor Infer() override {
     auto out = model_->Infer({{model_->inputs()[0].name, tensor_}}, {});
     if (!out.ok()) Fail(std::string(out.status().message()));
     return (*out)[0].tensor;
   }
   std::unique_ptr<kiln::runtime::Model> model_;
-  Input input_;
-  kiln::Tensor tensor_;
 };
 
 class TorchEngine : public Engine {
@@ -167,7 +175,7 @@ class TorchEngine : public Engine {
   at::Tensor tensor_;
 };
 
-class KilndEngine : public Engine {
+class KilndEngine : public KilnTensorEngine {
  public:
   KilndEngine(const std::string& server, const std::string& name) : name_(name) {
     auto client = kiln::client::InferenceClient::Connect(server);
@@ -178,28 +186,14 @@ class KilndEngine : public Engine {
     if (metadata->inputs.empty()) Fail("the model has no inputs");
     input_name_ = metadata->inputs[0].name;
   }
-  void SetInput(Input input) override {
-    input_ = std::move(input);
-    tensor_ = kiln::Tensor::Wrap(input_.is_int64 ? kiln::DType::kInt64 : kiln::DType::kF32,
-                                 input_.shape, input_.bytes.data());
-  }
-  void Run() override { Infer(); }
-  void Save(const std::string& path) override {
-    kiln::Tensor out = Infer();
-    if (out.dtype() != kiln::DType::kF32) Fail("output is not float32");
-    WriteFloats(path, out.data<float>(), out.num_elements());
-  }
-
  private:
-  kiln::Tensor Infer() {
+  kiln::Tensor Infer() override {
     auto out = client_->Infer(name_, {{input_name_, tensor_}});
     if (!out.ok()) Fail(std::string(out.status().message()));
     return (*out)[0].tensor;
   }
   std::string name_, input_name_;
   std::unique_ptr<kiln::client::InferenceClient> client_;
-  Input input_;
-  kiln::Tensor tensor_;
 };
 
 int ServeWorker(Engine& engine) {
