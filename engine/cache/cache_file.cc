@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cache/file_io.h"
+#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #include "kiln/v1/graph.pb.h"
 
@@ -40,8 +41,15 @@ namespace {
 // The envelope's prefix, header size and header, as three strings; the
 // payload pieces follow them.
 struct Envelope {
-  std::string prefix, header_size, header_bytes;
+  std::string prefix, header_size, header_bytes, padding;
 };
+
+// Zeros after the header that put the payload at a multiple of 64 bytes from
+// the file's start: mapped (page-aligned), its tensors are then aligned where
+// they lie.
+size_t PaddingAfterHeader(uint64_t header_size) {
+  return (kAlign - (kPrefixBytes + 4 + header_size) % kAlign) % kAlign;
+}
 
 Envelope MakeEnvelope(absl::string_view kind, absl::string_view key,
                       const std::vector<absl::string_view>& payload) {
@@ -55,12 +63,14 @@ Envelope MakeEnvelope(absl::string_view kind, absl::string_view key,
   Envelope e;
   e.header_bytes = header.SerializeAsString();
   e.header_size = LittleEndian(e.header_bytes.size(), 4);
+  e.padding.assign(PaddingAfterHeader(e.header_bytes.size()), '\0');
 
   uint32_t crc = Crc32c(e.header_size);
   crc = Crc32c(e.header_bytes, crc);
+  crc = Crc32c(e.padding, crc);
   for (absl::string_view piece : payload) crc = Crc32c(piece, crc);
   const std::string checksum = LittleEndian(crc, 8);
-  const uint64_t body_size = 4 + e.header_bytes.size() + payload_size;
+  const uint64_t body_size = 4 + e.header_bytes.size() + e.padding.size() + payload_size;
   e.prefix =
       absl::StrCat(absl::string_view(kMagic, sizeof(kMagic)), LittleEndian(body_size, 8), checksum);
   return e;
@@ -72,7 +82,7 @@ absl::Status WriteCacheFile(const std::string& path, absl::string_view kind, abs
                             const std::vector<absl::string_view>& payload) {
   const Envelope e = MakeEnvelope(kind, key, payload);
   // Pieces, not one string: a payload may be hundreds of megabytes of weights.
-  std::vector<absl::string_view> pieces = {e.prefix, e.header_size, e.header_bytes};
+  std::vector<absl::string_view> pieces = {e.prefix, e.header_size, e.header_bytes, e.padding};
   pieces.insert(pieces.end(), payload.begin(), payload.end());
   return WriteFileAtomically(path, pieces);
 }
@@ -80,7 +90,7 @@ absl::Status WriteCacheFile(const std::string& path, absl::string_view kind, abs
 absl::Status WriteCacheFileTo(int fd, absl::string_view kind, absl::string_view key,
                               const std::vector<absl::string_view>& payload) {
   const Envelope e = MakeEnvelope(kind, key, payload);
-  std::vector<absl::string_view> pieces = {e.prefix, e.header_size, e.header_bytes};
+  std::vector<absl::string_view> pieces = {e.prefix, e.header_size, e.header_bytes, e.padding};
   pieces.insert(pieces.end(), payload.begin(), payload.end());
   for (absl::string_view piece : pieces) {
     while (!piece.empty()) {
@@ -102,51 +112,16 @@ absl::Status WriteCacheFileTo(int fd, absl::string_view kind, absl::string_view 
 
 absl::StatusOr<Payload> ReadCacheFile(const std::string& path, absl::string_view kind,
                                       absl::string_view key) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no file '", path, "'"));
-    return absl::InternalError(absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    return absl::InternalError(absl::StrCat("cannot stat '", path, "': ", std::strerror(errno)));
-  }
-  const size_t file_size = static_cast<size_t>(st.st_size);
+  // Mapped, not read: the payload's tensors point into the mapping, and the
+  // engine gives their pages back once it has prepacked them
+  // (engine/common/mapped_file.h).
+  ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapped, MappedFile::Open(path));
+  const char* file = mapped->data();
+  const size_t file_size = mapped->size();
   auto corrupt = [&](absl::string_view why) {
     return absl::DataLossError(absl::StrCat("cache file '", path, "' is corrupt: ", why));
   };
-  // The payload's place in the file is known only after reading the header
-  // size, so read that first, then the whole file at an offset that puts the
-  // payload on a 64-byte boundary in memory.
-  char head[kPrefixBytes + 4];
-  if (file_size < sizeof(head) ||
-      ::pread(fd, head, sizeof(head), 0) != static_cast<ssize_t>(sizeof(head))) {
-    ::close(fd);
-    return corrupt(absl::StrCat("only ", file_size, " bytes"));
-  }
-  const uint64_t header_size = ReadLittleEndian(head + kPrefixBytes, 4);
-  const size_t payload_offset = kPrefixBytes + 4 + header_size;
-  const size_t pad = (kAlign - payload_offset % kAlign) % kAlign;
-  const size_t alloc = (pad + file_size + kAlign - 1) / kAlign * kAlign;
-  char* raw = static_cast<char*>(std::aligned_alloc(kAlign, std::max(alloc, kAlign)));
-  if (raw == nullptr) {
-    ::close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate ", alloc, " bytes for '", path, "'"));
-  }
-  std::shared_ptr<const char> buffer(raw, [](const char* p) { std::free(const_cast<char*>(p)); });
-  char* file = raw + pad;
-  size_t done = 0;
-  while (done < file_size) {
-    const ssize_t n = ::pread(fd, file + done, file_size - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (done != file_size) return corrupt("shrank while being read");
-
+  if (file_size < kPrefixBytes + 4) return corrupt(absl::StrCat("only ", file_size, " bytes"));
   if (std::memcmp(file, kMagic, sizeof(kMagic)) != 0) return corrupt("bad magic");
   const uint64_t body_size = ReadLittleEndian(file + 8, 8);
   if (body_size != file_size - kPrefixBytes) {
@@ -154,24 +129,39 @@ absl::StatusOr<Payload> ReadCacheFile(const std::string& path, absl::string_view
                                 body_size, " (truncated?)"));
   }
   const absl::string_view body(file + kPrefixBytes, body_size);
-  if (ReadLittleEndian(file + 16, 8) != Crc32c(body)) return corrupt("checksum mismatch");
+  // Checked a piece at a time, each piece's pages given back after it: the
+  // check alone would otherwise make the whole file resident.
+  constexpr size_t kCheckChunk = 8 << 20;
+  uint32_t crc = 0;
+  for (size_t at = 0; at < body.size(); at += kCheckChunk) {
+    const absl::string_view chunk = body.substr(at, kCheckChunk);
+    crc = Crc32c(chunk, crc);
+    ReleaseResidentPages(chunk.data(), chunk.size());
+  }
+  if (ReadLittleEndian(file + 16, 8) != crc) return corrupt("checksum mismatch");
+  const uint64_t header_size = ReadLittleEndian(body.data(), 4);
   if (header_size > body.size() - 4) return corrupt("header size out of range");
+  const size_t pad = PaddingAfterHeader(header_size);
+  if (header_size + pad > body.size() - 4) return corrupt("header size out of range");
   v1::CacheFileHeader header;
   if (!header.ParseFromArray(body.data() + 4, static_cast<int>(header_size))) {
     return corrupt("unreadable header");
   }
-  const size_t payload_size = body.size() - 4 - header_size;
-  if (header.payload_size() != payload_size) return corrupt("payload size mismatch");
+  // The header is where every format had it: a file of another format is
+  // stale, not corrupt, whatever follows its header.
   if (header.format() != kCacheFormat || header.kind() != kind || header.key() != key) {
     return absl::FailedPreconditionError(
         absl::StrCat("cache file '", path, "' is stale: written for format ", header.format(),
                      " kind '", header.kind(), "' key '", header.key(), "', wanted format ",
                      kCacheFormat, " kind '", kind, "' key '", key, "'"));
   }
+  const size_t payload_size = body.size() - 4 - header_size - pad;
+  if (header.payload_size() != payload_size) return corrupt("payload size mismatch");
   Payload payload;
-  payload.owner_ = std::move(buffer);
-  payload.data_ = file + payload_offset;
+  payload.data_ = body.data() + 4 + header_size + pad;
   payload.size_ = payload_size;
+  // Shares the mapping's ownership.
+  payload.owner_ = std::shared_ptr<const char>(mapped, payload.data_);
   return payload;
 }
 

@@ -7,6 +7,7 @@
 //   bytes 20..23  zero
 //   bytes 24..    body: header size H (4 bytes, little-endian), H bytes of
 //                 kiln.v1.CacheFileHeader (format, kind, key, payload size),
+//                 zeros up to a multiple of 64 bytes from the file's start,
 //                 then the payload
 //
 // The checksum covers the header too, so a flipped bit anywhere is caught; a
@@ -29,10 +30,11 @@
 namespace kiln::cache {
 
 // Bumped whenever the layout or the meaning of a payload changes.
-inline constexpr uint32_t kCacheFormat = 2;
+inline constexpr uint32_t kCacheFormat = 3;
 
-// A payload read from a cache file: 64-byte aligned in memory, so tensors
-// can point into it (graph_serializer.h). Copies share the buffer.
+// A payload read from a cache file: the file is mapped (engine/common/
+// mapped_file.h) and the payload is 64-byte aligned in it, so tensors can
+// point into it (graph_serializer.h). Copies share the mapping.
 class Payload {
  public:
   Payload() = default;

@@ -33,6 +33,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/ir/fallback_twin.h"
 #include "engine/passes/pass.h"
@@ -763,6 +764,10 @@ absl::StatusOr<std::unique_ptr<Executable>> Executable::Compile(
   RETURN_IF_ERROR(compiler.Run(inputs));
   exe->signature_ = SignatureString(inputs);
   RETURN_IF_ERROR(exe->CheckPlanFits(nullptr));
+  // What the passes and the kernels' prepacking read of mapped weights need
+  // not stay resident (engine/common/mapped_file.h); what the plan reads as
+  // it runs faults back in from the page cache.
+  ReleaseAllResidentPages();
   return exe;
 }
 

@@ -129,16 +129,13 @@ class KilndEngine:
     the column carries transport and serving, not this interpreter's per-call overhead."""
 
     def __init__(self, bin_dir, model_path, name, threads, log_path, precision="fp32"):
-        import grpc
-        from kiln_client_example import load_stubs
         self.name = "kilnd"
-        self.pb, pb_grpc = load_stubs()
         self.repo = tempfile.mkdtemp(prefix="kiln-bench-repo-")
         self.server = KilndProcess(bin_dir, ["--port", "0", "--model-repository", self.repo,
                                              "--threads", threads, "--log-level", "warn"])
         self.client = None
         try:
-            self._load(grpc, pb_grpc, model_path, name, precision)
+            self._load(bin_dir, model_path, name, precision)
             self.client = Worker("kilnd", [os.path.join(bin_dir, "kiln-bench"), "--worker", "kilnd",
                                            "--server", self.server.address, "--model", name],
                                  log_path)
@@ -146,23 +143,23 @@ class KilndEngine:
             self.close()
             raise
 
-    def _load(self, grpc, pb_grpc, model_path, name, precision):
-        opts = [("grpc.max_send_message_length", 1 << 30),
-                ("grpc.max_receive_message_length", 1 << 30)]
-        stub = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(self.server.address,
-                                                                      options=opts))
-        req = self.pb.RepositoryModelLoadRequest(model_name=name)
-        with open(model_path, "rb") as f:
-            req.parameters["file:1/model.pt"].bytes_param = f.read()
+    def _load(self, bin_dir, model_path, name, precision):
+        # `kiln upload` streams the file in chunks (Kiln's documented way), so kilnd's peak RSS
+        # measures serving the model, not holding a one-message upload in memory.
+        cmd = [os.path.join(bin_dir, "kiln"), "upload", model_path, "--name", name, "--no-progress"]
         config = {}
         if os.path.exists(model_path + ".json"):
             with open(model_path + ".json") as f:
                 config = json.load(f)
         if precision != "fp32":
             config["precision"] = precision
-        if config:
-            req.parameters["config"].string_param = json.dumps(config)
-        stub.RepositoryModelLoad(req)
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as config_file:
+            if config:
+                json.dump(config, config_file)
+                config_file.flush()
+                cmd += ["--config", config_file.name]
+            env = dict(os.environ, KILN_SERVER=self.server.address)
+            subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
 
     def set_input(self, dtype, shape, path):
         self.client.set_input(dtype, shape, path)

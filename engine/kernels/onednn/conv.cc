@@ -17,6 +17,7 @@
 #include <limits>
 #include <memory>
 
+#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/conv_epilogue.h"
 #include "engine/kernels/kernel_util.h"
@@ -152,6 +153,8 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   memory given = Wrap(plain_weights, ctx.inputs[1].constant->raw_data());
   dnnl::reorder(given, s->weights).execute(Stream(), given, s->weights);
   Stream().wait();
+  // The plan runs the reordered copy; a mapped original's pages go back.
+  ReleaseResidentPages(ctx.inputs[1].constant->raw_data(), ctx.inputs[1].constant->byte_size());
 
   WorkspaceLayout ws;
   if (ctx.inputs[0].layout != ir::Layout::kNHWC || operand != memory::data_type::f32) {

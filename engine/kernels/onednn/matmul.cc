@@ -18,6 +18,7 @@
 // first on the same operands.
 #include <memory>
 
+#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/conv_epilogue.h"
 #include "engine/kernels/kernel_util.h"
@@ -100,6 +101,8 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
   memory given = Wrap(given_desc, ctx.inputs[1].constant->raw_data());
   dnnl::reorder(given, s->weights).execute(Stream(), given, s->weights);
   Stream().wait();
+  // The plan runs the reordered copy; a mapped original's pages go back.
+  ReleaseResidentPages(ctx.inputs[1].constant->raw_data(), ctx.inputs[1].constant->byte_size());
 
   WorkspaceLayout ws;
   if (operand != memory::data_type::f32) {
