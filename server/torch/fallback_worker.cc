@@ -114,6 +114,7 @@ void FallbackWorker::StopLocked() {
   arena_bytes_ = 0;
   sent_ops_.clear();
   stderr_tail_.clear();
+  stderr_line_.clear();
 }
 
 void FallbackWorker::DrainStderrLocked() {
@@ -130,6 +131,17 @@ void FallbackWorker::DrainStderrLocked() {
     if (stderr_tail_.size() > 2 * kStderrTail) {
       stderr_tail_.erase(0, stderr_tail_.size() - kStderrTail);
     }
+    // What the worker logs (libtorch's warnings, one per line) joins kilnd's log.
+    stderr_line_.append(buf, static_cast<size_t>(n));
+    size_t end;
+    while ((end = stderr_line_.find('\n')) != std::string::npos) {
+      if (end > 0) {
+        spdlog::warn("{} (libtorch fallback worker): {}", options_.label,
+                     stderr_line_.substr(0, end));
+      }
+      stderr_line_.erase(0, end + 1);
+    }
+    if (stderr_line_.size() > kStderrTail) stderr_line_.clear();
   }
 }
 
@@ -264,6 +276,8 @@ absl::Status FallbackWorker::ReadLocked(kernels::EvalContext& ctx, const std::st
       if (want > 0) continue;
     }
     *reply = std::move(buffer);
+    // The worker logged what it had to before it answered.
+    DrainStderrLocked();
     return absl::OkStatus();
   }
 }

@@ -101,6 +101,7 @@ class FallbackWorker : public kernels::KernelServices {
   uint64_t arena_bytes_ = 0;
   std::set<uint64_t> sent_ops_;  // ops this worker process has been given
   std::string stderr_tail_;
+  std::string stderr_line_;  // an incomplete line of its log
 };
 
 // kilnd's --fallback-worker mode (fallback_worker_main.cc):

@@ -2,6 +2,8 @@
 // --fallback-worker. Loads libtorch and its Fallback kernel, limits its
 // address space, enters the sandbox, says FallbackReady, then serves calls
 // until kilnd closes the socket.
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -194,6 +196,10 @@ int FallbackWorkerMain(int argc, char** argv) {
   }
   const std::string sandbox_root = argv[3];
   const std::string namespaces = argv[4];
+  // What the worker logs (libtorch's warnings, through the plugin) goes to
+  // stderr, one line per event, which kilnd logs as its own.
+  spdlog::set_default_logger(spdlog::stderr_logger_st("fallback-worker"));
+  spdlog::set_pattern("%v");
   v1::FallbackReady ready;
   // libtorch (and torchvision's operators) are loaded before the limit and
   // the sandbox: the limit is the ops' own memory, and the sandbox opens no file.
