@@ -177,7 +177,9 @@ class FallbackWorkerTest(SecurityTestBase):
 
         t = threading.Thread(target=slow_request)
         t.start()
-        time.sleep(1.5)
+        # The request runs for tens of seconds; on a busy machine it may take a while to reach
+        # the worker, which must be busy with it when it is killed.
+        time.sleep(4)
         for pid in before:
             os.kill(pid, signal.SIGSEGV)
         t.join(timeout=120)
