@@ -33,6 +33,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -60,16 +61,6 @@ constexpr char kReferenceKind[] = "reference";
 constexpr char kNotSerializablePayload[] = "kiln.dev/import/not-serializable";
 // How much of the child's stderr to keep for error messages.
 constexpr size_t kStderrTail = 2048;
-
-std::string DescribeSignal(int sig) {
-  const char* name = ::strsignal(sig);
-  return absl::StrCat("signal ", sig, " (", name != nullptr ? name : "?", ")");
-}
-
-bool LooksLikeOutOfMemory(absl::string_view text) {
-  return absl::StrContains(text, "bad_alloc") || absl::StrContains(text, "can't allocate memory") ||
-         absl::StrContains(text, "Cannot allocate memory");
-}
 
 // The last line(s) of the child's stderr, for the log and the client.
 std::string Tail(const std::string& text) {
@@ -100,9 +91,37 @@ void WriteError(const std::string& key, absl::string_view kind, const absl::Stat
 std::mutex g_sandbox_mu;
 std::string g_sandbox_summary;  // guarded by g_sandbox_mu
 
-// Caps the address space at what the process maps now plus `extra` bytes, so
-// the limit means "memory the import may use", whatever the libraries map at
-// load time.
+// One attempt of the escape probe: "what: refused (errno text)" or
+// "what: ALLOWED".
+std::string Attempt(absl::string_view what, bool succeeded) {
+  return succeeded ? absl::StrCat(what, ": ALLOWED")
+                   : absl::StrCat(what, ": refused (", std::strerror(errno), ")");
+}
+
+void RunTestFault(const char* fault, const std::string& key, bool sandboxed) {
+  if (std::strcmp(fault, "escape") == 0) {
+    // Unsandboxed, some attempts (mount, ptrace) would succeed and harm the host.
+    WriteError(key, kErrorKind,
+               absl::PermissionDeniedError(sandboxed ? "sandbox probe: " + SandboxEscapeProbe()
+                                                     : std::string("sandbox probe: not run, the "
+                                                                   "sandbox is off")));
+    std::exit(0);
+  }
+  RunCrashHangOrOomFault(fault);
+}
+
+}  // namespace
+
+std::string DescribeSignal(int sig) {
+  const char* name = ::strsignal(sig);
+  return absl::StrCat("signal ", sig, " (", name != nullptr ? name : "?", ")");
+}
+
+bool LooksLikeOutOfMemory(absl::string_view text) {
+  return absl::StrContains(text, "bad_alloc") || absl::StrContains(text, "can't allocate memory") ||
+         absl::StrContains(text, "Cannot allocate memory");
+}
+
 void LimitAddressSpace(uint64_t extra) {
   uint64_t pages = 0;
   std::ifstream statm("/proc/self/statm");
@@ -113,16 +132,9 @@ void LimitAddressSpace(uint64_t extra) {
   ::setrlimit(RLIMIT_AS, &limit);
 }
 
-// One attempt of the escape probe: "what: refused (errno text)" or
-// "what: ALLOWED".
-std::string Attempt(absl::string_view what, bool succeeded) {
-  return succeeded ? absl::StrCat(what, ": ALLOWED")
-                   : absl::StrCat(what, ": refused (", std::strerror(errno), ")");
-}
-
 // Tries what a hostile model's native code would try from inside the
 // sandbox; returns one line per attempt.
-std::string EscapeProbe() {
+std::string SandboxEscapeProbe() {
   std::vector<std::string> lines;
   int fd = ::open("/etc/passwd", O_RDONLY | O_CLOEXEC);
   char byte;
@@ -161,15 +173,7 @@ std::string EscapeProbe() {
   return absl::StrJoin(lines, "; ");
 }
 
-void RunTestFault(const char* fault, const std::string& key, bool sandboxed) {
-  if (std::strcmp(fault, "escape") == 0) {
-    // Unsandboxed, some attempts (mount, ptrace) would succeed and harm the host.
-    WriteError(key, kErrorKind,
-               absl::PermissionDeniedError(sandboxed ? "sandbox probe: " + EscapeProbe()
-                                                     : std::string("sandbox probe: not run, the "
-                                                                   "sandbox is off")));
-    std::exit(0);
-  }
+void RunCrashHangOrOomFault(const char* fault) {
   if (std::strcmp(fault, "crash") == 0) {
     ::raise(SIGSEGV);
   } else if (std::strcmp(fault, "hang") == 0) {
@@ -182,7 +186,109 @@ void RunTestFault(const char* fault, const std::string& key, bool sandboxed) {
   }
 }
 
-}  // namespace
+absl::StatusOr<std::string> EnterWorkerSandbox(const std::string& sandbox_root,
+                                               absl::string_view namespaces) {
+  SandboxOptions options;
+  options.empty_root = sandbox_root;
+  options.own_user_namespace = absl::StrContains(namespaces, 'u');
+  const Clock::time_point sandbox_start = Clock::now();
+  ASSIGN_OR_RETURN(SandboxReport report, EnterSandbox(options));
+  if (absl::StrContains(namespaces, 'n')) {
+    report.applied.insert(report.applied.begin(), "network namespace");
+  } else {
+    report.unavailable.push_back("network namespace");
+  }
+  if (absl::StrContains(namespaces, 'u')) {
+    report.applied.insert(report.applied.begin(), "user namespace");
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - sandbox_start).count();
+  return absl::StrCat(report.Summary(), " (entered in ", absl::StrFormat("%.2f", ms), " ms)");
+}
+
+absl::StatusOr<WorkerProcess> StartWorkerProcess(const WorkerLaunch& launch,
+                                                 const std::string& what) {
+  // Everything the child needs is prepared before fork(): between fork and
+  // exec a multi-threaded parent's child may only make async-signal-safe calls.
+  std::vector<std::string> args = launch.args;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char* namespaces = argv[launch.namespaces_arg];
+  const bool root = ::geteuid() == 0;
+  // A user namespace maps the child's root to the daemon's own ids.
+  const std::string uid_map = absl::StrCat("0 ", ::geteuid(), " 1\n");
+  const std::string gid_map = absl::StrCat("0 ", ::getegid(), " 1\n");
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("cannot create a pipe: ", std::strerror(errno)));
+  }
+  const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+  struct rlimit cpu;
+  cpu.rlim_cur = cpu.rlim_max = static_cast<rlim_t>(launch.cpu_limit_s);
+  struct rlimit no_core = {0, 0};
+  const std::vector<int> fds = launch.fds;
+  const int num_fds = static_cast<int>(fds.size());
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(err_pipe[0]);
+    ::close(err_pipe[1]);
+    if (devnull >= 0) ::close(devnull);
+    return absl::InternalError(
+        absl::StrCat("cannot fork the ", what, " worker: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    // Die with the daemon (the thread that forks must outlive the child: see
+    // the callers): an orphaned worker must not keep running.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    if (devnull >= 0) {
+      ::dup2(devnull, STDIN_FILENO);
+      ::dup2(devnull, STDOUT_FILENO);
+    }
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    // launch.fds on 3, 4, ...: first out of the way (a source may sit where
+    // another goes), then into place (dup2 clears close-on-exec).
+    int moved[16];
+    for (int k = 0; k < num_fds && k < 16; ++k) moved[k] = ::fcntl(fds[k], F_DUPFD_CLOEXEC, 64);
+    for (int k = 0; k < num_fds && k < 16; ++k) ::dup2(moved[k], kAnswerFd + k);
+    // Only these survive: the daemon's sockets and files are not the child's.
+    ::close_range(kAnswerFd + num_fds, ~0U, 0);
+    if (launch.cpu_limit_s > 0) ::setrlimit(RLIMIT_CPU, &cpu);
+    ::setrlimit(RLIMIT_CORE, &no_core);  // a crashing worker must not fill the disk
+    // Its own process group: a signal to "its group" never reaches the daemon.
+    ::setpgid(0, 0);
+    if (launch.sandbox) {
+      // Namespaces need a single-threaded process: now, not after exec
+      // (libraries start threads when they load). Best effort: a container
+      // may forbid them; seccomp refuses sockets either way.
+      if (root) {
+        if (::unshare(CLONE_NEWNET) == 0) namespaces[0] = 'n';
+      } else if (::unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS) == 0) {
+        namespaces[0] = 'n';
+        // open/write/close only: async-signal-safe.
+        auto write_file = [](const char* path, const char* text, size_t n) {
+          const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+          const bool ok = fd >= 0 && ::write(fd, text, n) == static_cast<ssize_t>(n);
+          if (fd >= 0) ::close(fd);
+          return ok;
+        };
+        if (write_file("/proc/self/setgroups", "deny", 4) &&
+            write_file("/proc/self/uid_map", uid_map.data(), uid_map.size()) &&
+            write_file("/proc/self/gid_map", gid_map.data(), gid_map.size())) {
+          namespaces[1] = 'u';
+        }
+      }
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(err_pipe[1]);
+  if (devnull >= 0) ::close(devnull);
+  return WorkerProcess{pid, err_pipe[0]};
+}
 
 bool IsNotSerializable(const absl::Status& status) {
   return status.GetPayload(kNotSerializablePayload).has_value();
@@ -250,29 +356,15 @@ int ImportWorkerMain(int argc, char** argv) {
   // From here on the process holds what it needs (libtorch, the file's
   // bytes, its answer descriptor) and may open nothing more.
   if (sandbox_root != "off") {
-    SandboxOptions options;
-    options.empty_root = sandbox_root;
-    options.own_user_namespace = absl::StrContains(namespaces, 'u');
-    const Clock::time_point sandbox_start = Clock::now();
-    absl::StatusOr<SandboxReport> report = EnterSandbox(options);
-    if (!report.ok()) {
+    absl::StatusOr<std::string> summary = EnterWorkerSandbox(sandbox_root, namespaces);
+    if (!summary.ok()) {
       WriteError(key, kErrorKind,
                  absl::InternalError(absl::StrCat(
-                     "the import sandbox could not be set up: ", report.status().message(),
+                     "the import sandbox could not be set up: ", summary.status().message(),
                      " (kilnd --import-sandbox off imports without it)")));
       return 0;
     }
-    if (absl::StrContains(namespaces, 'n')) {
-      report->applied.insert(report->applied.begin(), "network namespace");
-    } else {
-      report->unavailable.push_back("network namespace");
-    }
-    if (absl::StrContains(namespaces, 'u')) {
-      report->applied.insert(report->applied.begin(), "user namespace");
-    }
-    const double ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - sandbox_start).count();
-    std::fprintf(stderr, "%s%s (entered in %.2f ms)\n", kSandboxLine, report->Summary().c_str(), ms);
+    std::fprintf(stderr, "%s%s\n", kSandboxLine, summary->c_str());
     std::fflush(stderr);
   }
   if (const char* fault = std::getenv(reference.has_value() ? "KILN_TEST_REFERENCE_FAULT"
@@ -351,93 +443,25 @@ absl::StatusOr<cache::Payload> RunWorker(const std::string& worker_binary,
     ~CloseAnswer() { ::close(fd); }
   } close_answer{answer_fd};
 
-  // Everything the child needs is prepared before fork(): between fork and
-  // exec a multi-threaded parent's child may only make async-signal-safe calls.
-  // The last argument is written by the child before exec: which namespaces
-  // it entered ('n' network, 'u' user).
-  std::vector<std::string> args = {worker_binary,
-                                   "--import-worker",
-                                   model_path,
-                                   answer.key,
-                                   std::to_string(limits.memory_bytes),
-                                   limits.sandbox ? limits.sandbox_root : "off",
-                                   "--",
-                                   job};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  char* namespaces = argv[6];
-  const bool root = ::geteuid() == 0;
-  // A user namespace maps the child's root to the daemon's own ids.
-  const std::string uid_map = absl::StrCat("0 ", ::geteuid(), " 1\n");
-  const std::string gid_map = absl::StrCat("0 ", ::getegid(), " 1\n");
-  int err_pipe[2];
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("cannot create a pipe: ", std::strerror(errno)));
-  }
-  const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  const pid_t parent = ::getpid();
-  struct rlimit cpu;
+  // The last argument but one is written by the child before exec: which
+  // namespaces it entered ('n' network, 'u' user).
+  WorkerLaunch launch;
+  launch.args = {worker_binary,
+                 "--import-worker",
+                 model_path,
+                 answer.key,
+                 std::to_string(limits.memory_bytes),
+                 limits.sandbox ? limits.sandbox_root : "off",
+                 "--",
+                 job};
+  launch.namespaces_arg = 6;
+  launch.fds = {answer_fd};  // the answer on 3
+  launch.sandbox = limits.sandbox;
   // A backstop should the parent die before its own timer fires.
-  cpu.rlim_cur = cpu.rlim_max = static_cast<rlim_t>(limits.timeout_s) + 5;
-  struct rlimit no_core = {0, 0};
-
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(err_pipe[0]);
-    ::close(err_pipe[1]);
-    if (devnull >= 0) ::close(devnull);
-    return absl::InternalError(
-        absl::StrCat("cannot fork the ", what, " worker: ", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    // Die with the daemon: an orphaned import must not keep running.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-    if (devnull >= 0) {
-      ::dup2(devnull, STDIN_FILENO);
-      ::dup2(devnull, STDOUT_FILENO);
-    }
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    // The answer on 3 (dup2 clears close-on-exec; if it is 3 already, clear it).
-    if (answer_fd == kAnswerFd) {
-      ::fcntl(kAnswerFd, F_SETFD, 0);
-    } else {
-      ::dup2(answer_fd, kAnswerFd);
-    }
-    // Only 0-3 survive: the daemon's sockets and files are not the child's.
-    ::close_range(kAnswerFd + 1, ~0U, 0);
-    ::setrlimit(RLIMIT_CPU, &cpu);
-    ::setrlimit(RLIMIT_CORE, &no_core);  // a crashing import must not fill the disk
-    // Its own process group: a signal to "its group" never reaches the daemon.
-    ::setpgid(0, 0);
-    if (limits.sandbox) {
-      // Namespaces need a single-threaded process: now, not after exec
-      // (libraries start threads when they load). Best effort: a container
-      // may forbid them; seccomp refuses sockets either way.
-      if (root) {
-        if (::unshare(CLONE_NEWNET) == 0) namespaces[0] = 'n';
-      } else if (::unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS) == 0) {
-        namespaces[0] = 'n';
-        // open/write/close only: async-signal-safe.
-        auto write_file = [](const char* path, const char* text, size_t n) {
-          const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-          const bool ok = fd >= 0 && ::write(fd, text, n) == static_cast<ssize_t>(n);
-          if (fd >= 0) ::close(fd);
-          return ok;
-        };
-        if (write_file("/proc/self/setgroups", "deny", 4) &&
-            write_file("/proc/self/uid_map", uid_map.data(), uid_map.size()) &&
-            write_file("/proc/self/gid_map", gid_map.data(), gid_map.size())) {
-          namespaces[1] = 'u';
-        }
-      }
-    }
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(err_pipe[1]);
-  if (devnull >= 0) ::close(devnull);
+  launch.cpu_limit_s = limits.timeout_s + 5;
+  ASSIGN_OR_RETURN(WorkerProcess child, StartWorkerProcess(launch, what));
+  const pid_t pid = child.pid;
+  int err_pipe[2] = {child.stderr_fd, -1};
 
   // Collect stderr until the child closes it, the deadline passes or
   // limits.stop says to stop.

@@ -37,9 +37,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/cache/cache_file.h"
 
 namespace kiln::server {
@@ -99,6 +101,59 @@ absl::StatusOr<cache::Payload> ReferenceInChildProcess(const std::string& worker
                                                        const ImportLimits& limits);
 
 bool IsNotSerializable(const absl::Status& status);
+
+// ----------------------------------------------------------------------------
+// What the import child and the libtorch fallback's worker
+// (server/torch/fallback_worker.h) share.
+
+// A worker child started as the import child is: fork + exec of `args`
+// (args[0] the binary: kilnd itself), in its own process group, killed when
+// the thread that started it exits (PR_SET_PDEATHSIG), no core files, stdin
+// and stdout on /dev/null, stderr on a pipe, `fds` as descriptors 3, 4, ...
+// (at most 16) and nothing else open; with `sandbox`, in new network (and,
+// not as root, user and mount) namespaces where the kernel allows it. The
+// child writes which took over args[namespaces_arg] before exec: 'n'
+// network, 'u' user (pass "--").
+struct WorkerLaunch {
+  std::vector<std::string> args;
+  size_t namespaces_arg = 0;
+  std::vector<int> fds;
+  bool sandbox = true;
+  int cpu_limit_s = 0;  // RLIMIT_CPU; 0: none
+};
+
+struct WorkerProcess {
+  int pid = -1;
+  int stderr_fd = -1;  // the read end of its stderr; the caller closes it
+};
+
+// Internal when the pipe or the fork fails; `what` names the worker.
+absl::StatusOr<WorkerProcess> StartWorkerProcess(const WorkerLaunch& launch,
+                                                 const std::string& what);
+
+// In the worker, once it holds what it needs: enters the sandbox of
+// server/sandbox.h, chrooted into `sandbox_root`, with `namespaces` as the
+// launch reported them. Returns the layers that took, for the log
+// ("network namespace, empty root (chroot), ..., seccomp (entered in 0.4 ms)").
+absl::StatusOr<std::string> EnterWorkerSandbox(const std::string& sandbox_root,
+                                               absl::string_view namespaces);
+
+// Caps the address space at what the process maps now plus `extra` bytes, so
+// the limit means "memory the worker may use", whatever libtorch maps at load.
+void LimitAddressSpace(uint64_t extra);
+
+// Whether a message or a worker's stderr says an allocation failed.
+bool LooksLikeOutOfMemory(absl::string_view text);
+
+// "signal 11 (Segmentation fault)".
+std::string DescribeSignal(int sig);
+
+// Test-only faults (KILN_TEST_*_FAULT): "crash", "hang" and "oom" do what they
+// say (anything else returns); the escape probe tries every way out of the
+// sandbox and returns "what: refused (errno text)" or "what: ALLOWED" per
+// attempt, joined by "; ".
+void RunCrashHangOrOomFault(const char* fault);
+std::string SandboxEscapeProbe();
 
 // kilnd's --import-worker mode; argv as above. Returns the exit status.
 int ImportWorkerMain(int argc, char** argv);

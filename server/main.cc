@@ -15,6 +15,7 @@
 
 #include "server/config_file.h"
 #include "server/import_worker.h"
+#include "server/torch/fallback_worker.h"
 #include "server/logging.h"
 #include "server/server.h"
 
@@ -56,6 +57,10 @@ int main(int argc, char** argv) {
   // The isolated import child (server/import_worker.h): no flags, no server.
   if (argc > 1 && std::string(argv[1]) == "--import-worker") {
     return kiln::server::ImportWorkerMain(argc, argv);
+  }
+  // The libtorch fallback's worker (server/torch/fallback_worker.h): the same.
+  if (argc > 1 && std::string(argv[1]) == "--fallback-worker") {
+    return kiln::server::FallbackWorkerMain(argc, argv);
   }
 
   kiln::server::ServerOptions options;

@@ -5,6 +5,9 @@
 // serving model and the repository as they were.
 #include "server/model_registry.h"
 
+#include "server/torch/fallback_kernel.h"
+#include "server/torch/fallback_worker.h"
+
 #include "server/compute_pool.h"
 #include "server/model_import.h"
 
@@ -112,8 +115,10 @@ StatsSnapshot ModelStats::Snapshot() const {
 
 ModelRegistry::ModelRegistry(ModelRepository* repository, RegistryOptions options)
     : repository_(repository), options_(std::move(options)) {
-  // Ops without a native translation run through libtorch (engine/fallback).
-  torch::InstallFallbackKernel(options_.compile.num_threads);
+  // Ops without a native translation run through libtorch: in each model's
+  // sandboxed worker process, or in process when imports are
+  // (server/torch/fallback_kernel.h).
+  InstallServerFallbackKernel(options_.compile.num_threads);
 }
 
 void ModelRegistry::LoadAll() {
@@ -305,6 +310,18 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   RETURN_IF_ERROR(FillDeclaredNames(graph, options));
   options.compile = options_.compile;
   options.compile.precision = config.precision;
+  // Its fallback ops (and those of the models the verified import rebuilds)
+  // run in a worker process of the model's own, started when first needed.
+  std::shared_ptr<FallbackWorker> fallback_worker;
+  if (!options_.import_worker.empty()) {
+    FallbackWorkerOptions worker;
+    worker.binary = options_.import_worker;
+    worker.limits = options_.import_limits;
+    worker.num_threads = options_.compile.num_threads;
+    worker.label = label;
+    fallback_worker = std::make_shared<FallbackWorker>(std::move(worker));
+    options.services = fallback_worker;
+  }
   built.counters = std::make_shared<cache::PlanCounters>();
   built.weight_bytes = graph.ConstantBytes();
   // Builds the model of the imported graph, or of one the verified import
@@ -352,9 +369,11 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
     ASSIGN_OR_RETURN(ir::Graph g, ImportForced(path, forced.force_fallback, limits));
     return build(std::move(g));
   };
+  runtime::RunOptions load_run = options_.limits.ForLoad(load_deadline_);
+  load_run.services = fallback_worker;
   ASSIGN_OR_RETURN(model, CheckImport(label, path, config, std::move(model), *reference, rebuild,
                                       /*verify=*/built.load.graph_source != "disk-cache",
-                                      options_.limits.ForLoad(load_deadline_)));
+                                      load_run));
   built.model = std::move(model);
   built.batcher = DynamicBatcher::Create(config, built.model);
   if (built.batcher != nullptr) {

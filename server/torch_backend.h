@@ -21,6 +21,7 @@
 #include "engine/verify/verify.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/ir/graph.h"
+#include "engine/kernels/kernel.h"
 #include "engine/runtime/model.h"
 
 namespace kiln::server::torch {
@@ -33,10 +34,11 @@ absl::Status Load();
 absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
                                             const importer::ImportOptions& options = {});
 
-// Makes the Fallback kernel available to the kernel registry, with libtorch's
-// intra-op threads set to `num_threads` when positive. Loads nothing yet: the
-// kernel loads libtorch when it first prepares a Fallback node. Idempotent.
-void InstallFallbackKernel(int num_threads);
+// libtorch's own Fallback kernel (engine/fallback/fallback.h,
+// LibtorchFallbackKernel), for the process where it runs: the fallback worker
+// (server/torch/fallback_worker.h), or a server that runs fallback ops in
+// process (--import-isolation none). Loads libtorch now.
+absl::StatusOr<kernels::KernelDef> LibtorchFallbackKernel(int num_threads);
 
 // fallback::RunReference through libtorch: runs the program in
 // `model_bytes`, so never in kilnd itself.

@@ -13,7 +13,9 @@ absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
   return importer::ImportTorchScript(bytes, options);
 }
 
-void InstallFallbackKernel(int num_threads) { fallback::InstallFallbackKernel(num_threads); }
+absl::StatusOr<kernels::KernelDef> LibtorchFallbackKernel(int num_threads) {
+  return fallback::LibtorchFallbackKernel(num_threads);
+}
 
 absl::StatusOr<verify::ReferenceResult> RunReference(std::string_view model_bytes,
                                                      const verify::ReferenceRequest& request) {

@@ -55,35 +55,6 @@ const absl::StatusOr<const PluginApi*>& Plugin() {
   return *plugin;
 }
 
-// The Fallback kernel kilnd installs at start-up stands in for the plugin's:
-// its first Prepare loads libtorch and takes the real kernel. Eval runs only
-// after a successful Prepare, so by then the real kernel is there.
-std::atomic<int> g_fallback_threads{0};
-std::atomic<kernels::EvalFn> g_fallback_eval{nullptr};
-
-const absl::StatusOr<kernels::KernelDef>& RealFallbackKernel() {
-  static const auto* kernel = [] {
-    const absl::StatusOr<const PluginApi*>& plugin = Plugin();
-    if (!plugin.ok()) return new absl::StatusOr<kernels::KernelDef>(plugin.status());
-    kernels::KernelDef def = (*plugin)->fallback_kernel(g_fallback_threads.load());
-    if (def.prepare == nullptr || def.eval == nullptr) {
-      return new absl::StatusOr<kernels::KernelDef>(
-          absl::InternalError("the libtorch plugin has no Fallback kernel"));
-    }
-    g_fallback_eval.store(def.eval);
-    return new absl::StatusOr<kernels::KernelDef>(def);
-  }();
-  return *kernel;
-}
-
-absl::Status PrepareFallback(kernels::PrepareContext& ctx) {
-  const absl::StatusOr<kernels::KernelDef>& real = RealFallbackKernel();
-  if (!real.ok()) return real.status();
-  return real->prepare(ctx);
-}
-
-absl::Status EvalFallback(kernels::EvalContext& ctx) { return g_fallback_eval.load()(ctx); }
-
 }  // namespace
 
 absl::Status Load() { return Plugin().status(); }
@@ -94,13 +65,13 @@ absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view bytes,
   return api->import_torchscript(bytes, options);
 }
 
-void InstallFallbackKernel(int num_threads) {
-  static std::once_flag once;
-  g_fallback_threads.store(num_threads);
-  std::call_once(once, [] {
-    kernels::InstallKernel(kernels::KernelDef{ir::OpKind::kFallback, DType::kUnknown,
-                                              PrepareFallback, EvalFallback});
-  });
+absl::StatusOr<kernels::KernelDef> LibtorchFallbackKernel(int num_threads) {
+  ASSIGN_OR_RETURN(const PluginApi* api, Plugin());
+  kernels::KernelDef def = api->fallback_kernel(num_threads);
+  if (def.prepare == nullptr || def.eval == nullptr) {
+    return absl::InternalError("the libtorch plugin has no Fallback kernel");
+  }
+  return def;
 }
 
 absl::StatusOr<verify::ReferenceResult> RunReference(std::string_view model_bytes,

@@ -19,18 +19,12 @@ void TensorToProto(const Tensor& t, v1::TensorData* out) {
 }
 
 absl::StatusOr<Tensor> TensorFromProto(const v1::TensorData& proto) {
-  const std::optional<DType> dtype = DTypeFromName(proto.dtype());
-  if (!dtype.has_value() || *dtype == DType::kUnknown) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", proto.dtype(), "'"));
-  }
-  Dims dims(proto.dims().begin(), proto.dims().end());
-  for (int64_t d : dims) {
-    if (d < 0) return absl::InvalidArgumentError("a negative dim");
-  }
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(*dtype, dims, "a reference tensor"));
+  ASSIGN_OR_RETURN(WireTensorType type, WireTensorTypeFromProto(proto.dtype(), proto.dims()));
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(type.dtype, type.dims, "a reference tensor"));
   if (proto.data().size() != t.byte_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", DTypeName(*dtype), DimsToString(dims),
-                                                   " tensor of ", proto.data().size(), " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("a ", DTypeName(type.dtype),
+                                                   DimsToString(type.dims), " tensor of ",
+                                                   proto.data().size(), " bytes"));
   }
   if (t.byte_size() > 0) std::memcpy(t.raw_data(), proto.data().data(), t.byte_size());
   return t;
@@ -47,6 +41,19 @@ absl::StatusOr<std::vector<Tensor>> TensorsFromProto(
 }
 
 }  // namespace
+
+absl::StatusOr<WireTensorType> WireTensorTypeFromProto(
+    const std::string& dtype, const google::protobuf::RepeatedField<int64_t>& dims) {
+  const std::optional<DType> parsed = DTypeFromName(dtype);
+  if (!parsed.has_value() || *parsed == DType::kUnknown) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", dtype, "'"));
+  }
+  WireTensorType type{*parsed, Dims(dims.begin(), dims.end())};
+  for (int64_t d : type.dims) {
+    if (d < 0) return absl::InvalidArgumentError("a negative dim");
+  }
+  return type;
+}
 
 v1::ReferenceRequest ReferenceRequestToProto(const verify::ReferenceRequest& request) {
   v1::ReferenceRequest proto;

@@ -10,6 +10,16 @@
 
 namespace kiln::server {
 
+// A tensor's dtype and dims as the torch worker's messages carry them
+// (TensorData, ArenaTensor), checked: InvalidArgument for an unknown dtype or
+// a negative dim.
+struct WireTensorType {
+  DType dtype = DType::kUnknown;
+  Dims dims;
+};
+absl::StatusOr<WireTensorType> WireTensorTypeFromProto(
+    const std::string& dtype, const google::protobuf::RepeatedField<int64_t>& dims);
+
 v1::ReferenceRequest ReferenceRequestToProto(const verify::ReferenceRequest& request);
 // InvalidArgument for a malformed message.
 absl::StatusOr<verify::ReferenceRequest> ReferenceRequestFromProto(

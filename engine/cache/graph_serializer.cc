@@ -575,4 +575,34 @@ absl::StatusOr<ir::Graph> ParseGraph(absl::string_view bytes, std::shared_ptr<co
   return FromProto(proto, store);
 }
 
+absl::Status NodeToProto(const ir::Node& node, v1::Node* out) {
+  TensorStore store;  // tensors inline
+  out->set_op(ir::OpName(node.kind));
+  for (size_t i = 0; i < node.inputs.size(); ++i) out->add_inputs(static_cast<int32_t>(i));
+  for (size_t i = 0; i < node.outputs.size(); ++i) out->add_outputs(static_cast<int32_t>(i));
+  for (const auto& [name, value] : node.attrs.map()) {
+    v1::Attribute* attr = out->add_attrs();
+    attr->set_name(name);
+    absl::Status s = AttrToProto(value, store, attr->mutable_value());
+    if (!s.ok()) return Annotate(s, absl::StrCat("attribute '", name, "': "));
+  }
+  out->set_source_op(node.source_op);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ir::Node> NodeFromProto(const v1::Node& proto) {
+  std::optional<ir::OpKind> kind = ir::OpKindFromName(proto.op());
+  if (!kind.has_value()) {
+    return absl::UnimplementedError(absl::StrCat("unknown op '", proto.op(), "'"));
+  }
+  ir::Node node{*kind, {}, {}, {}, proto.source_op()};
+  for (int i = 0; i < proto.inputs_size(); ++i) node.inputs.push_back(i);
+  for (int i = 0; i < proto.outputs_size(); ++i) node.outputs.push_back(i);
+  TensorStore store;
+  for (const v1::Attribute& a : proto.attrs()) {
+    RETURN_IF_ERROR(AttrFromProto(a.name(), a.value(), store, node.attrs));
+  }
+  return node;
+}
+
 }  // namespace kiln::cache

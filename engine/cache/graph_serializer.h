@@ -22,6 +22,7 @@
 
 namespace kiln::v1 {
 class Graph;
+class Node;
 }  // namespace kiln::v1
 
 namespace kiln::cache {
@@ -39,6 +40,13 @@ absl::Status GraphToProto(const ir::Graph& graph, v1::Graph* out,
 // that does not verify), Unimplemented for an op or dtype this build does not
 // know.
 absl::StatusOr<ir::Graph> GraphFromProto(const v1::Graph& proto, const ir::Graph* source = nullptr);
+
+// One node alone: its op, source op, attributes (tensors inline) and the
+// number of its inputs and outputs (ids 0, 1, ...), and back. The torch worker
+// receives a Fallback node's op this way (proto/kiln/v1/torch_worker.proto).
+// Unimplemented for an attribute type the serializer does not know.
+absl::Status NodeToProto(const ir::Node& node, v1::Node* out);
+absl::StatusOr<ir::Node> NodeFromProto(const v1::Node& proto);
 
 // A graph serialized for a cache file or the import child's answer:
 //   8 bytes    size P of the kiln.v1.Graph message, little-endian

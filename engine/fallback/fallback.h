@@ -6,7 +6,16 @@
 // still run every native op.
 #pragma once
 
+#include "engine/kernels/kernel.h"
+
 namespace kiln::fallback {
+
+// The same kernel, not installed: for a server whose own Fallback kernel
+// decides where each node runs (server/torch/fallback_kernel.h) and calls
+// this one where libtorch runs (its worker process, or in process). Loads
+// torchvision's operators and sets libtorch's intra-op threads as
+// InstallFallbackKernel does.
+kernels::KernelDef LibtorchFallbackKernel(int num_threads);
 
 // Installs the Fallback kernel into the kernel registry
 // (kernels::InstallKernel). Idempotent; call once at startup, before models

@@ -370,12 +370,18 @@ absl::Status PrepareFallbackGuarded(PrepareContext& ctx) {
 
 }  // namespace
 
+kernels::KernelDef LibtorchFallbackKernel(int num_threads) {
+  static std::once_flag once;
+  std::call_once(once, [] { LoadTorchVisionOps(); });  // torchvision::nms and the like
+  if (num_threads > 0) at::set_num_threads(num_threads);
+  return kernels::KernelDef{ir::OpKind::kFallback, DType::kUnknown, PrepareFallbackGuarded,
+                            EvalFallback};
+}
+
 void InstallFallbackKernel(int num_threads) {
   static std::once_flag once;
-  std::call_once(once, [] {
-    LoadTorchVisionOps();  // torchvision::nms and the like, where installed
-    kernels::InstallKernel(kernels::KernelDef{ir::OpKind::kFallback, DType::kUnknown,
-                                              PrepareFallbackGuarded, EvalFallback});
+  std::call_once(once, [num_threads] {
+    kernels::InstallKernel(LibtorchFallbackKernel(num_threads));
   });
   if (num_threads > 0) at::set_num_threads(num_threads);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -57,6 +58,15 @@ struct PrepareContext {
   Precision precision = Precision::kFp32;
 };
 
+// What a run lends to kernels that work outside the process: the server's
+// libtorch fallback hands each Fallback node to the model's sandboxed worker
+// process (server/torch/fallback_worker.h), which it finds here. The engine
+// only carries it (runtime::RunOptions::services); the server derives it.
+class KernelServices {
+ public:
+  virtual ~KernelServices() = default;
+};
+
 struct EvalContext {
   const ir::Node& node;
   std::vector<const Tensor*> inputs;  // nullptr for an absent optional input
@@ -64,6 +74,11 @@ struct EvalContext {
   void* workspace = nullptr;          // workspace_bytes, 64-byte aligned
   const void* state = nullptr;
   int num_threads = 1;
+  // Set on the dynamic path (where Fallback nodes run), null elsewhere: the
+  // run's check (OK to go on, else DeadlineExceeded or Cancelled), for a
+  // kernel that waits on another process, and the run's services.
+  const std::function<absl::Status()>* check = nullptr;
+  KernelServices* services = nullptr;
 };
 
 using PrepareFn = absl::Status (*)(PrepareContext&);

@@ -4,6 +4,7 @@
 // lists, which the executor holds itself.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -152,6 +153,10 @@ absl::Status Executable::RunDynamicKernel(const Step& step, Arena& arena) const 
   kernels::EvalContext ctx{node, std::move(ins), {}, workspace, prepared->state.get(),
                            options_.num_threads};
   for (ir::ValueId v : node.outputs) ctx.outputs.push_back(&values[v].tensor);
+  const RunOptions& run = *arena.run;
+  const std::function<absl::Status()> check = [&run] { return run.Check(); };
+  ctx.check = &check;
+  ctx.services = run.services.get();
   absl::Status s = prepared->kernel->eval(ctx);
   if (!s.ok()) return AtNode(step.node, s);
   if (prepared->dynamic_outputs) {

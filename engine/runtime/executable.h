@@ -75,6 +75,9 @@ struct RunOptions {
   // Sees every step of the run (engine/runtime/observer.h: the profiler).
   // Null: none, and no cost beyond a pointer test per step.
   RunObserver* observer = nullptr;
+  // Lent to the kernels of the dynamic path (kernels::EvalContext::services):
+  // in a server, the model's libtorch worker (ModelOptions::services). Null: none.
+  std::shared_ptr<kernels::KernelServices> services;
 
   // DeadlineExceeded, or what `stop` says, once the run must stop.
   absl::Status Check() const;

@@ -633,7 +633,13 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   } else {
     ASSIGN_OR_RETURN(exe, GetExecutable(signature));
   }
-  ASSIGN_OR_RETURN(std::vector<RunValue> outs, exe->RunValues(args, run));
+  std::optional<RunOptions> with_services;
+  if (run.services == nullptr && options_.services != nullptr) {
+    with_services.emplace(run);
+    with_services->services = options_.services;
+  }
+  ASSIGN_OR_RETURN(std::vector<RunValue> outs,
+                   exe->RunValues(args, with_services ? *with_services : run));
   std::vector<NamedTensor> result;
   for (size_t i : wanted) {
     RunValue& out = outs[i];

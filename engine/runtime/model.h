@@ -94,6 +94,9 @@ struct ModelOptions {
   // Matched by name; an empty name in `inputs` at position i renames nothing.
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  // Given to every run that brings none (RunOptions::services): a server's
+  // libtorch worker for the model's fallback ops. Null: none.
+  std::shared_ptr<kernels::KernelServices> services;
 };
 
 class Model {
@@ -126,7 +129,8 @@ class Model {
   // element) or "xs" whole (see TensorSpec::list), and each n compiles its
   // own executable. An output that is a tensor list
   // comes back as "<name>.0", "<name>.1", ...; one that is None is left out.
-  // `run` bounds the run (Executable::RunValues).
+  // `run` bounds the run (Executable::RunValues); the model's services join
+  // it unless it brings its own.
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::vector<NamedTensor>& inputs,
                                                  const std::vector<std::string>& requested,
                                                  const RunOptions& run = {}) const;

@@ -188,5 +188,30 @@ TEST(GraphSerializerTest, NumberingThatCannotBeReplayedIsRefused) {
   EXPECT_FALSE(GraphFromProto(swapped).ok());
 }
 
+// The torch worker receives a Fallback node alone: op, source op, every
+// attribute type (a tensor inline), operand and result counts.
+TEST(GraphSerializerTest, OneNodeRoundTripsAlone) {
+  ir::Node node{ir::OpKind::kFallback, {4, ir::kNoValue, 7}, {9, 10}, {}, "aten::i0"};
+  node.attrs.SetString("op", "aten::i0");
+  node.attrs.SetString("args", "in;const");
+  node.attrs.SetBool("b", true);
+  node.attrs.SetInt("i", -3);
+  node.attrs.SetFloat("f", 0.25);
+  node.attrs.SetInts("ints", {1, 2});
+  node.attrs.SetFloats("floats", {});
+  node.attrs.SetTensor("t", Floats({2}, 1.5f));
+  v1::Node proto;
+  ASSERT_TRUE(NodeToProto(node, &proto).ok());
+  absl::StatusOr<ir::Node> back = NodeFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, ir::OpKind::kFallback);
+  EXPECT_EQ(back->source_op, "aten::i0");
+  EXPECT_EQ(back->inputs.size(), 3u);
+  EXPECT_EQ(back->outputs.size(), 2u);
+  EXPECT_TRUE(back->attrs == node.attrs);
+  proto.set_op("NoSuchOp");
+  EXPECT_EQ(NodeFromProto(proto).status().code(), absl::StatusCode::kUnimplemented);
+}
+
 }  // namespace
 }  // namespace kiln::cache
