@@ -1,7 +1,9 @@
 // The torch.export front on archives built here (a small stored zip writer and
 // hand-written ExportedProgram JSON in the layout torch 2.14 writes), so these
-// tests need neither libtorch nor Python: a valid program imported and run, and
-// every hostile archive refused with InvalidArgument, plus a mutation fuzz test.
+// tests need neither libtorch nor Python: a valid program imported and run (its
+// dynamic dim's range enforced), torch.cond and while_loop imported as If and
+// Loop and run, every hostile archive refused with InvalidArgument, plus
+// mutation fuzz tests of the archive and of the control flow.
 #include <zlib.h>
 
 #include <algorithm>
