@@ -140,6 +140,26 @@ class CondModel(torch.nn.Module):
         return torch.cond(x.sum() > 0, positive, negative, (x,))
 
 
+class NestedCond(torch.nn.Module):
+    """torch.cond inside a branch of torch.cond, each returning a pair: the input's sum picks
+    the outer branch, its mean the inner one."""
+
+    def forward(self, x):
+        def big(x):
+            return x * 3.0, x.sum(dim=-1)
+
+        def small(x):
+            return x + 1.0, x.mean(dim=-1)
+
+        def positive(x):
+            return torch.cond(x.mean() > 1.0, big, small, (x,))
+
+        def negative(x):
+            return torch.tanh(x), torch.sigmoid(x).sum(dim=-1)
+
+        return torch.cond(x.sum() > 0, positive, negative, (x,))
+
+
 class WhileModel(torch.nn.Module):
     """torch.ops.higher_order.while_loop: a Linear + tanh applied `steps` times (an int64
     input, so the trip count is known only at run time)."""
@@ -240,6 +260,12 @@ def Models():
 
     out.append(("cond_model", CondModel(), signed(2, 1.0), ({0: batch},),
                 [signed(1, 1.0), signed(1, -1.0), signed(5, 1.0), signed(5, -1.0)], 1e-5))
+
+    def scaled(b, low, high):  # elements in [low, high)
+        return (low + (high - low) * torch.rand(b, 4),)
+
+    out.append(("nested_cond", NestedCond(), scaled(2, 1.5, 3.0), ({0: batch},),
+                [scaled(1, 1.5, 3.0), scaled(3, 0.1, 0.6), scaled(3, -2.0, -0.5)], 1e-5))
 
     def loop(b, steps):
         return (torch.randn(b, 4), torch.tensor(steps, dtype=torch.int64))
