@@ -32,6 +32,9 @@ cleanup() {
 trap cleanup EXIT
 mount --bind /proc "$CHROOT/proc"
 mount --bind "$OUT" "$CHROOT/kiln-fixtures"
+# A new file rather than one written over: the chroot may share its files with another copy
+# of it (cp -al).
+rm -f "$CHROOT/tmp/make_pt2_fixtures.py"
 cp "$GEN" "$CHROOT/tmp/make_pt2_fixtures.py"
 rm -f "$OUT/manifest.json"
 start=$SECONDS

@@ -42,6 +42,16 @@ std::string ShapeProperty(const runtime::TensorSpec& spec) {
                       absl::StrJoin(dynamic, ", "));
 }
 
+// "dim 0: [1, 64] (s77); dim 1: >= 2 (s78)".
+std::string DimRangesProperty(const runtime::TensorSpec& spec) {
+  std::vector<std::string> parts;
+  for (const ir::DimRange& r : spec.dim_ranges) {
+    parts.push_back(absl::StrCat("dim ", r.dim, ": ", runtime::DimRangeString(r),
+                                 r.symbol.empty() ? "" : absl::StrCat(" (", r.symbol, ")")));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
 void AddTensorProperties(const runtime::TensorSpec& spec, const std::string& kind,
                          const std::string& alias,
                          std::map<std::string, std::string>& properties) {
@@ -50,6 +60,7 @@ void AddTensorProperties(const runtime::TensorSpec& spec, const std::string& kin
   properties[prefix + "shape"] = ShapeProperty(spec);
   properties[prefix + "alias"] = alias;
   if (!spec.path.empty()) properties[prefix + "path"] = spec.path;
+  if (!spec.dim_ranges.empty()) properties[prefix + "dim_ranges"] = DimRangesProperty(spec);
   if (spec.optional) properties[prefix + "optional"] = "true";
   if (!spec.default_text.empty()) properties[prefix + "default"] = spec.default_text;
   if (!spec.list.empty()) {
@@ -77,6 +88,12 @@ json TensorJson(const runtime::TensorSpec& spec, const std::string& alias) {
   t["any_leading_dims"] = spec.any_leading_dims;  // shape[1:] after any number of dims
   t["alias"] = alias;
   t["path"] = spec.path;
+  t["dim_ranges"] = json::array();  // bounds of dynamic dims; "max" null when unbounded
+  for (const ir::DimRange& r : spec.dim_ranges) {
+    t["dim_ranges"].push_back({{"dim", r.dim}, {"min", r.min},
+                               {"max", r.max == INT64_MAX ? json(nullptr) : json(r.max)},
+                               {"symbol", r.symbol}});
+  }
   t["optional"] = spec.optional;
   if (!spec.default_text.empty()) t["default"] = spec.default_text;  // used when left out
   t["list"] = spec.list;  // a List[Tensor] argument's name: send <list>.0, ... or <list> whole

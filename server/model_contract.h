@@ -14,6 +14,8 @@
 //                           result: "x", "pair[1]", "result['logits']",
 //                           "result[1][0]"
 //   <kind>.<name>.optional  "true" for an Optional[Tensor] input (else absent)
+//   <kind>.<name>.dim_ranges  bounds of dynamic dims a .pt2 declares, a request
+//                           outside them refused: "dim 0: [1, 64] (s77); dim 1: >= 2 (s78)"
 // and, once a request's signature had a node its kernel refused (run through
 // libtorch for that signature instead):
 //   fallback_ops.per_signature  "aten::linear (1 signature), ..."
@@ -37,7 +39,8 @@ void AddContractProperties(const runtime::Model& model,
 // The contract as one line of JSON (ASCII only):
 //   {"model": NAME, "version": V, "dry_run": B,
 //    "inputs": [{"name", "datatype", "shape", "datatype_fixed", "dtype_source",
-//                "dynamic_dims", "any_leading_dims", "alias", "path", "optional"}],
+//                "dynamic_dims", "dim_ranges", "any_leading_dims", "alias", "path",
+//                "optional"}],
 //    "outputs": [... same keys ...],
 //    "fallback_ops": ["aten::i0"], "verify": "passed ..."}
 // "shape" is null for an input of any rank.

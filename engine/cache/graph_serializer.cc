@@ -20,7 +20,7 @@ namespace {
 struct IrLayout {
   size_t node, value, graph, tensor_type, tensor, attr_alternatives;
 };
-constexpr IrLayout kKnownLayout = {168, 152, 152, 48, 56, 7};
+constexpr IrLayout kKnownLayout = {168, 176, 152, 48, 56, 7};
 
 absl::Status CheckLayout() {
   const IrLayout now = {sizeof(ir::Node),  sizeof(ir::Value),
@@ -296,6 +296,13 @@ absl::Status ToProto(const ir::Graph& graph, v1::Graph* out, TensorStore& store)
     if (v.default_value.has_value()) {
       TensorToProto(*v.default_value, store, pv->mutable_default_value());
     }
+    for (const ir::DimRange& r : v.dim_ranges) {
+      v1::DimRange* pr = pv->add_dim_ranges();
+      pr->set_dim(r.dim);
+      pr->set_min(r.min);
+      pr->set_max(r.max);
+      pr->set_symbol(r.symbol);
+    }
   }
   for (size_t n = 0; n < graph.nodes().size(); ++n) {
     const ir::Node& node = graph.nodes()[n];
@@ -482,6 +489,12 @@ absl::StatusOr<ir::Graph> FromProto(const v1::Graph& proto, const TensorStore& s
     if (pv.has_default_value()) {
       ASSIGN_OR_RETURN(Tensor d, TensorFromProto(pv.default_value(), store));
       value.default_value = std::move(d);
+    }
+    for (const v1::DimRange& pr : pv.dim_ranges()) {
+      if (pr.dim() < 0 || pr.min() > pr.max()) {
+        return absl::InvalidArgumentError(absl::StrCat("value %", i, " has a malformed dim range"));
+      }
+      value.dim_ranges.push_back(ir::DimRange{pr.dim(), pr.min(), pr.max(), pr.symbol()});
     }
   }
   if (proto.outputs_size() != proto.output_names_size()) {

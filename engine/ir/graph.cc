@@ -372,6 +372,7 @@ Graph Graph::Compacted(std::vector<ValueId>* remap_out) const {
     out.values_[to].kind = values_[from].kind;
     out.values_[to].optional = values_[from].optional;
     out.values_[to].default_value = values_[from].default_value;
+    out.values_[to].dim_ranges = values_[from].dim_ranges;
     remap[from] = to;
   };
   for (ValueId v : inputs_) {
@@ -431,7 +432,7 @@ bool StructurallyEqual(const Graph& a, const Graph& b) {
     const Value& x = a.values()[i];
     const Value& y = b.values()[i];
     if (x.name != y.name || !(x.type == y.type) || x.producer != y.producer || x.kind != y.kind ||
-        x.optional != y.optional ||
+        x.optional != y.optional || x.dim_ranges != y.dim_ranges ||
         x.default_value.has_value() != y.default_value.has_value() ||
         (x.default_value && !TensorsEqual(*x.default_value, *y.default_value))) {
       return false;

@@ -137,6 +137,19 @@ class Attributes {
   std::map<std::string, AttrValue> map_;
 };
 
+// The bounds a model declares for a dynamic dim of a graph input (torch.export's
+// Dim("batch", min=1, max=64)). `symbol` is the exporter's name for the size
+// ("s77"); dims sharing one must be equal.
+struct DimRange {
+  int dim = 0;
+  int64_t min = 0;
+  int64_t max = INT64_MAX;  // INT64_MAX: unbounded
+  std::string symbol;
+  bool operator==(const DimRange& o) const {
+    return dim == o.dim && min == o.min && max == o.max && symbol == o.symbol;
+  }
+};
+
 struct Value {
   std::string name;  // source name (debug name or graph input name)
   TensorType type;
@@ -147,6 +160,8 @@ struct Value {
   // one (`scale: float = 2.0`), a 0-dim INT64/FP64/BOOL tensor, run when a
   // request leaves the input out.
   std::optional<Tensor> default_value;
+  // A graph input's bounded dynamic dims; a request outside them is refused.
+  std::vector<DimRange> dim_ranges;
 };
 
 struct Node {

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <spdlog/spdlog.h>
 
@@ -188,6 +189,11 @@ std::optional<size_t> ListElement(absl::string_view name, const std::string& lis
 
 }  // namespace
 
+std::string DimRangeString(const ir::DimRange& range) {
+  if (range.max == INT64_MAX) return absl::StrCat(">= ", range.min);
+  return absl::StrCat("[", range.min, ", ", range.max, "]");
+}
+
 std::string InputAlias(size_t position) { return absl::StrCat("INPUT__", position); }
 std::string OutputAlias(size_t position) { return absl::StrCat("OUTPUT__", position); }
 
@@ -269,6 +275,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
     spec.any_leading_dims = passes::TakesAnyLeadingDims(graph, gin[i]);
     spec.optional = value.optional;
     spec.path = input_paths[i];
+    spec.dim_ranges = value.dim_ranges;
     if (value.type.dtype != DType::kUnknown) {
       spec.dtype_source = "model";
     } else if (spec.dtype != DType::kUnknown) {
@@ -428,6 +435,8 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   // Lists sent whole: "xs" stacked on a new first dim, [0, ...] when empty.
   std::vector<bool> whole_list(inputs_.size(), false);
   std::deque<Tensor> views;  // scalar inputs reshaped to 0-dim; elements of whole lists
+  // Of the dims sharing a declared symbol: the first input seen, its dim and size.
+  std::map<std::string, std::tuple<std::string, int, int64_t>> symbols;
   for (const NamedTensor& in : inputs) {
     size_t idx = 0;
     size_t element = 0;  // of a list input
@@ -519,6 +528,24 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
       if (!ok) {
         return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "': expected shape ",
                                                        SpecString(spec), ", got ", shown));
+      }
+    }
+    for (const ir::DimRange& r : spec.dim_ranges) {
+      if (static_cast<size_t>(r.dim) >= dims.size()) continue;
+      const int64_t size = dims[r.dim];
+      if (size < r.min || size > r.max) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", in.name, "': dim ", r.dim, " is ", size, ", outside the range ",
+            DimRangeString(r), " the model declares for it",
+            r.symbol.empty() ? "" : absl::StrCat(" (", r.symbol, ")"), "; shape ", shown));
+      }
+      if (r.symbol.empty()) continue;
+      auto [it, first] = symbols.try_emplace(r.symbol, in.name, r.dim, size);
+      if (!first && std::get<2>(it->second) != size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", in.name, "': dim ", r.dim, " is ", size, " but dim ",
+            std::get<1>(it->second), " of input '", std::get<0>(it->second), "' is ",
+            std::get<2>(it->second), "; the model declares them equal (", r.symbol, ")"));
       }
     }
     if (whole) {

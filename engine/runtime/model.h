@@ -53,7 +53,14 @@ struct TensorSpec {
   // (none included) goes before dims[1:]: a Linear's input, or an output
   // that follows one. Checked on its last dims only.
   bool any_leading_dims = false;
+  // Bounds the model declares for some of its dynamic dims (a .pt2's
+  // Dim("batch", min=1, max=64)): a request outside them is refused, and
+  // dims sharing a symbol must be equal.
+  std::vector<ir::DimRange> dim_ranges;
 };
+
+// "[1, 64]", or ">= 2" when unbounded above.
+std::string DimRangeString(const ir::DimRange& range);
 
 // Triton's positional names, accepted as aliases: "INPUT__0", "OUTPUT__2".
 std::string InputAlias(size_t position);

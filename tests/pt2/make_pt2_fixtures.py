@@ -121,6 +121,90 @@ class BufferModel(torch.nn.Module):
         return self.lin(x - self.offset) * torch.tensor([2.0])
 
 
+class CondModel(torch.nn.Module):
+    """torch.cond on a data-dependent predicate: a Linear + ReLU branch when the input's sum is
+    positive, an affine map otherwise. Exported as torch.ops.higher_order.cond with both
+    branches as subgraphs (the Linear's parameters are operands of the cond)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        def positive(x):
+            return torch.relu(self.lin(x))
+
+        def negative(x):
+            return x * 2.0 - 1.0
+
+        return torch.cond(x.sum() > 0, positive, negative, (x,))
+
+
+class NestedCond(torch.nn.Module):
+    """torch.cond inside a branch of torch.cond, each returning a pair: the input's sum picks
+    the outer branch, its mean the inner one."""
+
+    def forward(self, x):
+        def big(x):
+            return x * 3.0, x.sum(dim=-1)
+
+        def small(x):
+            return x + 1.0, x.mean(dim=-1)
+
+        def positive(x):
+            return torch.cond(x.mean() > 1.0, big, small, (x,))
+
+        def negative(x):
+            return torch.tanh(x), torch.sigmoid(x).sum(dim=-1)
+
+        return torch.cond(x.sum() > 0, positive, negative, (x,))
+
+
+class WhileModel(torch.nn.Module):
+    """torch.ops.higher_order.while_loop: a Linear + tanh applied `steps` times (an int64
+    input, so the trip count is known only at run time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, steps):
+        from torch._higher_order_ops import while_loop
+
+        def cond_fn(i, y):
+            return i < steps
+
+        def body_fn(i, y):
+            return i + 1, torch.tanh(self.lin(y))
+
+        _, y = while_loop(cond_fn, body_fn, (torch.zeros_like(steps), x))
+        return y
+
+
+class HalfMlp(torch.nn.Module):
+    """A float16 MLP: weights, inputs and outputs in that dtype."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16).to(dtype)
+        self.fc2 = torch.nn.Linear(16, 4).to(dtype)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class MutatedBuffer(torch.nn.Module):
+    """Counts its calls in a buffer: state kept between calls, which Kiln refuses to serve."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1.0)
+        return x * self.calls
+
+
 def vision(name):
     import torchvision
     return getattr(torchvision.models, name)(weights=None)
@@ -170,7 +254,34 @@ def Models():
                 [ints(1), ints(6)], 0.0))
     out.append(("buffer_model", BufferModel(), (torch.randn(2, 8),), None,
                 [(torch.randn(2, 8),)], 1e-5))
+
+    def signed(b, sign):  # a sum of that sign
+        return (sign * (torch.rand(b, 4) + 0.1),)
+
+    out.append(("cond_model", CondModel(), signed(2, 1.0), ({0: batch},),
+                [signed(1, 1.0), signed(1, -1.0), signed(5, 1.0), signed(5, -1.0)], 1e-5))
+
+    def scaled(b, low, high):  # elements in [low, high)
+        return (low + (high - low) * torch.rand(b, 4),)
+
+    out.append(("nested_cond", NestedCond(), scaled(2, 1.5, 3.0), ({0: batch},),
+                [scaled(1, 1.5, 3.0), scaled(3, 0.1, 0.6), scaled(3, -2.0, -0.5)], 1e-5))
+
+    def loop(b, steps):
+        return (torch.randn(b, 4), torch.tensor(steps, dtype=torch.int64))
+
+    out.append(("while_model", WhileModel(), loop(2, 2), ({0: batch}, None),
+                [loop(1, 0), loop(1, 3), loop(4, 7)], 1e-5))
+    # (bfloat16 has no .npy form for the CLI to send.)
+    half = torch.float16
+    out.append(("float16_mlp", HalfMlp(half), (torch.randn(2, 8, dtype=half),), ({0: batch},),
+                [(torch.randn(1, 8, dtype=half),), (torch.randn(6, 8, dtype=half),)], 1e-2))
     return out
+
+
+def Refused():
+    """(name, module, example args, a phrase the refusal must contain)."""
+    return [("mutated_buffer", MutatedBuffer(), (torch.randn(2, 3),), "mutates buffer 'calls'")]
 
 
 # ------------------------------------------------------------------ writing
@@ -225,6 +336,15 @@ def main():
                     outputs[out_name] = f"{name}/case{k}/out.{out_name}.npy"
                 entry["cases"].append({"inputs": inputs, "outputs": outputs})
         manifest["models"].append(entry)
+        print("wrote", name, flush=True)
+    # Programs Kiln refuses to serve, with what its message must name.
+    manifest["refused"] = []
+    for name, module, example, says in Refused():
+        if only and name not in only:
+            continue
+        ep = torch.export.export(module, example)
+        torch.export.save(ep, os.path.join(out_dir, name + ".pt2"))
+        manifest["refused"].append({"name": name, "file": name + ".pt2", "says": says})
         print("wrote", name, flush=True)
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

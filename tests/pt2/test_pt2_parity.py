@@ -106,6 +106,93 @@ class Pt2ParityTest(unittest.TestCase):
         self.assertIn("logits", res.stdout)
         self.assertIn("box", res.stdout)
 
+    def test_cond_imports_as_an_if_and_takes_both_branches(self):
+        # torch.cond becomes an If with both branches: the cases have inputs with a positive
+        # sum (the Linear + ReLU branch) and a negative one (the affine branch), each matched
+        # against torch above; here, the structure.
+        model = next(m for m in MANIFEST["models"] if m["name"] == "cond_model")
+        self.check_model(model)
+        res = subprocess.run([os.path.join(BIN, "kiln"), "inspect",
+                              os.path.join(FIXTURES, model["file"])],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertRegex(res.stdout, r"= If\b")
+        self.assertIn("higher_order::cond", res.stdout)
+        outs = [np.load(os.path.join(FIXTURES, c["outputs"]["output0"])) for c in model["cases"]]
+        ins = [np.load(os.path.join(FIXTURES, c["inputs"]["x"])) for c in model["cases"]]
+        # Both branches were exercised: a positive sum gives relu(...) >= 0, a negative one
+        # gives 2x - 1 < -1.
+        self.assertTrue(any(i.sum() > 0 and (o >= 0).all() for i, o in zip(ins, outs)))
+        self.assertTrue(any(i.sum() < 0 and (o < -1).all() for i, o in zip(ins, outs)))
+
+    def test_while_loop_imports_as_a_loop(self):
+        model = next(m for m in MANIFEST["models"] if m["name"] == "while_model")
+        self.check_model(model)
+        res = subprocess.run([os.path.join(BIN, "kiln"), "inspect",
+                              os.path.join(FIXTURES, model["file"])],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertRegex(res.stdout, r"= Loop\b")
+        steps = sorted(int(np.load(os.path.join(FIXTURES, c["inputs"]["steps"])))
+                       for c in model["cases"])
+        self.assertEqual(steps[0], 0)  # one case never enters the loop
+        self.assertGreater(steps[-1], 1)
+
+    def test_dynamic_dim_ranges_are_published_and_enforced(self):
+        # bert_encoder was exported with Dim("batch", min=1, max=64) and Dim("seq", min=2,
+        # max=64): -1 in the metadata, the ranges in its properties, a request outside them
+        # refused with INVALID_ARGUMENT naming the input, the dim and the range.
+        model = next(m for m in MANIFEST["models"] if m["name"] == "bert_encoder")
+        self.check_model(model)
+        res = kiln(self.server.address, "metadata", "bert_encoder")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertRegex(res.stdout, r"input\s+input_ids INT64 \[-1, -1\]")
+        self.assertRegex(res.stdout, r"input\.input_ids\.dim_ranges = dim 0: \[1, 64\] \(\w+\); "
+                                     r"dim 1: \[2, 64\] \(\w+\)")
+        self.assertRegex(res.stdout, r"input\.attention_mask\.dim_ranges = dim 0: \[1, 64\]")
+        bad = os.path.join(self.tmp, "range")
+        os.makedirs(bad, exist_ok=True)
+
+        def infer(batch, seq, mask_batch=None):
+            ids = os.path.join(bad, f"ids.{batch}.{seq}.npy")
+            mask = os.path.join(bad, f"mask.{mask_batch or batch}.{seq}.npy")
+            np.save(ids, np.ones((batch, seq), dtype=np.int64))
+            np.save(mask, np.ones((mask_batch or batch, seq), dtype=np.float32))
+            return kiln(self.server.address, "infer", "bert_encoder", "-o",
+                        os.path.join(bad, "out"), "-i", f"input_ids={ids}",
+                        "-i", f"attention_mask={mask}")
+
+        ok = infer(64, 2)  # both ends of the ranges are inside
+        self.assertEqual(ok.returncode, 0, ok.stdout + ok.stderr)
+        for batch, seq, dim, size, rng in [(65, 8, 0, 65, "[1, 64]"), (2, 1, 1, 1, "[2, 64]"),
+                                           (2, 65, 1, 65, "[2, 64]")]:
+            res = infer(batch, seq)
+            self.assertEqual(res.returncode, 3, f"{batch}x{seq}: " + res.stdout + res.stderr)
+            text = res.stdout + res.stderr
+            self.assertIn("INVALID_ARGUMENT", text)
+            self.assertIn(f"input 'input_ids': dim {dim} is {size}, outside the range {rng}", text)
+        # Dims sharing torch's symbol must be equal: the mask's batch follows the ids'.
+        res = infer(2, 8, mask_batch=3)
+        self.assertEqual(res.returncode, 3, res.stdout + res.stderr)
+        self.assertIn("the model declares them equal", res.stdout + res.stderr)
+        # The daemon is still up and serving.
+        again = infer(3, 4)
+        self.assertEqual(again.returncode, 0, again.stdout + again.stderr)
+
+    def test_programs_with_mutated_state_are_refused(self):
+        # A program that mutates a buffer keeps state between calls: the upload is refused
+        # with INVALID_ARGUMENT naming the buffer, and kilnd goes on serving.
+        self.assertTrue(MANIFEST.get("refused"), "the fixtures include refused programs")
+        for model in MANIFEST["refused"]:
+            with self.subTest(model=model["name"]):
+                up = kiln(self.server.address, "upload", os.path.join(FIXTURES, model["file"]),
+                          "--name", model["name"], "--no-progress")
+                text = up.stdout + up.stderr
+                self.assertEqual(up.returncode, 3, text)
+                self.assertIn("INVALID_ARGUMENT", text)
+                self.assertIn(model["says"], text)
+        self.assertEqual(kiln(self.server.address, "health").returncode, 0)
+
     def test_kilnd_without_libtorch_serves_pt2(self):
         # kilnd and kiln copied without the libtorch plugin beside them: what a build with
         # -DKILN_WITH_TORCH=OFF ships. A .pt2 imports natively; TorchScript would need the plugin.

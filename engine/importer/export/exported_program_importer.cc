@@ -7,9 +7,13 @@
 //   4. Inputs, in signature order: parameters, buffers and lifted constants
 //      become Constants read from data/weights and data/constants (sizes,
 //      strides and offsets checked against the file); user inputs become graph
-//      inputs named after forward()'s arguments, typed from tensor_values.
+//      inputs named after forward()'s arguments, typed from tensor_values; a
+//      symbolic dim is -1 and its range_constraints travel with the input
+//      (ir::Value::dim_ranges), for the model to refuse requests outside them.
 //   5. Nodes, through the shared aten table (ExportCall), symbolic-int
 //      arithmetic as scalar ops; an in-place op rebinds its mutated input.
+//      torch.cond becomes an ir If and while_loop an ir Loop, their subgraphs
+//      translated into the blocks, each with names of its own.
 //   6. Outputs: user outputs in order, named by the output tree spec; a
 //      mutated buffer or input is refused.
 // Weights are copied out of the archive into the graph's constants.
@@ -290,6 +294,27 @@ Target ParseTarget(const std::string& target) {
   return {target, ""};
 }
 
+// The name of tensor argument `arg` of `node` ("" when it is not one).
+std::string TensorArgName(const json& node, const char* arg) {
+  const json& inputs = Field(node, "inputs");
+  if (!inputs.is_array()) return "";
+  for (const json& in : inputs) {
+    const json& name = Field(Field(Field(in, "arg"), "as_tensor"), "name");
+    if (Field(in, "name") == arg && name.is_string()) return name.get<std::string>();
+  }
+  return "";
+}
+
+// Ops whose result shares its input's storage ("self").
+bool IsViewOp(const std::string& op) {
+  static const std::set<std::string>* const kViews = new std::set<std::string>{
+      "aten::view", "aten::_unsafe_view", "aten::alias", "aten::select", "aten::slice",
+      "aten::expand", "aten::transpose", "aten::t", "aten::permute", "aten::unsqueeze",
+      "aten::squeeze", "aten::as_strided", "aten::detach", "aten::reshape", "aten::flatten",
+      "aten::unflatten", "aten::narrow", "aten::diagonal", "aten::view_as", "aten::expand_as"};
+  return kViews->count(op) > 0;
+}
+
 // Ops that check shapes and dtypes at trace time and compute nothing.
 bool IsAssertion(const std::string& op) {
   return op == "aten::_assert_tensor_metadata" || op == "aten::_assert_scalar" ||
@@ -368,15 +393,51 @@ std::vector<std::string> ForwardArgNames(const json& module_call_graph) {
 
 // ------------------------------------------------------------ the graph
 
-absl::StatusOr<std::vector<std::string>> Unsupported(const json& nodes) {
-  std::set<std::string> missing;
+// torch.cond and torch.ops.higher_order.while_loop: control flow whose
+// branches, condition and body are subgraphs among the node's positional
+// arguments ({"as_graph": {"name": ..., "graph": {...}}}).
+constexpr char kCond[] = "higher_order::cond";
+constexpr char kWhileLoop[] = "higher_order::while_loop";
+bool IsControlFlow(const std::string& op) { return op == kCond || op == kWhileLoop; }
+
+// Subgraphs nest no deeper (a hostile archive cannot exhaust the stack).
+constexpr int kMaxSubgraphDepth = 32;
+
+// The positional arguments of a higher-order op (their names are empty).
+std::vector<const json*> PositionalArgs(const json& node) {
+  std::vector<const json*> args;
+  const json& inputs = Field(node, "inputs");
+  if (!inputs.is_array()) return args;
+  for (const json& in : inputs) args.push_back(&Field(in, "arg"));
+  return args;
+}
+
+absl::Status CollectUnsupported(const json& nodes, int depth, std::set<std::string>& missing) {
+  if (depth > kMaxSubgraphDepth) {
+    return Invalid(absl::StrCat("subgraphs nest more than ", kMaxSubgraphDepth, " deep"));
+  }
+  if (!nodes.is_array()) return Invalid("a graph has no node list");
   for (const json& node : nodes) {
     const json& target = Field(node, "target");
     if (!target.is_string()) return Invalid("a graph node has no target");
     const Target t = ParseTarget(target.get<std::string>());
     if (IsAssertion(t.op) || SymArithmetic(t.op).has_value()) continue;
+    if (IsControlFlow(t.op)) {
+      for (const json* arg : PositionalArgs(node)) {
+        const json& sub = Field(Field(*arg, "as_graph"), "graph");
+        if (sub.is_object()) RETURN_IF_ERROR(CollectUnsupported(Field(sub, "nodes"), depth + 1, missing));
+      }
+      continue;
+    }
     if (FindAtenConverter(OutOfPlaceOp(t.op)) == nullptr) missing.insert(t.op);
   }
+  return absl::OkStatus();
+}
+
+// Every op of `nodes` and of the subgraphs in them without a translation, sorted.
+absl::StatusOr<std::vector<std::string>> Unsupported(const json& nodes) {
+  std::set<std::string> missing;
+  RETURN_IF_ERROR(CollectUnsupported(nodes, 0, missing));
   return std::vector<std::string>(missing.begin(), missing.end());
 }
 
@@ -398,8 +459,7 @@ class ProgramImporter {
           absl::StrJoin(missing, ", ")));
     }
     RETURN_IF_ERROR(Inputs(gm));
-    int index = 0;
-    for (const json& node : nodes) RETURN_IF_ERROR(Node(node, index++));
+    for (const json& node : nodes) RETURN_IF_ERROR(Node(node, next_index_++));
     RETURN_IF_ERROR(Outputs(gm));
     if (absl::Status s = ir::VerifyGraph(g_); !s.ok()) {
       return absl::InternalError(absl::StrCat("imported graph is malformed: ", s.message()));
@@ -446,7 +506,10 @@ class ProgramImporter {
         const bool in_weights = kind != "tensor_constant" && Field(weights, name.c_str()).is_object();
         ASSIGN_OR_RETURN(Tensor t, ReadNamed(p_, in_weights ? weights : constants,
                                              in_weights ? "weights" : "constants", name, kind));
-        values_.bound[arg_name.get<std::string>()] = cx_.AddConstant(std::move(t), name);
+        const ir::ValueId id = cx_.AddConstant(std::move(t), name);
+        values_.bound[arg_name.get<std::string>()] = id;
+        state_[arg_name.get<std::string>()] =
+            absl::StrCat(kind == "tensor_constant" ? "constant" : kind, " '", name, "'");
       } else if (kind == "user_input") {
         const json& arg = Field(body, "arg");
         const json& tensor = Field(arg, "as_tensor");
@@ -470,21 +533,29 @@ class ProgramImporter {
         ir::TensorType type;
         ASSIGN_OR_RETURN(type.dtype, DTypeFromExport(dtype.get<int64_t>()));
         Dims dims;
+        std::vector<ir::DimRange> dim_ranges;
         for (size_t d = 0; d < sizes.size(); ++d) {
           std::optional<int64_t> size = SymIntLiteral(sizes[d]);
           dims.push_back(size.value_or(-1));
-          if (!size.has_value() && info_ != nullptr) {
-            ExportedProgramInfo::DynamicDim dyn{name, static_cast<int>(d), SymbolName(sizes[d]),
-                                                0, INT64_MAX};
-            if (auto r = ranges.find(dyn.symbol); r != ranges.end()) {
-              dyn.min = r->second.first;
-              dyn.max = r->second.second;
-            }
-            info_->dynamic_dims.push_back(std::move(dyn));
+          if (size.has_value()) continue;
+          // A dynamic dim: its range from range_constraints travels with the
+          // graph input, and a request outside it is refused.
+          ir::DimRange range{static_cast<int>(d), 0, INT64_MAX, SymbolName(sizes[d])};
+          if (range.symbol == "?") range.symbol.clear();
+          if (auto r = ranges.find(range.symbol); r != ranges.end()) {
+            range.min = r->second.first;
+            range.max = r->second.second;
           }
+          if (info_ != nullptr) {
+            info_->dynamic_dims.push_back(ExportedProgramInfo::DynamicDim{
+                name, range.dim, range.symbol, range.min, range.max});
+          }
+          dim_ranges.push_back(std::move(range));
         }
         type.dims = std::move(dims);
-        values_.bound[tname.get<std::string>()] = g_.AddInput(name, std::move(type));
+        const ir::ValueId input = g_.AddInput(name, std::move(type));
+        g_.mutable_value(input).dim_ranges = std::move(dim_ranges);
+        values_.bound[tname.get<std::string>()] = input;
         ++k;
       } else if (kind == "constant_input") {
         continue;  // a specialized constant; nodes carry its value
@@ -502,6 +573,7 @@ class ProgramImporter {
     ExportCall call(node, index, t.op, t.overload, values_, cx_);
     const json& outputs = Field(node, "outputs");
     if (!outputs.is_array()) return call.InvalidArgument("has no outputs list");
+    if (IsControlFlow(t.op)) return ControlFlow(node, t.op, call);
     std::vector<ir::ValueId> results;
     if (std::optional<ir::OpKind> arith = SymArithmetic(t.op)) {
       // _operator.mul(a, b): positional arguments, ints known only at run time.
@@ -516,6 +588,7 @@ class ProgramImporter {
       results.push_back(
           cx_.EmitValue(call, *arith, ir::ValueKind::kInt, std::move(operands)));
     } else {
+      RETURN_IF_ERROR(RefuseStateMutation(node, call, t.op));
       AtenConverter convert = FindAtenConverter(OutOfPlaceOp(t.op));
       if (convert == nullptr) return call.Unimplemented("has no translation");
       ASSIGN_OR_RETURN(results, convert(call, cx_));
@@ -550,15 +623,260 @@ class ProgramImporter {
     // In-place ops of the training IR (relu_, add_): later readers of the
     // mutated tensor ("self", or dropout_'s "input") see the result.
     if (OutOfPlaceOp(t.op) != t.op && !results.empty()) {
-      const char* mutated = call.Has("self") ? "self" : "input";
-      const json& inputs = Field(node, "inputs");
-      for (const json& in : inputs.is_array() ? inputs : json::array()) {
-        const json& name = Field(Field(Field(in, "arg"), "as_tensor"), "name");
-        if (Field(in, "name") == mutated && name.is_string()) {
-          values_.bound[name.get<std::string>()] = results[0];
-        }
+      const std::string mutated = TensorArgName(node, call.Has("self") ? "self" : "input");
+      if (!mutated.empty()) values_.bound[mutated] = results[0];
+    }
+    // A view of a parameter, buffer or constant is that state too.
+    if (depth_ == 0 && IsViewOp(t.op) && call.num_outputs() == 1) {
+      if (auto it = state_.find(TensorArgName(node, "self")); it != state_.end()) {
+        state_[call.OutputName(0)] = it->second;
       }
     }
+    return absl::OkStatus();
+  }
+
+  // An in-place op (add_) on a parameter, buffer or constant, or a view of
+  // one: the training IR keeps such a mutation in the graph (not as a
+  // buffer_mutation output), and it is state kept between calls.
+  // (Subgraphs of cond and while_loop may not mutate their inputs.)
+  absl::Status RefuseStateMutation(const json& node, const ExportCall& call,
+                                   const std::string& op) {
+    // detach_ changes no data.
+    if (OutOfPlaceOp(op) == op || op == "aten::detach_" || depth_ > 0) return absl::OkStatus();
+    auto it = state_.find(TensorArgName(node, call.Has("self") ? "self" : "input"));
+    if (it == state_.end()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PT2 archive: the program mutates ", it->second, " in place (", call.Where(),
+        "state kept between calls); Kiln serves programs without mutated state"));
+  }
+
+  // ---- control flow: torch.cond -> If, while_loop -> Loop ----
+
+  // The names of a control-flow node's tensor results, flattened: each
+  // {"as_tensor"} output, or the elements of one {"as_tensors"} output.
+  static absl::StatusOr<std::vector<std::string>> ResultNames(const json& outputs,
+                                                              const ExportCall& call) {
+    std::vector<std::string> names;
+    for (const json& out : outputs) {
+      const json& one = Field(Field(out, "as_tensor"), "name");
+      const json& many = Field(out, "as_tensors");
+      if (one.is_string()) {
+        names.push_back(one.get<std::string>());
+      } else if (many.is_array()) {
+        for (const json& e : many) {
+          if (!Field(e, "name").is_string()) return call.InvalidArgument("a malformed output");
+          names.push_back(e["name"].get<std::string>());
+        }
+      } else {
+        return call.Unimplemented(
+            absl::StrCat("returns a '", out.is_object() && !out.empty() ? out.begin().key() : "?",
+                         "'; Kiln's control flow yields tensors"));
+      }
+    }
+    return names;
+  }
+
+  // The ir values of a {"as_tensors": [...]} argument (cond's operands,
+  // while_loop's carried and additional inputs).
+  absl::StatusOr<std::vector<ir::ValueId>> TensorList(const json& arg, const ExportCall& call,
+                                                      const char* what) {
+    const json& list = Field(arg, "as_tensors");
+    if (!list.is_array()) {
+      return call.Unimplemented(absl::StrCat(
+          what, " are not all tensors (", arg.dump().substr(0, 80),
+          "); Kiln's control flow carries tensors"));
+    }
+    std::vector<ir::ValueId> ids;
+    for (const json& e : list) {
+      const json& name = Field(e, "name");
+      if (!name.is_string()) return call.InvalidArgument(absl::StrCat("malformed ", what));
+      auto it = values_.bound.find(name.get<std::string>());
+      if (it == values_.bound.end()) {
+        return call.InvalidArgument(absl::StrCat(what, " read %", name.get<std::string>(),
+                                                 ", which no earlier node defines"));
+      }
+      ids.push_back(it->second);
+    }
+    return ids;
+  }
+
+  // Translates subgraph `arg` ({"as_graph": {"name", "graph"}}) into the
+  // insertion block with its inputs bound to `args`, in order. Its names are
+  // its own (a subgraph's "x" is not the caller's): it sees only its inputs.
+  // Returns the ir values of its outputs.
+  absl::StatusOr<std::vector<ir::ValueId>> Subgraph(const json& arg, const ExportCall& call,
+                                                    const std::vector<ir::ValueId>& args) {
+    const json& named = Field(arg, "as_graph");
+    const json& graph = Field(named, "graph");
+    const std::string name =
+        Field(named, "name").is_string() ? named["name"].get<std::string>() : "subgraph";
+    const json& inputs = Field(graph, "inputs");
+    const json& nodes = Field(graph, "nodes");
+    const json& outputs = Field(graph, "outputs");
+    if (!inputs.is_array() || !nodes.is_array() || !outputs.is_array()) {
+      return call.InvalidArgument(absl::StrCat("expects a subgraph, got ", arg.dump().substr(0, 80)));
+    }
+    if (inputs.size() != args.size()) {
+      return call.InvalidArgument(absl::StrCat("subgraph '", name, "' takes ", inputs.size(),
+                                               " inputs, the op passes it ", args.size()));
+    }
+    if (depth_ >= kMaxSubgraphDepth) {
+      return call.InvalidArgument(absl::StrCat("subgraphs nest more than ", kMaxSubgraphDepth,
+                                               " deep"));
+    }
+    ExportValues scope;
+    scope.tensor_values = &Field(graph, "tensor_values");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const json& in = Field(Field(inputs[i], "as_tensor"), "name");
+      if (!in.is_string()) {
+        return call.Unimplemented(absl::StrCat("subgraph '", name, "' input ", i,
+                                               " is not a tensor; Kiln's control flow carries tensors"));
+      }
+      scope.bound[in.get<std::string>()] = args[i];
+    }
+    std::swap(values_, scope);
+    ++depth_;
+    absl::Status s;
+    for (const json& node : nodes) {
+      s = Node(node, next_index_++);
+      if (!s.ok()) break;
+    }
+    std::vector<ir::ValueId> results;
+    for (size_t i = 0; s.ok() && i < outputs.size(); ++i) {
+      const json& out = Field(Field(outputs[i], "as_tensor"), "name");
+      auto it = out.is_string() ? values_.bound.find(out.get<std::string>()) : values_.bound.end();
+      if (!out.is_string()) {
+        s = call.Unimplemented(absl::StrCat("subgraph '", name, "' output ", i,
+                                            " is not a tensor; Kiln's control flow yields tensors"));
+      } else if (it == values_.bound.end()) {
+        s = call.InvalidArgument(absl::StrCat("subgraph '", name, "' returns %",
+                                              out.get<std::string>(), ", which it does not compute"));
+      } else {
+        results.push_back(it->second);
+      }
+    }
+    --depth_;
+    std::swap(values_, scope);
+    RETURN_IF_ERROR(s);
+    return results;
+  }
+
+  // cond(pred, true_graph, false_graph, operands) -> If(pred){then}{else};
+  // while_loop(cond_graph, body_graph, carried, additional) ->
+  //   Loop(max, cond_graph(carried, additional), carried...)
+  //     body(i, c...) { n... = body_graph(c..., additional); yield cond_graph(n..., additional), n... }
+  absl::Status ControlFlow(const json& node, const std::string& op, const ExportCall& call) {
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ResultNames(Field(node, "outputs"), call));
+    const std::vector<const json*> args = PositionalArgs(node);
+    const ir::BlockId parent = g_.insertion_block();
+    std::vector<ir::ValueId> outs;
+    if (op == kCond) {
+      if (args.size() != 4) {
+        return call.InvalidArgument(absl::StrCat("expects (pred, true_fn, false_fn, operands), got ",
+                                                 args.size(), " arguments"));
+      }
+      ir::ValueId pred;
+      const json& pred_tensor = Field(Field(*args[0], "as_tensor"), "name");
+      const json& pred_sym = Field(Field(*args[0], "as_sym_bool"), "as_name");
+      const json& pred_bool = Field(*args[0], "as_bool");
+      if (pred_tensor.is_string() || pred_sym.is_string()) {
+        const std::string v = pred_tensor.is_string() ? pred_tensor.get<std::string>()
+                                                      : pred_sym.get<std::string>();
+        auto it = values_.bound.find(v);
+        if (it == values_.bound.end()) {
+          return call.InvalidArgument(absl::StrCat("the predicate reads %", v,
+                                                   ", which no earlier node defines"));
+        }
+        pred = it->second;
+      } else if (pred_bool.is_boolean()) {
+        pred = cx_.AddBool(pred_bool.get<bool>());
+      } else {
+        return call.Unimplemented(absl::StrCat("predicate ", args[0]->dump().substr(0, 80)));
+      }
+      ASSIGN_OR_RETURN(std::vector<ir::ValueId> operands, TensorList(*args[3], call, "operands"));
+      const ir::NodeId id = g_.AddNodeWithOutputs(ir::OpKind::kIf, {pred},
+                                                  static_cast<int>(names.size()), {}, op, names);
+      for (int branch = 0; branch < 2; ++branch) {
+        const ir::BlockId b = g_.AddBlock(id);
+        g_.SetInsertionBlock(b);
+        absl::StatusOr<std::vector<ir::ValueId>> results = Subgraph(*args[1 + branch], call, operands);
+        g_.SetInsertionBlock(parent);
+        RETURN_IF_ERROR(results.status());
+        if (results->size() != names.size()) {
+          return call.InvalidArgument(absl::StrCat(branch == 0 ? "true_fn" : "false_fn", " returns ",
+                                                   results->size(), " values for ", names.size(),
+                                                   " outputs"));
+        }
+        g_.SetBlockResults(b, *std::move(results));
+      }
+      outs = g_.node(id).outputs;
+    } else {
+      if (args.size() != 4 && args.size() != 3) {
+        return call.InvalidArgument(absl::StrCat(
+            "expects (cond_fn, body_fn, carried_inputs, additional_inputs), got ", args.size(),
+            " arguments"));
+      }
+      ASSIGN_OR_RETURN(std::vector<ir::ValueId> carried,
+                       TensorList(*args[2], call, "carried inputs"));
+      std::vector<ir::ValueId> extra;
+      if (args.size() == 4) {
+        ASSIGN_OR_RETURN(extra, TensorList(*args[3], call, "additional inputs"));
+      }
+      if (carried.size() != names.size()) {
+        return call.InvalidArgument(absl::StrCat("carries ", carried.size(), " values but has ",
+                                                 names.size(), " outputs"));
+      }
+      auto with_extra = [&](std::vector<ir::ValueId> v) {
+        v.insert(v.end(), extra.begin(), extra.end());
+        return v;
+      };
+      // Whether to enter at all: cond_fn on the initial values.
+      ASSIGN_OR_RETURN(std::vector<ir::ValueId> enter, Subgraph(*args[0], call, with_extra(carried)));
+      if (enter.size() != 1) {
+        return call.InvalidArgument(absl::StrCat("cond_fn returns ", enter.size(),
+                                                 " values, expected one boolean"));
+      }
+      std::vector<ir::ValueId> inputs = {cx_.AddInt(INT64_MAX), enter[0]};
+      inputs.insert(inputs.end(), carried.begin(), carried.end());
+      const ir::NodeId id = g_.AddNodeWithOutputs(ir::OpKind::kLoop, inputs,
+                                                  static_cast<int>(names.size()), {}, op, names);
+      const ir::BlockId b = g_.AddBlock(id);
+      g_.SetInsertionBlock(b);
+      absl::Status s = [&]() -> absl::Status {
+        g_.AddBlockParam(b, absl::StrCat(call.OutputName(0), ".iteration"),
+                         ir::TensorType{DType::kInt64, Dims{}}, ir::ValueKind::kInt);
+        std::vector<ir::ValueId> params;
+        for (size_t k = 0; k < carried.size(); ++k) {
+          const ir::Value& init = g_.value(carried[k]);
+          params.push_back(g_.AddBlockParam(b, absl::StrCat(names[k], ".carried"), init.type,
+                                            init.kind));
+        }
+        ASSIGN_OR_RETURN(std::vector<ir::ValueId> next, Subgraph(*args[1], call, with_extra(params)));
+        if (next.size() != carried.size()) {
+          return call.InvalidArgument(absl::StrCat("body_fn returns ", next.size(),
+                                                   " values for ", carried.size(), " carried"));
+        }
+        ASSIGN_OR_RETURN(std::vector<ir::ValueId> again, Subgraph(*args[0], call, with_extra(next)));
+        if (again.size() != 1) {
+          return call.InvalidArgument(absl::StrCat("cond_fn returns ", again.size(),
+                                                   " values, expected one boolean"));
+        }
+        std::vector<ir::ValueId> results = {again[0]};
+        results.insert(results.end(), next.begin(), next.end());
+        g_.SetBlockResults(b, std::move(results));
+        return absl::OkStatus();
+      }();
+      g_.SetInsertionBlock(parent);
+      RETURN_IF_ERROR(s);
+      outs = g_.node(id).outputs;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const ir::Value& init = g_.value(carried[k]);
+        ir::Value& v = g_.mutable_value(outs[k]);
+        v.kind = init.kind;
+        v.type = init.type;
+      }
+    }
+    for (size_t i = 0; i < names.size(); ++i) values_.bound[names[i]] = outs[i];
     return absl::OkStatus();
   }
 
@@ -618,7 +936,12 @@ class ProgramImporter {
   ExportedProgramInfo* info_;
   ir::Graph g_;
   ConvertContext cx_;
-  ExportValues values_;
+  ExportValues values_;  // the graph's names, or the subgraph's being translated
+  int next_index_ = 0;   // numbers nodes in messages, subgraphs' included
+  int depth_ = 0;        // of the subgraph being translated
+  // The program's names for its parameters, buffers and constants, and for
+  // views of them -> what they are ("buffer 'calls'").
+  std::map<std::string, std::string> state_;
 };
 
 }  // namespace

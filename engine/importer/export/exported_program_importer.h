@@ -5,7 +5,9 @@
 // TorchScript front uses (engine/importer/aten/). Inputs are the program's
 // user inputs, named after forward()'s arguments, typed from tensor_values:
 // a dim with a symbolic size (a Dim marked dynamic) is -1 and its range from
-// range_constraints is reported in ExportedProgramInfo. Parameters, buffers
+// range_constraints is set on the graph input (ir::Value::dim_ranges) and
+// reported in ExportedProgramInfo. torch.cond and while_loop become the ir's
+// If and Loop with their subgraphs in the blocks. Parameters, buffers
 // and lifted constants become graph constants, read from the archive's weight
 // and constant files. Outputs follow the output tree spec, flattened and
 // named as the TorchScript front names a structured result ("output<i>", a

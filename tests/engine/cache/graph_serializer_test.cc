@@ -63,6 +63,7 @@ TEST(GraphSerializerTest, RoundTripsControlFlowAndValueKinds) {
   ir::ValueId flag = g.AddInput("flag", ir::TensorType{DType::kBool, Dims{}}, ir::ValueKind::kBool);
   ir::ValueId x = g.AddInput("x", ir::TensorType{DType::kF32, Dims{4}});
   g.mutable_value(x).optional = true;
+  g.mutable_value(x).dim_ranges = {ir::DimRange{0, 1, 64, "s77"}};  // a .pt2's Dim("batch")
   Tensor yes = Tensor::Zeros(DType::kBool, {});
   *yes.data<bool>() = true;
   g.mutable_value(flag).default_value = yes;  // forward(self, flag: bool = True, ...)
@@ -88,6 +89,9 @@ TEST(GraphSerializerTest, RoundTripsControlFlowAndValueKinds) {
   ASSERT_TRUE(back->value(flag).default_value.has_value());
   EXPECT_TRUE(*back->value(flag).default_value->data<bool>());
   EXPECT_FALSE(back->value(x).default_value.has_value());
+  ASSERT_EQ(back->value(x).dim_ranges.size(), 1u);
+  EXPECT_EQ(back->value(x).dim_ranges[0], (ir::DimRange{0, 1, 64, "s77"}));
+  EXPECT_TRUE(back->value(flag).dim_ranges.empty());
   // A graph that differs only in the default is not the same graph.
   ir::Graph other = *back;
   other.mutable_value(flag).default_value = Tensor::Zeros(DType::kBool, {});  // False

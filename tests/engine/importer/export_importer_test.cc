@@ -1,10 +1,14 @@
 // The torch.export front on archives built here (a small stored zip writer and
 // hand-written ExportedProgram JSON in the layout torch 2.14 writes), so these
-// tests need neither libtorch nor Python: a valid program imported and run, and
-// every hostile archive refused with InvalidArgument, plus a mutation fuzz test.
+// tests need neither libtorch nor Python: a valid program imported and run (its
+// dynamic dim's range enforced), torch.cond and while_loop imported as If and
+// Loop and run, every hostile archive refused with InvalidArgument, plus
+// mutation fuzz tests of the archive and of the control flow.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -220,6 +224,15 @@ absl::Status ImportStatus(const std::string& bytes) {
   return ImportExportedProgram(bytes).status();
 }
 
+void ExpectInvalid(const std::string& bytes, const std::string& says) {
+  absl::Status s = ImportStatus(bytes);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr(says));
+}
+
+void SetGraph(Program& p, std::vector<std::pair<std::string, json>> inputs, json nodes,
+              const std::string& output, json tv);
+
 // ------------------------------------------------------------ a valid program
 
 TEST(ExportImporterTest, ImportsAndRunsAProgram) {
@@ -260,6 +273,48 @@ TEST(ExportImporterTest, ImportsAndRunsAProgram) {
   }
 }
 
+TEST(ExportImporterTest, DynamicDimRangesTravelWithTheInputAndBoundRequests) {
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(Program().Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  const ir::Value& input = g->value(g->inputs()[0]);
+  ASSERT_EQ(input.dim_ranges.size(), 1u);
+  EXPECT_EQ(input.dim_ranges[0], (ir::DimRange{0, 1, 64, "s0"}));
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ((*model)->inputs()[0].dim_ranges.size(), 1u);
+  for (int64_t batch : {1, 64}) {
+    absl::StatusOr<std::vector<runtime::NamedTensor>> out = (*model)->Infer(
+        {{"features", Floats({batch, 4}, std::vector<float>(batch * 4, 1.0f))}}, {});
+    EXPECT_TRUE(out.ok()) << "batch " << batch << ": " << out.status();
+  }
+  for (int64_t batch : {0, 65}) {
+    absl::StatusOr<std::vector<runtime::NamedTensor>> out = (*model)->Infer(
+        {{"features", Floats({batch, 4}, std::vector<float>(batch * 4, 1.0f))}}, {});
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(out.status().message(),
+                HasSubstr(absl::StrCat("input 'features': dim 0 is ", batch,
+                                       ", outside the range [1, 64]")));
+  }
+}
+
+TEST(ExportImporterTest, DimsSharingASymbolMustBeEqual) {
+  // add(x, y) with x and y both [s0, 4]: torch.export declared their batches equal.
+  Program p;
+  SetGraph(p, {{"x", Meta({Sym("s0"), 4})}, {"y", Meta({Sym("s0"), 4})}},
+           json::array({Node("torch.ops.aten.add.Tensor", {Arg("self", T("x")), Arg("other", T("y"))},
+                             "add")}),
+           "add", {{"add", Meta({Sym("s0"), 4})}});
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(p.Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::vector<runtime::NamedTensor>> out = (*model)->Infer(
+      {{"x", Floats({2, 4}, std::vector<float>(8, 1.0f))},
+       {"y", Floats({3, 4}, std::vector<float>(12, 1.0f))}}, {});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(), HasSubstr("the model declares them equal (s0)"));
+}
+
 TEST(ExportImporterTest, ListsEveryUnsupportedOpAtOnce) {
   Program p;
   auto& nodes = p.ep["graph_module"]["graph"]["nodes"];
@@ -270,13 +325,222 @@ TEST(ExportImporterTest, ListsEveryUnsupportedOpAtOnce) {
   EXPECT_THAT(s.message(), HasSubstr("aten::frobnicate, aten::zorble"));
 }
 
-// ------------------------------------------------------------ hostile archives
+// ------------------------------------------------------------ control flow
 
-void ExpectInvalid(const std::string& bytes, const std::string& says) {
-  absl::Status s = ImportStatus(bytes);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(s.message(), HasSubstr(says));
+json Positional(json arg) { return {{"name", ""}, {"arg", arg}, {"kind", 1}}; }
+json Tensors(std::vector<std::string> names) {
+  json list = json::array();
+  for (const std::string& n : names) list.push_back({{"name", n}});
+  return {{"as_tensors", list}};
 }
+// {"as_graph"}: a subgraph with its own names and tensor_values.
+json Subgraph(const std::string& name, std::vector<std::string> inputs, json nodes,
+              std::vector<std::string> outputs, json tensor_values) {
+  json g = {{"inputs", json::array()}, {"outputs", json::array()}, {"nodes", nodes},
+            {"tensor_values", tensor_values}, {"sym_int_values", json::object()},
+            {"is_single_tensor_return", outputs.size() == 1}};
+  for (const std::string& in : inputs) g["inputs"].push_back(T(in));
+  for (const std::string& out : outputs) g["outputs"].push_back(T(out));
+  return {{"as_graph", {{"name", name}, {"graph", g}}}};
+}
+
+// The program's graph replaced by `nodes`, returning `output`; user inputs
+// `inputs` (name -> meta), forward()'s arguments named after them.
+void SetGraph(Program& p, std::vector<std::pair<std::string, json>> inputs, json nodes,
+              const std::string& output, json tv) {
+  json& gm = p.ep["graph_module"];
+  json specs = json::array();
+  json arg_names = json::array();
+  for (const auto& [name, meta] : inputs) {
+    tv[name] = meta;
+    specs.push_back({{"user_input", {{"arg", T(name)}}}});
+    arg_names.push_back(name);
+  }
+  gm["graph"]["nodes"] = nodes;
+  gm["graph"]["outputs"] = json::array({T(output)});
+  gm["graph"]["tensor_values"] = tv;
+  gm["signature"]["input_specs"] = specs;
+  gm["signature"]["output_specs"] = json::array({{{"user_output", {{"arg", T(output)}}}}});
+  gm["module_call_graph"][0]["signature"]["forward_arg_names"] = arg_names;
+}
+
+// forward(x): torch.cond(x.sum() > 0, lambda x: relu(x) * 2, lambda x: x - 1, (x,)). The
+// branches name their input "x" and a value "sum_1" as the caller does: names are per graph.
+Program CondProgram() {
+  Program p;
+  json then_nodes = json::array(
+      {Node("torch.ops.aten.relu.default", {Arg("self", T("x"))}, "sum_1"),
+       Node("torch.ops.aten.mul.Tensor", {Arg("self", T("sum_1")), Arg("other", {{"as_float", 2.0}})},
+            "mul")});
+  json else_nodes = json::array({Node("torch.ops.aten.sub.Tensor",
+                                      {Arg("self", T("x")), Arg("other", {{"as_float", 1.0}})},
+                                      "sub")});
+  json branch_tv = {{"x", Meta({Sym("s0"), 4})}, {"sum_1", Meta({Sym("s0"), 4})},
+                    {"mul", Meta({Sym("s0"), 4})}, {"sub", Meta({Sym("s0"), 4})}};
+  json cond = {{"target", "torch.ops.higher_order.cond"},
+               {"inputs", {Positional(T("gt")),
+                           Positional(Subgraph("true_graph_0", {"x"}, then_nodes, {"mul"}, branch_tv)),
+                           Positional(Subgraph("false_graph_0", {"x"}, else_nodes, {"sub"}, branch_tv)),
+                           Positional(Tensors({"x"}))}},
+               {"outputs", json::array({T("getitem")})},
+               {"name", "cond"}};
+  json nodes = json::array(
+      {Node("torch.ops.aten.sum.default", {Arg("self", T("x"))}, "sum_1"),
+       Node("torch.ops.aten.gt.Scalar", {Arg("self", T("sum_1")), Arg("other", {{"as_int", 0}})},
+            "gt"),
+       cond});
+  SetGraph(p, {{"x", Meta({Sym("s0"), 4})}}, nodes, "getitem",
+           {{"sum_1", Meta({})}, {"gt", Meta({}, 12)}, {"getitem", Meta({Sym("s0"), 4})}});
+  return p;
+}
+
+// forward(x, n): i, y = while_loop(lambda i, y, n: i < n, lambda i, y, n: (i + 1, y * 2),
+// (zeros_like(n), x), (n,)); returns y = x * 2^n.
+Program WhileProgram() {
+  Program p;
+  json tv = {{"arg0_1", Meta({}, 5)}, {"arg1_1", Meta({Sym("s0"), 4})}, {"arg2_1", Meta({}, 5)},
+             {"lt", Meta({}, 12)}, {"add", Meta({}, 5)}, {"mul", Meta({Sym("s0"), 4})}};
+  json cond_nodes = json::array({Node("torch.ops.aten.lt.Tensor",
+                                      {Arg("self", T("arg0_1")), Arg("other", T("arg2_1"))}, "lt")});
+  json body_nodes = json::array(
+      {Node("torch.ops.aten.add.Tensor", {Arg("self", T("arg0_1")), Arg("other", {{"as_int", 1}})},
+            "add"),
+       Node("torch.ops.aten.mul.Tensor", {Arg("self", T("arg1_1")), Arg("other", {{"as_float", 2.0}})},
+            "mul")});
+  json loop = {
+      {"target", "torch.ops.higher_order.while_loop"},
+      {"inputs",
+       {Positional(Subgraph("while_loop_cond_graph_0", {"arg0_1", "arg1_1", "arg2_1"}, cond_nodes,
+                            {"lt"}, tv)),
+        Positional(Subgraph("while_loop_body_graph_0", {"arg0_1", "arg1_1", "arg2_1"}, body_nodes,
+                            {"add", "mul"}, tv)),
+        Positional(Tensors({"zeros", "x"})), Positional(Tensors({"n"}))}},
+      {"outputs", json::array({T("getitem"), T("getitem_1")})},
+      {"name", "while_loop"}};
+  json nodes = json::array({Node("torch.ops.aten.zeros_like.default", {Arg("self", T("n"))}, "zeros"),
+                            loop});
+  SetGraph(p, {{"x", Meta({Sym("s0"), 4})}, {"n", Meta({}, 5)}}, nodes, "getitem_1",
+           {{"zeros", Meta({}, 5)}, {"getitem", Meta({}, 5)}, {"getitem_1", Meta({Sym("s0"), 4})}});
+  return p;
+}
+
+Tensor Int64(int64_t v) {
+  Tensor t = Tensor::Zeros(DType::kInt64, {});
+  *t.data<int64_t>() = v;
+  return t;
+}
+
+TEST(ExportImporterTest, CondBecomesAnIfWithBothBranches) {
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(CondProgram().Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  int ifs = 0;
+  for (const ir::Node& n : g->nodes()) ifs += n.kind == ir::OpKind::kIf;
+  EXPECT_EQ(ifs, 1);
+  EXPECT_EQ(g->blocks().size(), 3u);  // main, then, else
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  // A positive sum takes the true branch, a negative one the false branch.
+  for (float sign : {1.0f, -1.0f}) {
+    std::vector<float> x = {sign * 1.0f, sign * 2.0f, -0.5f, 0.25f, sign * 3.0f, 0.0f, 1.0f, -1.0f};
+    absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+        (*model)->Infer({{"x", Floats({2, 4}, x)}}, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Tensor& y = (*out)[0].tensor;
+    ASSERT_EQ(y.dims(), (Dims{2, 4}));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = sign > 0 ? std::max(0.0f, x[i]) * 2.0f : x[i] - 1.0f;
+      EXPECT_FLOAT_EQ(y.data<float>()[i], want) << "sign " << sign << " element " << i;
+    }
+  }
+}
+
+TEST(ExportImporterTest, WhileLoopBecomesALoop) {
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(WhileProgram().Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  int loops = 0;
+  for (const ir::Node& n : g->nodes()) loops += n.kind == ir::OpKind::kLoop;
+  EXPECT_EQ(loops, 1);
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<float> x = {1, -2, 3, 0.5f};
+  for (int64_t n : {0, 1, 5}) {  // 0: the loop is never entered
+    absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+        (*model)->Infer({{"x", Floats({1, 4}, x)}, {"n", Int64(n)}}, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Tensor& y = (*out)[0].tensor;
+    ASSERT_EQ(y.dims(), (Dims{1, 4}));
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_FLOAT_EQ(y.data<float>()[i], x[i] * static_cast<float>(1 << n)) << "n " << n;
+    }
+  }
+}
+
+TEST(ExportImporterTest, UnsupportedOpsInsideSubgraphsAreListed) {
+  Program p = CondProgram();
+  json& branch = p.ep["graph_module"]["graph"]["nodes"][2]["inputs"][2]["arg"]["as_graph"]["graph"];
+  branch["nodes"].push_back(Node("torch.ops.aten.frobnicate.default", {Arg("self", T("x"))}, "f"));
+  absl::Status s = ImportStatus(p.Archive());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("aten::frobnicate"));
+}
+
+TEST(ExportImporterHostileTest, MalformedControlFlowIsRefused) {
+  {  // a branch taking more inputs than the operands give
+    Program p = CondProgram();
+    json& g = p.ep["graph_module"]["graph"]["nodes"][2]["inputs"][1]["arg"]["as_graph"]["graph"];
+    g["inputs"].push_back(T("y"));
+    ExpectInvalid(p.Archive(), "takes 2 inputs, the op passes it 1");
+  }
+  {  // a branch returning a value it does not compute
+    Program p = CondProgram();
+    json& g = p.ep["graph_module"]["graph"]["nodes"][2]["inputs"][2]["arg"]["as_graph"]["graph"];
+    g["outputs"] = json::array({T("nowhere")});
+    ExpectInvalid(p.Archive(), "returns %nowhere");
+  }
+  {  // a branch reading the caller's names: subgraphs see only their inputs
+    Program p = CondProgram();
+    json& g = p.ep["graph_module"]["graph"]["nodes"][2]["inputs"][2]["arg"]["as_graph"]["graph"];
+    g["nodes"][0]["inputs"][0] = Arg("self", T("gt"));
+    ExpectInvalid(p.Archive(), "reads %gt");
+  }
+  {  // subgraphs nested without end
+    Program p = CondProgram();
+    json cond = p.ep["graph_module"]["graph"]["nodes"][2];
+    json nested = cond;
+    for (int depth = 0; depth < 40; ++depth) {
+      json outer = cond;
+      outer["inputs"][1]["arg"]["as_graph"]["graph"]["nodes"] = json::array({nested});
+      nested = outer;
+    }
+    p.ep["graph_module"]["graph"]["nodes"][2] = nested;
+    ExpectInvalid(p.Archive(), "nest more than");
+  }
+}
+
+TEST(ExportImporterFuzzTest, MutatedControlFlowNeverCrashes) {
+  std::mt19937 rng(99);
+  const json replacements[] = {json(), json(-1), json("x"), json::array(), json::object(),
+                               json(true), json::array({json::object()})};
+  int failures = 0;
+  for (int round = 0; round < 300; ++round) {
+    Program p = round % 2 ? CondProgram() : WhileProgram();
+    std::vector<json*> slots;
+    std::function<void(json&)> collect = [&](json& j) {
+      slots.push_back(&j);
+      if (j.is_structured()) {
+        for (auto& child : j) collect(child);
+      }
+    };
+    collect(p.ep["graph_module"]["graph"]["nodes"]);
+    *slots[rng() % slots.size()] = replacements[rng() % std::size(replacements)];
+    absl::StatusOr<ir::Graph> g = ImportExportedProgram(p.Archive());
+    failures += !g.ok();
+    if (g.ok()) EXPECT_TRUE(ir::VerifyGraph(*g).ok());
+  }
+  EXPECT_GT(failures, 0);
+}
+
+// ------------------------------------------------------------ hostile archives
 
 TEST(ExportImporterHostileTest, UnknownSchemaMajorVersion) {
   Program p;
@@ -354,6 +618,25 @@ TEST(ExportImporterHostileTest, MutatedBufferIsRefused) {
   p.ep["graph_module"]["signature"]["output_specs"].push_back(
       {{"buffer_mutation", {{"arg", T("mul")}, {"buffer_name", "scale"}}}});
   ExpectInvalid(p.Archive(), "mutates buffer 'scale'");
+}
+
+TEST(ExportImporterHostileTest, InPlaceMutationOfStateIsRefused) {
+  // The training IR keeps `self.scale.add_(1)` in the graph, with no buffer_mutation output.
+  Program p;
+  auto& nodes = p.ep["graph_module"]["graph"]["nodes"];
+  nodes.insert(nodes.begin(), Node("torch.ops.aten.add_.Tensor",
+                                   {Arg("self", T("b_scale")), Arg("other", {{"as_float", 1.0}})},
+                                   "add_"));
+  ExpectInvalid(p.Archive(), "mutates buffer 'scale' in place");
+  // Also through a view of it.
+  Program q;
+  auto& qnodes = q.ep["graph_module"]["graph"]["nodes"];
+  qnodes.insert(qnodes.begin(),
+                {Node("torch.ops.aten.unsqueeze.default",
+                      {Arg("self", T("p_w")), Arg("dim", {{"as_int", 0}})}, "unsq"),
+                 Node("torch.ops.aten.mul_.Tensor",
+                      {Arg("self", T("unsq")), Arg("other", {{"as_float", 2.0}})}, "mul_")});
+  ExpectInvalid(q.Archive(), "mutates parameter 'lin.weight' in place");
 }
 
 TEST(ExportImporterHostileTest, NotAZipAndTruncatedZip) {
