@@ -2,18 +2,8 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
 
 namespace kiln::server {
-
-struct ComputePool::Job {
-  const std::function<void()>* task = nullptr;
-  std::function<void()> owned;  // Submit's task; `task` points at it
-  // Guarded by the pool's mutex.
-  enum class State { kQueued, kRunning, kDone, kAbandoned } state = State::kQueued;
-  ComputePool::Clock::time_point started;  // set when a compute thread takes it
-  std::condition_variable done;
-};
 
 ComputePool::ComputePool(int workers) {
   const int n = std::max(1, workers);
@@ -39,70 +29,64 @@ void ComputePool::Work() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, nothing left
-    std::shared_ptr<Job> job = std::move(queue_.front());
+    if (stopping_ || queue_.empty()) return;  // what is still queued goes with the pool
+    std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
-    if (job->state == Job::State::kAbandoned) continue;
-    // No wake-up for the caller here: it would contend for the cores with the
-    // OpenMP team that is about to start (on a 2-core machine a woken thread
-    // can wait milliseconds for a core while both spin). The caller reads
-    // `started` once the task is done.
-    job->state = Job::State::kRunning;
-    job->started = Clock::now();
     lock.unlock();
-    (*job->task)();
+    task();
+    task = nullptr;  // what it holds goes before the next one starts
     lock.lock();
-    job->state = Job::State::kDone;
-    job->done.notify_all();
   }
-}
-
-absl::Status ComputePool::Run(const std::function<void()>& task, Clock::time_point deadline,
-                              const std::function<absl::Status()>& stop, uint64_t* queue_ns) {
-  const Clock::time_point start = Clock::now();
-  auto job = std::make_shared<Job>();
-  job->task = &task;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (stopping_) return absl::UnavailableError("the server is shutting down");
-  queue_.push_back(job);
-  ready_.notify_one();
-  constexpr auto kPoll = std::chrono::milliseconds(5);
-  while (job->state == Job::State::kQueued) {
-    job->done.wait_for(lock, kPoll);
-    if (job->state != Job::State::kQueued) break;
-    absl::Status gone;
-    if (stopping_) {
-      gone = absl::UnavailableError("the server is shutting down");
-    } else if (Clock::now() >= deadline) {
-      gone = absl::DeadlineExceededError(absl::StrCat(
-          "deadline exceeded while waiting for a compute thread (", threads_.size(),
-          " busy; --concurrent-inferences)"));
-    } else if (stop) {
-      gone = stop();
-    }
-    if (!gone.ok()) {
-      job->state = Job::State::kAbandoned;
-      return gone;
-    }
-  }
-  job->done.wait(lock, [&] { return job->state == Job::State::kDone; });
-  if (queue_ns != nullptr) {
-    *queue_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(job->started - start).count());
-  }
-  return absl::OkStatus();
 }
 
 void ComputePool::Submit(std::function<void()> task) {
-  auto job = std::make_shared<Job>();
-  job->owned = std::move(task);
-  job->task = &job->owned;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    queue_.push_back(std::move(job));
+    if (stopping_) return;  // `task` is destroyed unrun
+    queue_.push_back(std::move(task));
   }
   ready_.notify_one();
+}
+
+WaiterPool::WaiterPool(int max_threads, std::chrono::milliseconds idle)
+    : max_threads_(std::max(1, max_threads)), idle_(idle) {}
+
+WaiterPool::~WaiterPool() {
+  std::unique_lock<std::mutex> lock(mu_);
+  stopping_ = true;
+  ready_.notify_all();
+  ended_.wait(lock, [this] { return threads_ == 0; });
+}
+
+void WaiterPool::Submit(std::function<void()> task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.push_back(std::move(task));
+  if (idle_threads_ >= static_cast<int>(queue_.size()) || threads_ >= max_threads_) {
+    ready_.notify_one();
+    return;
+  }
+  ++threads_;
+  std::thread([this] { Work(); }).detach();
+}
+
+void WaiterPool::Work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    ++idle_threads_;
+    const bool woken =
+        ready_.wait_for(lock, idle_, [this] { return stopping_ || !queue_.empty(); });
+    --idle_threads_;
+    if (!woken || queue_.empty()) break;  // idle too long, or stopping with nothing left
+    std::function<void()> task = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    task();
+    task = nullptr;  // what it holds goes before the pool can end
+    lock.lock();
+  }
+  --threads_;
+  // Notified under the lock: the destructor may end the pool as soon as it sees 0.
+  ended_.notify_all();
 }
 
 void RunOnShortLivedThread(const std::function<void()>& fn) { std::thread(fn).join(); }

@@ -15,7 +15,7 @@
 // more OpenMP threads than cores, and requests past that wait in the queue
 // instead of fighting for the cores. The wait counts against the request's
 // deadline: one still queued when its deadline passes, or whose client has
-// gone, never runs.
+// gone, never runs (infer_pipeline.cc checks as it starts).
 #pragma once
 
 #include <chrono>
@@ -28,31 +28,19 @@
 #include <thread>
 #include <vector>
 
-#include "absl/status/status.h"
-
 namespace kiln::server {
 
 class ComputePool {
  public:
-  using Clock = std::chrono::steady_clock;
-
   explicit ComputePool(int workers);
-  ~ComputePool();  // finishes the running tasks; queued ones are refused
+  ~ComputePool();  // finishes the running tasks; queued ones are destroyed unrun
   ComputePool(const ComputePool&) = delete;
   ComputePool& operator=(const ComputePool&) = delete;
 
-  // Runs `task` on a compute thread and returns when it has run. While the
-  // task is still queued the caller checks, every few milliseconds, its
-  // `deadline` (DEADLINE_EXCEEDED) and `stop` (a status other than OK, such
-  // as the client's cancellation, ends the wait with it); a task that has
-  // started always runs to its end (the engine checks the same deadline and
-  // stop between nodes). `queue_ns` receives the time spent waiting.
-  absl::Status Run(const std::function<void()>& task, Clock::time_point deadline,
-                   const std::function<absl::Status()>& stop, uint64_t* queue_ns = nullptr);
-
-  // Queues `task` to run on a compute thread and returns at once; a task
-  // still queued when the pool stops is dropped. For work that watches its
-  // own deadline (the dynamic batcher, server/scheduler/).
+  // Queues `task` to run on a compute thread and returns at once, in order
+  // of arrival. A task still queued when the pool stops is destroyed unrun
+  // (what it holds may answer its caller then: infer_pipeline.h). Tasks watch
+  // their own deadlines (the engine checks them between nodes).
   void Submit(std::function<void()> task);
 
   int workers() const { return static_cast<int>(threads_.size()); }
@@ -62,14 +50,40 @@ class ComputePool {
   static int DefaultWorkers(int threads_per_request);
 
  private:
-  struct Job;
   void Work();
 
   std::mutex mu_;
   std::condition_variable ready_;
-  std::deque<std::shared_ptr<Job>> queue_;
+  std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+};
+
+// Threads for work that mostly waits (a request waiting for its batch in the
+// dynamic batcher): started as tasks arrive and none is idle, up to
+// `max_threads` (then tasks queue), and ended after `idle` without work. No
+// OpenMP work runs here.
+class WaiterPool {
+ public:
+  WaiterPool(int max_threads, std::chrono::milliseconds idle);
+  ~WaiterPool();  // runs every task already queued, then joins
+  WaiterPool(const WaiterPool&) = delete;
+  WaiterPool& operator=(const WaiterPool&) = delete;
+
+  void Submit(std::function<void()> task);
+
+ private:
+  void Work();
+
+  const int max_threads_;
+  const std::chrono::milliseconds idle_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::condition_variable ended_;
+  std::deque<std::function<void()>> queue_;
+  int threads_ = 0;
+  int idle_threads_ = 0;
+  bool stopping_ = false;
 };
 
 // Runs `fn` on a new thread and waits for it: OpenMP work done there leaves no

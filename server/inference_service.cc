@@ -45,10 +45,6 @@ constexpr char kSha256Param[] = "sha256";
 constexpr char kContractTrailer[] = "kiln-contract";
 // gRPC peers refuse metadata above 8 KiB by default.
 constexpr size_t kMaxTrailerBytes = 7 << 10;
-// ModelInfer's request parameter "profile" (server/request_parameters.h): run
-// with the profiler and answer with the per-node profile, the JSON of
-// runtime::Profile, in the response parameter "profile" (`kiln profile`).
-constexpr char kProfileParam[] = "profile";
 
 void AddContractTrailer(grpc::ServerContext* context, const std::string& contract) {
   if (contract.size() > kMaxTrailerBytes) {
@@ -173,7 +169,8 @@ absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadR
 InferenceService::InferenceService(ModelRegistry* registry, ServiceOptions options)
     : registry_(registry),
       options_(options),
-      compute_(std::make_unique<ComputePool>(options_.concurrent_inferences)) {}
+      pipeline_(std::make_unique<InferPipeline>(registry, options_.limits,
+                                                options_.concurrent_inferences)) {}
 
 grpc::Status InferenceService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                                           inference::ServerLiveResponse* response) {
@@ -243,74 +240,18 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
-                                          const inference::ModelInferRequest* request,
-                                          inference::ModelInferResponse* response) {
-  const Clock::time_point start = Clock::now();
-  const std::string& name = request->model_name();
-  absl::StatusOr<ServingModel> serving = registry_->Get(name, request->model_version());
-  if (!serving.ok()) return Reply("ModelInfer", name, serving.status());
-
-  InferTimings timings;
-  auto fail = [&](const absl::Status& error) {
-    serving->stats->RecordFailure(ElapsedNs(start));
-    return Reply("ModelInfer", name, error);
-  };
-
-  // Parameters first: one kilnd does not understand refuses the request.
-  absl::StatusOr<InferParameters> params = ParseInferParameters(*request);
-  if (!params.ok()) return fail(params.status());
-  absl::StatusOr<std::vector<runtime::NamedTensor>> inputs = DecodeInputs(*request);
-  if (!inputs.ok()) return fail(inputs.status());
-  timings.input_ns = ElapsedNs(start);
-
-  const Clock::time_point infer_start = Clock::now();
-  std::chrono::system_clock::time_point deadline = context->deadline();
-  if (params->timeout.has_value()) {
-    deadline = std::min(deadline, std::chrono::system_clock::now() + *params->timeout);
-  }
-  runtime::RunOptions run =
-      options_.limits.ForRequest(deadline, [context] { return context->IsCancelled(); });
-  runtime::Profiler profiler;
-  if (params->profile) run.observer = &profiler;
-  absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
-      absl::InternalError("the inference did not run");
-  if (serving->batcher != nullptr) {
-    absl::StatusOr<int64_t> rows = serving->batcher->CheckRows(*inputs);
-    if (!rows.ok()) return fail(rows.status());
-    timings.inferences = timings.batch_size = static_cast<uint64_t>(*rows);
-  }
-  // A profiled request runs alone: its profile is of its own run.
-  if (serving->batcher != nullptr && serving->batcher->queues() && !params->profile) {
-    DynamicBatcher::Result result =
-        serving->batcher->Infer(*std::move(inputs), RequestedOutputs(*request), run, *compute_);
-    if (!result.outputs.ok()) return fail(result.outputs.status());
-    outputs = std::move(result.outputs);
-    timings.queue_ns = result.queue_ns;
-    timings.infer_ns = result.infer_ns;
-    timings.executions = result.executions;
-    timings.batch_size = static_cast<uint64_t>(result.batch_rows);
-  } else {
-    const std::function<void()> infer = [&] {
-      outputs = serving->model->Infer(*inputs, RequestedOutputs(*request), run);
-    };
-    const absl::Status queued = compute_->Run(infer, run.deadline, run.stop, &timings.queue_ns);
-    if (!queued.ok()) return fail(queued);
-    if (!outputs.ok()) return fail(outputs.status());
-    timings.infer_ns = ElapsedNs(infer_start) - timings.queue_ns;
-  }
-
-  const Clock::time_point output_start = Clock::now();
-  response->set_model_name(name);
-  response->set_model_version(std::to_string(serving->version));
-  response->set_id(request->id());
-  EncodeOutputs(*outputs, response);
-  if (params->profile) {
-    (*response->mutable_parameters())[kProfileParam].set_string_param(profiler.Finish().ToJson());
-  }
-  timings.output_ns = ElapsedNs(output_start);
-  serving->stats->RecordSuccess(timings);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
+                                                       const inference::ModelInferRequest* request,
+                                                       inference::ModelInferResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  InferCall call;
+  call.deadline = context->deadline();
+  call.cancelled = [context] { return context->IsCancelled(); };
+  pipeline_->Infer(*request, response, std::move(call),
+                   [reactor, request](const absl::Status& status) {
+                     reactor->Finish(Reply("ModelInfer", request->model_name(), status));
+                   });
+  return reactor;
 }
 
 grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "server/compute_pool.h"
+#include "server/infer_pipeline.h"
 #include "server/model_registry.h"
 #include "server/run_limits.h"
 
@@ -23,7 +23,11 @@ struct ServiceOptions {
   int concurrent_inferences = 1;
 };
 
-class InferenceService final : public inference::GRPCInferenceService::Service {
+// ModelInfer uses gRPC's callback API: the call is answered from the thread
+// that finishes the inference (infer_pipeline.h), the others are synchronous.
+class InferenceService final
+    : public inference::GRPCInferenceService::WithCallbackMethod_ModelInfer<
+          inference::GRPCInferenceService::Service> {
  public:
   // `registry` must outlive the service.
   InferenceService(ModelRegistry* registry, ServiceOptions options);
@@ -41,8 +45,9 @@ class InferenceService final : public inference::GRPCInferenceService::Service {
   grpc::Status ModelMetadata(grpc::ServerContext* context,
                              const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override;
-  grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
-                          inference::ModelInferResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override;
   grpc::Status ModelStatistics(grpc::ServerContext* context,
                                const inference::ModelStatisticsRequest* request,
                                inference::ModelStatisticsResponse* response) override;
@@ -59,7 +64,11 @@ class InferenceService final : public inference::GRPCInferenceService::Service {
  private:
   ModelRegistry* registry_;
   ServiceOptions options_;
-  std::unique_ptr<ComputePool> compute_;
+  // Inference itself, shared with the HTTP front.
+  std::unique_ptr<InferPipeline> pipeline_;
+
+ public:
+  InferPipeline& pipeline() { return *pipeline_; }
 };
 
 }  // namespace kiln::server

@@ -1,79 +1,147 @@
 // ComputePool: tasks run on its own threads (the same ones every time, so
-// each keeps its OpenMP team), at most `workers` at once; a queued task whose
-// deadline passes or whose stop check fails is refused and never runs.
+// each keeps its OpenMP team), at most `workers` at once, in order; what is
+// still queued when the pool ends is destroyed unrun. WaiterPool: grows a
+// thread per waiting task, runs what was queued before it ends.
 #include "server/compute_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <future>
+#include <memory>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace kiln::server {
 namespace {
 
 using std::chrono::milliseconds;
 
-ComputePool::Clock::time_point Later(int ms) {
-  return ComputePool::Clock::now() + milliseconds(ms);
-}
-
-TEST(ComputePoolTest, RunsOnTheSameComputeThreads) {
+TEST(ComputePoolTest, RunsOnTheSameComputeThreadsInOrder) {
   ComputePool pool(1);
+  std::mutex mu;
   std::set<std::thread::id> ids;
+  std::vector<int> order;
+  std::promise<void> last;
   for (int i = 0; i < 5; ++i) {
-    uint64_t queue_ns = 1;
-    ASSERT_TRUE(pool.Run([&] { ids.insert(std::this_thread::get_id()); }, Later(10000), nullptr,
-                         &queue_ns)
-                    .ok());
+    pool.Submit([&, i] {
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+      order.push_back(i);
+      if (i == 4) last.set_value();
+    });
   }
+  last.get_future().wait();
   EXPECT_EQ(ids.size(), 1u);
   EXPECT_EQ(ids.count(std::this_thread::get_id()), 0u);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
 TEST(ComputePoolTest, AtMostWorkersAtOnce) {
-  ComputePool pool(2);
-  std::atomic<int> running{0}, peak{0};
-  std::vector<std::future<absl::Status>> calls;
-  for (int i = 0; i < 6; ++i) {
-    calls.push_back(std::async(std::launch::async, [&] {
-      return pool.Run(
-          [&] {
-            const int now = ++running;
-            int seen = peak.load();
-            while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-            }
-            std::this_thread::sleep_for(milliseconds(20));
-            --running;
-          },
-          Later(10000), nullptr);
-    }));
+  std::atomic<int> running{0}, peak{0}, ran{0};
+  {
+    ComputePool pool(2);
+    std::vector<std::promise<void>> done(6);
+    for (int i = 0; i < 6; ++i) {
+      pool.Submit([&, i] {
+        const int now = ++running;
+        int seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(milliseconds(20));
+        --running;
+        ++ran;
+        done[i].set_value();
+      });
+    }
+    for (auto& d : done) d.get_future().wait();
   }
-  for (auto& c : calls) EXPECT_TRUE(c.get().ok());
+  EXPECT_EQ(ran.load(), 6);
   EXPECT_EQ(peak.load(), 2);
 }
 
-TEST(ComputePoolTest, QueuedPastItsDeadlineNeverRuns) {
-  ComputePool pool(1);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  auto busy = std::async(std::launch::async, [&] {
-    return pool.Run([&] { released.wait(); }, Later(10000), nullptr);
-  });
-  std::this_thread::sleep_for(milliseconds(20));  // the worker is busy now
+// What a queued task holds is released when the pool ends, so a caller
+// waiting on it is answered (InferPipeline answers UNAVAILABLE then).
+TEST(ComputePoolTest, QueuedTasksAreDestroyedUnrunWhenThePoolEnds) {
+  struct Sentinel {
+    explicit Sentinel(std::atomic<int>* d) : destroyed(d) {}
+    ~Sentinel() { ++*destroyed; }
+    std::atomic<int>* destroyed;
+  };
+  std::atomic<int> destroyed{0};
   bool ran = false;
-  const absl::Status late = pool.Run([&] { ran = true; }, Later(30), nullptr);
-  EXPECT_TRUE(absl::IsDeadlineExceeded(late)) << late;
-  const absl::Status stopped =
-      pool.Run([&] { ran = true; }, Later(10000),
-               [] { return absl::CancelledError("the client went away"); });
-  EXPECT_TRUE(absl::IsCancelled(stopped)) << stopped;
-  release.set_value();
-  EXPECT_TRUE(busy.get().ok());
-  // The worker skipped both abandoned tasks and serves the next one.
-  EXPECT_TRUE(pool.Run([] {}, Later(10000), nullptr).ok());
+  std::promise<void> release;
+  std::promise<void> started;
+  std::thread releaser;
+  {
+    ComputePool pool(1);
+    std::shared_future<void> released = release.get_future().share();
+    pool.Submit([&, released] {
+      started.set_value();
+      released.wait();
+    });
+    started.get_future().wait();  // the worker is busy now
+    auto sentinel = std::make_shared<Sentinel>(&destroyed);
+    pool.Submit([&ran, sentinel] { ran = true; });
+    sentinel.reset();
+    EXPECT_EQ(destroyed.load(), 0);
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(milliseconds(20));
+      release.set_value();
+    });
+  }  // finishes the running task, drops the queued one
+  releaser.join();
   EXPECT_FALSE(ran);
+  EXPECT_EQ(destroyed.load(), 1);
+}
+
+TEST(WaiterPoolTest, EveryWaitingTaskGetsAThread) {
+  // 8 tasks that each wait until all 8 have started: only possible with 8 threads.
+  constexpr int kTasks = 8;
+  std::atomic<int> started{0};
+  std::promise<void> all_done;
+  std::atomic<int> finished{0};
+  WaiterPool pool(64, std::chrono::seconds(5));
+  for (int i = 0; i < kTasks; ++i) {
+    pool.Submit([&] {
+      ++started;
+      while (started.load() < kTasks) std::this_thread::sleep_for(milliseconds(1));
+      if (++finished == kTasks) all_done.set_value();
+    });
+  }
+  EXPECT_EQ(all_done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+}
+
+TEST(WaiterPoolTest, AtTheLimitTasksQueueAndAllRunBeforeThePoolEnds) {
+  std::atomic<int> running{0}, peak{0}, ran{0};
+  {
+    WaiterPool pool(2, milliseconds(50));
+    for (int i = 0; i < 10; ++i) {
+      pool.Submit([&] {
+        const int now = ++running;
+        int seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(milliseconds(5));
+        --running;
+        ++ran;
+      });
+    }
+  }  // waits for the queue
+  EXPECT_EQ(ran.load(), 10);
+  EXPECT_LE(peak.load(), 2);
+}
+
+TEST(WaiterPoolTest, IdleThreadsEndAndNewOnesStartLater) {
+  WaiterPool pool(4, milliseconds(10));
+  std::promise<std::thread::id> first;
+  pool.Submit([&] { first.set_value(std::this_thread::get_id()); });
+  first.get_future().wait();
+  std::this_thread::sleep_for(milliseconds(100));  // the thread has ended
+  std::promise<void> second;
+  pool.Submit([&] { second.set_value(); });
+  EXPECT_EQ(second.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
 }
 
 }  // namespace
