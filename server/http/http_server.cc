@@ -1,8 +1,9 @@
 // cpp-httplib (Debian's libcpp-httplib) does the HTTP/1.1 work: parsing,
 // keep-alive, chunked bodies, the thread pool. What this file adds:
-//  - bodies read through a content reader that stops at max_body_bytes, so a
-//    chunked body cannot grow without bound (httplib 0.11 checks the limit only
-//    against Content-Length, where it answers 413 itself);
+//  - bodies read through a content reader that keeps at most max_body_bytes,
+//    so a chunked body cannot grow without bound (httplib 0.11 checks the
+//    limit only against a declared Content-Length, and then reads past the
+//    body); either way the body is read to its end and answered with 413;
 //  - every error answered with the JSON body {"error": ...}, including the
 //    ones httplib produces (unknown route, malformed request, 413);
 //  - one socket bound once (no SO_REUSEPORT, as for gRPC in server.cc), and
@@ -184,9 +185,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
         std::string body;
         bool too_large = false;
         const bool read = reader([&](const char* data, size_t n) {
+          if (too_large) return true;  // read past the rest, keeping nothing
           if (body.size() + n > max_body) {
+            // Read to its end all the same: the connection stays in step, and
+            // the client is not left writing into a socket nobody reads.
             too_large = true;
-            return false;
+            std::string().swap(body);
+            return true;
           }
           body.append(data, n);
           return true;
@@ -195,7 +200,6 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
           SetError(res, 413,
                    absl::StrCat("the request body is larger than the server's limit of ",
                                 max_body, " bytes"));
-          res.set_header("Connection", "close");
           return;
         }
         if (!read) {

@@ -5,8 +5,8 @@
 //
 // Threading: cpp-httplib's model, a fixed pool of `threads` threads, each
 // serving one connection at a time for as long as the client keeps it alive;
-// a handler runs on that thread and may block (an inference waits for a
-// compute thread). More connections than threads wait for one to be free.
+// a handler runs on that thread and may block (an inference waits for its
+// compute thread to finish it). More connections than threads wait for one to be free.
 #pragma once
 
 #include <atomic>
@@ -54,8 +54,8 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: a free port
   int threads = 8;
-  // Larger bodies are refused with 413 before they are kept in memory (also
-  // when sent chunked).
+  // Larger bodies are read past without being kept, and refused with 413
+  // (also when sent chunked).
   uint64_t max_body_bytes = 1ull << 30;
   // Requests being handled now: incremented and decremented around each one
   // (shared with the gRPC front end, for the shutdown log). May be null.

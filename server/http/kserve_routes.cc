@@ -14,6 +14,7 @@
 #include "inference/grpc_service.pb.h"
 #include "server/http/http_status.h"
 #include "server/http/json_codec.h"
+#include "server/infer_pipeline.h"
 #include "server/inference_service.h"
 
 namespace kiln::server::http {
@@ -86,8 +87,11 @@ HttpResponse Infer(InferenceService* service, const HttpRequest& req) {
   absl::Status parsed = ParseInferRequest(req.body, header_length, &request, &format);
   if (!parsed.ok()) return Error(parsed, "infer", Name(req));
   inference::ModelInferResponse response;
-  absl::Status status = Call(service, &InferenceService::ModelInfer, request, &response);
-  if (!status.ok()) return Error(status);
+  // The inference path gRPC's ModelInfer takes (server/infer_pipeline.h); this
+  // thread waits for it. HTTP/1.1 tells no cancellation: the deadline is the
+  // server's --request-timeout-s and the request's "timeout" parameter.
+  absl::Status status = service->pipeline().InferSync(request, &response, InferCall{});
+  if (!status.ok()) return Error(status, "infer", Name(req));
   absl::StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, format);
   if (!encoded.ok()) return Error(encoded.status(), "infer", Name(req));
   HttpResponse out = Json(std::move(encoded->body));
