@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <memory>
 #include <thread>
 
@@ -81,7 +80,14 @@ int main(int argc, char** argv) {
   app.add_option("--http-port", options.http_port,
                  "HTTP/REST port to listen on, the same protocol as gRPC (KServe v2 REST; 0: pick "
                  "a free port; a negative value: no HTTP endpoint)")
-      ->check(CLI::Range(std::numeric_limits<int>::min(), 65535))
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            int port = 0;
+            if (!CLI::detail::lexical_cast(value, port)) return std::string("not a port number");
+            return port <= 65535 ? std::string()
+                                 : std::string("a port is at most 65535 (negative: no HTTP)");
+          },
+          "PORT (negative: off)"))
       ->capture_default_str();
   app.add_option("--http-thread-count", options.http_threads,
                  "HTTP connections served at once (each kept-alive connection holds a thread "
