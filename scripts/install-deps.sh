@@ -18,6 +18,7 @@ PACKAGES=(
   libopenblas-dev                        # cblas_sgemm for GEMM and im2col convolution
   libdnnl-dev                            # oneDNN: convolution, pooling and inner product in NHWC with fused post-ops
   libspdlog-dev                          # server logging
+  libcpp-httplib-dev                     # kilnd's HTTP/REST endpoint (server/http/; see README, Dependencies)
   nlohmann-json3-dev                     # load `config` JSON and metadata
   libcli11-dev                           # command-line parsing for kilnd and kiln
   libyaml-cpp-dev                        # kilnd --config FILE (YAML; JSON read as YAML)
@@ -29,6 +30,7 @@ PACKAGES=(
   python3-torch python3-torchvision python3-numpy   # test fixtures and the example model
   python3-grpcio python3-protobuf python3-grpc-tools  # the Python client example (stock grpcio)
   python3-yaml                           # the deployment-manifest test
+  curl                                   # the HTTP/REST integration test drives kilnd with curl
 )
 
 # The runtime libraries of kilnd and kiln, one package per library they link directly
@@ -36,6 +38,7 @@ PACKAGES=(
 RUNTIME_PACKAGES=(
   libtorch1.13 libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libopenblas0-pthread libdnnl2
   libspdlog1.10 libfmt9 libssl3 libgomp1 libstdc++6 libyaml-cpp0.7 libseccomp2 zlib1g ca-certificates
+  libcpp-httplib0.11
 )
 
 case "${1:-}" in

@@ -28,6 +28,7 @@ constexpr int kExitUsage = 2;
 
 constexpr char kFooter[] = R"(Settings may also come from --config FILE, YAML or JSON, keys named like the flags:
   port: 8001
+  http-port: 8000
   model-repository: /models
   threads: 4
 An unknown key is an error. A flag on the command line wins over the file.
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::string log_format = "text";
   int shutdown_grace_s = 25;
-  CLI::App app{"kilnd: Kiln inference server (KServe v2 / Open Inference Protocol over gRPC)"};
+  CLI::App app{
+      "kilnd: Kiln inference server (KServe v2 / Open Inference Protocol over gRPC and HTTP/REST)"};
   app.footer(kFooter);
   app.set_config("--config", "",
                  "YAML or JSON file of settings: flag names without '--' as keys (e.g. "
@@ -75,8 +77,27 @@ int main(int argc, char** argv) {
   app.config_formatter(std::make_shared<kiln::server::ConfigFileFormat>(&app));
   app.add_option("--host", options.host, "Address to listen on (0.0.0.0: every interface)")
       ->capture_default_str();
-  app.add_option("--port", options.port, "gRPC port to listen on (0: pick a free port)")
+  app.add_option("--port,--grpc-port", options.port,
+                 "gRPC port to listen on (0: pick a free port; --grpc-port is Triton's name)")
       ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  options.http_port = 8000;  // Triton's default; the library's is off
+  app.add_option("--http-port", options.http_port,
+                 "HTTP/REST port to listen on, the same protocol as gRPC (KServe v2 REST; 0: pick "
+                 "a free port; a negative value: no HTTP endpoint)")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            int port = 0;
+            if (!CLI::detail::lexical_cast(value, port)) return std::string("not a port number");
+            return port <= 65535 ? std::string()
+                                 : std::string("a port is at most 65535 (negative: no HTTP)");
+          },
+          "PORT (negative: off)"))
+      ->capture_default_str();
+  app.add_option("--http-thread-count", options.http_threads,
+                 "HTTP connections served at once (each kept-alive connection holds a thread "
+                 "while it is open)")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--model-repository", options.model_repository,
                  "Model repository directory (REPO/NAME/VERSION/model.pt), created if missing")
@@ -208,7 +229,11 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", std::string(server.status().message()));
     return kExitStartFailed;
   }
+  // The gRPC line first: scripts read the first "listening on" line.
   std::printf("kilnd listening on %s\n", (*server)->address().c_str());
+  if ((*server)->http_port() >= 0) {
+    std::printf("kilnd HTTP listening on %s\n", (*server)->http_address().c_str());
+  }
   std::fflush(stdout);
 
   std::thread signal_thread([&] {

@@ -19,6 +19,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "server/http/http_server.h"
+#include "server/http/kserve_routes.h"
 #include "server/inference_service.h"
 #include "server/model_registry.h"
 #include "server/model_repository.h"
@@ -103,6 +105,10 @@ class RequestInterceptorFactory
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("port ", options.port, " is out of range"));
+  }
+  if (options.http_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HTTP port ", options.http_port, " is out of range"));
   }
   if (options.threads < 1) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 1, got ", options.threads));
@@ -205,6 +211,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   spdlog::info("serving on {} (threads={}, max upload {} bytes)", server->address(),
                options.threads, options.max_upload_bytes);
+  if (options.http_port >= 0) {
+    // The same services over HTTP/REST, with the same message bound.
+    http::HttpServerOptions http_options;
+    http_options.host = options.host;
+    http_options.port = options.http_port;
+    http_options.threads = options.http_threads;
+    http_options.max_body_bytes = static_cast<uint64_t>(max_message);
+    http_options.in_flight = server->in_flight_.get();
+    ASSIGN_OR_RETURN(server->http_server_,
+                     http::HttpServer::Start(http_options, http::KserveRoutes(server->service_.get())));
+    server->http_port_ = server->http_server_->port();
+    spdlog::info("serving HTTP/REST on {} ({} threads)", server->http_address(),
+                 options.http_threads);
+  }
   spdlog::info("partial uploads: at most {}, {} declared together, expired after {} s idle",
                options.uploads.max_partial_uploads,
                BytesToString(options.uploads.max_partial_bytes), options.uploads.ttl.count());
@@ -241,6 +261,10 @@ void Server::StopSweeper() {
 
 std::string Server::address() const { return JoinHostPort(host_, port_); }
 
+std::string Server::http_address() const {
+  return http_port_ < 0 ? std::string() : JoinHostPort(host_, http_port_);
+}
+
 void Server::Wait() {
   if (grpc_server_ != nullptr) grpc_server_->Wait();
 }
@@ -265,7 +289,13 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
       stopping_->store(true);
     }
   });
+  // HTTP stops accepting at once and drains beside gRPC; its requests are
+  // cancelled by the same `stopping_` flag when the grace period ends.
+  std::thread http_stop([this] {
+    if (http_server_ != nullptr) http_server_->Stop();
+  });
   grpc_server_->Shutdown(std::chrono::system_clock::now() + grace + kBackstop);
+  http_stop.join();
   {
     std::lock_guard<std::mutex> lock(mu);
     drained = true;

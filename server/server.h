@@ -1,7 +1,8 @@
 // The Kiln server as a library: opens the model repository and the
 // compiled-graph cache, loads the models, and serves GRPCInferenceService and
-// Kiln's ModelRepositoryService on HOST:PORT. kilnd's main() is flag
-// parsing around this class; tests run it in-process on 127.0.0.1:0.
+// Kiln's ModelRepositoryService on HOST:PORT, and the same protocol over
+// HTTP/REST on HOST:HTTP_PORT when asked. kilnd's main() is flag parsing
+// around this class; tests run it in-process on 127.0.0.1:0.
 #pragma once
 
 #include <atomic>
@@ -27,10 +28,17 @@ class InferenceService;
 class ModelRegistry;
 class ModelRepository;
 class RepositoryService;
+namespace http {
+class HttpServer;
+}  // namespace http
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8001;  // 0: let the OS pick a free port
+  // The HTTP/REST endpoint (server/http/): 0 picks a free port, a negative
+  // value serves no HTTP (the library's default; kilnd's is 8000).
+  int http_port = -1;
+  int http_threads = 8;  // connections served at once over HTTP
   std::string model_repository = "./var/models";
   // Compiled-graph cache: disk directory (empty: none) and memory bound.
   std::string cache_dir;
@@ -73,6 +81,10 @@ class Server {
   int port() const { return port_; }
   // "HOST:PORT", with IPv6 hosts bracketed.
   std::string address() const;
+  // The HTTP port (the chosen one when options.http_port was 0); -1: no HTTP.
+  int http_port() const { return http_port_; }
+  // "HOST:HTTP_PORT", as address(); empty without HTTP.
+  std::string http_address() const;
 
   // RPCs being handled now (every service, health checks included).
   int in_flight() const { return in_flight_->load(); }
@@ -106,6 +118,8 @@ class Server {
   std::shared_ptr<std::atomic<bool>> stopping_;
   std::atomic<bool> shut_down_{false};  // Shutdown has been called
   std::unique_ptr<grpc::Server> grpc_server_;
+  int http_port_ = -1;
+  std::unique_ptr<http::HttpServer> http_server_;
   std::thread sweeper_;
   std::mutex sweeper_mu_;
   std::condition_variable sweeper_cv_;

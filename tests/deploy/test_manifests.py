@@ -120,6 +120,7 @@ class ManifestTest(unittest.TestCase):
             self.assertIn(flag, self.flags)
         self.assertIn("scripts/install-deps.sh", text)
         self.assertRegex(text, r"EXPOSE 8001")
+        self.assertRegex(text, r"EXPOSE 8000")  # HTTP/REST, kilnd's --http-port default
 
 
 class RuntimeLibrariesTest(unittest.TestCase):

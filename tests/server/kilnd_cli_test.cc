@@ -66,8 +66,8 @@ class Kilnd {
       ::dup2(log_fd, STDERR_FILENO);
       ::close(fds[0]);
       const std::string bin = Bin("kilnd");
-      ::execl(bin.c_str(), bin.c_str(), "--host", "127.0.0.1", "--port", "0", "--model-repository",
-              repo.c_str(), "--threads", "1", nullptr);
+      ::execl(bin.c_str(), bin.c_str(), "--host", "127.0.0.1", "--port", "0", "--http-port", "0",
+              "--model-repository", repo.c_str(), "--threads", "1", nullptr);
       ::_exit(127);
     }
     ::close(fds[1]);

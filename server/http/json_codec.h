@@ -1,0 +1,79 @@
+// The JSON side of the Open Inference Protocol over HTTP/REST: translates
+// request bodies into the protobuf messages the gRPC service takes, and its
+// protobuf answers back into JSON, so both protocols share one implementation
+// and one set of validation messages (server/http/kserve_routes.cc calls it).
+//
+// Infer bodies follow the KServe v2 REST protocol with Triton's binary tensor
+// data extension: the JSON header, then (when the Inference-Header-Content-Length
+// header says where the JSON ends) the binary tensors back to back. Every input
+// becomes raw bytes in raw_input_contents, whether it came as JSON "data"
+// (flat or nested; BOOL as true/false, integers and FP16/BF16/FP32/FP64 as
+// numbers, BYTES as strings, length-prefixed as on the wire) or as binary
+// data; the shared decoder (server/tensor_codec.h) then checks it exactly as
+// it checks a gRPC request. Outputs go back as JSON "data" (flattened,
+// row-major) or, when asked with "binary_data" / "binary_data_output", in the
+// binary section with "binary_data_size". JSON has no NaN or infinity: such
+// values are written as null; ask for binary outputs to get them exactly.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "inference/grpc_service.pb.h"
+
+namespace kiln::server::http {
+
+// JSON nested deeper than this is refused before it is parsed.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Which outputs of an infer request go into the binary section.
+struct OutputFormat {
+  bool binary_default = false;         // the request's "binary_data_output"
+  std::map<std::string, bool> binary;  // an output's own "binary_data"
+  bool IsBinary(const std::string& name) const;
+};
+
+// Parses an infer request body into `request` (inputs, raw_input_contents,
+// requested outputs, id, parameters; not the model name and version, which
+// come from the URL). `header_length` is the Inference-Header-Content-Length
+// header's value when it was sent. Fails with InvalidArgument for malformed
+// JSON, a field of the wrong type, an unknown field, data that does not fit
+// its datatype or shape, or binary sizes that do not add up to the body.
+absl::Status ParseInferRequest(absl::string_view body, std::optional<size_t> header_length,
+                               inference::ModelInferRequest* request, OutputFormat* format);
+
+// An encoded infer response: the JSON, followed by the binary outputs when
+// `header_length` is set (then it is the JSON's length).
+struct EncodedResponse {
+  std::string body;
+  std::optional<size_t> header_length;
+};
+
+// Encodes `response` (outputs in raw_output_contents) as JSON, each output as
+// "data" or, as `format` says, in the binary section.
+absl::StatusOr<EncodedResponse> EncodeInferResponse(const inference::ModelInferResponse& response,
+                                                    const OutputFormat& format);
+
+// The JSON of the other answers, as Triton's HTTP endpoint writes them.
+std::string ServerMetadataJson(const inference::ServerMetadataResponse& response);
+std::string ModelMetadataJson(const inference::ModelMetadataResponse& response);
+std::string ModelStatisticsJson(const inference::ModelStatisticsResponse& response);
+std::string RepositoryIndexJson(const inference::RepositoryIndexResponse& response);
+std::string ModelReadyJson(const std::string& name, bool ready);
+
+// The body of POST /v2/repository/index: empty or {"ready": bool}.
+absl::Status ParseRepositoryIndexRequest(absl::string_view body,
+                                         inference::RepositoryIndexRequest* request);
+
+// The parameters of a load or unload body: empty or {"parameters": {...}};
+// strings become string_param, except "file:..." ones, which are base64 and
+// become bytes_param; a "config" given as a JSON object is passed as its text.
+absl::Status ParseRepositoryParameters(
+    absl::string_view body,
+    google::protobuf::Map<std::string, inference::ModelRepositoryParameter>* parameters);
+
+}  // namespace kiln::server::http

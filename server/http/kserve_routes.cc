@@ -1,0 +1,236 @@
+#include "server/http/kserve_routes.h"
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/test/server_context_test_spouse.h>
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "inference/grpc_service.pb.h"
+#include "server/http/http_status.h"
+#include "server/http/json_codec.h"
+#include "server/infer_pipeline.h"
+#include "server/inference_service.h"
+
+namespace kiln::server::http {
+namespace {
+
+constexpr char kHeaderLength[] = "Inference-Header-Content-Length";
+// The gRPC handler of RepositoryModelLoad answers with the model's contract in
+// this trailing metadata entry (RepositoryModelLoadResponse has no fields);
+// over HTTP it is the response body.
+constexpr char kContractTrailer[] = "kiln-contract";
+// Path pieces: a model name, an optional version.
+constexpr char kModel[] = "/v2/models/([^/]+)(?:/versions/([^/]+))?";
+
+// The gRPC status as Kiln's status: the codes are the same canonical codes.
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+HttpResponse Json(std::string body, int status = 200) {
+  HttpResponse response;
+  response.status = status;
+  response.body = std::move(body);
+  return response;
+}
+
+// A failed request: its HTTP status and {"error": ...}. Failures inside the
+// shared handlers are logged there; the ones found here are logged here.
+HttpResponse Error(const absl::Status& status, absl::string_view what = {},
+                   absl::string_view model = {}) {
+  if (!what.empty()) {
+    spdlog::warn("HTTP {} '{}' failed: {}: {}", std::string(what), absl::CHexEscape(model),
+                 absl::StatusCodeToString(status.code()), std::string(status.message()));
+  }
+  return Json(ErrorBody(status), HttpStatusFor(status.code()));
+}
+
+// Calls one of the service's unary handlers as gRPC would, outside a call:
+// with a server context of its own (no deadline, never cancelled).
+template <typename Request, typename Response>
+absl::Status Call(InferenceService* service,
+                  grpc::Status (InferenceService::*method)(grpc::ServerContext*, const Request*,
+                                                           Response*),
+                  const Request& request, Response* response,
+                  grpc::ServerContext* context = nullptr) {
+  grpc::ServerContext local;
+  return FromGrpc((service->*method)(context != nullptr ? context : &local, &request, response));
+}
+
+const std::string& Name(const HttpRequest& req) { return req.params.at(0); }
+std::string Version(const HttpRequest& req) {
+  return req.params.size() > 1 ? req.params[1] : std::string();
+}
+
+HttpResponse Infer(InferenceService* service, const HttpRequest& req) {
+  inference::ModelInferRequest request;
+  request.set_model_name(Name(req));
+  request.set_model_version(Version(req));
+  std::optional<size_t> header_length;
+  if (const std::string value = req.Header(absl::AsciiStrToLower(kHeaderLength)); !value.empty()) {
+    size_t n = 0;
+    if (!absl::SimpleAtoi(value, &n)) {
+      return Error(absl::InvalidArgumentError(absl::StrCat(
+                       kHeaderLength, " must be a byte count, got '", absl::CHexEscape(value), "'")),
+                   "infer", Name(req));
+    }
+    header_length = n;
+  }
+  OutputFormat format;
+  absl::Status parsed = ParseInferRequest(req.body, header_length, &request, &format);
+  if (!parsed.ok()) return Error(parsed, "infer", Name(req));
+  inference::ModelInferResponse response;
+  // The inference path gRPC's ModelInfer takes (server/infer_pipeline.h); this
+  // thread waits for it. HTTP/1.1 tells no cancellation: the deadline is the
+  // server's --request-timeout-s and the request's "timeout" parameter.
+  absl::Status status = service->pipeline().InferSync(request, &response, InferCall{});
+  if (!status.ok()) return Error(status, "infer", Name(req));
+  absl::StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, format);
+  if (!encoded.ok()) return Error(encoded.status(), "infer", Name(req));
+  HttpResponse out = Json(std::move(encoded->body));
+  if (encoded->header_length.has_value()) {
+    out.content_type = "application/octet-stream";
+    out.headers.emplace_back(kHeaderLength, std::to_string(*encoded->header_length));
+  }
+  return out;
+}
+
+// The body of a load: Triton's JSON parameters, or the model file itself.
+absl::Status LoadParameters(const HttpRequest& req, inference::RepositoryModelLoadRequest* load) {
+  const std::string type = absl::AsciiStrToLower(req.Header("content-type"));
+  const size_t first = req.body.find_first_not_of(" \t\r\n");
+  const bool json = type.rfind("application/json", 0) == 0 ||
+                    (type.empty() && first != std::string::npos && req.body[first] == '{');
+  if (json || first == std::string::npos) {
+    return ParseRepositoryParameters(req.body, load->mutable_parameters());
+  }
+  // The file as the body; the rest in the query, under the gRPC names.
+  std::string version = req.HasQuery("version") ? req.Query("version") : "1";
+  auto& params = *load->mutable_parameters();
+  // The name only says where the file goes; its format is told by its content.
+  params[absl::StrCat("file:", version, "/model.pt")].set_bytes_param(req.body);
+  for (const char* key : {"config", "sha256"}) {
+    if (req.HasQuery(key)) params[key].set_string_param(req.Query(key));
+  }
+  for (const auto& [key, value] : req.query) {
+    if (key != "version" && key != "config" && key != "sha256") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown query parameter '", absl::CHexEscape(key), "' (expected version, config, sha256)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+HttpResponse Load(InferenceService* service, const HttpRequest& req) {
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name(Name(req));
+  absl::Status parsed = LoadParameters(req, &request);
+  if (!parsed.ok()) return Error(parsed, "load", Name(req));
+  inference::RepositoryModelLoadResponse response;
+  grpc::ServerContext context;
+  absl::Status status =
+      Call(service, &InferenceService::RepositoryModelLoad, request, &response, &context);
+  if (!status.ok()) return Error(status);
+  // The contract the gRPC handler sends as trailing metadata. The test
+  // spouse is grpc++'s public way to read a context's metadata outside a call.
+  const auto trailers = grpc::testing::ServerContextTestSpouse(&context).GetTrailingMetadata();
+  const auto contract = trailers.find(kContractTrailer);
+  return Json(contract != trailers.end() ? contract->second : std::string());
+}
+
+}  // namespace
+
+std::vector<Route> KserveRoutes(InferenceService* service) {
+  std::vector<Route> routes;
+  auto get = [&](std::string pattern, std::function<HttpResponse(const HttpRequest&)> handler) {
+    routes.push_back({"GET", std::move(pattern), std::move(handler)});
+  };
+  auto post = [&](std::string pattern, std::function<HttpResponse(const HttpRequest&)> handler) {
+    routes.push_back({"POST", std::move(pattern), std::move(handler)});
+  };
+
+  get("/v2/health/live", [service](const HttpRequest&) {
+    inference::ServerLiveResponse response;
+    absl::Status s = Call(service, &InferenceService::ServerLive, {}, &response);
+    if (!s.ok()) return Error(s);
+    return Json(response.live() ? R"({"live":true})" : R"({"live":false})",
+                response.live() ? 200 : 503);
+  });
+  get("/v2/health/ready", [service](const HttpRequest&) {
+    inference::ServerReadyResponse response;
+    absl::Status s = Call(service, &InferenceService::ServerReady, {}, &response);
+    if (!s.ok()) return Error(s);
+    return Json(response.ready() ? R"({"ready":true})" : R"({"ready":false})",
+                response.ready() ? 200 : 503);
+  });
+  get("/v2", [service](const HttpRequest&) {
+    inference::ServerMetadataResponse response;
+    absl::Status s = Call(service, &InferenceService::ServerMetadata, {}, &response);
+    return s.ok() ? Json(ServerMetadataJson(response)) : Error(s);
+  });
+  // Before the metadata route, which would take "stats" for a model name.
+  get("/v2/models/stats", [service](const HttpRequest&) {
+    inference::ModelStatisticsResponse response;
+    absl::Status s = Call(service, &InferenceService::ModelStatistics, {}, &response);
+    return s.ok() ? Json(ModelStatisticsJson(response)) : Error(s);
+  });
+  get(absl::StrCat(kModel, "/stats"), [service](const HttpRequest& req) {
+    inference::ModelStatisticsRequest request;
+    request.set_name(Name(req));
+    request.set_version(Version(req));
+    inference::ModelStatisticsResponse response;
+    absl::Status s = Call(service, &InferenceService::ModelStatistics, request, &response);
+    return s.ok() ? Json(ModelStatisticsJson(response)) : Error(s);
+  });
+  get(absl::StrCat(kModel, "/ready"), [service](const HttpRequest& req) {
+    inference::ModelReadyRequest request;
+    request.set_name(Name(req));
+    request.set_version(Version(req));
+    inference::ModelReadyResponse response;
+    absl::Status s = Call(service, &InferenceService::ModelReady, request, &response);
+    if (!s.ok()) return Error(s);
+    // KServe's body; Triton's status: 400 for a model that is not ready (or
+    // not known), so a probe needs only the status.
+    return Json(ModelReadyJson(Name(req), response.ready()), response.ready() ? 200 : 400);
+  });
+  get(kModel, [service](const HttpRequest& req) {
+    inference::ModelMetadataRequest request;
+    request.set_name(Name(req));
+    request.set_version(Version(req));
+    inference::ModelMetadataResponse response;
+    absl::Status s = Call(service, &InferenceService::ModelMetadata, request, &response);
+    return s.ok() ? Json(ModelMetadataJson(response)) : Error(s);
+  });
+  post(absl::StrCat(kModel, "/infer"),
+       [service](const HttpRequest& req) { return Infer(service, req); });
+
+  post("/v2/repository/index", [service](const HttpRequest& req) {
+    inference::RepositoryIndexRequest request;
+    absl::Status s = ParseRepositoryIndexRequest(req.body, &request);
+    if (!s.ok()) return Error(s, "repository index");
+    inference::RepositoryIndexResponse response;
+    s = Call(service, &InferenceService::RepositoryIndex, request, &response);
+    return s.ok() ? Json(RepositoryIndexJson(response)) : Error(s);
+  });
+  post("/v2/repository/models/([^/]+)/load",
+       [service](const HttpRequest& req) { return Load(service, req); });
+  post("/v2/repository/models/([^/]+)/unload", [service](const HttpRequest& req) {
+    inference::RepositoryModelUnloadRequest request;
+    request.set_model_name(Name(req));
+    absl::Status s = ParseRepositoryParameters(req.body, request.mutable_parameters());
+    if (!s.ok()) return Error(s, "unload", Name(req));
+    inference::RepositoryModelUnloadResponse response;
+    s = Call(service, &InferenceService::RepositoryModelUnload, request, &response);
+    return s.ok() ? Json(std::string()) : Error(s);
+  });
+  return routes;
+}
+
+}  // namespace kiln::server::http
