@@ -311,16 +311,19 @@ class RequestBoundsTest(SecurityTestBase):
             grpc.StatusCode.INVALID_ARGUMENT, "out of range")
         self.assert_still_serving(self.server)
 
-    def test_port_zero_opens_exactly_the_advertised_port(self):
+    def test_port_zero_opens_exactly_the_advertised_ports(self):
+        # gRPC's --port 0 and HTTP's --http-port 0: one socket each, both advertised.
+        advertised = sorted(p for p in (self.server.port, self.server.http_port) if p is not None)
         sockets = listening_sockets(self.server.proc.pid)
-        self.assertEqual([port for _, port in sockets], [self.server.port], sockets)
+        self.assertEqual(sorted(port for _, port in sockets), advertised, sockets)
         self.assertRegex(self.server.text(), rf"serving on 127\.0\.0\.1:{self.server.port}\b")
-        # Nobody else can bind it beside kilnd (no SO_REUSEPORT on kilnd's socket).
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        with self.assertRaises(OSError):
-            s.bind(("127.0.0.1", self.server.port))
-        s.close()
+        # Nobody else can bind them beside kilnd (no SO_REUSEPORT on kilnd's sockets).
+        for port in advertised:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            with self.assertRaises(OSError):
+                s.bind(("127.0.0.1", port))
+            s.close()
 
     def request(self):
         x = np.load(self.x)
