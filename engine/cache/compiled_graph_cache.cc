@@ -19,7 +19,6 @@
 #include "engine/cache/engine_version.h"
 #include "engine/cache/file_io.h"
 #include "engine/cache/graph_serializer.h"
-#include "engine/common/mapped_file.h"
 #include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
 #include "engine/passes/pass.h"
@@ -422,11 +421,7 @@ absl::StatusOr<std::shared_ptr<const runtime::Executable>> CompiledGraphCache::G
         runtime::Executable::Compile(graph, signature, options);
     if (compiled.ok()) {
       result = std::shared_ptr<const runtime::Executable>(*std::move(compiled));
-      if (has_disk()) {
-        StorePlan(key, label, graph, signature, **result);
-        // Storing it read the graph's mapped constants (mapped_file.h).
-        ReleaseAllResidentPages();
-      }
+      if (has_disk()) StorePlan(key, label, graph, signature, **result);
     } else {
       result = compiled.status();
     }
