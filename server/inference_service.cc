@@ -17,7 +17,6 @@
 #include "engine/cache/file_io.h"
 #include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
-#include "engine/runtime/profiler.h"
 #include "server/grpc_status.h"
 #include "server/model_config.h"
 #include "server/model_contract.h"

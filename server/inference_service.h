@@ -61,14 +61,14 @@ class InferenceService final
                                      const inference::RepositoryModelUnloadRequest* request,
                                      inference::RepositoryModelUnloadResponse* response) override;
 
+  // The protocol-independent inference path (the HTTP front calls it too).
+  InferPipeline& pipeline() { return *pipeline_; }
+
  private:
   ModelRegistry* registry_;
   ServiceOptions options_;
   // Inference itself, shared with the HTTP front.
   std::unique_ptr<InferPipeline> pipeline_;
-
- public:
-  InferPipeline& pipeline() { return *pipeline_; }
 };
 
 }  // namespace kiln::server
