@@ -99,6 +99,10 @@ struct KernelDef {
   // When true the output is a view of input 0 (same bytes, new dims): the
   // executor aliases the buffers and never calls eval.
   bool aliases_input0 = false;
+  // Output 0 may be written into the buffer of this input (same byte size)
+  // where the plan has no later use of it (an accumulating kernel: a
+  // convolution's fused residual); the kernel takes either. -1: never.
+  int output0_may_reuse_input = -1;
   Provider provider = Provider::kNative;
   SupportsFn supports = nullptr;
   // Prepare accepts inputs in any layout (TensorInfo::layout) and says which

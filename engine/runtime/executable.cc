@@ -687,6 +687,38 @@ class Executable::Compiler {
     }
   }
 
+  // A kernel that may write its output over an input
+  // (KernelDef::output0_may_reuse_input) gets that input's buffer where this
+  // step is the buffer's last use and the sizes match: the output's own buffer
+  // is folded into it (and planned empty).
+  void ReuseInputBuffers(std::vector<int>& buffer_of, std::vector<Buffer>& buffers) const {
+    const auto& steps = exe_->main_->steps;
+    for (int st = 0; st < static_cast<int>(steps.size()); ++st) {
+      const Step& step = steps[st];
+      if (step.kind != Step::Kind::kKernel || step.kernel->output0_may_reuse_input < 0) continue;
+      const ir::Node& node = g_.node(step.node);
+      const size_t in = static_cast<size_t>(step.kernel->output0_may_reuse_input);
+      if (in >= node.inputs.size() || node.inputs[in] == ir::kNoValue) continue;
+      const ir::ValueId out = node.outputs[0];
+      const int from = buffer_of[root_[node.inputs[in]]];
+      const int own = root_[out] == out ? buffer_of[out] : -1;
+      bool read_elsewhere = false;  // the step reads the same bytes as another operand
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        read_elsewhere |= i != in && node.inputs[i] != ir::kNoValue &&
+                          buffer_of[root_[node.inputs[i]]] == from;
+      }
+      if (from < 0 || own < 0 || read_elsewhere || buffers[from].last != st ||
+          buffers[from].bytes != buffers[own].bytes) {
+        continue;
+      }
+      buffers[from].last = buffers[own].last;
+      buffers[own].bytes = 0;
+      for (int& b : buffer_of) {
+        if (b == own) b = from;
+      }
+    }
+  }
+
   // Stage 3: lifetimes of root buffers, in main-program step indices.
   void Plan() {
     const auto& steps = exe_->main_->steps;
@@ -724,6 +756,7 @@ class Executable::Compiler {
     for (ir::ValueId v : g_.outputs()) {
       if (buffer_of[root_[v]] >= 0) buffers[buffer_of[root_[v]]].last = end;
     }
+    ReuseInputBuffers(buffer_of, buffers);
     const size_t buffer_bytes = PlaceBuffers(buffers);
     for (size_t v = 0; v < slots_.size(); ++v) {
       Slot& s = slots_[v];
