@@ -410,10 +410,25 @@ absl::StatusOr<InferenceClient::ProfiledInfer> InferenceClient::InferProfiled(
 absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
     const std::string& name, const std::vector<NamedTensor>& inputs,
     const std::vector<std::string>& outputs, const std::string& version, bool profile,
-    inference::ModelInferResponse* response_out) {
+    inference::ModelInferResponse* response_out, const std::vector<SharedMemoryTensor>& shared) {
   inference::ModelInferRequest request;
   request.set_model_name(name);
   request.set_model_version(version);
+  for (const SharedMemoryTensor& input : shared) {
+    auto* tensor = request.add_inputs();
+    tensor->set_name(input.name);
+    tensor->set_datatype(std::string(DTypeName(input.dtype)));
+    int64_t count = 1;
+    for (int64_t d : input.dims) {
+      tensor->add_shape(d);
+      count *= d;
+    }
+    auto& params = *tensor->mutable_parameters();
+    params["shared_memory_region"].set_string_param(input.region);
+    params["shared_memory_offset"].set_uint64_param(input.offset);
+    params["shared_memory_byte_size"].set_uint64_param(static_cast<uint64_t>(count) *
+                                                       DTypeSize(input.dtype));
+  }
   for (const NamedTensor& input : inputs) {
     auto* tensor = request.add_inputs();
     tensor->set_name(input.name);
@@ -435,6 +450,49 @@ absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
     result.push_back({response.outputs(i).name(), std::move(tensor)});
   }
   return result;
+}
+
+absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferFromSharedMemory(
+    const std::string& name, const std::vector<SharedMemoryTensor>& shared_inputs,
+    const std::vector<NamedTensor>& inputs, const std::string& version) {
+  return InferImpl(name, inputs, {}, version, /*profile=*/false, nullptr, shared_inputs);
+}
+
+absl::Status InferenceClient::RegisterSystemSharedMemory(const std::string& name,
+                                                         const std::string& key, uint64_t offset,
+                                                         uint64_t byte_size) {
+  inference::SystemSharedMemoryRegisterRequest request;
+  request.set_name(name);
+  request.set_key(key);
+  request.set_offset(offset);
+  request.set_byte_size(byte_size);
+  inference::SystemSharedMemoryRegisterResponse response;
+  return FromGrpcStatus(
+      impl_->stub->SystemSharedMemoryRegister(impl_->Context().get(), request, &response));
+}
+
+absl::Status InferenceClient::UnregisterSystemSharedMemory(const std::string& name) {
+  inference::SystemSharedMemoryUnregisterRequest request;
+  request.set_name(name);
+  inference::SystemSharedMemoryUnregisterResponse response;
+  return FromGrpcStatus(
+      impl_->stub->SystemSharedMemoryUnregister(impl_->Context().get(), request, &response));
+}
+
+absl::StatusOr<std::vector<SharedMemoryRegionStatus>> InferenceClient::SystemSharedMemoryStatus(
+    const std::string& name) {
+  inference::SystemSharedMemoryStatusRequest request;
+  request.set_name(name);
+  inference::SystemSharedMemoryStatusResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(
+      impl_->stub->SystemSharedMemoryStatus(impl_->Context().get(), request, &response)));
+  std::vector<SharedMemoryRegionStatus> regions;
+  for (const auto& [n, r] : response.regions()) {
+    regions.push_back({r.name(), r.key(), r.offset(), r.byte_size()});
+  }
+  std::sort(regions.begin(), regions.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  return regions;
 }
 
 absl::StatusOr<std::vector<ModelStatistics>> InferenceClient::Statistics(const std::string& name) {

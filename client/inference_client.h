@@ -45,6 +45,23 @@ struct ModelMetadata {
   std::map<std::string, std::string> properties;
 };
 
+// An input whose bytes wait in a registered shared-memory region
+// (RegisterSystemSharedMemory) instead of travelling in the request.
+struct SharedMemoryTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> dims;
+  std::string region;
+  uint64_t offset = 0;  // within the region
+};
+
+struct SharedMemoryRegionStatus {
+  std::string name;
+  std::string key;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+
 struct ServerMetadata {
   std::string name;
   std::string version;
@@ -235,6 +252,23 @@ class InferenceClient {
                                               const std::vector<NamedTensor>& inputs,
                                               const std::string& version = "");
 
+  // Same as Infer, with inputs read by the server from shared-memory regions
+  // (the system shared-memory extension), after the `inputs` sent in the
+  // request. Outputs come back in the response.
+  absl::StatusOr<std::vector<NamedTensor>> InferFromSharedMemory(
+      const std::string& name, const std::vector<SharedMemoryTensor>& shared_inputs,
+      const std::vector<NamedTensor>& inputs = {}, const std::string& version = "");
+
+  // The system shared-memory extension: registers `byte_size` bytes at
+  // `offset` of the shared-memory object `key` (client/shared_memory.h makes
+  // one) as region `name`; unregisters `name` (empty: every region); lists
+  // `name` (empty: every region).
+  absl::Status RegisterSystemSharedMemory(const std::string& name, const std::string& key,
+                                          uint64_t offset, uint64_t byte_size);
+  absl::Status UnregisterSystemSharedMemory(const std::string& name);
+  absl::StatusOr<std::vector<SharedMemoryRegionStatus>> SystemSharedMemoryStatus(
+      const std::string& name = "");
+
   // Statistics of `name`, or of every model when empty.
   absl::StatusOr<std::vector<ModelStatistics>> Statistics(const std::string& name = "");
 
@@ -246,7 +280,8 @@ class InferenceClient {
                                                      const std::vector<NamedTensor>& inputs,
                                                      const std::vector<std::string>& outputs,
                                                      const std::string& version, bool profile,
-                                                     inference::ModelInferResponse* response);
+                                                     inference::ModelInferResponse* response,
+                                                     const std::vector<SharedMemoryTensor>& shared = {});
   InferenceClient(std::string target, std::unique_ptr<Impl> impl);
 
   std::string target_;

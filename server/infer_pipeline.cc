@@ -38,6 +38,7 @@ uint64_t ElapsedNs(Clock::time_point since) {
 struct InferPipeline::Pending {
   const inference::ModelInferRequest* request = nullptr;
   inference::ModelInferResponse* response = nullptr;
+  const SharedMemoryRegistry* shared_memory = nullptr;
   Done done;
   Clock::time_point start;
   ServingModel serving;
@@ -65,7 +66,11 @@ struct InferPipeline::Pending {
     response->set_model_name(request->model_name());
     response->set_model_version(std::to_string(serving.version));
     response->set_id(request->id());
-    EncodeOutputs(*outputs, response);
+    if (absl::Status s = EncodeOutputs(*outputs, *request, shared_memory, response); !s.ok()) {
+      response->clear_outputs();
+      response->clear_raw_output_contents();
+      return Fail(s);
+    }
     if (params.profile) {
       (*response->mutable_parameters())[kProfileParam].set_string_param(
           profiler.Finish().ToJson());
@@ -94,6 +99,7 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
   auto pending = std::make_shared<Pending>();
   pending->request = &request;
   pending->response = response;
+  pending->shared_memory = &shared_memory_;
   pending->done = std::move(done);
   pending->start = Clock::now();
   absl::StatusOr<ServingModel> serving = registry_->Get(request.model_name(), request.model_version());
@@ -104,7 +110,7 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
   absl::StatusOr<InferParameters> params = ParseInferParameters(request);
   if (!params.ok()) return pending->Fail(params.status());
   pending->params = *params;
-  absl::StatusOr<std::vector<runtime::NamedTensor>> inputs = DecodeInputs(request);
+  absl::StatusOr<std::vector<runtime::NamedTensor>> inputs = DecodeInputs(request, &shared_memory_);
   if (!inputs.ok()) return pending->Fail(inputs.status());
   pending->inputs = *std::move(inputs);
   pending->timings.input_ns = ElapsedNs(pending->start);

@@ -22,6 +22,7 @@
 #include "inference/grpc_service.pb.h"
 #include "server/compute_pool.h"
 #include "server/model_registry.h"
+#include "server/shared_memory.h"
 #include "server/run_limits.h"
 
 namespace kiln::server {
@@ -57,6 +58,10 @@ class InferPipeline {
   absl::Status InferSync(const inference::ModelInferRequest& request,
                          inference::ModelInferResponse* response, InferCall call);
 
+  // The regions of the system shared-memory extension both protocols
+  // register and the tensors of a request may name (server/shared_memory.h).
+  SharedMemoryRegistry& shared_memory() { return shared_memory_; }
+
  private:
   struct Pending;
   void RunDirect(const std::shared_ptr<Pending>& pending);
@@ -68,6 +73,7 @@ class InferPipeline {
   // Batched requests wait for their batch on threads of their own, so that no
   // compute or serving thread blocks.
   std::unique_ptr<WaiterPool> waiters_;
+  SharedMemoryRegistry shared_memory_;
 };
 
 }  // namespace kiln::server

@@ -198,7 +198,8 @@ grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
                                               inference::ServerMetadataResponse* response) {
   response->set_name("kiln");
   response->set_version(KILN_VERSION);
-  for (const char* extension : {"model_repository", "statistics", "binary_tensor_data"}) {
+  for (const char* extension :
+       {"model_repository", "statistics", "binary_tensor_data", "system_shared_memory"}) {
     response->add_extensions(extension);
   }
   return grpc::Status::OK;
@@ -365,6 +366,36 @@ grpc::Status InferenceService::RepositoryModelUnload(
     inference::RepositoryModelUnloadResponse*) {
   return Reply("RepositoryModelUnload", request->model_name(),
                registry_->Unload(request->model_name()));
+}
+
+grpc::Status InferenceService::SystemSharedMemoryStatus(
+    grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* request,
+    inference::SystemSharedMemoryStatusResponse* response) {
+  auto regions = pipeline_->shared_memory().Status(request->name());
+  if (!regions.ok()) return Reply("SystemSharedMemoryStatus", request->name(), regions.status());
+  for (const auto& region : *regions) {
+    auto& out = (*response->mutable_regions())[region->name()];
+    out.set_name(region->name());
+    out.set_key(region->key());
+    out.set_offset(region->offset());
+    out.set_byte_size(region->byte_size());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::SystemSharedMemoryRegister(
+    grpc::ServerContext*, const inference::SystemSharedMemoryRegisterRequest* request,
+    inference::SystemSharedMemoryRegisterResponse*) {
+  return Reply("SystemSharedMemoryRegister", request->name(),
+               pipeline_->shared_memory().Register(request->name(), request->key(),
+                                                   request->offset(), request->byte_size()));
+}
+
+grpc::Status InferenceService::SystemSharedMemoryUnregister(
+    grpc::ServerContext*, const inference::SystemSharedMemoryUnregisterRequest* request,
+    inference::SystemSharedMemoryUnregisterResponse*) {
+  return Reply("SystemSharedMemoryUnregister", request->name(),
+               pipeline_->shared_memory().Unregister(request->name()));
 }
 
 }  // namespace kiln::server

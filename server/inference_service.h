@@ -60,6 +60,15 @@ class InferenceService final
   grpc::Status RepositoryModelUnload(grpc::ServerContext* context,
                                      const inference::RepositoryModelUnloadRequest* request,
                                      inference::RepositoryModelUnloadResponse* response) override;
+  grpc::Status SystemSharedMemoryStatus(
+      grpc::ServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
+      inference::SystemSharedMemoryStatusResponse* response) override;
+  grpc::Status SystemSharedMemoryRegister(
+      grpc::ServerContext* context, const inference::SystemSharedMemoryRegisterRequest* request,
+      inference::SystemSharedMemoryRegisterResponse* response) override;
+  grpc::Status SystemSharedMemoryUnregister(
+      grpc::ServerContext* context, const inference::SystemSharedMemoryUnregisterRequest* request,
+      inference::SystemSharedMemoryUnregisterResponse* response) override;
 
   // The protocol-independent inference path (the HTTP front calls it too).
   InferPipeline& pipeline() { return *pipeline_; }

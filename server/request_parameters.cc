@@ -15,7 +15,7 @@ namespace {
 using inference::InferParameter;
 using Params = google::protobuf::Map<std::string, InferParameter>;
 
-enum class Type { kBool, kCount };  // kCount: int64 >= 0 or uint64
+enum class Type { kBool, kCount, kString };  // kCount: int64 >= 0 or uint64
 
 struct Known {
   const char* name;
@@ -27,8 +27,14 @@ constexpr Known kRequestParams[] = {{"profile", Type::kBool},
                                     {"timeout", Type::kCount},
                                     {"priority", Type::kCount},
                                     {"binary_data_output", Type::kBool}};
-constexpr Known kInputParams[] = {{"binary_data_size", Type::kCount}};
-constexpr Known kOutputParams[] = {{"binary_data", Type::kBool}};
+constexpr Known kInputParams[] = {{"binary_data_size", Type::kCount},
+                                  {"shared_memory_region", Type::kString},
+                                  {"shared_memory_byte_size", Type::kCount},
+                                  {"shared_memory_offset", Type::kCount}};
+constexpr Known kOutputParams[] = {{"binary_data", Type::kBool},
+                                   {"shared_memory_region", Type::kString},
+                                   {"shared_memory_byte_size", Type::kCount},
+                                   {"shared_memory_offset", Type::kCount}};
 
 // Parameters of protocol extensions kilnd does not implement, and the extension.
 struct Unsupported {
@@ -36,9 +42,6 @@ struct Unsupported {
   const char* extension;
 };
 constexpr Unsupported kUnsupported[] = {
-    {"shared_memory_region", "shared memory"},
-    {"shared_memory_byte_size", "shared memory"},
-    {"shared_memory_offset", "shared memory"},
     {"classification", "classification"},
     {"sequence_id", "sequences"},
     {"sequence_start", "sequences"},
@@ -56,6 +59,9 @@ absl::Status CheckType(const InferParameter& value, Type type, const std::string
     case Type::kBool:
       if (value.parameter_choice_case() == InferParameter::kBoolParam) return absl::OkStatus();
       return absl::InvalidArgumentError(absl::StrCat(where, " must be a bool_param"));
+    case Type::kString:
+      if (value.parameter_choice_case() == InferParameter::kStringParam) return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat(where, " must be a string_param"));
     case Type::kCount:
       if (value.parameter_choice_case() == InferParameter::kUint64Param) return absl::OkStatus();
       if (value.parameter_choice_case() == InferParameter::kInt64Param &&

@@ -10,9 +10,12 @@
 //            "binary_data_output" (bool)        accepted; gRPC outputs are always binary
 //   input    "binary_data_size" (int64/uint64)  accepted (HTTP's; harmless here)
 //   output   "binary_data" (bool)               accepted, as above
+//   input and output: "shared_memory_region" (string), "shared_memory_byte_size"
+//            and "shared_memory_offset" (int64/uint64): the tensor's bytes are
+//            in a registered shared-memory region (server/shared_memory.h;
+//            checked by tensor_codec.h)
 //
-// Refused: the shared-memory parameters ("shared_memory_region",
-// "shared_memory_byte_size", "shared_memory_offset"), "classification" and the
+// Refused: "classification" and the
 // sequence parameters ("sequence_id", "sequence_start", "sequence_end") name
 // extensions kilnd does not implement: Unimplemented. Any other name, or a
 // known one of the wrong type, is InvalidArgument naming it. Unknown names

@@ -159,7 +159,7 @@ absl::StatusOr<Tensor> DecodeTyped(const InputTensor& input, DType dtype, Dims d
 }
 
 absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dims,
-                                 const std::string& raw) {
+                                 absl::string_view raw) {
   const size_t expected = static_cast<size_t>(NumElements(dims)) * DTypeSize(dtype);
   if (raw.size() != expected) {
     return InputError(input.name(),
@@ -179,16 +179,59 @@ absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dim
   return t;
 }
 
+using Params = google::protobuf::Map<std::string, inference::InferParameter>;
+
+constexpr char kRegionParam[] = "shared_memory_region";
+
+uint64_t CountParam(const Params& params, const char* name) {
+  auto it = params.find(name);
+  if (it == params.end()) return 0;
+  // request_parameters.cc checked the type: a non-negative int64 or a uint64.
+  return it->second.parameter_choice_case() == inference::InferParameter::kUint64Param
+             ? it->second.uint64_param()
+             : static_cast<uint64_t>(it->second.int64_param());
+}
+
+// The bytes a tensor's shared-memory parameters name: `expected` bytes
+// (`at_least`: or more) at the offset, inside the region.
+absl::StatusOr<uint8_t*> SharedMemoryRange(const Params& params, const SharedMemoryRegistry* shm,
+                                           uint64_t expected, bool at_least,
+                                           const std::string& what,
+                                           std::shared_ptr<const SharedMemoryRegion>* region) {
+  const std::string& name = params.at(kRegionParam).string_param();
+  if (shm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": this endpoint takes no shared-memory tensors"));
+  }
+  ASSIGN_OR_RETURN(*region, shm->Find(name));
+  if (params.find("shared_memory_byte_size") == params.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": shared_memory_region needs shared_memory_byte_size"));
+  }
+  const uint64_t size = CountParam(params, "shared_memory_byte_size");
+  if (at_least ? size < expected : size != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": shared_memory_byte_size is ", size, ", the tensor needs ", expected));
+  }
+  return (*region)->Range(CountParam(params, "shared_memory_offset"), size, what);
+}
+
+bool InSharedMemory(const Params& params) { return params.find(kRegionParam) != params.end(); }
+
 }  // namespace
 
 absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
-    const inference::ModelInferRequest& request) {
+    const inference::ModelInferRequest& request, const SharedMemoryRegistry* shared_memory) {
+  int in_memory = 0;
+  for (const InputTensor& input : request.inputs()) in_memory += InSharedMemory(input.parameters());
   const bool raw = request.raw_input_contents_size() > 0;
-  if (raw && request.raw_input_contents_size() != request.inputs_size()) {
+  if (raw && request.raw_input_contents_size() != request.inputs_size() - in_memory) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "expected ", request.inputs_size(), " raw_input_contents entries (one per input), got ",
+        "expected ", request.inputs_size() - in_memory,
+        " raw_input_contents entries (one per input not in shared memory), got ",
         request.raw_input_contents_size()));
   }
+  int next_raw = 0;
   std::vector<runtime::NamedTensor> tensors;
   tensors.reserve(request.inputs_size());
   for (int i = 0; i < request.inputs_size(); ++i) {
@@ -200,12 +243,25 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
     }
     ASSIGN_OR_RETURN(Dims dims, DecodeShape(input, DTypeSize(*dtype)));
     Tensor tensor;
-    if (raw) {
+    if (InSharedMemory(input.parameters())) {
+      if (HasTypedData(input)) {
+        return InputError(input.name(), "contents must not be set for a shared-memory input");
+      }
+      const uint64_t bytes = static_cast<uint64_t>(NumElements(dims)) * DTypeSize(*dtype);
+      std::shared_ptr<const SharedMemoryRegion> region;
+      ASSIGN_OR_RETURN(const uint8_t* data,
+                       SharedMemoryRange(input.parameters(), shared_memory, bytes, false,
+                                         absl::StrCat("input '", input.name(), "'"), &region));
+      // Copied: the client may write the region while the model runs.
+      ASSIGN_OR_RETURN(tensor, DecodeRaw(input, *dtype, std::move(dims),
+                                         absl::string_view(reinterpret_cast<const char*>(data),
+                                                           static_cast<size_t>(bytes))));
+    } else if (raw) {
       if (HasTypedData(input)) {
         return InputError(input.name(), "contents must not be set when raw_input_contents is used");
       }
-      ASSIGN_OR_RETURN(tensor,
-                       DecodeRaw(input, *dtype, std::move(dims), request.raw_input_contents(i)));
+      ASSIGN_OR_RETURN(tensor, DecodeRaw(input, *dtype, std::move(dims),
+                                         request.raw_input_contents(next_raw++)));
     } else {
       ASSIGN_OR_RETURN(tensor, DecodeTyped(input, *dtype, std::move(dims)));
     }
@@ -221,16 +277,44 @@ std::vector<std::string> RequestedOutputs(const inference::ModelInferRequest& re
   return names;
 }
 
-void EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
-                   inference::ModelInferResponse* response) {
-  for (const runtime::NamedTensor& output : outputs) {
+absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
+                           const inference::ModelInferRequest& request,
+                           const SharedMemoryRegistry* shared_memory,
+                           inference::ModelInferResponse* response) {
+  // Where each output goes: the socket, or a checked range of a region.
+  std::vector<uint8_t*> targets(outputs.size(), nullptr);
+  std::vector<const Params*> target_params(outputs.size(), nullptr);
+  std::vector<std::shared_ptr<const SharedMemoryRegion>> regions(outputs.size());
+  for (const auto& requested : request.outputs()) {
+    if (!InSharedMemory(requested.parameters())) continue;
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (outputs[o].name != requested.name()) continue;
+      ASSIGN_OR_RETURN(targets[o],
+                       SharedMemoryRange(requested.parameters(), shared_memory,
+                                         outputs[o].tensor.byte_size(), true,
+                                         absl::StrCat("output '", requested.name(), "'"),
+                                         &regions[o]));
+      target_params[o] = &requested.parameters();
+    }
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const runtime::NamedTensor& output = outputs[o];
     auto* meta = response->add_outputs();
     meta->set_name(output.name);
     meta->set_datatype(std::string(DTypeName(output.tensor.dtype())));
     for (int64_t d : output.tensor.dims()) meta->add_shape(d);
-    response->add_raw_output_contents()->assign(static_cast<const char*>(output.tensor.raw_data()),
-                                                output.tensor.byte_size());
+    std::string* raw = response->add_raw_output_contents();
+    if (targets[o] != nullptr) {
+      std::memcpy(targets[o], output.tensor.raw_data(), output.tensor.byte_size());
+      for (const char* p : {kRegionParam, "shared_memory_byte_size", "shared_memory_offset"}) {
+        auto it = target_params[o]->find(p);
+        if (it != target_params[o]->end()) (*meta->mutable_parameters())[p] = it->second;
+      }
+    } else {
+      raw->assign(static_cast<const char*>(output.tensor.raw_data()), output.tensor.byte_size());
+    }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace kiln::server

@@ -2,7 +2,7 @@
 //
 //   kiln-bench --worker kiln  --model M.pt --threads N [--precision bf16]
 //   kiln-bench --worker torch --model M.pt --threads N [--blas-threads B]
-//   kiln-bench --worker kilnd --server HOST:PORT --model NAME
+//   kiln-bench --worker kilnd --server HOST:PORT --model NAME [--shared-memory]
 //   kiln-bench --sgemm-peak --threads N
 //
 // A worker loads one TorchScript file once, prints "ready", then answers commands on stdin, one
@@ -28,9 +28,11 @@
 #include <ATen/Parallel.h>
 #include <cblas.h>
 #include <dlfcn.h>
+#include <unistd.h>
 #include <torch/script.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -38,6 +40,7 @@
 
 #include "CLI/CLI.hpp"
 #include "client/inference_client.h"
+#include "client/shared_memory.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
 
@@ -177,7 +180,8 @@ class TorchEngine : public Engine {
 
 class KilndEngine : public KilnTensorEngine {
  public:
-  KilndEngine(const std::string& server, const std::string& name) : name_(name) {
+  KilndEngine(const std::string& server, const std::string& name, bool shared_memory)
+      : name_(name), shared_memory_(shared_memory) {
     auto client = kiln::client::InferenceClient::Connect(server);
     if (!client.ok()) Fail(std::string(client.status().message()));
     client_ = *std::move(client);
@@ -186,13 +190,42 @@ class KilndEngine : public KilnTensorEngine {
     if (metadata->inputs.empty()) Fail("the model has no inputs");
     input_name_ = metadata->inputs[0].name;
   }
+  ~KilndEngine() override {
+    if (buffer_) (void)client_->UnregisterSystemSharedMemory(region_);
+  }
+  // --shared-memory: the input is written once into a shared-memory object
+  // registered with kilnd (the system shared-memory extension); each call
+  // then names it instead of sending its bytes.
+  void SetInput(Input input) override {
+    KilnTensorEngine::SetInput(std::move(input));
+    if (!shared_memory_) return;
+    if (buffer_) {
+      (void)client_->UnregisterSystemSharedMemory(region_);
+      buffer_.reset();
+    }
+    region_ = "kiln-bench-" + std::to_string(getpid());
+    auto buffer = kiln::client::SharedMemoryBuffer::Create("/" + region_, tensor_.byte_size());
+    if (!buffer.ok()) Fail(std::string(buffer.status().message()));
+    buffer_ = *std::move(buffer);
+    std::memcpy(buffer_->data(), tensor_.raw_data(), tensor_.byte_size());
+    absl::Status registered =
+        client_->RegisterSystemSharedMemory(region_, buffer_->key(), 0, buffer_->size());
+    if (!registered.ok()) Fail(std::string(registered.message()));
+  }
+
  private:
   kiln::Tensor Infer() override {
-    auto out = client_->Infer(name_, {{input_name_, tensor_}});
+    auto out = shared_memory_
+                   ? client_->InferFromSharedMemory(
+                         name_, {{input_name_, tensor_.dtype(), tensor_.dims(), region_, 0}})
+                   : client_->Infer(name_, {{input_name_, tensor_}});
     if (!out.ok()) Fail(std::string(out.status().message()));
     return (*out)[0].tensor;
   }
   std::string name_, input_name_;
+  bool shared_memory_;
+  std::string region_;
+  std::unique_ptr<kiln::client::SharedMemoryBuffer> buffer_;
   std::unique_ptr<kiln::client::InferenceClient> client_;
 };
 
@@ -263,7 +296,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Kiln's benchmark worker (driven by tests/bench/peer_bench.py)"};
   std::string worker, model, server;
   int threads = 1, blas_threads = 0;
-  bool sgemm_peak = false;
+  bool sgemm_peak = false, shared_memory = false;
   std::string precision = "fp32";
   app.add_option("--worker", worker, "serve one model with this engine")
       ->check(CLI::IsMember({"kiln", "torch", "kilnd"}));
@@ -273,6 +306,8 @@ int main(int argc, char** argv) {
   app.add_option("--blas-threads", blas_threads, "OpenBLAS threads of the torch worker (default: --threads)");
   app.add_option("--precision", precision, "the kiln worker's plan precision")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_flag("--shared-memory", shared_memory,
+               "kilnd worker: pass the input through a registered shared-memory region");
   app.add_flag("--sgemm-peak", sgemm_peak, "print the sgemm GFLOP/s at --threads and exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -288,7 +323,7 @@ int main(int argc, char** argv) {
   if (worker == "kiln") {
     engine = std::make_unique<KilnEngine>(model, threads, *kiln::ParsePrecision(precision));
   } else if (worker == "kilnd") {
-    engine = std::make_unique<KilndEngine>(server, model);
+    engine = std::make_unique<KilndEngine>(server, model, shared_memory);
   } else {
     at::set_num_threads(threads);
     openblas_set_num_threads(blas_threads > 0 ? blas_threads : threads);

@@ -50,8 +50,7 @@ TEST(RequestParametersTest, UnknownNamesAreInvalidArgumentAllNamedWithTheirPlace
   inference::ModelInferRequest request = RequestWithOneInputAndOutput();
   (*request.mutable_parameters())["temperature"].set_double_param(0.5);
   (*request.mutable_inputs(0)->mutable_parameters())["layout\n"].set_string_param("NHWC");
-  (*request.mutable_outputs(0)->mutable_parameters())["shared_memory_region"].set_string_param(
-      "r");
+  (*request.mutable_outputs(0)->mutable_parameters())["classification"].set_int64_param(2);
   absl::StatusOr<InferParameters> p = ParseInferParameters(request);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(p.status().message(),
@@ -59,18 +58,27 @@ TEST(RequestParametersTest, UnknownNamesAreInvalidArgumentAllNamedWithTheirPlace
   EXPECT_THAT(p.status().message(), HasSubstr("on the request: profile, timeout, priority"));
 }
 
-TEST(RequestParametersTest, SharedMemoryClassificationAndSequencesAreUnimplemented) {
+// The shared-memory parameters are typed here; tensor_codec checks their regions.
+TEST(RequestParametersTest, SharedMemoryParametersAreAcceptedWithTheirTypes) {
   inference::ModelInferRequest request = RequestWithOneInputAndOutput();
   auto& input = *request.mutable_inputs(0)->mutable_parameters();
   input["shared_memory_region"].set_string_param("region0");
   input["shared_memory_byte_size"].set_int64_param(12);
-  absl::StatusOr<InferParameters> p = ParseInferParameters(request);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(p.status().message(),
-              HasSubstr("'shared_memory_byte_size' (input 'x'; the shared memory extension), "
-                        "'shared_memory_region' (input 'x'; the shared memory extension)"));
+  input["shared_memory_offset"].set_uint64_param(64);
+  auto& output = *request.mutable_outputs(0)->mutable_parameters();
+  output["shared_memory_region"].set_string_param("region0");
+  output["shared_memory_byte_size"].set_int64_param(12);
+  EXPECT_TRUE(ParseInferParameters(request).ok());
+  input["shared_memory_region"].set_int64_param(3);
+  EXPECT_THAT(ParseInferParameters(request).status().message(),
+              HasSubstr("'shared_memory_region' of the input 'x' must be a string_param"));
+  input["shared_memory_region"].set_string_param("region0");
+  output["shared_memory_offset"].set_int64_param(-1);
+  EXPECT_EQ(ParseInferParameters(request).status().code(), absl::StatusCode::kInvalidArgument);
+}
 
-  request = RequestWithOneInputAndOutput();
+TEST(RequestParametersTest, ClassificationAndSequencesAreUnimplemented) {
+  inference::ModelInferRequest request = RequestWithOneInputAndOutput();
   (*request.mutable_outputs(0)->mutable_parameters())["classification"].set_int64_param(3);
   EXPECT_EQ(ParseInferParameters(request).status().code(), absl::StatusCode::kUnimplemented);
   request = RequestWithOneInputAndOutput();
