@@ -8,6 +8,9 @@ Engines, each in its own long-lived process that loads the model once (so thread
 and the peak RSS is the engine's own):
   kiln    Kiln's engine in process (kiln-bench --worker kiln: kiln::runtime::Model, no fallback)
   kilnd   a real kilnd on loopback; ModelInfer from a kiln-bench client worker (Kiln's C++ client)
+  kdshm   the same kilnd, from a second client that passes its input through a registered
+          shared-memory region (the system shared-memory extension) instead of the request;
+          shm-k is the median per-round difference kdshm - kiln (what serving adds)
   torch   libtorch 1.13, the frozen TorchScript (kiln-bench --worker torch), at the best of four
           settings for that model and batch: libgomp's default wait policy or
           OMP_WAIT_POLICY=PASSIVE, times OpenBLAS at 1 thread or at --threads; chosen by a short
@@ -45,7 +48,7 @@ sys.path.insert(0, HERE)
 from bench_models import MODELS, input_spec  # noqa: E402
 from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
-ENGINES = ["kiln", "kilnd", "ort", "torch"]
+ENGINES = ["kiln", "kilnd", "kdshm", "ort", "torch"]
 CHROOT_MOUNT = "/kiln-bench"  # where --work/models appears inside the chroot
 # libtorch's settings: (libgomp's wait policy or None for its default, OpenBLAS threads or None
 # for --threads).
@@ -130,6 +133,7 @@ class KilndEngine:
 
     def __init__(self, bin_dir, model_path, name, threads, log_path, precision="fp32"):
         self.name = "kilnd"
+        self.model_name = name
         self.repo = tempfile.mkdtemp(prefix="kiln-bench-repo-")
         self.server = KilndProcess(bin_dir, ["--port", "0", "--model-repository", self.repo,
                                              "--threads", threads, "--log-level", "warn"])
@@ -174,11 +178,42 @@ class KilndEngine:
     def pid(self):
         return self.server.proc.pid
 
+    def shared_memory_client(self, bin_dir, log_path):
+        """A second client of the same kilnd that passes its input through a registered
+        shared-memory region (the system shared-memory extension) instead of the request."""
+        return KilndSharedMemoryClient(self, Worker(
+            "kdshm", [os.path.join(bin_dir, "kiln-bench"), "--worker", "kilnd", "--server",
+                      self.server.address, "--model", self.model_name, "--shared-memory"],
+            log_path))
+
     def close(self):
         if self.client is not None:
             self.client.close()
         self.server.stop()
         shutil.rmtree(self.repo, ignore_errors=True)
+
+
+class KilndSharedMemoryClient:
+    """The kdshm column: kilnd through shared memory; its server (and MB) is the kilnd column's."""
+
+    def __init__(self, kilnd, worker):
+        self.name, self.kilnd, self.client = "kdshm", kilnd, worker
+
+    def set_input(self, dtype, shape, path):
+        self.client.set_input(dtype, shape, path)
+
+    def run(self):
+        return self.client.run()
+
+    def save(self, path):
+        self.client.save(path)
+
+    def close(self):
+        self.client.close()
+
+    @property
+    def pid(self):
+        return self.kilnd.pid
 
 
 @contextlib.contextmanager
@@ -293,6 +328,7 @@ class Bench:
                                        "--threads", t, "--precision", self.args.precision],
                               log % "kiln"))
         engines.append(KilndEngine(self.args.bin, pt, name, t, log % "kilnd", self.args.precision))
+        engines.append(engines[-1].shared_memory_client(self.args.bin, log % "kdshm"))
         engines.append(Worker("ort", self.in_chroot("ort", f"{CHROOT_MOUNT}/{name}.onnx", t),
                               log % "ort", path_map=self.inside))
         for i, setting in enumerate(TORCH_SETTINGS):
@@ -339,6 +375,8 @@ class Bench:
         row["kiln/ort"] = median_ratio(times["kiln"], times["ort"])
         row["kiln/torch"] = median_ratio(times["kiln"], times["torch"])
         row["kilnd/ort"] = median_ratio(times["kilnd"], times["ort"])
+        row["kdshm/kiln"] = median_ratio(times["kdshm"], times["kiln"])
+        row["kdshm-kiln"] = statistics.median(a - b for a, b in zip(times["kdshm"], times["kiln"]))
         peer = "torch" if row["torch_ms"] < row["ort_ms"] else "ort"
         row["best_peer"] = peer
         row["kiln/best"] = row[f"kiln/{peer}"]
@@ -373,11 +411,13 @@ COLUMNS = [  # (header, unit, width, format of a row)
     ("GFLOP", "", 6, lambda r: f"{r['gflop']:.1f}"),
     ("kiln", "ms", 8, lambda r: f"{r['kiln_ms']:.2f}"),
     ("kilnd", "ms", 8, lambda r: f"{r['kilnd_ms']:.2f}"),
+    ("kd-shm", "ms", 8, lambda r: f"{r['kdshm_ms']:.2f}"),
     ("torch", "ms", 8, lambda r: f"{r['torch_ms']:.2f}"),
     ("ort", "ms", 8, lambda r: f"{r['ort_ms']:.2f}"),
     ("k/ort", "", 6, lambda r: f"{r['kiln/ort']:.2f}"),
     ("k/torch", "", 7, lambda r: f"{r['kiln/torch']:.2f}"),
     ("kd/ort", "", 6, lambda r: f"{r['kilnd/ort']:.2f}"),
+    ("shm-k", "ms", 6, lambda r: f"{r['kdshm-kiln']:+.2f}"),
     ("kiln", "GF/s", 6, lambda r: f"{r['kiln_gflops']:.0f}"),
     ("kilnd", "GF/s", 6, lambda r: f"{r['kilnd_gflops']:.0f}"),
     ("torch", "GF/s", 6, lambda r: f"{r['torch_gflops']:.0f}"),
