@@ -6,6 +6,7 @@
 // both protocols report it the same way.
 #include "server/http/json_codec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -267,6 +268,13 @@ absl::Status ParseInput(const json& in, int index, ModelInferRequest* request,
   }
   if (in.contains("parameters")) {
     RETURN_IF_ERROR(ParseParameters(in["parameters"], tensor, input->mutable_parameters()));
+  }
+  if (input->parameters().count("shared_memory_region") > 0) {
+    // The bytes wait in a registered region (server/shared_memory.h).
+    if (in.contains("data") || input->parameters().count("binary_data_size") > 0) {
+      return Invalid(tensor, "has shared_memory_region and data of its own");
+    }
+    return absl::OkStatus();
   }
   std::string* raw = request->add_raw_input_contents();
   const auto size_param = input->parameters().find("binary_data_size");
@@ -531,6 +539,11 @@ absl::StatusOr<EncodedResponse> EncodeInferResponse(const inference::ModelInferR
     meta["shape"] = json::array();
     for (int64_t d : output.shape()) meta["shape"].push_back(d);
     json params = ParametersJson(output.parameters());
+    if (output.parameters().count("shared_memory_region") > 0) {
+      meta["parameters"] = std::move(params);  // written into the region, as Triton answers
+      out += Dump(meta);
+      continue;
+    }
     const bool is_binary = format.IsBinary(output.name());
     if (is_binary) params["binary_data_size"] = raw.size();
     if (!params.empty()) meta["parameters"] = std::move(params);
@@ -683,6 +696,42 @@ absl::Status ParseRepositoryParameters(
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ParseSharedMemoryRegister(absl::string_view body,
+                                       inference::SystemSharedMemoryRegisterRequest* request) {
+  ASSIGN_OR_RETURN(json root, ParseJson(body));
+  if (!root.is_object()) return absl::InvalidArgumentError("the request must be a JSON object");
+  RETURN_IF_ERROR(CheckFields(root, {"key", "offset", "byte_size"}, "request"));
+  if (!root.contains("key") || !root["key"].is_string()) {
+    return absl::InvalidArgumentError("\"key\" must be a string");
+  }
+  request->set_key(root["key"].get<std::string>());
+  for (const char* field : {"offset", "byte_size"}) {
+    if (!root.contains(field)) continue;
+    if (!root[field].is_number_unsigned()) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" must be a byte count"));
+    }
+    const uint64_t v = root[field].get<uint64_t>();
+    if (std::string(field) == "offset") {
+      request->set_offset(v);
+    } else {
+      request->set_byte_size(v);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string SharedMemoryStatusJson(const inference::SystemSharedMemoryStatusResponse& response) {
+  std::vector<const inference::SystemSharedMemoryStatusResponse::RegionStatus*> regions;
+  for (const auto& [name, region] : response.regions()) regions.push_back(&region);
+  std::sort(regions.begin(), regions.end(), [](auto* a, auto* b) { return a->name() < b->name(); });
+  json out = json::array();
+  for (const auto* r : regions) {
+    out.push_back({{"name", r->name()}, {"key", r->key()}, {"offset", r->offset()},
+                   {"byte_size", r->byte_size()}});
+  }
+  return Dump(out);
 }
 
 }  // namespace kiln::server::http

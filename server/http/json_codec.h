@@ -64,6 +64,12 @@ std::string ModelMetadataJson(const inference::ModelMetadataResponse& response);
 std::string ModelStatisticsJson(const inference::ModelStatisticsResponse& response);
 std::string RepositoryIndexJson(const inference::RepositoryIndexResponse& response);
 std::string ModelReadyJson(const std::string& name, bool ready);
+// Triton's system shared-memory routes: the status array
+// [{"name", "key", "offset", "byte_size"}], sorted by name, and the body of a
+// register, {"key": "/name", "offset": N, "byte_size": N}.
+std::string SharedMemoryStatusJson(const inference::SystemSharedMemoryStatusResponse& response);
+absl::Status ParseSharedMemoryRegister(absl::string_view body,
+                                       inference::SystemSharedMemoryRegisterRequest* request);
 
 // The body of POST /v2/repository/index: empty or {"ready": bool}.
 absl::Status ParseRepositoryIndexRequest(absl::string_view body,

@@ -230,6 +230,39 @@ std::vector<Route> KserveRoutes(InferenceService* service) {
     s = Call(service, &InferenceService::RepositoryModelUnload, request, &response);
     return s.ok() ? Json(std::string()) : Error(s);
   });
+
+  // The system shared-memory extension (server/shared_memory.h), Triton's routes.
+  auto status = [service](const std::string& name) {
+    inference::SystemSharedMemoryStatusRequest request;
+    request.set_name(name);
+    inference::SystemSharedMemoryStatusResponse response;
+    absl::Status s = Call(service, &InferenceService::SystemSharedMemoryStatus, request, &response);
+    return s.ok() ? Json(SharedMemoryStatusJson(response)) : Error(s);
+  };
+  auto unregister = [service](const std::string& name) {
+    inference::SystemSharedMemoryUnregisterRequest request;
+    request.set_name(name);
+    inference::SystemSharedMemoryUnregisterResponse response;
+    absl::Status s =
+        Call(service, &InferenceService::SystemSharedMemoryUnregister, request, &response);
+    return s.ok() ? Json(std::string()) : Error(s);
+  };
+  get("/v2/systemsharedmemory/status", [status](const HttpRequest&) { return status(""); });
+  get("/v2/systemsharedmemory/region/([^/]+)/status",
+      [status](const HttpRequest& req) { return status(Name(req)); });
+  post("/v2/systemsharedmemory/region/([^/]+)/register", [service](const HttpRequest& req) {
+    inference::SystemSharedMemoryRegisterRequest request;
+    request.set_name(Name(req));
+    absl::Status s = ParseSharedMemoryRegister(req.body, &request);
+    if (!s.ok()) return Error(s, "shared-memory register", Name(req));
+    inference::SystemSharedMemoryRegisterResponse response;
+    s = Call(service, &InferenceService::SystemSharedMemoryRegister, request, &response);
+    return s.ok() ? Json(std::string()) : Error(s);
+  });
+  post("/v2/systemsharedmemory/unregister",
+       [unregister](const HttpRequest&) { return unregister(""); });
+  post("/v2/systemsharedmemory/region/([^/]+)/unregister",
+       [unregister](const HttpRequest& req) { return unregister(Name(req)); });
   return routes;
 }
 

@@ -11,6 +11,10 @@ import tempfile
 import unittest
 from multiprocessing import shared_memory
 
+import json
+import urllib.error
+import urllib.request
+
 import grpc
 import numpy as np
 
@@ -167,6 +171,53 @@ class SharedMemoryTest(unittest.TestCase):
         # Still serving, bytes in the request.
         resp = infer(self.request())
         self.check_output(np.frombuffer(resp.raw_output_contents[0], np.float32))
+
+    def http(self, method, path, body=None):
+        req = urllib.request.Request(f"http://{self.server.http_address}{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                text = r.read().decode()
+                return r.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read().decode())
+
+    def test_the_same_over_http(self):
+        out_bytes = self.expected.nbytes
+        seg = self.segment(self.image.nbytes + out_bytes)
+        np.ndarray(self.image.shape, np.float32, buffer=seg.buf)[...] = self.image
+        code, _ = self.http("POST", "/v2/systemsharedmemory/region/h/register",
+                            {"key": "/" + seg.name, "offset": 0,
+                             "byte_size": self.image.nbytes + out_bytes})
+        self.assertEqual(code, 200)
+        code, status = self.http("GET", "/v2/systemsharedmemory/status")
+        self.assertEqual(status, [{"name": "h", "key": "/" + seg.name, "offset": 0,
+                                   "byte_size": self.image.nbytes + out_bytes}])
+        body = {"inputs": [
+            {"name": "image", "datatype": "FP32", "shape": list(self.image.shape),
+             "parameters": {"shared_memory_region": "h",
+                            "shared_memory_byte_size": self.image.nbytes}},
+            {"name": "bias", "datatype": "FP32", "shape": list(self.bias.shape),
+             "data": self.bias.ravel().tolist()}],
+            "outputs": [{"name": "output0", "parameters": {
+                "shared_memory_region": "h", "shared_memory_offset": self.image.nbytes,
+                "shared_memory_byte_size": out_bytes}}]}
+        code, resp = self.http("POST", "/v2/models/two_input/infer", body)
+        self.assertEqual(code, 200, resp)
+        self.assertNotIn("data", resp["outputs"][0])
+        self.assertEqual(resp["outputs"][0]["parameters"]["shared_memory_region"], "h")
+        got = np.ndarray(self.expected.shape, np.float32, buffer=seg.buf, offset=self.image.nbytes)
+        self.check_output(got.copy())
+
+        code, err = self.http("POST", "/v2/systemsharedmemory/region/x/register",
+                              {"key": "/../x", "byte_size": 4})
+        self.assertEqual(code, 400)
+        self.assertIn("shm_open", err["error"])
+        self.assertEqual(self.http("POST", "/v2/systemsharedmemory/region/h/unregister")[0], 200)
+        self.assertEqual(self.http("GET", "/v2/systemsharedmemory/region/h/status")[0], 404)
+        code, err = self.http("POST", "/v2/models/two_input/infer", body)
+        self.assertEqual(code, 404)
+        self.assertIn("'h'", err["error"])
 
 
 if __name__ == "__main__":
