@@ -146,11 +146,7 @@ class MetricsTest(unittest.TestCase):
         cls.repo = os.path.join(cls.tmp, "models")
         cls.cache = os.path.join(cls.tmp, "cache")
         os.makedirs(cls.repo)
-        torch.manual_seed(0)
-        cls.model_file = os.path.join(cls.tmp, "lin.pt")
-        cls.x = torch.randn(2, 4)
-        save_and_run(torch.jit.trace(Lin().eval(), (cls.x,)), cls.model_file, (cls.x,))
-        cls.module = torch.jit.load(cls.model_file).eval()
+        cls.modules = {}  # model name -> (file, the module libtorch loaded back)
         cls.server = cls.start(cls)
 
     @classmethod
@@ -162,6 +158,17 @@ class MetricsTest(unittest.TestCase):
         return e2e.Kilnd(self.repo, args=["--cache-dir", self.cache, *args])
 
     # ------------------------------------------------------------ helpers
+
+    def model_file(self, name):
+        """A model file of its own for `name`: models with the same file would share their plans
+        in the compiled-graph cache (it is keyed by content), and the counts here are exact."""
+        if name not in self.modules:
+            torch.manual_seed(len(self.modules) + 1)
+            path = os.path.join(self.tmp, f"{name}.pt")
+            x = torch.randn(2, 4)
+            save_and_run(torch.jit.trace(Lin().eval(), (x,)), path, (x,))
+            self.modules[name] = (path, torch.jit.load(path).eval())
+        return self.modules[name][0]
 
     def scrape(self, server=None):
         server = server or self.server
@@ -178,7 +185,7 @@ class MetricsTest(unittest.TestCase):
         return status, (json.loads(data) if data else None)
 
     def upload(self, name, config=None):
-        with open(self.model_file, "rb") as f:
+        with open(self.model_file(name), "rb") as f:
             data = f.read()
         query = "" if config is None else "?config=" + _quote(json.dumps(config))
         status, body = self.http("POST", f"/v2/repository/models/{name}/load{query}", raw=data,
@@ -196,7 +203,7 @@ class MetricsTest(unittest.TestCase):
         got = np.array(body["outputs"][0]["data"], dtype=np.float32).reshape(
             body["outputs"][0]["shape"])
         with torch.no_grad():
-            want = self.module(x).numpy()
+            want = self.modules[name][1](x).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
     # ------------------------------------------------------------ metrics
@@ -278,7 +285,7 @@ class MetricsTest(unittest.TestCase):
     def write_model(self, name, config, files=None):
         """REPO/NAME/1/model.pt, REPO/NAME/config.json and REPO/NAME/warmup/* on disk."""
         os.makedirs(os.path.join(self.repo, name, "1"), exist_ok=True)
-        shutil.copy(self.model_file, os.path.join(self.repo, name, "1", "model.pt"))
+        shutil.copy(self.model_file(name), os.path.join(self.repo, name, "1", "model.pt"))
         with open(os.path.join(self.repo, name, "config.json"), "w") as f:
             json.dump(config, f)
         for rel, data in (files or {}).items():
@@ -307,27 +314,31 @@ class MetricsTest(unittest.TestCase):
         self.assertTrue(self.server.wait_for_log(r"model warm:1: warm-up ran 3 sample\(s\) 4 time"))
         warm, cold = dict(model="warm", version=1), dict(model="cold", version=1)
         m = self.scrape()
-        # Three signatures compiled at load, none yet for the model without warm-up.
+        # Three signatures compiled at load (the second run of "zeros" found its plan in memory),
+        # none yet for the model without warm-up.
         self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 3)
+        self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 1)
         self.assertEqual(value(m, "kiln_plan_cache_misses_total", **cold), 0)
         self.assertGreater(value(m, "kiln_model_warmup_duration_us", **warm), 0)
         self.assertEqual(value(m, "kiln_model_warmup_duration_us", **cold), 0)
         # Warm-up runs are not requests.
         self.assertEqual(value(m, "nv_inference_count", **warm), 0)
+        status, stats = self.http("GET", "/v2/models/warm/stats")
+        self.assertEqual(status, 200, stats)
+        self.assertEqual(int(stats["model_stats"][0]["inference_stats"]["cache_miss"]["count"]), 3)
 
         for rows in (2, 1, 3):
             self.check_answer("warm", torch.randn(rows, 4))
             self.check_answer("cold", torch.randn(rows, 4))
         m = self.scrape()
-        # Every first request of the warmed model found its plan in memory.
+        # Every first request of the warmed model found its plan in memory; the cold one compiled.
         self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 3)
-        self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 3)
+        self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 1 + 3)
         self.assertEqual(value(m, "kiln_plan_cache_misses_total", **cold), 3)
         self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **cold), 0)
         status, stats = self.http("GET", "/v2/models/warm/stats")
         self.assertEqual(status, 200, stats)
-        infer = stats["model_stats"][0]["inference_stats"]
-        self.assertEqual(int(infer["cache_hit"]["count"]), 3)
+        self.assertEqual(int(stats["model_stats"][0]["inference_stats"]["cache_hit"]["count"]), 4)
 
         # After a restart, the warm-up reads its plans from the disk cache: nothing compiles.
         restarted = self.start()
@@ -335,9 +346,10 @@ class MetricsTest(unittest.TestCase):
             m = self.scrape(restarted)
             self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 0)
             self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="disk", **warm), 3)
+            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 1)
             self.check_answer("warm", torch.randn(2, 4), server=restarted)
             m = self.scrape(restarted)
-            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 1)
+            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 2)
             self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 0)
         finally:
             restarted.stop()
