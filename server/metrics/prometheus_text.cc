@@ -35,8 +35,13 @@ std::string FormatValue(double v) {
   if (v == std::floor(v) && std::fabs(v) < 9.007199254740992e15) {
     return absl::StrCat(static_cast<int64_t>(v));
   }
+  // The shortest of %.15g..%.17g that reads back as `v` (60873352.651, not
+  // 60873352.651000001).
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  for (int precision = 15; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 

@@ -21,6 +21,8 @@ TEST(PrometheusText, CountersAndGaugesGroupedByFamilyInDeclarationOrder) {
   r.Counter("requests_total", "Requests\nserved \\ counted", {{"model", "m\"1"}, {"version", "1"}},
             3);
   r.Gauge("in_flight", "Requests now", {}, 0.5);
+  r.Gauge("load_us", "Shortest round-trip digits", {}, 60873352.651);
+  r.Gauge("third", "Needs 17 digits", {}, 0.1 + 0.2);
   r.Counter("requests_total", "ignored: declared above", {{"model", "m2"}, {"version", "7"}},
             12345678901);
   r.Declare("never_seen", "No sample yet", MetricType::kGauge);
@@ -32,6 +34,12 @@ TEST(PrometheusText, CountersAndGaugesGroupedByFamilyInDeclarationOrder) {
             "# HELP in_flight Requests now\n"
             "# TYPE in_flight gauge\n"
             "in_flight 0.5\n"
+            "# HELP load_us Shortest round-trip digits\n"
+            "# TYPE load_us gauge\n"
+            "load_us 60873352.651\n"
+            "# HELP third Needs 17 digits\n"
+            "# TYPE third gauge\n"
+            "third 0.30000000000000004\n"
             "# HELP never_seen No sample yet\n"
             "# TYPE never_seen gauge\n");
 }
