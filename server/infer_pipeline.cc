@@ -105,6 +105,7 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
   absl::StatusOr<ServingModel> serving = registry_->Get(request.model_name(), request.model_version());
   if (!serving.ok()) return pending->Fail(serving.status());
   pending->serving = *std::move(serving);
+  pending->serving.stats->RecordStart();
 
   // Parameters first: one kilnd does not understand refuses the request.
   absl::StatusOr<InferParameters> params = ParseInferParameters(request);

@@ -29,6 +29,7 @@ constexpr int kExitUsage = 2;
 constexpr char kFooter[] = R"(Settings may also come from --config FILE, YAML or JSON, keys named like the flags:
   port: 8001
   http-port: 8000
+  metrics-port: 8002
   model-repository: /models
   threads: 4
 An unknown key is an error. A flag on the command line wins over the file.
@@ -91,6 +92,19 @@ int main(int argc, char** argv) {
             if (!CLI::detail::lexical_cast(value, port)) return std::string("not a port number");
             return port <= 65535 ? std::string()
                                  : std::string("a port is at most 65535 (negative: no HTTP)");
+          },
+          "PORT (negative: off)"))
+      ->capture_default_str();
+  options.metrics_port = 8002;  // Triton's default; the library's is off
+  app.add_option("--metrics-port", options.metrics_port,
+                 "Port of GET /metrics, Prometheus's text format with Triton's metric names (0: "
+                 "pick a free port; a negative value: no metrics endpoint)")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            int port = 0;
+            if (!CLI::detail::lexical_cast(value, port)) return std::string("not a port number");
+            return port <= 65535 ? std::string()
+                                 : std::string("a port is at most 65535 (negative: no metrics)");
           },
           "PORT (negative: off)"))
       ->capture_default_str();
@@ -233,6 +247,9 @@ int main(int argc, char** argv) {
   std::printf("kilnd listening on %s\n", (*server)->address().c_str());
   if ((*server)->http_port() >= 0) {
     std::printf("kilnd HTTP listening on %s\n", (*server)->http_address().c_str());
+  }
+  if ((*server)->metrics_port() >= 0) {
+    std::printf("kilnd metrics listening on %s\n", (*server)->metrics_address().c_str());
   }
   std::fflush(stdout);
 

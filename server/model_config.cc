@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "engine/common/dtype.h"
 #include "engine/common/status_macros.h"
 
@@ -281,6 +282,118 @@ absl::StatusOr<DynamicBatching> ParseDynamicBatching(const json& d) {
   return batching;
 }
 
+// One input of a warm-up sample; `where` names it in messages.
+absl::StatusOr<WarmupInput> ParseWarmupInput(const std::string& name, const json& in,
+                                             const std::string& where) {
+  if (!in.is_object()) return ConfigError(where, "expected an object");
+  RETURN_IF_ERROR(CheckKeys(in, {"data_type", "dims", "zero_data", "random_data", "input_data_file"},
+                            where));
+  WarmupInput input;
+  input.name = name;
+  if (!in.contains("data_type") || !in["data_type"].is_string()) {
+    return ConfigError(where, "'data_type' (e.g. \"TYPE_FP32\") is required");
+  }
+  // Triton spells them TYPE_FP32; the protocol FP32. Both are taken.
+  std::string type = in["data_type"].get<std::string>();
+  const std::string spelled = type;
+  if (type.rfind("TYPE_", 0) == 0) type = type.substr(5);
+  const std::optional<DType> dtype = DTypeFromName(type);
+  if (!dtype.has_value()) {
+    return ConfigError(where, absl::StrCat("unknown or unsupported data_type '", spelled, "'"));
+  }
+  input.dtype = *dtype;
+  if (!in.contains("dims") || !in["dims"].is_array()) {
+    return ConfigError(where, "'dims' (an array of integers >= 0) is required");
+  }
+  for (const json& d : in["dims"]) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+      return ConfigError(where, absl::StrCat("'dims' entries must be integers >= 0 (a warm-up "
+                                             "sample has a fixed shape), got ",
+                                             d.dump()));
+    }
+    input.dims.push_back(d.get<int64_t>());
+  }
+  int sources = 0;
+  if (in.contains("zero_data")) {
+    ASSIGN_OR_RETURN(bool zero, ParseBool(in["zero_data"], where + ".zero_data"));
+    if (zero) ++sources;
+    input.source = WarmupInput::Source::kZero;
+  }
+  if (in.contains("random_data")) {
+    ASSIGN_OR_RETURN(bool random, ParseBool(in["random_data"], where + ".random_data"));
+    if (random) {
+      ++sources;
+      input.source = WarmupInput::Source::kRandom;
+    }
+  }
+  if (in.contains("input_data_file")) {
+    const json& f = in["input_data_file"];
+    if (!f.is_string() || f.get<std::string>().empty()) {
+      return ConfigError(where + ".input_data_file", "expected a file name");
+    }
+    input.file = f.get<std::string>();
+    // Relative to the model's warmup folder, and inside it: no absolute
+    // path, no "..", so a config cannot make kilnd read files elsewhere.
+    if (input.file.front() == '/') {
+      return ConfigError(where + ".input_data_file",
+                         absl::StrCat("'", input.file, "' must be relative to the model's "
+                                      "warmup directory, not absolute"));
+    }
+    for (absl::string_view part : absl::StrSplit(input.file, '/')) {
+      if (part == "..") {
+        return ConfigError(where + ".input_data_file",
+                           absl::StrCat("'", input.file, "' must stay inside the model's warmup "
+                                        "directory ('..' is not allowed)"));
+      }
+    }
+    ++sources;
+    input.source = WarmupInput::Source::kFile;
+  }
+  if (sources != 1) {
+    return ConfigError(where, "needs exactly one of \"zero_data\": true, \"random_data\": true, "
+                              "\"input_data_file\"");
+  }
+  return input;
+}
+
+// Triton's "model_warmup" list; batch sizes are checked by the caller.
+absl::StatusOr<std::vector<WarmupSample>> ParseWarmup(const json& list) {
+  if (!list.is_array()) return ConfigError("model_warmup", "expected an array");
+  std::vector<WarmupSample> samples;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& entry = list[i];
+    const std::string where = absl::StrCat("model_warmup[", i, "]");
+    if (!entry.is_object()) return ConfigError(where, "expected an object");
+    RETURN_IF_ERROR(CheckKeys(entry, {"name", "batch_size", "inputs", "count"}, where));
+    WarmupSample sample;
+    if (!entry.contains("name") || !entry["name"].is_string() ||
+        entry["name"].get<std::string>().empty()) {
+      return ConfigError(where, "'name' (a non-empty string) is required");
+    }
+    sample.name = entry["name"].get<std::string>();
+    if (entry.contains("batch_size")) {
+      ASSIGN_OR_RETURN(uint64_t batch, ParseCount(entry["batch_size"], where + ".batch_size"));
+      if (batch < 1) return ConfigError(where + ".batch_size", "must be >= 1");
+      sample.batch_size = static_cast<int64_t>(batch);
+    }
+    if (entry.contains("count")) {
+      ASSIGN_OR_RETURN(sample.count, ParseCount(entry["count"], where + ".count"));
+      sample.count = std::max<uint64_t>(sample.count, 1);  // Triton: 0 runs it once
+    }
+    if (!entry.contains("inputs") || !entry["inputs"].is_object() || entry["inputs"].empty()) {
+      return ConfigError(where, "'inputs' (an object of input name -> sample) is required");
+    }
+    for (auto it = entry["inputs"].begin(); it != entry["inputs"].end(); ++it) {
+      ASSIGN_OR_RETURN(WarmupInput input,
+                       ParseWarmupInput(it.key(), it.value(),
+                                        absl::StrCat(where, ".inputs.", it.key())));
+      sample.inputs.push_back(std::move(input));
+    }
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
@@ -295,7 +408,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   RETURN_IF_ERROR(
       CheckKeys(root,
                 {"inputs", "outputs", "version_policy", "strict", "verify", "dry_run",
-                 "accumulation", "precision", "max_batch_size", "dynamic_batching"},
+                 "accumulation", "precision", "max_batch_size", "dynamic_batching",
+                 "model_warmup"},
                 "top level"));
 
   ModelConfig config;
@@ -345,6 +459,21 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
         return ConfigError("dynamic_batching.preferred_batch_size",
                            absl::StrCat("size ", size, " exceeds max_batch_size ",
                                         config.max_batch_size));
+      }
+    }
+  }
+  if (root.contains("model_warmup")) {
+    ASSIGN_OR_RETURN(config.warmup, ParseWarmup(root["model_warmup"]));
+    for (size_t i = 0; i < config.warmup.size(); ++i) {
+      const int64_t batch = config.warmup[i].batch_size;
+      const int64_t limit = std::max<int64_t>(config.max_batch_size, 1);
+      if (batch > limit) {
+        return ConfigError(absl::StrCat("model_warmup[", i, "].batch_size"),
+                           config.max_batch_size == 0
+                               ? absl::StrCat("must be 1 for a model without max_batch_size, got ",
+                                              batch)
+                               : absl::StrCat(batch, " exceeds max_batch_size ",
+                                              config.max_batch_size));
       }
     }
   }

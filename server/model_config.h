@@ -13,6 +13,8 @@
 // (server/scheduler/dynamic_batcher.h): dim 0 of every input and output is
 // the batch dim, and requests are batched on it. Unlike Triton's, Kiln's
 // "dims" include that dim (-1 in the dims a config declares).
+// "model_warmup" is Triton's (WarmupSample below): sample requests run at
+// load, before the version is READY.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +78,35 @@ struct DynamicBatching {
   QueuePolicy default_queue_policy;
 };
 
+// One input of a warm-up sample (Triton's ModelWarmup.Input).
+struct WarmupInput {
+  enum class Source { kZero, kRandom, kFile };
+  std::string name;  // the model input it feeds (its name or INPUT__<i> alias)
+  DType dtype = DType::kUnknown;
+  // Triton's: without the batch dim when the model has a max_batch_size (the
+  // sample's batch_size is put in front), else the whole shape.
+  std::vector<int64_t> dims;
+  Source source = Source::kZero;
+  // kFile: raw row-major bytes of exactly the tensor's size, in the model
+  // directory's "warmup" folder (REPO/NAME/warmup/FILE, as Triton keeps
+  // them); a relative path that stays inside it.
+  std::string file;
+};
+
+// Triton's ModelWarmup: "model_warmup": [{"name": "zeros", "batch_size": 1,
+//   "inputs": {"x": {"data_type": "TYPE_FP32", "dims": [3, 224, 224],
+//                    "zero_data": true}}, "count": 1}]
+// with exactly one of "zero_data", "random_data", "input_data_file" per input.
+// Each sample runs `count` times (0 as 1, as Triton) through the normal
+// compile path, so its plan is compiled (or read from the disk cache) before
+// the first request; a failure fails the load.
+struct WarmupSample {
+  std::string name;
+  int64_t batch_size = 1;
+  std::vector<WarmupInput> inputs;
+  uint64_t count = 1;
+};
+
 struct ModelConfig {
   // "strict": true makes ops without a native translation an error listing
   // all of them, instead of running them through the libtorch fallback.
@@ -101,6 +132,7 @@ struct ModelConfig {
   int64_t max_batch_size = 0;
   // Set: requests are batched (needs max_batch_size > 0).
   std::optional<DynamicBatching> dynamic_batching;
+  std::vector<WarmupSample> warmup;  // "model_warmup", run in order
   importer::ImportOptions import;
   // Declarations by position; an entry's name may be empty until
   // FillDeclaredNames() takes it from the imported graph.

@@ -29,6 +29,7 @@
 #include "server/host_effect_ops.h"
 #include "server/import_checks.h"
 #include "server/model_contract.h"
+#include "server/model_warmup.h"
 #include "server/torch_backend.h"
 #include "server/torch_reference_client.h"
 
@@ -83,8 +84,14 @@ absl::string_view ModelStateName(ModelState state) {
   return state == ModelState::kReady ? "READY" : "UNAVAILABLE";
 }
 
+void ModelStats::RecordStart() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.pending += 1;
+}
+
 void ModelStats::RecordSuccess(const InferTimings& timings) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (stats_.pending > 0) stats_.pending -= 1;
   stats_.inference_count += timings.inferences;
   stats_.execution_count += timings.executions;
   stats_.last_inference_ms = NowMs();
@@ -94,8 +101,9 @@ void ModelStats::RecordSuccess(const InferTimings& timings) {
     Add(batch.compute_infer, timings.infer_ns);
     Add(batch.compute_output, timings.output_ns);
   }
-  Add(stats_.success,
-      timings.input_ns + timings.queue_ns + timings.infer_ns + timings.output_ns);
+  const uint64_t total_ns = timings.input_ns + timings.queue_ns + timings.infer_ns + timings.output_ns;
+  Add(stats_.success, total_ns);
+  stats_.success_us.Observe(static_cast<double>(total_ns) / 1e3);
   Add(stats_.compute_input, timings.input_ns);
   Add(stats_.queue, timings.queue_ns);
   Add(stats_.compute_infer, timings.infer_ns);
@@ -104,6 +112,7 @@ void ModelStats::RecordSuccess(const InferTimings& timings) {
 
 void ModelStats::RecordFailure(uint64_t total_ns) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (stats_.pending > 0) stats_.pending -= 1;
   stats_.last_inference_ms = NowMs();
   Add(stats_.fail, total_ns);
 }
@@ -374,6 +383,16 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   ASSIGN_OR_RETURN(model, CheckImport(label, path, config, std::move(model), *reference, rebuild,
                                       /*verify=*/built.load.graph_source != "disk-cache",
                                       load_run));
+  // Warm-up before READY: the first request finds its plan compiled.
+  if (!config.warmup.empty()) {
+    const Clock::time_point warmup_start = Clock::now();
+    const std::string model_dir =
+        std::filesystem::path(repository_->ConfigPath(name)).parent_path().string();
+    ASSIGN_OR_RETURN(built.load.warmup_runs, RunWarmup(*model, config, model_dir, load_run));
+    built.load.warmup_ns = NsSince(warmup_start);
+    spdlog::info("model {}: warm-up ran {} sample(s) {} time(s) in {:.1f} ms", label,
+                 config.warmup.size(), built.load.warmup_runs, Ms(built.load.warmup_ns));
+  }
   built.model = std::move(model);
   built.batcher = DynamicBatcher::Create(config, built.model);
   if (built.batcher != nullptr) {
@@ -780,6 +799,12 @@ absl::StatusOr<std::vector<VersionStatistics>> ModelRegistry::Statistics(absl::s
       s.load = v.load;
       s.plans = Snapshot(*v.counters);
       s.weight_bytes = v.weight_bytes;
+      if (v.model != nullptr) {
+        std::set<std::string> ops;
+        for (std::string& op : torch::FallbackOps(v.model->graph())) ops.insert(std::move(op));
+        for (const auto& [op, signatures] : v.model->signature_fallbacks()) ops.insert(op);
+        s.fallback_ops = ops.size();
+      }
       stats.push_back(std::move(s));
     }
   }

@@ -26,6 +26,7 @@
 #include "engine/cache/graph_serializer.h"
 #include "engine/runtime/model.h"
 #include "server/import_worker.h"
+#include "server/metrics/prometheus_text.h"
 #include "server/model_config.h"
 #include "server/model_repository.h"
 #include "server/run_limits.h"
@@ -64,6 +65,10 @@ struct StatsSnapshot {
   Duration compute_infer;   // runtime::Model::Infer
   Duration compute_output;  // encoding the response
   std::map<uint64_t, BatchStats> batches;  // by the executions' batch size
+  // Successful requests' whole durations (`success`), in microseconds.
+  metrics::HistogramCounts success_us{metrics::LatencyBoundsUs()};
+  // Requests started and not yet answered: queued, running or encoding.
+  uint64_t pending = 0;
 };
 
 // Phase times of one successful request, in nanoseconds.
@@ -81,6 +86,9 @@ struct InferTimings {
 
 class ModelStats {
  public:
+  // A request found its model: it is pending until its RecordSuccess or
+  // RecordFailure, which every started request gets exactly once.
+  void RecordStart();
   void RecordSuccess(const InferTimings& timings);
   void RecordFailure(uint64_t total_ns);
   StatsSnapshot Snapshot() const;
@@ -96,6 +104,8 @@ struct LoadInfo {
   uint64_t hash_ns = 0;    // SHA-256 of the model file (the cache key)
   uint64_t graph_ns = 0;   // obtaining the graph: cache read or import
   uint64_t import_ns = 0;  // libtorch import; 0 when the graph came from the cache
+  uint64_t warmup_ns = 0;  // the config's model_warmup samples (part of load_ns)
+  uint64_t warmup_runs = 0;
   // "disk-cache" (no libtorch), "import" (isolated child), "import-in-process".
   std::string graph_source;
 };
@@ -140,6 +150,10 @@ struct VersionStatistics {
   LoadInfo load;
   PlanStats plans;
   uint64_t weight_bytes = 0;
+  // Distinct source ops ("aten::...") run through the libtorch fallback: the
+  // load's, and those a compiled signature's kernels refused. 0 when the
+  // version is not served.
+  uint64_t fallback_ops = 0;
 };
 
 struct RegistryOptions {

@@ -21,6 +21,7 @@
 #include "engine/common/status_macros.h"
 #include "server/http/http_server.h"
 #include "server/http/kserve_routes.h"
+#include "server/metrics/server_metrics.h"
 #include "server/inference_service.h"
 #include "server/model_registry.h"
 #include "server/model_repository.h"
@@ -109,6 +110,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (options.http_port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("HTTP port ", options.http_port, " is out of range"));
+  }
+  if (options.metrics_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics port ", options.metrics_port, " is out of range"));
   }
   if (options.threads < 1) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 1, got ", options.threads));
@@ -225,6 +230,27 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     spdlog::info("serving HTTP/REST on {} ({} threads)", server->http_address(),
                  options.http_threads);
   }
+  if (options.metrics_port >= 0) {
+    // Scrapes read the statistics the requests already record; two threads
+    // are plenty for a scraper or two.
+    http::HttpServerOptions metrics_options;
+    metrics_options.host = options.host;
+    metrics_options.port = options.metrics_port;
+    metrics_options.threads = 2;
+    metrics_options.max_body_bytes = 4096;
+    const ModelRegistry* registry = server->registry_.get();
+    std::vector<http::Route> routes;
+    routes.push_back({"GET", "/metrics", [registry](const http::HttpRequest&) {
+                        http::HttpResponse response;
+                        response.body = ScrapeMetrics(*registry);
+                        response.content_type = kMetricsContentType;
+                        return response;
+                      }});
+    ASSIGN_OR_RETURN(server->metrics_server_,
+                     http::HttpServer::Start(metrics_options, std::move(routes)));
+    server->metrics_port_ = server->metrics_server_->port();
+    spdlog::info("serving Prometheus metrics on http://{}/metrics", server->metrics_address());
+  }
   spdlog::info("partial uploads: at most {}, {} declared together, expired after {} s idle",
                options.uploads.max_partial_uploads,
                BytesToString(options.uploads.max_partial_bytes), options.uploads.ttl.count());
@@ -261,6 +287,10 @@ void Server::StopSweeper() {
 
 std::string Server::address() const { return JoinHostPort(host_, port_); }
 
+std::string Server::metrics_address() const {
+  return metrics_port_ < 0 ? std::string() : JoinHostPort(host_, metrics_port_);
+}
+
 std::string Server::http_address() const {
   return http_port_ < 0 ? std::string() : JoinHostPort(host_, http_port_);
 }
@@ -293,6 +323,7 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   // cancelled by the same `stopping_` flag when the grace period ends.
   std::thread http_stop([this] {
     if (http_server_ != nullptr) http_server_->Stop();
+    if (metrics_server_ != nullptr) metrics_server_->Stop();
   });
   grpc_server_->Shutdown(std::chrono::system_clock::now() + grace + kBackstop);
   http_stop.join();

@@ -1,7 +1,8 @@
 // The Kiln server as a library: opens the model repository and the
 // compiled-graph cache, loads the models, and serves GRPCInferenceService and
 // Kiln's ModelRepositoryService on HOST:PORT, and the same protocol over
-// HTTP/REST on HOST:HTTP_PORT when asked. kilnd's main() is flag parsing
+// HTTP/REST on HOST:HTTP_PORT and Prometheus metrics on HOST:METRICS_PORT
+// (server/metrics/) when asked. kilnd's main() is flag parsing
 // around this class; tests run it in-process on 127.0.0.1:0.
 #pragma once
 
@@ -39,6 +40,10 @@ struct ServerOptions {
   // value serves no HTTP (the library's default; kilnd's is 8000).
   int http_port = -1;
   int http_threads = 8;  // connections served at once over HTTP
+  // GET /metrics, Prometheus's text format (server/metrics/server_metrics.h):
+  // 0 picks a free port, a negative value serves none (the library's
+  // default; kilnd's is 8002, Triton's).
+  int metrics_port = -1;
   std::string model_repository = "./var/models";
   // Compiled-graph cache: disk directory (empty: none) and memory bound.
   std::string cache_dir;
@@ -86,6 +91,11 @@ class Server {
   // "HOST:HTTP_PORT", as address(); empty without HTTP.
   std::string http_address() const;
 
+  // The metrics port (the chosen one when options.metrics_port was 0); -1: none.
+  int metrics_port() const { return metrics_port_; }
+  // "HOST:METRICS_PORT", as address(); empty without metrics.
+  std::string metrics_address() const;
+
   // RPCs being handled now (every service, health checks included).
   int in_flight() const { return in_flight_->load(); }
 
@@ -120,6 +130,8 @@ class Server {
   std::unique_ptr<grpc::Server> grpc_server_;
   int http_port_ = -1;
   std::unique_ptr<http::HttpServer> http_server_;
+  int metrics_port_ = -1;
+  std::unique_ptr<http::HttpServer> metrics_server_;
   std::thread sweeper_;
   std::mutex sweeper_mu_;
   std::condition_variable sweeper_cv_;

@@ -17,6 +17,7 @@
 // Kiln's, and the first, in graph order, past the tolerance is the
 // divergence.
 #include "engine/verify/verify.h"
+#include "engine/verify/sample_tensor.h"
 
 #include <algorithm>
 #include <cstring>
@@ -117,24 +118,6 @@ void StoreDouble(void* data, DType dtype, int64_t i, double v) {
     case DType::kBF16: static_cast<uint16_t*>(data)[i] = FloatToBF16(static_cast<float>(v)); break;
     default: break;
   }
-}
-
-// A sample tensor of `dtype` and `dims`: floats N(0, 1), integers in [0, 4),
-// bools at random. Counts against `memory`: a shape too large is refused
-// naming `what` before anything is allocated.
-absl::StatusOr<Tensor> SampleTensor(DType dtype, const Dims& dims, std::mt19937_64& rng,
-                                    const std::string& what,
-                                    const std::shared_ptr<MemoryBudget>& memory) {
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, dims, what, memory));
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::uniform_int_distribution<int> small(0, 3);
-  const bool real = IsFloatingPoint(dtype);
-  for (int64_t k = 0; k < t.num_elements(); ++k) {
-    double v = real ? normal(rng) : small(rng);
-    if (dtype == DType::kBool) v = static_cast<int64_t>(v) % 2;
-    StoreDouble(t.raw_data(), dtype, k, v);
-  }
-  return t;
 }
 
 // A copy libtorch may have: Kiln's own stays as Kiln's run left it.
@@ -354,6 +337,22 @@ absl::Status Arbitrate(TorchReference& reference, const Samples& samples,
 }
 
 }  // namespace
+
+absl::StatusOr<Tensor> SampleTensor(DType dtype, const Dims& dims, std::mt19937_64& rng,
+                                    const std::string& what,
+                                    const std::shared_ptr<MemoryBudget>& memory) {
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, dims, what, memory));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 3);
+  const bool real = IsFloatingPoint(dtype);
+  for (int64_t k = 0; k < t.num_elements(); ++k) {
+    double v = real ? normal(rng) : small(rng);
+    if (dtype == DType::kBool) v = static_cast<int64_t>(v) % 2;
+    StoreDouble(t.raw_data(), dtype, k, v);
+  }
+  return t;
+}
+
 
 std::string VerifyReport::Summary() const {
   if (skipped) return absl::StrCat("skipped: ", skip_reason);

@@ -121,6 +121,21 @@ class ManifestTest(unittest.TestCase):
         self.assertIn("scripts/install-deps.sh", text)
         self.assertRegex(text, r"EXPOSE 8001")
         self.assertRegex(text, r"EXPOSE 8000")  # HTTP/REST, kilnd's --http-port default
+        self.assertRegex(text, r"EXPOSE 8002")  # Prometheus /metrics, kilnd's --metrics-port default
+
+    def test_metrics_port_is_exposed_and_annotated_for_prometheus(self):
+        dep = self.one("Deployment")
+        template = dep["spec"]["template"]
+        c = template["spec"]["containers"][0]
+        port = int(arg_value(c["args"], "--metrics-port"))
+        self.assertIn("--metrics-port", self.flags)
+        self.assertIn(port, {p["containerPort"] for p in c["ports"] if p["name"] == "metrics"})
+        notes = template["metadata"]["annotations"]
+        self.assertEqual(notes["prometheus.io/scrape"], "true")
+        self.assertEqual(int(notes["prometheus.io/port"]), port)
+        self.assertEqual(notes["prometheus.io/path"], "/metrics")
+        svc = self.one("Service")
+        self.assertIn("metrics", {p["targetPort"] for p in svc["spec"]["ports"]})
 
 
 class RuntimeLibrariesTest(unittest.TestCase):

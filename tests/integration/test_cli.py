@@ -224,7 +224,7 @@ class KilndTest(unittest.TestCase):
     def test_help_documents_every_flag(self):
         out = subprocess.run([KILND, "--help"], capture_output=True, text=True).stdout
         for flag in ["--config", "--host", "--port", "--http-port", "--http-thread-count",
-                     "--model-repository", "--cache-dir",
+                     "--metrics-port", "--model-repository", "--cache-dir",
                      "--cache-bytes", "--import-isolation", "--import-memory-mb",
                      "--import-timeout-s", "--threads", "--max-upload-bytes", "--shutdown-grace-s",
                      "--log-level", "--log-format"]:

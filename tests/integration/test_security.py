@@ -312,8 +312,10 @@ class RequestBoundsTest(SecurityTestBase):
         self.assert_still_serving(self.server)
 
     def test_port_zero_opens_exactly_the_advertised_ports(self):
-        # gRPC's --port 0 and HTTP's --http-port 0: one socket each, both advertised.
-        advertised = sorted(p for p in (self.server.port, self.server.http_port) if p is not None)
+        # gRPC's --port 0, HTTP's --http-port 0 and --metrics-port 0: one socket each, all
+        # advertised.
+        advertised = sorted(p for p in (self.server.port, self.server.http_port,
+                                        self.server.metrics_port) if p is not None)
         sockets = listening_sockets(self.server.proc.pid)
         self.assertEqual(sorted(port for _, port in sockets), advertised, sockets)
         self.assertRegex(self.server.text(), rf"serving on 127\.0\.0\.1:{self.server.port}\b")

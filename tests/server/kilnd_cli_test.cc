@@ -67,6 +67,7 @@ class Kilnd {
       ::close(fds[0]);
       const std::string bin = Bin("kilnd");
       ::execl(bin.c_str(), bin.c_str(), "--host", "127.0.0.1", "--port", "0", "--http-port", "0",
+              "--metrics-port", "0",
               "--model-repository", repo.c_str(), "--threads", "1", nullptr);
       ::_exit(127);
     }

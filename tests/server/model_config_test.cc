@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace kiln::server {
 namespace {
 
@@ -216,6 +218,68 @@ TEST(ModelConfigTest, RejectsBadBatchingWithWhere) {
   EXPECT_THAT(error(R"({"max_batch_size": 4,
                         "dynamic_batching": {"max_queue_delay_microseconds": -5}})"),
               HasSubstr("expected an integer >= 0"));
+}
+
+TEST(ModelConfigTest, ParsesTritonModelWarmup) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(R"({
+    "max_batch_size": 8,
+    "model_warmup": [
+      {"name": "zeros", "batch_size": 4, "count": 3,
+       "inputs": {"x": {"data_type": "TYPE_FP32", "dims": [3, 2], "zero_data": true}}},
+      {"name": "mixed",
+       "inputs": {"ids": {"data_type": "INT64", "dims": [5], "random_data": true},
+                  "img": {"data_type": "TYPE_FP16", "dims": [2], "input_data_file": "sub/img.raw"}}}]})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->warmup.size(), 2u);
+  const WarmupSample& zeros = config->warmup[0];
+  EXPECT_EQ(zeros.name, "zeros");
+  EXPECT_EQ(zeros.batch_size, 4);
+  EXPECT_EQ(zeros.count, 3u);
+  ASSERT_EQ(zeros.inputs.size(), 1u);
+  EXPECT_EQ(zeros.inputs[0].name, "x");
+  EXPECT_EQ(zeros.inputs[0].dtype, DType::kF32);
+  EXPECT_EQ(zeros.inputs[0].dims, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(zeros.inputs[0].source, WarmupInput::Source::kZero);
+  const WarmupSample& mixed = config->warmup[1];
+  EXPECT_EQ(mixed.batch_size, 1);
+  EXPECT_EQ(mixed.count, 1u);
+  ASSERT_EQ(mixed.inputs.size(), 2u);
+  EXPECT_EQ(mixed.inputs[0].source, WarmupInput::Source::kRandom);
+  EXPECT_EQ(mixed.inputs[0].dtype, DType::kInt64);
+  EXPECT_EQ(mixed.inputs[1].source, WarmupInput::Source::kFile);
+  EXPECT_EQ(mixed.inputs[1].file, "sub/img.raw");
+  EXPECT_EQ(mixed.inputs[1].dtype, DType::kF16);
+}
+
+TEST(ModelConfigTest, RejectsBadWarmupWithWhere) {
+  auto error = [](const std::string& warmup, const char* extra = "") {
+    return std::string(
+        ParseModelConfig(absl::StrCat("{", extra, "\"model_warmup\": ", warmup, "}")).status().message());
+  };
+  auto sample = [](const std::string& input) {
+    return absl::StrCat(R"([{"name": "s", "inputs": {"x": )", input, "}}]");
+  };
+  EXPECT_THAT(error(sample(R"({"data_type": "TYPE_FP32", "dims": [1], "input_data_file": "/etc/passwd"})")),
+              HasSubstr("not absolute"));
+  EXPECT_THAT(error(sample(R"({"data_type": "TYPE_FP32", "dims": [1], "input_data_file": "a/../../x"})")),
+              HasSubstr("'..' is not allowed"));
+  EXPECT_THAT(error(sample(R"({"data_type": "TYPE_FP32", "dims": [1]})")),
+              HasSubstr("exactly one of"));
+  EXPECT_THAT(error(sample(R"({"data_type": "TYPE_FP32", "dims": [1], "zero_data": true,
+                               "random_data": true})")),
+              HasSubstr("exactly one of"));
+  EXPECT_THAT(error(sample(R"({"data_type": "TYPE_STRING", "dims": [1], "zero_data": true})")),
+              HasSubstr("unsupported data_type 'TYPE_STRING'"));
+  EXPECT_THAT(error(sample(R"({"data_type": "TYPE_FP32", "dims": [-1], "zero_data": true})")),
+              HasSubstr("model_warmup[0].inputs.x: 'dims' entries must be integers >= 0"));
+  EXPECT_THAT(error(R"([{"inputs": {}}])"), HasSubstr("'name'"));
+  EXPECT_THAT(error(R"([{"name": "s", "inputs": {"x": {"data_type": "FP32", "dims": [1],
+                        "zero_data": true}}, "batch_size": 2}])"),
+              HasSubstr("must be 1 for a model without max_batch_size"));
+  EXPECT_THAT(error(R"([{"name": "s", "inputs": {"x": {"data_type": "FP32", "dims": [1],
+                        "zero_data": true}}, "batch_size": 9}])", R"("max_batch_size": 8, )"),
+              HasSubstr("9 exceeds max_batch_size 8"));
+  EXPECT_THAT(error(R"([{"name": "s", "input": {}}])"), HasSubstr("unknown key 'input'"));
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 """A real kilnd process for tests and benchmarks: the one launcher every Python test and tool uses.
 
 kilnd prints "kilnd listening on HOST:PORT" on stdout once it serves, so `--port 0` gives a free
-loopback port with no race; then "kilnd HTTP listening on HOST:PORT" for its HTTP/REST endpoint.
-kilnd's HTTP port defaults to 8000: unless the arguments name --http-port, the launcher passes
-`--http-port 0`, so kilnds started side by side never collide on it. The log (stderr) is read on a
-thread so its pipe never fills; with merge_log it shares stdout with the address line, else it is
-kept apart (tests that check every log line is JSON want it so).
+loopback port with no race; then "kilnd HTTP listening on HOST:PORT" for its HTTP/REST endpoint
+and "kilnd metrics listening on HOST:PORT" for its Prometheus /metrics. kilnd's HTTP and metrics
+ports default to 8000 and 8002: unless the arguments name --http-port (--metrics-port), the
+launcher passes `--http-port 0` (`--metrics-port 0`), so kilnds started side by side never collide
+on them. The log (stderr) is read on a thread so its pipe never fills; with merge_log it shares
+stdout with the address line, else it is kept apart (tests that check every log line is JSON want
+it so).
 """
 import os
 import re
@@ -21,14 +23,8 @@ class KilndProcess:
         self.lines = []  # log lines, in order
         self.started = time.monotonic()
         args = [str(a) for a in args]
-        http_args = [i for i, a in enumerate(args)
-                     if a == "--http-port" or a.startswith("--http-port=")]
-        if not http_args:
-            args += ["--http-port", "0"]
-            http_args = [len(args) - 2]
-        i = http_args[-1]
-        http_value = args[i].split("=", 1)[1] if "=" in args[i] else args[i + 1]
-        wants_http = int(http_value) >= 0
+        wants_http = self._port_flag(args, "--http-port")
+        wants_metrics = self._port_flag(args, "--metrics-port")
         self.proc = subprocess.Popen(
             [os.path.join(bin_dir, "kilnd"), *args], stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_log else subprocess.PIPE, text=True,
@@ -39,7 +35,9 @@ class KilndProcess:
         deadline = time.time() + startup_timeout
         m = None
         self.http_address, self.http_port = None, None  # None: no HTTP endpoint
-        while m is None or (wants_http and self.http_port is None):
+        self.metrics_address, self.metrics_port = None, None  # None: no metrics endpoint
+        while (m is None or (wants_http and self.http_port is None)
+               or (wants_metrics and self.metrics_port is None)):
             line = self.proc.stdout.readline()
             if not line or time.time() > deadline:
                 self.stop()
@@ -48,15 +46,30 @@ class KilndProcess:
             if merge_log:
                 self.lines.append(line)
             h = re.search(r"kilnd HTTP listening on (\S+):(\d+)", line)
+            p = re.search(r"kilnd metrics listening on (\S+):(\d+)", line)
             if h:
                 self.http_address = f"{h.group(1)}:{h.group(2)}"
                 self.http_port = int(h.group(2))
+            elif p:
+                self.metrics_address = f"{p.group(1)}:{p.group(2)}"
+                self.metrics_port = int(p.group(2))
             elif m is None:
                 m = re.search(r"listening on (\S+):(\d+)", line)
         self.address = f"{m.group(1)}:{m.group(2)}"
         self.port = int(m.group(2))
         self.ready_s = time.monotonic() - self.started
         self._read_in_background(self.proc.stdout)
+
+    @staticmethod
+    def _port_flag(args, flag):
+        """Adds `flag 0` to `args` unless they name `flag`; whether the endpoint is on (>= 0)."""
+        named = [i for i, a in enumerate(args) if a == flag or a.startswith(flag + "=")]
+        if not named:
+            args += [flag, "0"]
+            named = [len(args) - 2]
+        i = named[-1]
+        value = args[i].split("=", 1)[1] if "=" in args[i] else args[i + 1]
+        return int(value) >= 0
 
     def _read_in_background(self, stream):
         def read():
