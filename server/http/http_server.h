@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/security/tls.h"
 
 namespace kiln::server::http {
 
@@ -60,6 +61,8 @@ struct HttpServerOptions {
   // Requests being handled now: incremented and decremented around each one
   // (shared with the gRPC front end, for the shutdown log). May be null.
   std::atomic<int>* in_flight = nullptr;
+  // HTTPS with these files (server/security/tls.h); plain HTTP when empty.
+  security::TlsFiles tls;
 };
 
 class HttpServer {
