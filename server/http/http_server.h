@@ -1,7 +1,8 @@
 // The HTTP transport of kilnd: listens on HOST:PORT, reads requests on a pool
 // of threads, and hands each one, body read and bounded, to the handler of the
 // first route whose method and path pattern match. It knows nothing of the
-// protocol spoken over it (server/http/kserve_routes.h has the routes).
+// protocol spoken over it (server/http/kserve_routes.h has the routes). With
+// TLS files in its options it serves HTTPS (server/security/tls.h).
 //
 // Threading: cpp-httplib's model, a fixed pool of `threads` threads, each
 // serving one connection at a time for as long as the client keeps it alive;

@@ -2,6 +2,7 @@
 
 #include <grpcpp/security/server_credentials.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 
 #include <memory>
 
@@ -50,10 +51,19 @@ absl::Status ConfigureSslContext(const TlsFiles& files, SSL_CTX* ctx) {
   if (SSL_CTX_use_certificate_chain_file(ctx, files.cert.c_str()) != 1) {
     return Failed("--tls-cert", files.cert, "cannot use it as a PEM certificate chain");
   }
-  if (SSL_CTX_use_PrivateKey_file(ctx, files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    return Failed("--tls-key", files.key, "cannot use it as a PEM private key");
+  // Read apart from its use, so that a file that is no key and a key of
+  // another certificate get different messages. No passphrase: OpenSSL's
+  // default would ask for one on the terminal.
+  pem_password_cb* no_passphrase = [](char*, int, int, void*) { return 0; };
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_file(files.key.c_str(), "r"), BIO_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      bio == nullptr ? nullptr
+                     : PEM_read_bio_PrivateKey(bio.get(), nullptr, no_passphrase, nullptr),
+      EVP_PKEY_free);
+  if (key == nullptr) {
+    return Failed("--tls-key", files.key, "cannot read it as an unencrypted PEM private key");
   }
-  if (SSL_CTX_check_private_key(ctx) != 1) {
+  if (SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
     return Failed("--tls-key", files.key, "the key does not belong to --tls-cert's certificate");
   }
   if (files.mutual()) {
