@@ -65,9 +65,11 @@ absl::Status Call(InferenceService* service,
                   grpc::ServerContext* context = nullptr) {
   grpc::ServerContext local;
   if (context == nullptr) context = &local;
+  // The spouse owns the metadata's strings (the context holds views of
+  // them): it lives until the handler has returned.
+  grpc::testing::ServerContextTestSpouse spouse(context);
   if (const std::string authorization = http.Header("authorization"); !authorization.empty()) {
-    grpc::testing::ServerContextTestSpouse(context).AddClientMetadata("authorization",
-                                                                      authorization);
+    spouse.AddClientMetadata("authorization", authorization);
   }
   return FromGrpc((service->*method)(context, &request, response));
 }

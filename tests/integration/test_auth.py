@@ -68,6 +68,15 @@ def make_pki(d):
              "rogue.key", "other-ca.pem")}
 
 
+class Lin(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, n)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
 def read(path):
     with open(path, "rb") as f:
         return f.read()
@@ -92,12 +101,12 @@ class TlsAuthTest(unittest.TestCase):
         os.makedirs(os.path.join(cls.repo, "lin", "1"))
         torch.manual_seed(0)
         cls.x = torch.randn(2, 4)
-        lin = torch.nn.Linear(4, 3).eval()
+        lin = Lin(3).eval()
         cls.expected = save_and_run(torch.jit.trace(lin, cls.x),
                                     os.path.join(cls.repo, "lin", "1", "model.pt"),
                                     (cls.x,)).numpy()
         cls.scratch = os.path.join(cls.tmp, "scratch.pt")
-        save_and_run(torch.jit.trace(torch.nn.Linear(4, 2).eval(), cls.x), cls.scratch, (cls.x,))
+        save_and_run(torch.jit.trace(Lin(2).eval(), cls.x), cls.scratch, (cls.x,))
         tls = ["--tls-cert", cls.pki["server.pem"], "--tls-key", cls.pki["server.key"]]
         cls.server = e2e.Kilnd(cls.repo, args=[*tls, "--auth-tokens", cls.tokens])
         mtls_repo = os.path.join(cls.tmp, "mtls-models")
