@@ -202,6 +202,7 @@ class ComposeTest(unittest.TestCase):
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
+                proc.stdout.close()
 
 
 class RuntimeLibrariesTest(unittest.TestCase):
