@@ -101,6 +101,19 @@ absl::StatusOr<Tensor> DecodeOutput(const inference::ModelInferResponse& respons
 
 Duration ToDuration(const inference::StatisticDuration& d) { return {d.count(), d.ns()}; }
 
+// A PEM file named by a TLS option, whole.
+absl::StatusOr<std::string> ReadTlsFile(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(flag, ": cannot open '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::InternalError(absl::StrCat(flag, ": cannot read '", path, "'"));
+  return ss.str();
+}
+
 }  // namespace
 
 struct InferenceClient::Impl {
@@ -115,6 +128,9 @@ struct InferenceClient::Impl {
     if (options.timeout.count() > 0) {
       context->set_deadline(std::chrono::system_clock::now() + options.timeout);
     }
+    // Per call rather than as call credentials: gRPC sends those only over
+    // TLS, and a token must also reach a kilnd behind a TLS-terminating proxy.
+    if (!options.token.empty()) context->AddMetadata("authorization", "Bearer " + options.token);
     return context;
   }
 };
@@ -133,7 +149,22 @@ absl::StatusOr<std::unique_ptr<InferenceClient>> InferenceClient::Connect(const 
   args.SetMaxSendMessageSize(-1);
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls || !options.tls_ca_file.empty() || !options.tls_cert_file.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls_ca_file.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadTlsFile(options.tls_ca_file, "--tls-ca"));
+    }
+    if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs both --tls-cert and --tls-key");
+    }
+    if (!options.tls_cert_file.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadTlsFile(options.tls_cert_file, "--tls-cert"));
+      ASSIGN_OR_RETURN(ssl.pem_private_key, ReadTlsFile(options.tls_key_file, "--tls-key"));
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
+  impl->channel = grpc::CreateCustomChannel(target, credentials, args);
   impl->stub = GRPCInferenceService::NewStub(impl->channel);
   impl->kiln = kiln::v1::ModelRepositoryService::NewStub(impl->channel);
   return std::unique_ptr<InferenceClient>(new InferenceClient(target, std::move(impl)));

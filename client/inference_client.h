@@ -174,13 +174,25 @@ struct CacheStatistics {
 struct ClientOptions {
   // Deadline per call; zero means none.
   std::chrono::milliseconds timeout{0};
+  // Sent with every call as "authorization: Bearer TOKEN" (kilnd's
+  // --auth-tokens); empty: none.
+  std::string token;
+  // TLS: the CA certificates (PEM file) the server's certificate must chain
+  // to. Empty with `tls` false: a plaintext connection.
+  std::string tls_ca_file;
+  bool tls = false;  // TLS with the system's CA certificates (or tls_ca_file's)
+  // For mutual TLS: the client's certificate chain and key (PEM files).
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class InferenceClient {
  public:
-  // Creates a channel to `target` ("host:port"). The connection is made
-  // lazily, so an unreachable server shows up as Unavailable on the first
-  // call. InvalidArgument for an empty target.
+  // Creates a channel to `target` ("host:port"), over TLS when the options
+  // ask for it. The connection is made lazily, so an unreachable server (or a
+  // failed handshake) shows up as Unavailable on the first call.
+  // InvalidArgument for an empty target, NotFound for a TLS file that cannot
+  // be read.
   static absl::StatusOr<std::unique_ptr<InferenceClient>> Connect(const std::string& target,
                                                                   ClientOptions options = {});
   ~InferenceClient();

@@ -22,7 +22,7 @@ PACKAGES=(
   nlohmann-json3-dev                     # load `config` JSON and metadata
   libcli11-dev                           # command-line parsing for kilnd and kiln
   libyaml-cpp-dev                        # kilnd --config FILE (YAML; JSON read as YAML)
-  libssl-dev                             # SHA-256 of model bytes (OpenSSL EVP)
+  libssl-dev                             # SHA-256 of model bytes, TLS for HTTPS, token digests (OpenSSL)
   libseccomp-dev                         # the import child's seccomp filter (server/sandbox.cc)
   zlib1g-dev                             # inflating deflated entries of model archives (.pt2 importer)
   libgtest-dev libgmock-dev              # unit and integration tests
@@ -31,6 +31,7 @@ PACKAGES=(
   python3-grpcio python3-protobuf python3-grpc-tools  # the Python client example (stock grpcio)
   python3-yaml                           # the deployment-manifest test
   curl                                   # the HTTP/REST integration test drives kilnd with curl
+  openssl                                # the TLS tests make a throwaway CA and certificates
 )
 
 # The runtime libraries of kilnd and kiln, one package per library they link directly

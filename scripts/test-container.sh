@@ -39,7 +39,15 @@ fi
 if ! podman image exists "$BASE_IMAGE"; then
   rootfs=$(mktemp -d)
   echo "test-container: making $BASE_IMAGE with debootstrap (about two minutes)"
-  debootstrap --variant=minbase bookworm "$rootfs" http://deb.debian.org/debian > /dev/null
+  # The Debian mirror this machine's apt already uses, as apt itself reports it (the repository of its
+  # bookworm main index), so the base image comes from the same place as every other package.
+  mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Codename: bookworm' 'Origin: Debian' \
+             'Component: main' 2> /dev/null | head -n 1)
+  if [ -z "$mirror" ]; then
+    echo "test-container: apt knows no Debian bookworm repository (run apt-get update?)" >&2
+    exit 1
+  fi
+  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" > /dev/null
   tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" > /dev/null
   rm -rf "$rootfs"
 fi

@@ -21,6 +21,7 @@
 #include "server/model_config.h"
 #include "server/model_contract.h"
 #include "server/request_parameters.h"
+#include "server/security/grpc_auth.h"
 #include "server/tensor_codec.h"
 
 #ifndef KILN_VERSION
@@ -171,31 +172,41 @@ InferenceService::InferenceService(ModelRegistry* registry, ServiceOptions optio
       pipeline_(std::make_unique<InferPipeline>(registry, options_.limits,
                                                 options_.concurrent_inferences)) {}
 
-grpc::Status InferenceService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+grpc::Status InferenceService::Authorize(const grpc::ServerContextBase& context,
+                                         security::Rpc rpc) const {
+  return security::Authorize(options_.auth, context, rpc);
+}
+
+grpc::Status InferenceService::ServerLive(grpc::ServerContext* context,
+                                          const inference::ServerLiveRequest*,
                                           inference::ServerLiveResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kServerLive); !s.ok()) return s;
   response->set_live(true);
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
+grpc::Status InferenceService::ServerReady(grpc::ServerContext* context,
                                            const inference::ServerReadyRequest*,
                                            inference::ServerReadyResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kServerReady); !s.ok()) return s;
   // The repository was loaded before the server started listening, so once
   // requests arrive the server is ready, even with no (or failed) models.
   response->set_ready(true);
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelReady(grpc::ServerContext*,
+grpc::Status InferenceService::ModelReady(grpc::ServerContext* context,
                                           const inference::ModelReadyRequest* request,
                                           inference::ModelReadyResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kModelReady); !s.ok()) return s;
   response->set_ready(registry_->IsReady(request->name(), request->version()));
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
+grpc::Status InferenceService::ServerMetadata(grpc::ServerContext* context,
                                               const inference::ServerMetadataRequest*,
                                               inference::ServerMetadataResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kServerMetadata); !s.ok()) return s;
   response->set_name("kiln");
   response->set_version(KILN_VERSION);
   for (const char* extension :
@@ -205,9 +216,10 @@ grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
+grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
                                              const inference::ModelMetadataRequest* request,
                                              inference::ModelMetadataResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kModelMetadata); !s.ok()) return s;
   const std::string& name = request->name();
   absl::StatusOr<ServingModel> serving = registry_->Get(name, request->version());
   if (!serving.ok()) return Reply("ModelMetadata", name, serving.status());
@@ -244,6 +256,10 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status s = Authorize(*context, security::Rpc::kModelInfer); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
   InferCall call;
   call.deadline = context->deadline();
   call.cancelled = [context] { return context->IsCancelled(); };
@@ -254,9 +270,10 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   return reactor;
 }
 
-grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
+grpc::Status InferenceService::ModelStatistics(grpc::ServerContext* context,
                                                const inference::ModelStatisticsRequest* request,
                                                inference::ModelStatisticsResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kModelStatistics); !s.ok()) return s;
   const std::string& name = request->name();
   absl::StatusOr<int64_t> version = RequestVersion(request->version());
   auto stats = version.ok() ? registry_->Statistics(name, *version) : version.status();
@@ -299,9 +316,10 @@ grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext*,
+grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext* context,
                                                const inference::RepositoryIndexRequest* request,
                                                inference::RepositoryIndexResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kRepositoryIndex); !s.ok()) return s;
   for (const ModelIndexEntry& entry : registry_->Index()) {
     if (request->ready() && entry.state != ModelState::kReady) continue;
     auto* model = response->add_models();
@@ -316,6 +334,7 @@ grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext*,
 grpc::Status InferenceService::RepositoryModelLoad(
     grpc::ServerContext* context, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse*) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kRepositoryModelLoad); !s.ok()) return s;
   const std::string& name = request->model_name();
   absl::StatusOr<LoadParams> params = ParseLoadParams(*request, options_.max_upload_bytes);
   if (!params.ok()) return Reply("RepositoryModelLoad", name, params.status());
@@ -362,15 +381,19 @@ grpc::Status InferenceService::RepositoryModelLoad(
 }
 
 grpc::Status InferenceService::RepositoryModelUnload(
-    grpc::ServerContext*, const inference::RepositoryModelUnloadRequest* request,
+    grpc::ServerContext* context, const inference::RepositoryModelUnloadRequest* request,
     inference::RepositoryModelUnloadResponse*) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kRepositoryModelUnload); !s.ok()) return s;
   return Reply("RepositoryModelUnload", request->model_name(),
                registry_->Unload(request->model_name()));
 }
 
 grpc::Status InferenceService::SystemSharedMemoryStatus(
-    grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* request,
+    grpc::ServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
     inference::SystemSharedMemoryStatusResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kSystemSharedMemoryStatus); !s.ok()) {
+    return s;
+  }
   auto regions = pipeline_->shared_memory().Status(request->name());
   if (!regions.ok()) return Reply("SystemSharedMemoryStatus", request->name(), regions.status());
   for (const auto& region : *regions) {
@@ -384,16 +407,22 @@ grpc::Status InferenceService::SystemSharedMemoryStatus(
 }
 
 grpc::Status InferenceService::SystemSharedMemoryRegister(
-    grpc::ServerContext*, const inference::SystemSharedMemoryRegisterRequest* request,
+    grpc::ServerContext* context, const inference::SystemSharedMemoryRegisterRequest* request,
     inference::SystemSharedMemoryRegisterResponse*) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kSystemSharedMemoryRegister); !s.ok()) {
+    return s;
+  }
   return Reply("SystemSharedMemoryRegister", request->name(),
                pipeline_->shared_memory().Register(request->name(), request->key(),
                                                    request->offset(), request->byte_size()));
 }
 
 grpc::Status InferenceService::SystemSharedMemoryUnregister(
-    grpc::ServerContext*, const inference::SystemSharedMemoryUnregisterRequest* request,
+    grpc::ServerContext* context, const inference::SystemSharedMemoryUnregisterRequest* request,
     inference::SystemSharedMemoryUnregisterResponse*) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kSystemSharedMemoryUnregister); !s.ok()) {
+    return s;
+  }
   return Reply("SystemSharedMemoryUnregister", request->name(),
                pipeline_->shared_memory().Unregister(request->name()));
 }

@@ -11,6 +11,7 @@
 #include "server/infer_pipeline.h"
 #include "server/model_registry.h"
 #include "server/run_limits.h"
+#include "server/security/access_policy.h"
 
 namespace kiln::server {
 
@@ -21,6 +22,9 @@ struct ServiceOptions {
   RunLimits limits;
   // Compute threads ModelInfer runs the engine on (compute_pool.h).
   int concurrent_inferences = 1;
+  // Who may call what (server/security/); null: everyone may call anything.
+  // Must outlive the service.
+  const security::Authenticator* auth = nullptr;
 };
 
 // ModelInfer uses gRPC's callback API: the call is answered from the thread
@@ -74,6 +78,9 @@ class InferenceService final
   InferPipeline& pipeline() { return *pipeline_; }
 
  private:
+  // The caller's right to `rpc` (server/security/grpc_auth.h).
+  grpc::Status Authorize(const grpc::ServerContextBase& context, security::Rpc rpc) const;
+
   ModelRegistry* registry_;
   ServiceOptions options_;
   // Inference itself, shared with the HTTP front.

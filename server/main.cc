@@ -193,6 +193,20 @@ int main(int argc, char** argv) {
                  "terminationGracePeriodSeconds, 30 by default)")
       ->check(CLI::Range(0, 3600))
       ->capture_default_str();
+  app.add_option("--tls-cert", options.tls.cert,
+                 "Server certificate chain (PEM): TLS on the gRPC and HTTP ports (needs --tls-key)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", options.tls.key, "Private key of --tls-cert (PEM)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-client-ca", options.tls.client_ca,
+                 "CA certificates (PEM) that client certificates must chain to: mutual TLS, a "
+                 "client without such a certificate is refused")
+      ->check(CLI::ExistingFile);
+  app.add_option("--auth-tokens", options.auth_tokens_file,
+                 "File of bearer tokens, one 'ROLE TOKEN' per line (ROLE: infer or admin; '#' "
+                 "comments). Clients then send 'authorization: Bearer TOKEN'; health and "
+                 "readiness stay open. Without it every client may call everything")
+      ->check(CLI::ExistingFile);
   app.add_option("--log-level", log_level, "Least severe events logged: trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();

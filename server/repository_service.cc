@@ -9,6 +9,7 @@
 #include "engine/cache/file_io.h"
 #include "engine/common/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/security/grpc_auth.h"
 
 namespace kiln::server {
 namespace {
@@ -31,12 +32,18 @@ absl::Status CheckSha256(absl::string_view sha256) {
 }  // namespace
 
 RepositoryService::RepositoryService(ModelRegistry* registry, UploadStore* uploads,
-                                     uint64_t max_upload_bytes)
-    : registry_(registry), uploads_(uploads), max_upload_bytes_(max_upload_bytes) {}
+                                     uint64_t max_upload_bytes, const security::Authenticator* auth)
+    : registry_(registry), uploads_(uploads), max_upload_bytes_(max_upload_bytes), auth_(auth) {}
 
-grpc::Status RepositoryService::QueryModelFile(grpc::ServerContext*,
+grpc::Status RepositoryService::Authorize(const grpc::ServerContextBase& context,
+                                          security::Rpc rpc) const {
+  return security::Authorize(auth_, context, rpc);
+}
+
+grpc::Status RepositoryService::QueryModelFile(grpc::ServerContext* context,
                                                const v1::QueryModelFileRequest* request,
                                                v1::QueryModelFileResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kQueryModelFile); !s.ok()) return s;
   absl::Status status = CheckSha256(request->sha256());
   if (!status.ok()) return Reply("QueryModelFile", "", status);
   const bool present = registry_->FindFile(request->sha256(), request->size()).has_value();
@@ -46,9 +53,10 @@ grpc::Status RepositoryService::QueryModelFile(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status RepositoryService::UploadModel(grpc::ServerContext*,
+grpc::Status RepositoryService::UploadModel(grpc::ServerContext* context,
                                             grpc::ServerReader<v1::UploadModelRequest>* reader,
                                             v1::UploadModelResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kUploadModel); !s.ok()) return s;
   v1::UploadModelRequest message;
   if (!reader->Read(&message) || message.part_case() != v1::UploadModelRequest::kHeader) {
     return Reply("UploadModel", "",
@@ -125,17 +133,19 @@ grpc::Status RepositoryService::UploadModel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status RepositoryService::DeleteModel(grpc::ServerContext*,
+grpc::Status RepositoryService::DeleteModel(grpc::ServerContext* context,
                                             const v1::DeleteModelRequest* request,
                                             v1::DeleteModelResponse*) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kDeleteModel); !s.ok()) return s;
   absl::Status status = CheckVersion(request->version(), "every version");
   if (status.ok()) status = registry_->Delete(request->model_name(), request->version());
   return Reply("DeleteModel", request->model_name(), status);
 }
 
-grpc::Status RepositoryService::CacheStatistics(grpc::ServerContext*,
+grpc::Status RepositoryService::CacheStatistics(grpc::ServerContext* context,
                                                 const v1::CacheStatisticsRequest* request,
                                                 v1::CacheStatisticsResponse* response) {
+  if (grpc::Status s = Authorize(*context, security::Rpc::kCacheStatistics); !s.ok()) return s;
   absl::Status checked = CheckVersion(request->version(), "every version");
   if (!checked.ok()) return Reply("CacheStatistics", request->model_name(), checked);
   auto stats = registry_->Statistics(request->model_name(), request->version());

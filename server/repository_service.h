@@ -8,6 +8,7 @@
 
 #include "kiln/v1/repository_service.grpc.pb.h"
 #include "server/model_registry.h"
+#include "server/security/access_policy.h"
 #include "server/upload_store.h"
 
 namespace kiln::server {
@@ -16,7 +17,10 @@ class RepositoryService final : public v1::ModelRepositoryService::Service {
  public:
   // `registry` and `uploads` must outlive the service. Uploads above
   // `max_upload_bytes` are RESOURCE_EXHAUSTED before a byte is stored.
-  RepositoryService(ModelRegistry* registry, UploadStore* uploads, uint64_t max_upload_bytes);
+  // `auth` (may be null: no checks) says who may call what and must outlive
+  // the service too.
+  RepositoryService(ModelRegistry* registry, UploadStore* uploads, uint64_t max_upload_bytes,
+                    const security::Authenticator* auth = nullptr);
 
   grpc::Status QueryModelFile(grpc::ServerContext* context,
                               const v1::QueryModelFileRequest* request,
@@ -31,9 +35,13 @@ class RepositoryService final : public v1::ModelRepositoryService::Service {
                                v1::CacheStatisticsResponse* response) override;
 
  private:
+  // The caller's right to `rpc` (server/security/grpc_auth.h).
+  grpc::Status Authorize(const grpc::ServerContextBase& context, security::Rpc rpc) const;
+
   ModelRegistry* registry_;
   UploadStore* uploads_;
   uint64_t max_upload_bytes_;
+  const security::Authenticator* auth_;
 };
 
 }  // namespace kiln::server

@@ -26,6 +26,8 @@
 #include "server/model_registry.h"
 #include "server/model_repository.h"
 #include "server/repository_service.h"
+#include "server/security/access_policy.h"
+#include "server/security/tls.h"
 #include "server/upload_store.h"
 
 namespace kiln::server {
@@ -42,6 +44,11 @@ std::string JoinHostPort(const std::string& host, int port) {
     return absl::StrCat("[", host, "]:", port);
   }
   return absl::StrCat(host, ":", port);
+}
+
+// Whether `host` only accepts connections from this machine.
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
 // One debug line per RPC when it ends (method, status, time) and the count of
@@ -128,8 +135,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     return absl::InvalidArgumentError("the per-request memory limit must be positive");
   }
 
+  // Credentials first: a bad token file or certificate stops start-up before
+  // any model is loaded.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  ASSIGN_OR_RETURN(credentials, security::GrpcServerCredentials(options.tls));
+  std::unique_ptr<security::Authenticator> auth;
+  if (options.auth_tokens_file.empty()) {
+    auth = std::make_unique<security::Authenticator>();
+  } else {
+    ASSIGN_OR_RETURN(auth, security::Authenticator::FromFile(options.auth_tokens_file));
+  }
+
   std::unique_ptr<Server> server(new Server());
   server->host_ = options.host;
+  server->auth_ = std::move(auth);
   RunLimits limits;
   limits.request_timeout_s = options.request_timeout_s;
   limits.load_timeout_s = options.load_timeout_s;
@@ -174,6 +193,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   service_options.concurrent_inferences = options.concurrent_inferences > 0
                                               ? options.concurrent_inferences
                                               : ComputePool::DefaultWorkers(options.threads);
+  service_options.auth = server->auth_.get();
   server->service_ = std::make_unique<InferenceService>(server->registry_.get(), service_options);
   if (options.uploads.max_partial_uploads < 1 || options.uploads.max_partial_bytes == 0 ||
       options.uploads.ttl.count() < 1) {
@@ -185,7 +205,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // Uploads abandoned while the server was down expire now.
   server->uploads_->SweepExpired();
   server->repository_service_ = std::make_unique<RepositoryService>(
-      server->registry_.get(), server->uploads_.get(), options.max_upload_bytes);
+      server->registry_.get(), server->uploads_.get(), options.max_upload_bytes,
+      server->auth_.get());
 
   const int64_t wanted = std::max<int64_t>(
       kMinMessageBytes,
@@ -200,8 +221,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // connections, and --port 0 could end up with more than the one port
   // advertised. One socket, bound once.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(JoinHostPort(options.host, options.port),
-                           grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(JoinHostPort(options.host, options.port), credentials,
+                           &server->port_);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(server->service_.get());
@@ -224,8 +245,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     http_options.threads = options.http_threads;
     http_options.max_body_bytes = static_cast<uint64_t>(max_message);
     http_options.in_flight = server->in_flight_.get();
+    http_options.tls = options.tls;
+    std::vector<http::Route> routes =
+        http::KserveRoutes(server->service_.get(), server->auth_.get());
     ASSIGN_OR_RETURN(server->http_server_,
-                     http::HttpServer::Start(http_options, http::KserveRoutes(server->service_.get())));
+                     http::HttpServer::Start(http_options, std::move(routes)));
     server->http_port_ = server->http_server_->port();
     spdlog::info("serving HTTP/REST on {} ({} threads)", server->http_address(),
                  options.http_threads);
@@ -250,6 +274,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                      http::HttpServer::Start(metrics_options, std::move(routes)));
     server->metrics_port_ = server->metrics_server_->port();
     spdlog::info("serving Prometheus metrics on http://{}/metrics", server->metrics_address());
+  }
+  spdlog::info("TLS: {}; authentication: {}",
+               !options.tls.enabled() ? std::string("off")
+               : options.tls.mutual()
+                   ? absl::StrCat("on, client certificates required (", options.tls.client_ca, ")")
+                   : std::string("on"),
+               server->auth_->enabled() ? "bearer tokens" : "off");
+  if (!IsLoopback(options.host)) {
+    if (!server->auth_->enabled()) {
+      spdlog::warn("listening on {} without authentication (--auth-tokens): anyone who reaches "
+                   "the ports may infer, upload, unload and delete models",
+                   options.host);
+    } else if (!options.tls.enabled()) {
+      spdlog::warn("listening on {} with bearer tokens but without TLS (--tls-cert, --tls-key): "
+                   "tokens travel in clear text unless a proxy in front terminates TLS",
+                   options.host);
+    }
   }
   spdlog::info("partial uploads: at most {}, {} declared together, expired after {} s idle",
                options.uploads.max_partial_uploads,

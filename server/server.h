@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/run_limits.h"
+#include "server/security/tls.h"
 #include "server/upload_store.h"
 
 namespace grpc {
@@ -32,6 +33,9 @@ class RepositoryService;
 namespace http {
 class HttpServer;
 }  // namespace http
+namespace security {
+class Authenticator;
+}  // namespace security
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -70,13 +74,19 @@ struct ServerOptions {
   // Memory one request may allocate: its plan's arena and what the dynamic
   // path allocates; also bounds the verified import's sample runs.
   uint64_t max_request_memory_bytes = DefaultMaxRequestMemoryBytes();
+  // TLS on both ports (--tls-cert, --tls-key, --tls-client-ca); off when empty.
+  security::TlsFiles tls;
+  // Bearer tokens and their roles (--auth-tokens; server/security/tokens.h);
+  // empty: no authentication.
+  std::string auth_tokens_file;
 };
 
 class Server {
  public:
   // Opens (creating) the repository, loads every model in it (failures are
   // logged, not fatal), then starts listening. Fails with InvalidArgument for
-  // bad options, Unavailable when the address cannot be bound, Internal when
+  // bad options (a malformed token file, TLS files that do not make a
+  // certificate and its key), Unavailable when the address cannot be bound, Internal when
   // the repository cannot be created.
   static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
 
@@ -119,6 +129,7 @@ class Server {
   int port_ = 0;
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<ModelRegistry> registry_;
+  std::unique_ptr<security::Authenticator> auth_;
   std::unique_ptr<UploadStore> uploads_;
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<RepositoryService> repository_service_;

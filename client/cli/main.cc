@@ -1,5 +1,5 @@
 // kiln: command-line client for a Kiln server (or any KServe v2 gRPC server).
-//   kiln [--server host:port] [--timeout S] upload FILE --name NAME [--config JSON_FILE]
+//   kiln [--server host:port] [--timeout S] [--token T] [--tls-ca CA.pem] upload FILE --name NAME [--config JSON_FILE]
 //   kiln models | metadata NAME | unload NAME | delete NAME [--version V] | stats [NAME] | health
 //   kiln infer NAME -i x=img.npy | -i x=1,2,3:FP32:1x3 [--output NAME] [-o out/]
 //   kiln profile NAME -i x=img.npy [--runs N] [--trace out.json]
@@ -463,6 +463,23 @@ int main(int argc, char** argv) {
                  "fails with DEADLINE_EXCEEDED, exit status 5. For upload it covers sending the "
                  "file and the server's verify and load")
       ->check(CLI::NonNegativeNumber);
+  const char* env_token = std::getenv("KILN_TOKEN");
+  std::string token = env_token != nullptr ? env_token : "";
+  app.add_option("--token", token,
+                 "Bearer token sent with every call (kilnd --auth-tokens; default: $KILN_TOKEN). "
+                 "Prefer the variable: a command line is visible to other users");
+  std::string tls_ca, tls_cert, tls_key;
+  bool tls = false;
+  app.add_flag("--tls", tls, "Connect with TLS, checking the server against the system's CAs");
+  app.add_option("--tls-ca", tls_ca,
+                 "Connect with TLS, checking the server's certificate against these CA "
+                 "certificates (PEM file)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-cert", tls_cert,
+                 "Client certificate chain (PEM) for a kilnd with --tls-client-ca (mutual TLS)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", tls_key, "Private key of --tls-cert (PEM)")
+      ->check(CLI::ExistingFile);
   app.require_subcommand(1);
 
   std::string file, name, config_file, output_dir, version;
@@ -591,6 +608,8 @@ FP32[1, 64, 56, 56]{nhwc}) and the source op. Inputs as for `kiln infer`.)");
       hint = absl::StrCat(" (is kilnd running at ", server, "? set --server or KILN_SERVER)");
     } else if (status.code() == absl::StatusCode::kDeadlineExceeded) {
       hint = absl::StrFormat(" (no answer from %s within --timeout %g s)", server, timeout_s);
+    } else if (status.code() == absl::StatusCode::kUnauthenticated) {
+      hint = token.empty() ? " (set KILN_TOKEN or --token)" : " (check KILN_TOKEN or --token)";
     }
     std::fprintf(stderr, "kiln: error: %s: %s%s\n", absl::StatusCodeToString(status.code()).c_str(),
                  std::string(status.message()).c_str(), hint.c_str());
@@ -607,6 +626,11 @@ FP32[1, 64, 56, 56]{nhwc}) and the source op. Inputs as for `kiln infer`.)");
 
   kiln::client::ClientOptions client_options;
   client_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_s * 1e3)));
+  client_options.token = token;
+  client_options.tls = tls;
+  client_options.tls_ca_file = tls_ca;
+  client_options.tls_cert_file = tls_cert;
+  client_options.tls_key_file = tls_key;
   absl::StatusOr<std::unique_ptr<InferenceClient>> client =
       InferenceClient::Connect(server, client_options);
   absl::Status status = client.status();

@@ -50,7 +50,7 @@ void SetError(httplib::Response& res, int status, const std::string& message) {
 }  // namespace
 
 struct HttpServer::Impl {
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> server;
   HttpServerOptions options;
   std::atomic<bool> listener_done{false};
 };
@@ -74,7 +74,22 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   std::unique_ptr<HttpServer> http(new HttpServer());
   http->impl_ = std::make_unique<Impl>();
   http->impl_->options = options;
-  httplib::Server& server = http->impl_->server;
+  if (options.tls.enabled()) {
+    // cpp-httplib's SSLServer with an OpenSSL context set up by the same code
+    // as gRPC's credentials are checked with; each connection's handshake
+    // runs on the thread that then serves it.
+    absl::Status tls = absl::OkStatus();
+    auto ssl = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
+      tls = security::ConfigureSslContext(options.tls, &ctx);
+      return tls.ok();
+    });
+    if (!tls.ok()) return tls;
+    if (!ssl->is_valid()) return absl::InternalError("cannot set up TLS for HTTP");
+    http->impl_->server = std::move(ssl);
+  } else {
+    http->impl_->server = std::make_unique<httplib::Server>();
+  }
+  httplib::Server& server = *http->impl_->server;
   const int threads = options.threads;
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server.set_tcp_nodelay(true);
@@ -226,12 +241,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   }
   Impl* impl = http->impl_.get();
   http->listener_ = std::thread([impl] {
-    impl->server.listen_after_bind();
+    impl->server->listen_after_bind();
     impl->listener_done = true;
   });
   // stop() does nothing until the listener runs: wait for it, so that a
   // Stop() right after Start() cannot miss it and wait forever.
-  while (!impl->server.is_running() && !impl->listener_done) {
+  while (!impl->server->is_running() && !impl->listener_done) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return http;
@@ -241,7 +256,7 @@ HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Stop() {
   if (stopped_.exchange(true)) return;
-  if (impl_ != nullptr) impl_->server.stop();
+  if (impl_ != nullptr && impl_->server != nullptr) impl_->server->stop();
   // listen_after_bind() returns once the pool's threads have finished.
   if (listener_.joinable()) listener_.join();
 }

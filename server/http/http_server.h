@@ -1,7 +1,8 @@
 // The HTTP transport of kilnd: listens on HOST:PORT, reads requests on a pool
 // of threads, and hands each one, body read and bounded, to the handler of the
 // first route whose method and path pattern match. It knows nothing of the
-// protocol spoken over it (server/http/kserve_routes.h has the routes).
+// protocol spoken over it (server/http/kserve_routes.h has the routes). With
+// TLS files in its options it serves HTTPS (server/security/tls.h).
 //
 // Threading: cpp-httplib's model, a fixed pool of `threads` threads, each
 // serving one connection at a time for as long as the client keeps it alive;
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/security/tls.h"
 
 namespace kiln::server::http {
 
@@ -60,6 +62,8 @@ struct HttpServerOptions {
   // Requests being handled now: incremented and decremented around each one
   // (shared with the gRPC front end, for the shutdown log). May be null.
   std::atomic<int>* in_flight = nullptr;
+  // HTTPS with these files (server/security/tls.h); plain HTTP when empty.
+  security::TlsFiles tls;
 };
 
 class HttpServer {

@@ -16,6 +16,7 @@
 #include "server/http/json_codec.h"
 #include "server/infer_pipeline.h"
 #include "server/inference_service.h"
+#include "server/security/access_policy.h"
 
 namespace kiln::server::http {
 namespace {
@@ -53,15 +54,24 @@ HttpResponse Error(const absl::Status& status, absl::string_view what = {},
 }
 
 // Calls one of the service's unary handlers as gRPC would, outside a call:
-// with a server context of its own (no deadline, never cancelled).
+// with a server context of its own (no deadline, never cancelled) that
+// carries the HTTP request's Authorization as gRPC metadata, for the
+// handler's own check (the route's was made already, so it passes).
 template <typename Request, typename Response>
 absl::Status Call(InferenceService* service,
                   grpc::Status (InferenceService::*method)(grpc::ServerContext*, const Request*,
                                                            Response*),
-                  const Request& request, Response* response,
+                  const HttpRequest& http, const Request& request, Response* response,
                   grpc::ServerContext* context = nullptr) {
   grpc::ServerContext local;
-  return FromGrpc((service->*method)(context != nullptr ? context : &local, &request, response));
+  if (context == nullptr) context = &local;
+  // The spouse owns the metadata's strings (the context holds views of
+  // them): it lives until the handler has returned.
+  grpc::testing::ServerContextTestSpouse spouse(context);
+  if (const std::string authorization = http.Header("authorization"); !authorization.empty()) {
+    spouse.AddClientMetadata("authorization", authorization);
+  }
+  return FromGrpc((service->*method)(context, &request, response));
 }
 
 const std::string& Name(const HttpRequest& req) { return req.params.at(0); }
@@ -136,7 +146,7 @@ HttpResponse Load(InferenceService* service, const HttpRequest& req) {
   inference::RepositoryModelLoadResponse response;
   grpc::ServerContext context;
   absl::Status status =
-      Call(service, &InferenceService::RepositoryModelLoad, request, &response, &context);
+      Call(service, &InferenceService::RepositoryModelLoad, req, request, &response, &context);
   if (!status.ok()) return Error(status);
   // The contract the gRPC handler sends as trailing metadata. The test
   // spouse is grpc++'s public way to read a context's metadata outside a call.
@@ -145,91 +155,121 @@ HttpResponse Load(InferenceService* service, const HttpRequest& req) {
   return Json(contract != trailers.end() ? contract->second : std::string());
 }
 
+// `handler` behind the access check of `rpc`: a refused request is answered
+// 401 or 403 (with the challenge RFC 6750 asks for) before anything runs.
+std::function<HttpResponse(const HttpRequest&)> Authorized(
+    const security::Authenticator* auth, security::Rpc rpc,
+    std::function<HttpResponse(const HttpRequest&)> handler) {
+  if (auth == nullptr || !auth->enabled() ||
+      security::RequiredAccess(rpc) == security::Access::kPublic) {
+    return handler;
+  }
+  return [auth, rpc, handler = std::move(handler)](const HttpRequest& req) {
+    const absl::Status status = auth->Check(rpc, req.Header("authorization"));
+    if (status.ok()) return handler(req);
+    spdlog::warn("refused HTTP {} {}: {}", req.method, absl::CHexEscape(req.path),
+                 std::string(status.message()));
+    HttpResponse response = Error(status);
+    if (status.code() == absl::StatusCode::kUnauthenticated) {
+      response.headers.emplace_back("WWW-Authenticate", R"(Bearer realm="kiln")");
+    }
+    return response;
+  };
+}
+
 }  // namespace
 
-std::vector<Route> KserveRoutes(InferenceService* service) {
+std::vector<Route> KserveRoutes(InferenceService* service, const security::Authenticator* auth) {
+  using security::Rpc;
   std::vector<Route> routes;
-  auto get = [&](std::string pattern, std::function<HttpResponse(const HttpRequest&)> handler) {
-    routes.push_back({"GET", std::move(pattern), std::move(handler)});
+  auto add = [&](const char* method, Rpc rpc, std::string pattern,
+                 std::function<HttpResponse(const HttpRequest&)> handler) {
+    routes.push_back({method, std::move(pattern), Authorized(auth, rpc, std::move(handler))});
   };
-  auto post = [&](std::string pattern, std::function<HttpResponse(const HttpRequest&)> handler) {
-    routes.push_back({"POST", std::move(pattern), std::move(handler)});
+  auto get = [&](Rpc rpc, std::string pattern,
+                 std::function<HttpResponse(const HttpRequest&)> handler) {
+    add("GET", rpc, std::move(pattern), std::move(handler));
+  };
+  auto post = [&](Rpc rpc, std::string pattern,
+                  std::function<HttpResponse(const HttpRequest&)> handler) {
+    add("POST", rpc, std::move(pattern), std::move(handler));
   };
 
-  get("/v2/health/live", [service](const HttpRequest&) {
+  get(Rpc::kServerLive, "/v2/health/live", [service](const HttpRequest& req) {
     inference::ServerLiveResponse response;
-    absl::Status s = Call(service, &InferenceService::ServerLive, {}, &response);
+    absl::Status s = Call(service, &InferenceService::ServerLive, req, {}, &response);
     if (!s.ok()) return Error(s);
     return Json(response.live() ? R"({"live":true})" : R"({"live":false})",
                 response.live() ? 200 : 503);
   });
-  get("/v2/health/ready", [service](const HttpRequest&) {
+  get(Rpc::kServerReady, "/v2/health/ready", [service](const HttpRequest& req) {
     inference::ServerReadyResponse response;
-    absl::Status s = Call(service, &InferenceService::ServerReady, {}, &response);
+    absl::Status s = Call(service, &InferenceService::ServerReady, req, {}, &response);
     if (!s.ok()) return Error(s);
     return Json(response.ready() ? R"({"ready":true})" : R"({"ready":false})",
                 response.ready() ? 200 : 503);
   });
-  get("/v2", [service](const HttpRequest&) {
+  get(Rpc::kServerMetadata, "/v2", [service](const HttpRequest& req) {
     inference::ServerMetadataResponse response;
-    absl::Status s = Call(service, &InferenceService::ServerMetadata, {}, &response);
+    absl::Status s = Call(service, &InferenceService::ServerMetadata, req, {}, &response);
     return s.ok() ? Json(ServerMetadataJson(response)) : Error(s);
   });
   // Before the metadata route, which would take "stats" for a model name.
-  get("/v2/models/stats", [service](const HttpRequest&) {
+  get(Rpc::kModelStatistics, "/v2/models/stats", [service](const HttpRequest& req) {
     inference::ModelStatisticsResponse response;
-    absl::Status s = Call(service, &InferenceService::ModelStatistics, {}, &response);
+    absl::Status s = Call(service, &InferenceService::ModelStatistics, req, {}, &response);
     return s.ok() ? Json(ModelStatisticsJson(response)) : Error(s);
   });
-  get(absl::StrCat(kModel, "/stats"), [service](const HttpRequest& req) {
+  get(Rpc::kModelStatistics, absl::StrCat(kModel, "/stats"), [service](const HttpRequest& req) {
     inference::ModelStatisticsRequest request;
     request.set_name(Name(req));
     request.set_version(Version(req));
     inference::ModelStatisticsResponse response;
-    absl::Status s = Call(service, &InferenceService::ModelStatistics, request, &response);
+    absl::Status s = Call(service, &InferenceService::ModelStatistics, req, request, &response);
     return s.ok() ? Json(ModelStatisticsJson(response)) : Error(s);
   });
-  get(absl::StrCat(kModel, "/ready"), [service](const HttpRequest& req) {
+  get(Rpc::kModelReady, absl::StrCat(kModel, "/ready"), [service](const HttpRequest& req) {
     inference::ModelReadyRequest request;
     request.set_name(Name(req));
     request.set_version(Version(req));
     inference::ModelReadyResponse response;
-    absl::Status s = Call(service, &InferenceService::ModelReady, request, &response);
+    absl::Status s = Call(service, &InferenceService::ModelReady, req, request, &response);
     if (!s.ok()) return Error(s);
     // KServe's body; Triton's status: 400 for a model that is not ready (or
     // not known), so a probe needs only the status.
     return Json(ModelReadyJson(Name(req), response.ready()), response.ready() ? 200 : 400);
   });
-  get(kModel, [service](const HttpRequest& req) {
+  get(Rpc::kModelMetadata, kModel, [service](const HttpRequest& req) {
     inference::ModelMetadataRequest request;
     request.set_name(Name(req));
     request.set_version(Version(req));
     inference::ModelMetadataResponse response;
-    absl::Status s = Call(service, &InferenceService::ModelMetadata, request, &response);
+    absl::Status s = Call(service, &InferenceService::ModelMetadata, req, request, &response);
     return s.ok() ? Json(ModelMetadataJson(response)) : Error(s);
   });
-  post(absl::StrCat(kModel, "/infer"),
+  post(Rpc::kModelInfer, absl::StrCat(kModel, "/infer"),
        [service](const HttpRequest& req) { return Infer(service, req); });
 
-  post("/v2/repository/index", [service](const HttpRequest& req) {
+  post(Rpc::kRepositoryIndex, "/v2/repository/index", [service](const HttpRequest& req) {
     inference::RepositoryIndexRequest request;
     absl::Status s = ParseRepositoryIndexRequest(req.body, &request);
     if (!s.ok()) return Error(s, "repository index");
     inference::RepositoryIndexResponse response;
-    s = Call(service, &InferenceService::RepositoryIndex, request, &response);
+    s = Call(service, &InferenceService::RepositoryIndex, req, request, &response);
     return s.ok() ? Json(RepositoryIndexJson(response)) : Error(s);
   });
-  post("/v2/repository/models/([^/]+)/load",
+  post(Rpc::kRepositoryModelLoad, "/v2/repository/models/([^/]+)/load",
        [service](const HttpRequest& req) { return Load(service, req); });
-  post("/v2/repository/models/([^/]+)/unload", [service](const HttpRequest& req) {
-    inference::RepositoryModelUnloadRequest request;
-    request.set_model_name(Name(req));
-    absl::Status s = ParseRepositoryParameters(req.body, request.mutable_parameters());
-    if (!s.ok()) return Error(s, "unload", Name(req));
-    inference::RepositoryModelUnloadResponse response;
-    s = Call(service, &InferenceService::RepositoryModelUnload, request, &response);
-    return s.ok() ? Json(std::string()) : Error(s);
-  });
+  post(Rpc::kRepositoryModelUnload, "/v2/repository/models/([^/]+)/unload",
+       [service](const HttpRequest& req) {
+         inference::RepositoryModelUnloadRequest request;
+         request.set_model_name(Name(req));
+         absl::Status s = ParseRepositoryParameters(req.body, request.mutable_parameters());
+         if (!s.ok()) return Error(s, "unload", Name(req));
+         inference::RepositoryModelUnloadResponse response;
+         s = Call(service, &InferenceService::RepositoryModelUnload, req, request, &response);
+         return s.ok() ? Json(std::string()) : Error(s);
+       });
 
   // The system shared-memory extension (server/shared_memory.h), Triton's routes.
   auto status = [service](const std::string& name) {
@@ -247,10 +287,10 @@ std::vector<Route> KserveRoutes(InferenceService* service) {
         Call(service, &InferenceService::SystemSharedMemoryUnregister, request, &response);
     return s.ok() ? Json(std::string()) : Error(s);
   };
-  get("/v2/systemsharedmemory/status", [status](const HttpRequest&) { return status(""); });
-  get("/v2/systemsharedmemory/region/([^/]+)/status",
+  get(Rpc::kSystemSharedMemoryStatus, "/v2/systemsharedmemory/status", [status](const HttpRequest&) { return status(""); });
+  get(Rpc::kSystemSharedMemoryStatus, "/v2/systemsharedmemory/region/([^/]+)/status",
       [status](const HttpRequest& req) { return status(Name(req)); });
-  post("/v2/systemsharedmemory/region/([^/]+)/register", [service](const HttpRequest& req) {
+  post(Rpc::kSystemSharedMemoryRegister, "/v2/systemsharedmemory/region/([^/]+)/register", [service](const HttpRequest& req) {
     inference::SystemSharedMemoryRegisterRequest request;
     request.set_name(Name(req));
     absl::Status s = ParseSharedMemoryRegister(req.body, &request);
@@ -259,9 +299,9 @@ std::vector<Route> KserveRoutes(InferenceService* service) {
     s = Call(service, &InferenceService::SystemSharedMemoryRegister, request, &response);
     return s.ok() ? Json(std::string()) : Error(s);
   });
-  post("/v2/systemsharedmemory/unregister",
+  post(Rpc::kSystemSharedMemoryUnregister, "/v2/systemsharedmemory/unregister",
        [unregister](const HttpRequest&) { return unregister(""); });
-  post("/v2/systemsharedmemory/region/([^/]+)/unregister",
+  post(Rpc::kSystemSharedMemoryUnregister, "/v2/systemsharedmemory/region/([^/]+)/unregister",
        [unregister](const HttpRequest& req) { return unregister(Name(req)); });
   return routes;
 }

@@ -22,6 +22,12 @@
 // application/octet-stream; query parameters version (default 1), config and
 // sha256), or, as Triton's clients do, in a JSON body
 // {"parameters": {"file:1/model.pt": "<base64>", "config": "<json>"}}.
+//
+// Each route names the RPC it translates to; before its handler runs, the
+// request's Authorization header is checked for that RPC by the policy both
+// protocols share (server/security/access_policy.h): 401 without a valid
+// bearer token (with WWW-Authenticate: Bearer), 403 when the token's role may
+// not make the call.
 #pragma once
 
 #include <vector>
@@ -30,11 +36,16 @@
 
 namespace kiln::server {
 class InferenceService;
+namespace security {
+class Authenticator;
+}  // namespace security
 }  // namespace kiln::server
 
 namespace kiln::server::http {
 
-// The routes above over `service`, which must outlive the HTTP server.
-std::vector<Route> KserveRoutes(InferenceService* service);
+// The routes above over `service`, checked by `auth` (null: no checks); both
+// must outlive the HTTP server.
+std::vector<Route> KserveRoutes(InferenceService* service,
+                                const security::Authenticator* auth = nullptr);
 
 }  // namespace kiln::server::http

@@ -1,5 +1,6 @@
 """Checks the deployment files against each other and against `kilnd --help`: images, ports, probes,
-volume mounts and every flag passed to kilnd."""
+volume mounts, the Secrets TLS and tokens come from, Prometheus annotations, every flag passed to
+kilnd, and deploy/compose.yaml (parsed here; Compose itself is not run by this test)."""
 import os
 import re
 import subprocess
@@ -61,7 +62,17 @@ class ManifestTest(unittest.TestCase):
         self.assertIn(port, ports)
         if port_name:
             self.assertEqual(ports[port]["name"], port_name)
-        self.assertEqual(c["readinessProbe"]["grpc"]["port"], port)
+        probe = c["readinessProbe"]
+        if "grpc" in probe:
+            self.assertEqual(probe["grpc"]["port"], port)
+        else:
+            # HTTP readiness on the HTTP port, HTTPS when kilnd has a certificate.
+            self.assertEqual(probe["httpGet"]["path"], "/v2/health/ready")
+            http = int(arg_value(c["args"], "--http-port"))
+            by_name = {p["name"]: p["containerPort"] for p in c["ports"]}
+            self.assertEqual(by_name[probe["httpGet"]["port"]], http)
+            self.assertEqual(probe["httpGet"].get("scheme", "HTTP"),
+                             "HTTPS" if arg_value(c["args"], "--tls-cert") else "HTTP")
         return port
 
     def test_every_document_has_kind_and_name(self):
@@ -74,16 +85,36 @@ class ManifestTest(unittest.TestCase):
         dep = self.one("Deployment")
         spec = dep["spec"]["template"]["spec"]
         c = spec["containers"][0]
-        port = self.check_container(c, "grpc")
-        self.assertEqual(c["livenessProbe"]["grpc"]["port"], port)
+        self.check_container(c, "grpc")
+        self.assertEqual(c["livenessProbe"]["httpGet"]["path"], "/v2/health/live")
+        # All three ports, and Prometheus' scrape annotations on the metrics one.
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        self.assertEqual(ports, {"grpc": 8001, "http": 8000, "metrics": 8002})
+        notes = dep["spec"]["template"]["metadata"]["annotations"]
+        self.assertEqual(notes["prometheus.io/scrape"], "true")
+        self.assertEqual(int(notes["prometheus.io/port"]), ports["metrics"])
+        # TLS files and the token file come from Secrets mounted where the flags point.
+        secrets = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
+        mounts_by_volume = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        for flag in ("--tls-cert", "--tls-key", "--auth-tokens"):
+            path = arg_value(c["args"], flag)
+            self.assertIsNotNone(path, flag)
+            volume = [v for v, mount in mounts_by_volume.items()
+                      if path.startswith(mount.rstrip("/") + "/")]
+            self.assertEqual(len(volume), 1, f"{flag} {path} is not on one mounted volume")
+            self.assertIn(volume[0], secrets, f"{flag} is not mounted from a Secret")
+            self.assertEqual(secrets[volume[0]]["defaultMode"] & 0o007, 0, "world-readable")
         self.assertIn("cpu", c["resources"]["requests"])
         self.assertIn("memory", c["resources"]["requests"])
         mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
         self.assertIn(arg_value(c["args"], "--model-repository"), mounts)
         self.assertIn(arg_value(c["args"], "--cache-dir"), mounts)
-        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"]}
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"]
+                  if "persistentVolumeClaim" in v}
         for m in c["volumeMounts"]:
-            self.assertEqual(claims[m["name"]], self.one("PersistentVolumeClaim")["metadata"]["name"])
+            if m["name"] in claims:
+                self.assertEqual(claims[m["name"]],
+                                 self.one("PersistentVolumeClaim")["metadata"]["name"])
         self.assertEqual(dep["spec"]["selector"]["matchLabels"],
                          dep["spec"]["template"]["metadata"]["labels"])
 
@@ -136,6 +167,56 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(notes["prometheus.io/path"], "/metrics")
         svc = self.one("Service")
         self.assertIn("metrics", {p["targetPort"] for p in svc["spec"]["ports"]})
+
+
+class ComposeTest(unittest.TestCase):
+    """deploy/compose.yaml parses and agrees with the image: the three ports, named volumes on the
+    image's /models and /cache, an HTTP readiness health check, real kilnd flags."""
+
+    def test_compose_file(self):
+        with open(os.path.join(SOURCE, "deploy", "compose.yaml")) as f:
+            compose = yaml.safe_load(f)
+        kiln = compose["services"]["kiln"]
+        self.assertEqual(kiln["build"]["dockerfile"], "deploy/Dockerfile")
+        published = sorted(int(p.rsplit(":", 1)[1]) for p in kiln["ports"])
+        self.assertEqual(published, [8000, 8001, 8002])
+        mounts = dict(v.split(":", 1) for v in kiln["volumes"])
+        self.assertEqual(mounts, {"models": "/models", "cache": "/cache"})
+        self.assertEqual(set(compose["volumes"]), {"models", "cache"})
+        check = " ".join(kiln["healthcheck"]["test"])
+        self.assertIn("/dev/tcp/127.0.0.1/8000", check)
+        self.assertIn("GET /v2/health/ready", check)
+        flags = kilnd_flags()
+        for flag in flag_names(kiln["command"]):
+            self.assertIn(flag, flags)
+        with open(os.path.join(SOURCE, "deploy", "prometheus.yml")) as f:
+            prometheus = yaml.safe_load(f)
+        self.assertEqual(prometheus["scrape_configs"][0]["static_configs"][0]["targets"],
+                         ["kiln:8002"])
+
+    def test_health_check_command_against_kilnd(self):
+        """The compose health check's command, run on the host against a real kilnd's HTTP port."""
+        import tempfile
+        with open(os.path.join(SOURCE, "deploy", "compose.yaml")) as f:
+            script = yaml.safe_load(f)["services"]["kiln"]["healthcheck"]["test"][3]
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = subprocess.Popen([os.path.join(BIN, "kilnd"), "--port", "0", "--http-port", "0",
+                                     "--model-repository", tmp], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+            try:
+                port = None
+                for line in proc.stdout:
+                    m = re.search(r"kilnd HTTP listening on \S+:(\d+)", line)
+                    if m:
+                        port = m.group(1)
+                        break
+                self.assertIsNotNone(port)
+                ok = subprocess.run(["bash", "-c", script.replace("/8000", "/" + port)], timeout=30)
+                self.assertEqual(ok.returncode, 0)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+                proc.stdout.close()
 
 
 class RuntimeLibrariesTest(unittest.TestCase):
