@@ -126,7 +126,20 @@ class Worker:
                 self.proc.wait()
 
 
-class KilndEngine:
+class ClientEngine:
+    """An engine timed by a kiln-bench client worker (self.client) of a kilnd."""
+
+    def set_input(self, dtype, shape, path):
+        self.client.set_input(dtype, shape, path)
+
+    def run(self):
+        return self.client.run()
+
+    def save(self, path):
+        self.client.save(path)
+
+
+class KilndEngine(ClientEngine):
     """A kilnd serving one model, loaded here with stock grpcio; each call is one ModelInfer over
     loopback gRPC made and timed by a kiln-bench client worker (Kiln's C++ client library), so
     the column carries transport and serving, not this interpreter's per-call overhead."""
@@ -165,15 +178,6 @@ class KilndEngine:
             env = dict(os.environ, KILN_SERVER=self.server.address)
             subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
 
-    def set_input(self, dtype, shape, path):
-        self.client.set_input(dtype, shape, path)
-
-    def run(self):
-        return self.client.run()
-
-    def save(self, path):
-        self.client.save(path)
-
     @property
     def pid(self):
         return self.server.proc.pid
@@ -193,20 +197,11 @@ class KilndEngine:
         shutil.rmtree(self.repo, ignore_errors=True)
 
 
-class KilndSharedMemoryClient:
+class KilndSharedMemoryClient(ClientEngine):
     """The kdshm column: kilnd through shared memory; its server (and MB) is the kilnd column's."""
 
     def __init__(self, kilnd, worker):
         self.name, self.kilnd, self.client = "kdshm", kilnd, worker
-
-    def set_input(self, dtype, shape, path):
-        self.client.set_input(dtype, shape, path)
-
-    def run(self):
-        return self.client.run()
-
-    def save(self, path):
-        self.client.save(path)
 
     def close(self):
         self.client.close()
