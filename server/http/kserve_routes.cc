@@ -272,37 +272,40 @@ std::vector<Route> KserveRoutes(InferenceService* service, const security::Authe
        });
 
   // The system shared-memory extension (server/shared_memory.h), Triton's routes.
-  auto status = [service](const std::string& name) {
+  auto status = [service](const HttpRequest& req, const std::string& name) {
     inference::SystemSharedMemoryStatusRequest request;
     request.set_name(name);
     inference::SystemSharedMemoryStatusResponse response;
-    absl::Status s = Call(service, &InferenceService::SystemSharedMemoryStatus, request, &response);
+    absl::Status s =
+        Call(service, &InferenceService::SystemSharedMemoryStatus, req, request, &response);
     return s.ok() ? Json(SharedMemoryStatusJson(response)) : Error(s);
   };
-  auto unregister = [service](const std::string& name) {
+  auto unregister = [service](const HttpRequest& req, const std::string& name) {
     inference::SystemSharedMemoryUnregisterRequest request;
     request.set_name(name);
     inference::SystemSharedMemoryUnregisterResponse response;
     absl::Status s =
-        Call(service, &InferenceService::SystemSharedMemoryUnregister, request, &response);
+        Call(service, &InferenceService::SystemSharedMemoryUnregister, req, request, &response);
     return s.ok() ? Json(std::string()) : Error(s);
   };
-  get(Rpc::kSystemSharedMemoryStatus, "/v2/systemsharedmemory/status", [status](const HttpRequest&) { return status(""); });
+  get(Rpc::kSystemSharedMemoryStatus, "/v2/systemsharedmemory/status",
+      [status](const HttpRequest& req) { return status(req, ""); });
   get(Rpc::kSystemSharedMemoryStatus, "/v2/systemsharedmemory/region/([^/]+)/status",
-      [status](const HttpRequest& req) { return status(Name(req)); });
-  post(Rpc::kSystemSharedMemoryRegister, "/v2/systemsharedmemory/region/([^/]+)/register", [service](const HttpRequest& req) {
-    inference::SystemSharedMemoryRegisterRequest request;
-    request.set_name(Name(req));
-    absl::Status s = ParseSharedMemoryRegister(req.body, &request);
-    if (!s.ok()) return Error(s, "shared-memory register", Name(req));
-    inference::SystemSharedMemoryRegisterResponse response;
-    s = Call(service, &InferenceService::SystemSharedMemoryRegister, request, &response);
-    return s.ok() ? Json(std::string()) : Error(s);
-  });
+      [status](const HttpRequest& req) { return status(req, Name(req)); });
+  post(Rpc::kSystemSharedMemoryRegister, "/v2/systemsharedmemory/region/([^/]+)/register",
+       [service](const HttpRequest& req) {
+         inference::SystemSharedMemoryRegisterRequest request;
+         request.set_name(Name(req));
+         absl::Status s = ParseSharedMemoryRegister(req.body, &request);
+         if (!s.ok()) return Error(s, "shared-memory register", Name(req));
+         inference::SystemSharedMemoryRegisterResponse response;
+         s = Call(service, &InferenceService::SystemSharedMemoryRegister, req, request, &response);
+         return s.ok() ? Json(std::string()) : Error(s);
+       });
   post(Rpc::kSystemSharedMemoryUnregister, "/v2/systemsharedmemory/unregister",
-       [unregister](const HttpRequest&) { return unregister(""); });
+       [unregister](const HttpRequest& req) { return unregister(req, ""); });
   post(Rpc::kSystemSharedMemoryUnregister, "/v2/systemsharedmemory/region/([^/]+)/unregister",
-       [unregister](const HttpRequest& req) { return unregister(Name(req)); });
+       [unregister](const HttpRequest& req) { return unregister(req, Name(req)); });
   return routes;
 }
 
