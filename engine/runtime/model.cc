@@ -686,8 +686,11 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   } else {
     std::optional<std::vector<RunValue>> gated;
     if (options_.gate != nullptr) {
+      // The gate's own runs of the model need its services too.
+      RunOptions gate_run = run;
+      if (gate_run.services == nullptr) gate_run.services = options_.services;
       ASSIGN_OR_RETURN(gated, options_.gate->Admit(*this, SignatureKey(signature), signature,
-                                                   args, run));
+                                                   args, gate_run));
     }
     if (gated.has_value()) {
       outs = *std::move(gated);
