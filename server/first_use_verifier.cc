@@ -11,11 +11,14 @@
 namespace kiln::server {
 namespace {
 
-// Whether the verification was stopped by the request's bounds (its
-// deadline, cancellation, the memory limit) rather than decided: the
-// signature is verified again by a later request.
-bool StoppedByBounds(const absl::Status& s) {
-  return absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) || absl::IsResourceExhausted(s);
+// Whether the verification was stopped by the request itself (its deadline
+// passed, it was cancelled) rather than decided: the request fails so, and a
+// later request verifies the signature. Any other failure (libtorch's child
+// past its memory or time limit, libtorch refusing the values) leaves the
+// signature unverified and the request served natively.
+bool StoppedByRequest(const absl::Status& s, const runtime::RunOptions& run) {
+  return absl::IsCancelled(s) ||
+         (absl::IsDeadlineExceeded(s) && std::chrono::steady_clock::now() >= run.deadline);
 }
 
 // libtorch's results (ReferenceResult::outputs, each flattened) as the
@@ -109,7 +112,7 @@ absl::StatusOr<std::optional<std::vector<runtime::RunValue>>> FirstUseVerifier::
 
   absl::StatusOr<Outcome> outcome = Verify(model, key, args, run);
   lock.lock();
-  if (!outcome.ok() && StoppedByBounds(outcome.status())) {
+  if (!outcome.ok() && StoppedByRequest(outcome.status(), run)) {
     // Not decided: a later request verifies the signature.
     signatures_.erase(key);
     --verifications_;
