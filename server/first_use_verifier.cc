@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "engine/common/status_macros.h"
 
 namespace kiln::server {
@@ -212,7 +213,10 @@ std::map<std::string, std::string> FirstUseVerifier::Properties() const {
         break;
     }
     listed.push_back(absl::StrCat(key, ": ", state));
-    if (!s.summary.empty()) p[absl::StrCat("verify.signature.", key)] = s.summary;
+    // A property name has no spaces: "verify.signature.FP32[4,16]".
+    std::string name = absl::StrReplaceAll(key, {{" ", ""}});
+    if (!name.empty() && name.back() == ';') name.pop_back();
+    if (!s.summary.empty()) p[absl::StrCat("verify.signature.", name)] = s.summary;
   }
   p["verify.signatures"] = absl::StrJoin(listed, " | ");
   return p;

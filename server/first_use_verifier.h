@@ -79,7 +79,8 @@ class FirstUseVerifier : public runtime::SignatureGate {
   // verify.first_use ("on"), verify.first_use.count (verifications run),
   // verify.first_use.fallbacks (signatures that fell back),
   // verify.signatures ("FP32[1, 5];: passed; FP32[3, 5];: fallback
-  // (aten::gelu)"), and verify.signature.<key> with each one's summary.
+  // (aten::gelu)"), and verify.signature.<key> with each one's summary (the
+  // key without spaces or its last ';': "verify.signature.FP32[3,5]").
   std::map<std::string, std::string> Properties() const override;
 
  private:
