@@ -79,6 +79,10 @@ def main():
                 first = timed(stub, x)
                 later = statistics.median(timed(stub, x) for _ in range(args.rounds))
                 print(f"{batch:5} {mode:>6} {first:9.0f} {later:18.0f}", flush=True)
+        # What the verifying kilnd found for each signature (all should have passed).
+        meta = servers["on"][1].ModelMetadata(pb.ModelMetadataRequest(name="resnet18"), timeout=60)
+        for key in ("verify", "verify.first_use.count", "verify.signatures"):
+            print(f"{key}: {meta.properties.get(key, '(not in metadata)')[:160]}")
     finally:
         for proc, _ in servers.values():
             proc.stop()
