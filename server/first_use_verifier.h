@@ -94,10 +94,15 @@ class FirstUseVerifier : public runtime::SignatureGate {
   struct Outcome {
     Signature signature;
     std::optional<std::vector<runtime::RunValue>> answer;
+    // Kiln's own run of the request failed (a fallback worker that died, the
+    // request's memory limit): the request fails so, nothing is decided,
+    // and libtorch is not asked.
+    absl::Status kiln_failed;
   };
 
-  // Runs the verification of one signature (no lock held).
+  // Runs the request and the verification of its signature (no lock held).
   absl::StatusOr<Outcome> Verify(const runtime::Model& model, const std::string& key,
+                                 const std::vector<kernels::TensorInfo>& signature,
                                  const std::vector<runtime::RunValue>& args,
                                  const runtime::RunOptions& run) const;
 
