@@ -36,7 +36,8 @@ bool IsRunBound(const absl::Status& s) {
 absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     const std::string& label, const std::string& model_path, const ModelConfig& config,
     std::unique_ptr<runtime::Model> model, verify::TorchReference& reference,
-    const verify::ModelRebuilder& rebuild, bool verify, const runtime::RunOptions& run) {
+    const verify::ModelRebuilder& rebuild, bool verify, const runtime::RunOptions& run,
+    std::string* verified_signature) {
   const std::vector<std::string> fallback_ops = torch::FallbackOps(model->graph());
   if (!fallback_ops.empty()) {
     spdlog::info("{}: ops running through the libtorch fallback: {}", label,
@@ -90,6 +91,9 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     model = std::move(verified->model);
     report = std::move(verified->report);
     verify_text = report.Summary();
+    if (verified_signature != nullptr && !report.skipped && report.passed) {
+      *verified_signature = runtime::SignatureKey(report.signature);
+    }
     spdlog::info("{}: verified import {}", label, verify_text);
   }
   model->set_property("fallback_ops", absl::StrJoin(torch::FallbackOps(model->graph()), ","));

@@ -32,10 +32,12 @@ absl::Status CheckStrict(const ir::Graph& graph, const ModelConfig& config);
 // naming the first diverging node when Kiln and libtorch disagree; Kiln's
 // runs of the samples are bounded by `run` (the load's deadline, the
 // per-request memory limit), failing with its status prefixed "verified
-// import: ".
+// import: ". `verified_signature`, when given, receives the signature key
+// (runtime::SignatureKey) the verification passed on, or stays empty.
 absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     const std::string& label, const std::string& model_path, const ModelConfig& config,
     std::unique_ptr<runtime::Model> model, verify::TorchReference& reference,
-    const verify::ModelRebuilder& rebuild, bool verify, const runtime::RunOptions& run);
+    const verify::ModelRebuilder& rebuild, bool verify, const runtime::RunOptions& run,
+    std::string* verified_signature = nullptr);
 
 }  // namespace kiln::server

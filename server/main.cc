@@ -135,6 +135,13 @@ int main(int argc, char** argv) {
                  "'off': only its memory and time limits")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  std::string verify_on_first_use = "on";
+  app.add_option("--verify-on-first-use", verify_on_first_use,
+                 "'on': a request whose signature the load could not verify also runs through "
+                 "libtorch in the sandboxed worker and is compared (once per signature; a model's "
+                 "config may turn it off with \"verify\": {\"on_first_use\": false}); 'off': never")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   uint64_t import_memory_mb = options.import_memory_bytes >> 20;
   app.add_option("--import-memory-mb", import_memory_mb,
                  "Memory an import child may use beyond its start-up mappings, in MiB")
@@ -226,6 +233,7 @@ int main(int argc, char** argv) {
   options.import_memory_bytes = import_memory_mb << 20;
   options.uploads.ttl = std::chrono::seconds(partial_upload_ttl_s);
   options.import_sandbox = import_sandbox == "on";
+  options.verify_on_first_use = verify_on_first_use == "on";
   options.max_request_memory_bytes = max_request_memory_mb << 20;
   // /proc/self/exe, resolved in the child, is this very binary even if the
   // file was replaced on disk since start-up.

@@ -161,7 +161,7 @@ std::string VersionPolicy::ToString() const {
 
 namespace {
 
-// "verify": false | {"enabled", "tolerance", "on_mismatch", "inputs"}.
+// "verify": false | {"enabled", "tolerance", "on_mismatch", "on_first_use", "inputs"}.
 absl::StatusOr<VerifyConfig> ParseVerify(const json& v) {
   VerifyConfig verify;
   if (v.is_boolean()) {
@@ -169,7 +169,8 @@ absl::StatusOr<VerifyConfig> ParseVerify(const json& v) {
     return verify;
   }
   if (!v.is_object()) return ConfigError("verify", "expected true, false or an object");
-  RETURN_IF_ERROR(CheckKeys(v, {"enabled", "tolerance", "on_mismatch", "inputs"}, "verify"));
+  RETURN_IF_ERROR(
+      CheckKeys(v, {"enabled", "tolerance", "on_mismatch", "on_first_use", "inputs"}, "verify"));
   if (v.contains("enabled")) {
     if (!v["enabled"].is_boolean()) return ConfigError("verify.enabled", "expected true or false");
     verify.enabled = v["enabled"].get<bool>();
@@ -186,6 +187,12 @@ absl::StatusOr<VerifyConfig> ParseVerify(const json& v) {
       return ConfigError("verify.on_mismatch", "expected \"fail\" or \"fallback\"");
     }
     verify.fallback_on_mismatch = m.get<std::string>() == "fallback";
+  }
+  if (v.contains("on_first_use")) {
+    if (!v["on_first_use"].is_boolean()) {
+      return ConfigError("verify.on_first_use", "expected true or false");
+    }
+    verify.on_first_use = v["on_first_use"].get<bool>();
   }
   ASSIGN_OR_RETURN(verify.inputs, ParseTensorList(v, "inputs"));
   for (const runtime::TensorSpec& spec : verify.inputs) {

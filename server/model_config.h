@@ -42,11 +42,15 @@ struct VersionPolicy {
 
 // Verified import (engine/verify/verify.h): "verify": false, or
 // {"enabled": true, "tolerance": 1e-4, "on_mismatch": "fail" | "fallback",
+//  "on_first_use": true,
 //  "inputs": [{"name": "x", "datatype": "FP32", "dims": [1, 3, 224, 224]}]}.
 struct VerifyConfig {
   bool enabled = true;
   double tolerance = 1e-4;
   bool fallback_on_mismatch = false;  // serve diverging ops through libtorch instead of failing
+  // Verify each signature the load could not on its first request
+  // (server/first_use_verifier.h); "on_first_use": false turns it off.
+  bool on_first_use = true;
   std::vector<runtime::TensorSpec> inputs;  // sample shapes, by input name
 };
 

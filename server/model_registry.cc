@@ -248,9 +248,9 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
   return graph;
 }
 
-absl::StatusOr<ir::Graph> ModelRegistry::ImportForced(const std::string& path,
-                                                      const std::vector<std::string>& ops,
-                                                      ImportLimits limits) {
+absl::StatusOr<ir::Graph> ModelRegistry::ImportForced(
+    const std::string& path, const std::vector<std::string>& ops, ImportLimits limits,
+    std::chrono::steady_clock::time_point deadline) {
   if (options_.import_worker.empty()) {
     ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(path));
     importer::ImportOptions forced;
@@ -263,7 +263,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ImportForced(const std::string& path,
                     .string();
   answer.key = "forced-import";
   limits.timeout_s = static_cast<int>(std::max<int64_t>(
-      1, std::chrono::ceil<std::chrono::seconds>(load_deadline_ - Clock::now()).count()));
+      1, std::chrono::ceil<std::chrono::seconds>(deadline - Clock::now()).count()));
   ASSIGN_OR_RETURN(cache::Payload serialized,
                    ImportInChildProcess(options_.import_worker, path, answer, limits, ops));
   absl::StatusOr<ir::Graph> graph = cache::ParseGraph(serialized.view(), serialized.owner());
@@ -333,16 +333,65 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   }
   built.counters = std::make_shared<cache::PlanCounters>();
   built.weight_bytes = graph.ConstantBytes();
+  // Verification on first use: the signatures the load cannot verify are
+  // verified by their first request (server/first_use_verifier.h).
+  const std::string first_use_unavailable = FirstUseUnavailable(!options_.import_worker.empty());
+  std::string first_use_off;
+  if (!config.verify.enabled) {
+    first_use_off = "off: verification is disabled by the load config";
+  } else if (!config.verify.on_first_use) {
+    first_use_off = "off: \"on_first_use\": false in the load config";
+  } else if (!options_.verify_on_first_use) {
+    first_use_off = "off: kilnd runs with --verify-on-first-use off";
+  } else if (!first_use_unavailable.empty()) {
+    first_use_off = first_use_unavailable;
+  } else if (config.dry_run) {
+    first_use_off = "off: a dry run serves no request";
+  }
+  // The libtorch runs of the file at `file` (in the sandboxed worker), and
+  // its imports with ops forced onto the fallback, bounded by `deadline`.
+  auto import_limits = [this](std::chrono::steady_clock::time_point deadline) {
+    ImportLimits limits = options_.import_limits;
+    limits.stop = options_.limits.ForLoad(deadline).stop;
+    return limits;
+  };
+  if (first_use_off.empty()) {
+    FirstUseOptions first_use;
+    first_use.label = label;
+    first_use.tolerance = config.precision == Precision::kBf16
+                              ? std::max(config.verify.tolerance, kBf16Tolerance)
+                              : config.verify.tolerance;
+    first_use.precision = config.precision;
+    first_use.import = config.import;
+    first_use.timeout = std::chrono::seconds(options_.limits.load_timeout_s);
+    first_use.reference = [this, import_limits](const std::string& file,
+                                                std::chrono::steady_clock::time_point deadline)
+        -> std::unique_ptr<verify::TorchReference> {
+      return std::make_unique<ChildTorchReference>(options_.import_worker, file,
+                                                   repository_->StagingDir(),
+                                                   import_limits(deadline), deadline);
+    };
+    built.first_use = std::make_shared<FirstUseVerifier>(std::move(first_use));
+    built.first_use->set_model_path(path);
+  }
   // Builds the model of the imported graph, or of one the verified import
   // rebuilt with ops forced onto the fallback. The plan key names the graph
   // exactly: its file, the names the config gives its inputs and outputs,
   // and the ops it runs through the fallback (a rebuilt graph compiles other
-  // plans). Verification serves the last model built.
-  int models_built = 0;
-  auto build = [&](ir::Graph g) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
-    ++models_built;
+  // plans). Verification serves the last model built. `gated`: the model
+  // verifies its signatures on first use (not one that verification on first
+  // use rebuilt for one signature). Holds no reference to the verifier, which
+  // holds it.
+  auto models_built = std::make_shared<int>(0);
+  std::weak_ptr<FirstUseVerifier> gate = built.first_use;
+  std::shared_ptr<cache::CompiledGraphCache> plan_cache = options_.cache;
+  std::shared_ptr<cache::PlanCounters> counters = built.counters;
+  auto build = [models_built, config, options, plan_cache, graph_id, label, counters, gate](
+                   ir::Graph g, bool gated) -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
+    ++*models_built;
     if (config.accumulate_float64) passes::AccumulateInFloat64(g);
     runtime::ModelOptions o = options;
+    if (gated) o.gate = gate.lock();
     std::vector<std::string> inputs, outputs;
     for (size_t i = 0; i < g.inputs().size(); ++i) {
       inputs.push_back(i < o.inputs.size() ? o.inputs[i].name : g.value(g.inputs()[i]).name);
@@ -351,20 +400,29 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
       outputs.push_back(i < o.outputs.size() ? o.outputs[i].name : g.output_names()[i]);
     }
     const std::string model_key = absl::StrCat(
-        options_.cache->GraphKey(graph_id), ";inputs=", absl::StrJoin(inputs, ","),
+        plan_cache->GraphKey(graph_id), ";inputs=", absl::StrJoin(inputs, ","),
         ";outputs=", absl::StrJoin(outputs, ","), ";fallback=",
         absl::StrJoin(torch::FallbackOps(g), ","));
     // A dry run leaves no trace: neither its graph nor its plans enter the cache.
-    if (!config.dry_run) o.executables = options_.cache->Provider(model_key, label, built.counters);
+    if (!config.dry_run) o.executables = plan_cache->Provider(model_key, label, counters);
     return runtime::Model::Create(std::move(g), std::move(o));
   };
-  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> model, build(std::move(graph)));
+  if (built.first_use != nullptr) {
+    built.first_use->set_rebuild(
+        [this, build, import_limits](const std::string& file, const importer::ImportOptions& forced,
+                                     std::chrono::steady_clock::time_point deadline)
+            -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
+          ASSIGN_OR_RETURN(ir::Graph g, ImportForced(file, forced.force_fallback,
+                                                     import_limits(deadline), deadline));
+          return build(std::move(g), /*gated=*/false);
+        });
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> model, build(std::move(graph), true));
   // The verified import runs the file through libtorch in the sandboxed
   // worker (unless imports run in process), and so do its re-imports with
   // ops forced onto the fallback.
   std::unique_ptr<verify::TorchReference> reference;
-  ImportLimits limits = options_.import_limits;
-  limits.stop = options_.limits.ForLoad(load_deadline_).stop;
+  ImportLimits limits = import_limits(load_deadline_);
   if (!options_.import_worker.empty()) {
     reference = std::make_unique<ChildTorchReference>(options_.import_worker, path,
                                                       repository_->StagingDir(), limits,
@@ -375,14 +433,20 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   }
   auto rebuild = [&](const importer::ImportOptions& forced)
       -> absl::StatusOr<std::unique_ptr<runtime::Model>> {
-    ASSIGN_OR_RETURN(ir::Graph g, ImportForced(path, forced.force_fallback, limits));
-    return build(std::move(g));
+    ASSIGN_OR_RETURN(ir::Graph g, ImportForced(path, forced.force_fallback, limits, load_deadline_));
+    return build(std::move(g), true);
   };
   runtime::RunOptions load_run = options_.limits.ForLoad(load_deadline_);
   load_run.services = fallback_worker;
+  std::string verified_signature;
   ASSIGN_OR_RETURN(model, CheckImport(label, path, config, std::move(model), *reference, rebuild,
                                       /*verify=*/built.load.graph_source != "disk-cache",
-                                      load_run));
+                                      load_run, &verified_signature));
+  if (built.first_use == nullptr) {
+    model->set_property("verify.first_use", first_use_off);
+  } else if (!verified_signature.empty()) {
+    built.first_use->MarkVerified(verified_signature, model->properties().at("verify"));
+  }
   // Warm-up before READY: the first request finds its plan compiled.
   if (!config.warmup.empty()) {
     const Clock::time_point warmup_start = Clock::now();
@@ -399,7 +463,7 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
     spdlog::info("model {}: dynamic batching {}", label, built.batcher->Describe());
   }
   if (!config.dry_run) {
-    CommitGraph(graph_id, pending, models_built > 1 ? &built.model->graph() : nullptr);
+    CommitGraph(graph_id, pending, *models_built > 1 ? &built.model->graph() : nullptr);
   }
   built.load.load_ns = NsSince(start);
   return built;
@@ -438,6 +502,8 @@ void ModelRegistry::Serve(const std::string& name, int64_t version, Built built,
   v.sha256 = built.sha256;
   v.load = built.load;
   v.weight_bytes = built.weight_bytes;
+  // An upload's file has moved from the staging area to `path`.
+  if (built.first_use != nullptr) built.first_use->set_model_path(path);
   files_[built.sha256] = {path, built.size};
 }
 

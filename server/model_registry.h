@@ -25,6 +25,7 @@
 #include "engine/cache/compiled_graph_cache.h"
 #include "engine/cache/graph_serializer.h"
 #include "engine/runtime/model.h"
+#include "server/first_use_verifier.h"
 #include "server/import_worker.h"
 #include "server/metrics/prometheus_text.h"
 #include "server/model_config.h"
@@ -166,6 +167,9 @@ struct RegistryOptions {
   ImportLimits import_limits;
   // Each load's time limit and the bounds of the verified import's runs.
   RunLimits limits;
+  // Verification on first use (server/first_use_verifier.h), unless a
+  // model's config turns it off.
+  bool verify_on_first_use = true;
 };
 
 // A complete file to install as a model version.
@@ -275,6 +279,8 @@ class ModelRegistry {
     uint64_t size = 0;
     LoadInfo load;
     uint64_t weight_bytes = 0;
+    // Null when the model's signatures are not verified on first use.
+    std::shared_ptr<FirstUseVerifier> first_use;
   };
 
   // An imported graph on its way into the disk cache: the import child's
@@ -296,7 +302,8 @@ class ModelRegistry {
   // run in process) with `ops` forced onto the fallback: the verified
   // import's repair. Not cached.
   absl::StatusOr<ir::Graph> ImportForced(const std::string& path,
-                                         const std::vector<std::string>& ops, ImportLimits limits);
+                                         const std::vector<std::string>& ops, ImportLimits limits,
+                                         std::chrono::steady_clock::time_point deadline);
   absl::StatusOr<ir::Graph> ObtainGraph(const std::string& path, const std::string& graph_id,
                                         const std::string& label, LoadInfo* info,
                                         PendingGraph* pending);

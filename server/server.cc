@@ -173,6 +173,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     registry_options.import_limits.sandbox_root = root;
   }
   registry_options.limits = limits;
+  registry_options.verify_on_first_use = options.verify_on_first_use;
   spdlog::info("imports run {}",
                options.import_worker.empty()
                    ? std::string("in this process")

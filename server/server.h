@@ -66,6 +66,9 @@ struct ServerOptions {
   uint64_t import_memory_bytes = 8ull << 30;
   // Run the import child in the sandbox of server/sandbox.h (--import-sandbox).
   bool import_sandbox = true;
+  // Verify a signature the load could not on its first request, for models
+  // whose config does not turn it off (--verify-on-first-use).
+  bool verify_on_first_use = true;
   // Wall-clock limit of one load: import (the child is killed after it),
   // verified import, contract.
   int load_timeout_s = 600;

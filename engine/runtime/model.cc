@@ -40,13 +40,6 @@ std::string SpecString(const TensorSpec& spec) {
   return absl::StrCat(spec.dtype == DType::kUnknown ? "any datatype" : DTypeName(spec.dtype), dims);
 }
 
-// Signature key for the executable cache: "FP32[1, 3, 224, 224];...".
-std::string SignatureKey(const std::vector<kernels::TensorInfo>& sig) {
-  std::string key;
-  for (const auto& t : sig) absl::StrAppend(&key, DTypeName(t.dtype), DimsToString(t.dims), ";");
-  return key;
-}
-
 // "[1]" for a numeric part of a structured name, "['key']" for any other.
 std::string PathPart(absl::string_view part) {
   const bool numeric =
@@ -188,6 +181,12 @@ std::optional<size_t> ListElement(absl::string_view name, const std::string& lis
 }
 
 }  // namespace
+
+std::string SignatureKey(const std::vector<kernels::TensorInfo>& sig) {
+  std::string key;
+  for (const auto& t : sig) absl::StrAppend(&key, DTypeName(t.dtype), DimsToString(t.dims), ";");
+  return key;
+}
 
 std::string DimRangeString(const ir::DimRange& range) {
   if (range.max == INT64_MAX) return absl::StrCat(">= ", range.min);
@@ -421,6 +420,31 @@ std::map<std::string, int> Model::signature_fallbacks() const {
   return count;
 }
 
+std::map<std::string, std::string> Model::properties() const {
+  if (options_.gate == nullptr) return properties_;
+  std::map<std::string, std::string> all = properties_;
+  for (auto& [key, value] : options_.gate->Properties()) all[key] = std::move(value);
+  return all;
+}
+
+absl::StatusOr<std::vector<RunValue>> Model::RunOn(const Executable& exe,
+                                                   const std::vector<RunValue>& args,
+                                                   const RunOptions& run) const {
+  if (run.services == nullptr && options_.services != nullptr) {
+    RunOptions with_services = run;
+    with_services.services = options_.services;
+    return exe.RunValues(args, with_services);
+  }
+  return exe.RunValues(args, run);
+}
+
+absl::StatusOr<std::vector<RunValue>> Model::RunMatched(
+    const std::vector<kernels::TensorInfo>& signature, const std::vector<RunValue>& args,
+    const RunOptions& run) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe, GetExecutable(signature));
+  return RunOn(*exe, args, run);
+}
+
 size_t Model::num_compiled() const {
   std::lock_guard<std::mutex> lock(mu_);
   return executables_.size();
@@ -650,23 +674,34 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     signature.push_back(kernels::TensorInfo{t->dtype(), t->dims(), nullptr, true});
     args.push_back(RunValue::Of(*t));
   }
-  std::shared_ptr<const Executable> exe;
+  std::vector<RunValue> outs;
   if (has_list) {
     ASSIGN_OR_RETURN(std::shared_ptr<const ir::Graph> graph, GraphForLengths(lengths));
     std::vector<std::string> shown;
     for (const auto& n : lengths) shown.push_back(n ? absl::StrCat(*n) : "-");
     const std::string variant = absl::StrCat("lists=", absl::StrJoin(shown, ","), ";");
-    ASSIGN_OR_RETURN(exe, GetExecutableOf(*graph, variant, signature));
+    ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe,
+                     GetExecutableOf(*graph, variant, signature));
+    ASSIGN_OR_RETURN(outs, RunOn(*exe, args, run));
   } else {
-    ASSIGN_OR_RETURN(exe, GetExecutable(signature));
+    std::optional<std::vector<RunValue>> gated;
+    if (options_.gate != nullptr) {
+      // The gate's own runs of the model need its services too.
+      RunOptions gate_run = run;
+      if (gate_run.services == nullptr) gate_run.services = options_.services;
+      ASSIGN_OR_RETURN(gated, options_.gate->Admit(*this, SignatureKey(signature), signature,
+                                                   args, gate_run));
+    }
+    if (gated.has_value()) {
+      outs = *std::move(gated);
+    } else {
+      ASSIGN_OR_RETURN(outs, RunMatched(signature, args, run));
+    }
   }
-  std::optional<RunOptions> with_services;
-  if (run.services == nullptr && options_.services != nullptr) {
-    with_services.emplace(run);
-    with_services->services = options_.services;
+  if (outs.size() != names.size()) {
+    return absl::InternalError(absl::StrCat("the run gave ", outs.size(), " outputs for ",
+                                            names.size()));
   }
-  ASSIGN_OR_RETURN(std::vector<RunValue> outs,
-                   exe->RunValues(args, with_services ? *with_services : run));
   std::vector<NamedTensor> result;
   for (size_t i : wanted) {
     RunValue& out = outs[i];

@@ -93,6 +93,30 @@ class ExecutableProvider {
       const CompileOptions& options) const = 0;
 };
 
+class Model;
+
+// Sees every request's signature before it runs: kilnd's verification
+// against libtorch on a signature's first use (server/first_use_verifier.h).
+class SignatureGate {
+ public:
+  virtual ~SignatureGate() = default;
+  // Called by Model::Infer with the request matched to the graph's inputs
+  // (one value per graph input; requests with List[Tensor] inputs are not
+  // shown) and its signature (SignatureKey). Returns nullopt to run it on
+  // `model` as usual, or the values to answer with instead (one per graph
+  // output); a failure fails the request.
+  virtual absl::StatusOr<std::optional<std::vector<RunValue>>> Admit(
+      const Model& model, const std::string& key,
+      const std::vector<kernels::TensorInfo>& signature, const std::vector<RunValue>& args,
+      const RunOptions& run) const = 0;
+  // What it found so far, added to the model's properties.
+  virtual std::map<std::string, std::string> Properties() const = 0;
+};
+
+// The key of a signature (graph input order) in a model's plans and logs:
+// "FP32[1, 3, 224, 224];INT64[1, 8];".
+std::string SignatureKey(const std::vector<kernels::TensorInfo>& signature);
+
 struct ModelOptions {
   CompileOptions compile;
   // Null: the model's own per-signature map.
@@ -104,6 +128,8 @@ struct ModelOptions {
   // Given to every run that brings none (RunOptions::services): a server's
   // libtorch worker for the model's fallback ops. Null: none.
   std::shared_ptr<kernels::KernelServices> services;
+  // Shown every request before it runs. Null: none.
+  std::shared_ptr<const SignatureGate> gate;
 };
 
 class Model {
@@ -118,7 +144,8 @@ class Model {
 
   // What the load found out about the model, for its metadata (the ops that
   // run through the libtorch fallback, the verified import's differences).
-  const std::map<std::string, std::string>& properties() const { return properties_; }
+  // With the signature gate's, when it has one.
+  std::map<std::string, std::string> properties() const;
   void set_property(const std::string& key, std::string value) {
     properties_[key] = std::move(value);
   }
@@ -142,6 +169,13 @@ class Model {
                                                  const std::vector<std::string>& requested,
                                                  const RunOptions& run = {}) const;
 
+  // Runs values already matched to the graph's inputs (one per graph input,
+  // no List[Tensor] input) on the executable of `signature`, compiled on
+  // first use, without the signature gate: one value per graph output.
+  absl::StatusOr<std::vector<RunValue>> RunMatched(const std::vector<kernels::TensorInfo>& signature,
+                                                   const std::vector<RunValue>& args,
+                                                   const RunOptions& run = {}) const;
+
   // The executable for one signature (graph input order), compiled on first use.
   absl::StatusOr<std::shared_ptr<const Executable>> GetExecutable(
       const std::vector<kernels::TensorInfo>& signature) const;
@@ -164,6 +198,10 @@ class Model {
   absl::StatusOr<std::shared_ptr<const Executable>> GetExecutableOf(
       const ir::Graph& graph, const std::string& prefix,
       const std::vector<kernels::TensorInfo>& signature) const;
+  // Runs `args` on `exe`, with the model's services unless `run` brings its own.
+  absl::StatusOr<std::vector<RunValue>> RunOn(const Executable& exe,
+                                              const std::vector<RunValue>& args,
+                                              const RunOptions& run) const;
   // Records and logs `exe`'s libtorch_fallbacks() for signature `key`, once.
   void NoteSignatureFallbacks(const std::string& key, const Executable& exe) const;
 

@@ -132,12 +132,48 @@ std::string SampleName(const std::string& input) {
   return absl::StrCat("the sample input '", input, "'");
 }
 
+// A request's own values as the samples (VerifyOptions::values).
+absl::StatusOr<Samples> RequestSamples(const runtime::Model& model, const ir::Graph& graph,
+                                       const std::vector<runtime::RunValue>& values) {
+  if (values.size() != graph.inputs().size()) {
+    return absl::InternalError(absl::StrCat("verifying a request of ", values.size(),
+                                            " inputs on a graph of ", graph.inputs().size()));
+  }
+  Samples s;
+  std::vector<std::string> text;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const runtime::RunValue& v = values[i];
+    const std::string& name =
+        i < model.inputs().size() ? model.inputs()[i].name : graph.value(graph.inputs()[i]).name;
+    if (v.kind == runtime::RunValue::Kind::kTensorList) {
+      return absl::UnimplementedError("a List[Tensor] input is not verified on first use");
+    }
+    s.lengths.push_back(std::nullopt);
+    if (v.kind == runtime::RunValue::Kind::kNone) {
+      s.signature.push_back(kernels::TensorInfo{DType::kUnknown, {}, nullptr, false});
+      s.kiln.push_back(runtime::RunValue::None());
+      s.torch.push_back(ReferenceInput{runtime::RunValue::None(), false});
+      text.push_back(absl::StrCat(name, "=None"));
+      continue;
+    }
+    const bool scalar = ir::IsScalarKind(graph.value(graph.inputs()[i]).kind);
+    s.signature.push_back(kernels::TensorInfo{v.tensor.dtype(), v.tensor.dims(), nullptr, true});
+    s.kiln.push_back(runtime::RunValue::Of(v.tensor));
+    s.torch.push_back(ReferenceInput{runtime::RunValue::Of(Copy(v.tensor)), scalar});
+    text.push_back(absl::StrCat(name, "=", DTypeName(v.tensor.dtype()),
+                                scalar ? "" : DimsToString(v.tensor.dims())));
+  }
+  s.text = absl::StrJoin(text, ", ");
+  return s;
+}
+
 // Sample inputs from the contract (and the overrides); a reason when none can be made.
 absl::StatusOr<Samples> MakeSamples(const runtime::Model& model, const ir::Graph& graph,
                                     const VerifyOptions& options, std::string* skip) {
   Samples s;
   std::mt19937_64 rng(options.seed);
   std::vector<std::string> text;
+  if (options.values.has_value()) return RequestSamples(model, graph, *options.values);
   for (size_t i = 0; i < model.inputs().size(); ++i) {
     runtime::TensorSpec spec = model.inputs()[i];
     for (const runtime::TensorSpec& o : options.samples) {
@@ -394,6 +430,7 @@ absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
     return report;
   }
   report.samples = samples.text;
+  report.signature = samples.signature;
 
   // Kiln's side first: a model that runs past the load's deadline (a loop
   // that never ends) or past the memory limit is stopped here, before
@@ -414,6 +451,7 @@ absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
                                       "; give their shapes in the load config's verify.inputs");
     return report;
   }
+  report.reference_outputs = torch.outputs;
   if (!kiln_run.ok()) return kiln_run.status();
   std::vector<runtime::RunValue>& kiln = *kiln_run;
   const ir::Graph& graph = model.graph();
@@ -466,12 +504,12 @@ absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
   return report;
 }
 
-absl::StatusOr<VerifiedModel> VerifyModel(TorchReference& reference,
-                                          const importer::ImportOptions& import,
-                                          std::unique_ptr<runtime::Model> model,
-                                          const ModelRebuilder& rebuild,
-                                          const VerifyOptions& options) {
-  ASSIGN_OR_RETURN(VerifyReport report, VerifyOnce(reference, import, *model, options));
+absl::StatusOr<VerifiedModel> RepairWithFallback(TorchReference& reference,
+                                                 const importer::ImportOptions& import,
+                                                 VerifyReport report,
+                                                 const ModelRebuilder& rebuild,
+                                                 const VerifyOptions& options) {
+  VerifiedModel out;
   importer::ImportOptions forced = import;
   std::vector<std::string> added;
   while (!report.passed && static_cast<int>(added.size()) < options.fallback_on_mismatch &&
@@ -480,17 +518,31 @@ absl::StatusOr<VerifiedModel> VerifyModel(TorchReference& reference,
                    report.divergent_op) == forced.force_fallback.end()) {
     forced.force_fallback.push_back(report.divergent_op);
     added.push_back(report.divergent_op);
-    ASSIGN_OR_RETURN(model, rebuild(forced));
-    ASSIGN_OR_RETURN(report, VerifyOnce(reference, forced, *model, options));
+    ASSIGN_OR_RETURN(out.model, rebuild(forced));
+    ASSIGN_OR_RETURN(report, VerifyOnce(reference, forced, *out.model, options));
   }
   report.forced_fallback = added;
+  out.report = std::move(report);
+  return out;
+}
+
+absl::StatusOr<VerifiedModel> VerifyModel(TorchReference& reference,
+                                          const importer::ImportOptions& import,
+                                          std::unique_ptr<runtime::Model> model,
+                                          const ModelRebuilder& rebuild,
+                                          const VerifyOptions& options) {
+  ASSIGN_OR_RETURN(VerifyReport first, VerifyOnce(reference, import, *model, options));
+  ASSIGN_OR_RETURN(VerifiedModel verified,
+                   RepairWithFallback(reference, import, std::move(first), rebuild, options));
+  if (verified.model == nullptr) verified.model = std::move(model);
+  const VerifyReport& report = verified.report;
   if (!report.passed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "verified import failed: Kiln's outputs differ from libtorch's (", report.Summary(),
         "). Set \"verify\": {\"on_mismatch\": \"fallback\"} in the load config to serve the "
         "diverging ops through libtorch"));
   }
-  return VerifiedModel{std::move(model), std::move(report)};
+  return verified;
 }
 
 }  // namespace kiln::verify

@@ -50,6 +50,10 @@ struct VerifyOptions {
   // fixes, e.g. a ViT's 224x224 image).
   std::vector<runtime::TensorSpec> samples;
   uint64_t seed = 0;
+  // A request's own values, one per graph input (a tensor, or None for an
+  // optional input left out), run instead of samples drawn from the contract:
+  // verification on first use of a signature (no List[Tensor] inputs).
+  std::optional<std::vector<runtime::RunValue>> values;
   // On divergence, re-import with the diverging op forced onto the fallback
   // (at most this many ops) instead of failing.
   int fallback_on_mismatch = 0;
@@ -90,8 +94,12 @@ struct VerifyReport {
   std::string float64_problem;
   // Ops the model now runs through the fallback to pass (fallback_on_mismatch).
   std::vector<std::string> forced_fallback;
-  // The sample inputs as "x=FP32[1, 3, 224, 224]".
+  // The sample inputs as "x=FP32[1, 3, 224, 224]", and their signature
+  // (graph input order).
   std::string samples;
+  std::vector<kernels::TensorInfo> signature;
+  // libtorch's results for the samples, as ReferenceResult::outputs.
+  std::vector<std::vector<Tensor>> reference_outputs;
 
   // One line: "passed: output0 max |diff| 1.2e-06" / "FAILED: ..." / "skipped: ...".
   std::string Summary() const;
@@ -171,6 +179,17 @@ absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
                                         const importer::ImportOptions& import,
                                         const runtime::Model& model,
                                         const VerifyOptions& options);
+
+// Continues a verification whose `report` (of `import`) diverged: while it
+// diverges and options.fallback_on_mismatch allows, rebuilds the model by
+// `rebuild` with the diverging op forced onto the fallback and verifies it
+// again. Returns the last model built (null when none was) and its report,
+// passed or not.
+absl::StatusOr<VerifiedModel> RepairWithFallback(TorchReference& reference,
+                                                 const importer::ImportOptions& import,
+                                                 VerifyReport report,
+                                                 const ModelRebuilder& rebuild,
+                                                 const VerifyOptions& options);
 
 // Verifies `model`. When it diverges and options.fallback_on_mismatch allows,
 // the model is rebuilt by `rebuild` with the diverging op forced onto the

@@ -108,6 +108,11 @@ TEST(ModelConfigTest, StrictAndVerify) {
   EXPECT_TRUE(defaults->verify.enabled);
   EXPECT_EQ(defaults->verify.tolerance, 1e-4);
   EXPECT_FALSE(defaults->verify.fallback_on_mismatch);
+  EXPECT_TRUE(defaults->verify.on_first_use);
+  auto first_use_off = ParseModelConfig(R"({"verify": {"on_first_use": false}})");
+  ASSERT_TRUE(first_use_off.ok()) << first_use_off.status();
+  EXPECT_FALSE(first_use_off->verify.on_first_use);
+  EXPECT_TRUE(first_use_off->verify.enabled);
 
   auto config = ParseModelConfig(R"({"strict": true, "verify": {"tolerance": 0.001,
       "on_mismatch": "fallback", "inputs": [{"name": "x", "dims": [1, 3, 64, 64]}]}})");
@@ -132,6 +137,7 @@ TEST(ModelConfigTest, StrictAndVerify) {
 
   for (const char* json : {R"({"strict": 1})", R"({"verify": 3})",
                            R"({"verify": {"on_mismatch": "ignore"}})",
+                           R"({"verify": {"on_first_use": "yes"}})",
                            R"({"verify": {"tolerance": -1}})", R"({"verify": {"sample": []}})",
                            R"({"verify": {"inputs": [{"dims": [1]}]}})",
                            R"({"accumulation": "double"})", R"({"accumulation": 64})",

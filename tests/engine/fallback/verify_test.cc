@@ -330,5 +330,39 @@ TEST_F(VerifyTest, DivergenceNamesTheFirstDivergingNodeAndFallbackRepairsIt) {
   EXPECT_THAT(importer::FallbackOps(repaired->model->graph()), ElementsAre("aten::softmax"));
 }
 
+// Verification on first use runs a request's own values (VerifyOptions::values)
+// instead of samples drawn from the contract, even where the contract knows
+// no shape; the report carries libtorch's results for them and the signature.
+TEST_F(VerifyTest, RequestValuesRunInsteadOfSamples) {
+  Scripted m = ScriptedModel(R"PY(
+def forward(self, x, scale: float):
+    return torch.softmax(x * scale, dim=-1), x.sum()
+)PY");
+  ASSERT_NE(m.model, nullptr);
+  // No shape for x: the load's samples cannot be made.
+  auto skipped = VerifyOnce(m.bytes, {}, *m.model, {});
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_TRUE(skipped->skipped);
+
+  Tensor x = Tensor::Zeros(DType::kF32, {2, 3});
+  for (int i = 0; i < 6; ++i) x.data<float>()[i] = static_cast<float>(i) - 2.5f;
+  Tensor scale = Tensor::Zeros(DType::kF64, {});
+  *scale.data<double>() = 2.0;
+  VerifyOptions options;
+  options.values = std::vector<runtime::RunValue>{runtime::RunValue::Of(x),
+                                                  runtime::RunValue::Of(scale)};
+  auto report = VerifyOnce(m.bytes, {}, *m.model, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->skipped) << report->skip_reason;
+  EXPECT_TRUE(report->passed) << report->Summary();
+  EXPECT_EQ(report->samples, "x=FP32[2, 3], scale=FP64");
+  EXPECT_EQ(runtime::SignatureKey(report->signature), "FP32[2, 3];FP64[];");
+  ASSERT_EQ(report->reference_outputs.size(), 2u);
+  ASSERT_EQ(report->reference_outputs[1].size(), 1u);
+  EXPECT_FLOAT_EQ(report->reference_outputs[1][0].data<float>()[0], 0.0f);  // sum of -2.5 .. 2.5
+  ASSERT_EQ(report->reference_outputs[0].size(), 1u);
+  EXPECT_EQ(report->reference_outputs[0][0].dims(), (Dims{2, 3}));
+}
+
 }  // namespace
 }  // namespace kiln::fallback
