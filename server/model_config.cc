@@ -440,7 +440,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
     const json& p = root["precision"];
     const std::optional<Precision> precision =
         p.is_string() ? ParsePrecision(p.get<std::string>()) : std::nullopt;
-    if (!precision) return ConfigError("precision", "expected \"fp32\" or \"bf16\"");
+    if (!precision) {
+      return ConfigError("precision", "expected \"fp32\", \"fp32_direct\" or \"bf16\"");
+    }
     config.precision = *precision;
   }
   if (root.contains("verify")) {

@@ -11,15 +11,23 @@
 
 namespace kiln {
 
-enum class Precision { kFp32, kBf16 };
+// kFp32Direct is float32 without Winograd's convolution algorithm (which the
+// default uses for 3x3 stride-1 convolutions: engine/kernels/onednn/conv.cc),
+// for whoever wants the direct algorithm's summation order.
+enum class Precision { kFp32, kBf16, kFp32Direct };
 
 constexpr const char* PrecisionName(Precision p) {
-  return p == Precision::kBf16 ? "bf16" : "fp32";
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp32Direct: return "fp32_direct";
+    default: return "fp32";
+  }
 }
 
 inline std::optional<Precision> ParsePrecision(std::string_view name) {
   if (name == "fp32") return Precision::kFp32;
   if (name == "bf16") return Precision::kBf16;
+  if (name == "fp32_direct") return Precision::kFp32Direct;
   return std::nullopt;
 }
 

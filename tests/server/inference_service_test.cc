@@ -151,8 +151,9 @@ TEST_F(InferenceServiceTest, HealthAndServerMetadata) {
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   EXPECT_EQ(metadata->name, "kiln");
   EXPECT_FALSE(metadata->version.empty());
-  EXPECT_THAT(metadata->extensions, ::testing::UnorderedElementsAre(
-                                        "model_repository", "statistics", "binary_tensor_data"));
+  EXPECT_THAT(metadata->extensions,
+              ::testing::UnorderedElementsAre("model_repository", "statistics",
+                                              "binary_tensor_data", "system_shared_memory"));
   auto index = client_->Index();
   ASSERT_TRUE(index.ok());
   EXPECT_TRUE(index->empty());

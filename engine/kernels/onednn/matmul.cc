@@ -10,15 +10,15 @@
 // Takes a plain input of any rank (its leading dims fold into M), a constant
 // weight and an optional constant bias. The weight is reordered once, in
 // Prepare, into the blocked format oneDNN picks for this M, K, N and CPU, and
-// the plan keeps that copy: no per-request packing, and no transposed-operand
-// GEMM. A fused Relu/Clip and activation (Gelu, Silu, ...: the
+// the plan keeps that copy (shared with the model's plans for other batch
+// sizes when the format is the same: PrepackedWeights): no per-request
+// packing, and no transposed-operand GEMM. A fused Relu/Clip and activation (Gelu, Silu, ...: the
 // fuse_conv_epilogue pass) run as eltwise post-ops on each output block while
 // it is in cache. Under Precision::kBf16 (a model's opt-in) input and weights
 // are bfloat16, accumulation and output float32. Shapes and errors are the native kernel's: its Prepare runs
 // first on the same operands.
 #include <memory>
 
-#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/conv_epilogue.h"
 #include "engine/kernels/kernel_util.h"
@@ -33,7 +33,7 @@ using dnnl::memory;
 struct LinearState {
   dnnl::matmul matmul;
   memory::desc src, dst, bias_desc, scratch;
-  memory weights;  // reordered once, owned here
+  std::shared_ptr<const memory> weights;  // reordered once, shared by the model's plans
   const void* bias = nullptr;  // the node's constant
   // Under Precision::kBf16: the float32 input, converted into the workspace
   // at `src_offset` (as `src`) per call.
@@ -97,12 +97,7 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
 
   // Weights, once: PyTorch's [N, K] row-major is the [K, N] matrix in "ba".
   const memory::desc given_desc({k, n}, memory::data_type::f32, memory::format_tag::ba);
-  s->weights = memory(pd.weights_desc(), Engine());
-  memory given = Wrap(given_desc, ctx.inputs[1].constant->raw_data());
-  dnnl::reorder(given, s->weights).execute(Stream(), given, s->weights);
-  Stream().wait();
-  // The plan runs the reordered copy; a mapped original's pages go back.
-  ReleaseResidentPages(ctx.inputs[1].constant->raw_data(), ctx.inputs[1].constant->byte_size());
+  s->weights = PrepackedWeights(ctx.inputs[1].constant->raw_data(), given_desc, pd.weights_desc());
 
   WorkspaceLayout ws;
   if (operand != memory::data_type::f32) {
@@ -132,7 +127,7 @@ absl::Status EvalLinear(EvalContext& ctx) {
   }
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src},
-      {DNNL_ARG_WEIGHTS, s.weights},
+      {DNNL_ARG_WEIGHTS, *s.weights},
       {DNNL_ARG_DST, Wrap(s.dst, ctx.outputs[0]->raw_data())},
       {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, At(ctx.workspace, s.scratch_offset))}};
   if (s.bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(s.bias_desc, s.bias));

@@ -1,11 +1,50 @@
 #include "engine/kernels/onednn/onednn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <vector>
+
+#include "engine/common/mapped_file.h"
 
 #include "engine/kernels/onednn/onednn_kernels.h"
 
 namespace kiln::kernels::onednn {
+
+namespace {
+
+struct PrepackedEntry {
+  const void* data;
+  dnnl::memory::desc given, packed;
+  std::weak_ptr<const dnnl::memory> memory;
+};
+
+}  // namespace
+
+std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
+                                                     const dnnl::memory::desc& given,
+                                                     const dnnl::memory::desc& packed) {
+  static std::mutex mu;
+  static auto* entries = new std::vector<PrepackedEntry>();
+  std::lock_guard<std::mutex> lock(mu);
+  // Entries whose plans are all gone leave; a live one for these bytes is shared.
+  entries->erase(std::remove_if(entries->begin(), entries->end(),
+                                [](const PrepackedEntry& e) { return e.memory.expired(); }),
+                 entries->end());
+  for (const PrepackedEntry& e : *entries) {
+    if (e.data == data && e.given == given && e.packed == packed) {
+      if (auto live = e.memory.lock()) return live;
+    }
+  }
+  auto memory = std::make_shared<dnnl::memory>(packed, Engine());
+  dnnl::memory source(given, Engine(), const_cast<void*>(data));
+  dnnl::reorder(source, *memory).execute(Stream(), source, *memory);
+  Stream().wait();
+  ReleaseResidentPages(data, given.get_size());
+  entries->push_back({data, given, packed, memory});
+  return memory;
+}
 
 const dnnl::engine& Engine() {
   static const auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

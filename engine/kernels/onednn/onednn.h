@@ -46,6 +46,16 @@ inline dnnl::memory::data_type OperandType(Precision precision) {
                                        : dnnl::memory::data_type::f32;
 }
 
+// Constant weights `data` (laid out as `given`) reordered into `packed`, once
+// per (data, given, packed) while any plan holds the result: plans of one
+// model for other signatures (batch 1 and batch 8) share the copy whenever
+// oneDNN picks the same blocked format for them, instead of each holding its
+// own. A mapped constant's pages are given back once reordered
+// (engine/common/mapped_file.h).
+std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
+                                                     const dnnl::memory::desc& given,
+                                                     const dnnl::memory::desc& packed);
+
 // A memory object over `data` (no copy).
 inline dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
   return dnnl::memory(desc, Engine(), const_cast<void*>(data));

@@ -210,12 +210,12 @@ TEST(LayoutTest, StridedOneByOneConvolutionRunsOnOneDnn) {
 // A residual block: conv-bn-relu, then a conv whose output adds the block's
 // input. With `keep_input` the block's input is also a graph output, so the
 // fused convolution may not write over it.
-ir::Graph ResidualBlock(bool keep_input) {
+ir::Graph ResidualBlock(bool keep_input, int64_t c = 8) {
   ir::Graph g;
   Builder b(g);
-  ValueId x = g.AddInput("x", ir::TensorType{DType::kF32, Dims{2, 8, 12, 12}});
-  ValueId y = b.Conv(x, 8, 8, 3, 1, 1, true);
-  ValueId r = b.Conv(b.Conv(y, 8, 8, 3, 1, 1, true), 8, 8, 3, 1, 1, false);
+  ValueId x = g.AddInput("x", ir::TensorType{DType::kF32, Dims{2, c, 12, 12}});
+  ValueId y = b.Conv(x, c, c, 3, 1, 1, true);
+  ValueId r = b.Conv(b.Conv(y, c, c, 3, 1, 1, true), c, c, 3, 1, 1, false);
   g.AddOutput(b.Op(OpKind::kRelu, {b.Op(OpKind::kAdd, {r, y})}), "out");
   if (keep_input) g.AddOutput(y, "y");
   return g;
@@ -255,6 +255,33 @@ TEST(LayoutTest, ResidualConvolutionWritesOverTheResidualOnlyAtItsLastUse) {
   }
   // One [2, 8, 12, 12] float buffer (4.5 KiB) fewer where the output took the residual's.
   EXPECT_LE(arena[false] + 2 * 8 * 12 * 12 * sizeof(float), arena[true]);
+}
+
+// A 3x3 stride-1 convolution with channels in blocks of 16 runs Winograd's
+// algorithm by default (another summation order: not bit-identical to the
+// direct algorithm, which Precision::kFp32Direct keeps), the residual and the
+// epilogue included, and both stay within float rounding of the unfused plan.
+TEST(LayoutTest, WinogradConvolutionsMatchTheDirectAlgorithm) {
+  std::mt19937 rng(9);
+  Tensor in = Random({2, 32, 12, 12}, rng, -1, 1);
+  kernels::TensorInfo info{DType::kF32, in.dims()};
+  const ir::Graph g = ResidualBlock(false, 32);
+  CompileOptions direct, reference;
+  direct.precision = Precision::kFp32Direct;
+  reference.use_providers = false;
+  reference.run_passes = false;
+  auto wino = Executable::Compile(g, {info}, CompileOptions{});
+  auto plain = Executable::Compile(g, {info}, direct);
+  auto ref = Executable::Compile(g, {info}, reference);
+  ASSERT_TRUE(wino.ok() && plain.ok() && ref.ok());
+  auto rw = (*wino)->Run({in});
+  auto rd = (*plain)->Run({in});
+  auto rr = (*ref)->Run({in});
+  ASSERT_TRUE(rw.ok() && rd.ok() && rr.ok());
+  EXPECT_LE(RelativeError((*rw)[0], (*rr)[0]), 1e-5);
+  EXPECT_LE(RelativeError((*rd)[0], (*rr)[0]), 1e-5);
+  EXPECT_NE(std::memcmp((*rw)[0].raw_data(), (*rd)[0].raw_data(), (*rd)[0].byte_size()), 0)
+      << "expected Winograd's summation order by default";
 }
 
 }  // namespace

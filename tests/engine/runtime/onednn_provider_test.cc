@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "engine/kernels/onednn/onednn.h"
 #include "engine/runtime/executable.h"
 
 namespace kiln::runtime {
@@ -157,6 +158,29 @@ TEST(OneDnnProviderTest, Bf16PrecisionStaysWithinBfloat16Rounding) {
   const double d = ProviderDiff(g, x, nullptr, bf16);
   EXPECT_GT(d, 1e-5 * scale) << "no bfloat16 rounding: the float32 kernels ran";
   EXPECT_LE(d, 2e-2 * scale);
+}
+
+// Plans of one model for other batch sizes reorder a Linear's weights once:
+// the same constant into the same format is one copy while a plan holds it;
+// another format is another copy; the values are the reordered weights.
+TEST(OneDnnProviderTest, PrepackedWeightsAreSharedBetweenPlans) {
+  using dnnl::memory;
+  const int64_t n = 64, k = 32;
+  std::vector<float> w(n * k);  // PyTorch's [N, K]
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
+  const memory::desc given({k, n}, memory::data_type::f32, memory::format_tag::ba);
+  const memory::desc ab({k, n}, memory::data_type::f32, memory::format_tag::ab);
+  auto a = kernels::onednn::PrepackedWeights(w.data(), given, ab);
+  auto b = kernels::onednn::PrepackedWeights(w.data(), given, ab);
+  auto c = kernels::onednn::PrepackedWeights(w.data(), given, given);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_NE(a.get(), c.get());
+  const float* packed = static_cast<const float*>(a->get_data_handle());
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t nn = 0; nn < n; ++nn) ASSERT_EQ(packed[kk * n + nn], w[nn * k + kk]);
+  }
+  std::vector<float> other(w);  // other bytes: a copy of their own
+  EXPECT_NE(kernels::onednn::PrepackedWeights(other.data(), given, ab).get(), a.get());
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ TEST(AccessPolicyTest, EveryRpcOfBothServicesHasARow) {
       ++methods;
     }
   }
-  EXPECT_EQ(methods, 14);
+  EXPECT_EQ(methods, 17);
   EXPECT_FALSE(RpcForMethod("/grpc.health.v1.Health/Check").ok());
 }
 
