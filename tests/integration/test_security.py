@@ -343,12 +343,15 @@ class RequestBoundsTest(SecurityTestBase):
                               grpc.StatusCode.INVALID_ARGUMENT,
                               "unknown parameters 'temperature' (request), 'scale' (output "
                               "'output0')")
+        # The shared-memory parameters are understood (test_shared_memory.py); a region nobody
+        # registered is named.
         req, t = self.request()
+        del req.raw_input_contents[:]
         t.parameters["shared_memory_region"].string_param = "region0"
         t.parameters["shared_memory_byte_size"].int64_param = 12
         self.assert_rpc_error(lambda: self.infer_stub.ModelInfer(req, timeout=30),
-                              grpc.StatusCode.UNIMPLEMENTED,
-                              "'shared_memory_region' (input 'x'; the shared memory extension)")
+                              grpc.StatusCode.NOT_FOUND,
+                              "no shared-memory region 'region0' is registered")
         req, _ = self.request()
         req.outputs[0].parameters["classification"].int64_param = 2
         self.assert_rpc_error(lambda: self.infer_stub.ModelInfer(req, timeout=30),
