@@ -22,11 +22,11 @@
 // either runs here with the same output dims or not at all.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
 
-#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/conv_epilogue.h"
 #include "engine/kernels/kernel_util.h"
@@ -41,7 +41,7 @@ using dnnl::memory;
 struct ConvState {
   dnnl::convolution_forward conv;
   memory::desc src, dst;
-  memory weights;                       // reordered once, owned here
+  std::shared_ptr<const memory> weights;  // reordered once, shared by the model's plans
   const void* bias = nullptr;           // the node's constant, or folded_bias
   std::vector<float> folded_bias;       // bias * scale + shift of a folded batch norm
   memory::desc bias_desc;
@@ -122,24 +122,29 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   // The epilogue as Kiln's kernel reads it (conv_epilogue.h).
   ASSIGN_OR_RETURN(const ConvEpilogue e, ConvEpilogueFromAttrs(node, DType::kF32, w[0]));
   const bool given_bias = ctx.inputs.size() > 2 && ctx.inputs[2].present;
-  const float* weights_data = ctx.inputs[1].constant->data<float>();
-  std::vector<float> folded_weights;
+  const Tensor& weights = *ctx.inputs[1].constant;
+  std::function<std::vector<float>()> fold_weights;  // none: the constant as it is
   if (e.scale != nullptr) {
     // The batch norm folded: each output channel's weights and bias scaled.
     const float* scale = e.scale->data<float>();
     const float* shift = e.shift->data<float>();
     const float* bias = given_bias ? ctx.inputs[2].constant->data<float>() : nullptr;
-    const int64_t per_channel = ctx.inputs[1].constant->num_elements() / w[0];
-    folded_weights.resize(ctx.inputs[1].constant->num_elements());
     s->folded_bias.resize(w[0]);
     for (int64_t o = 0; o < w[0]; ++o) {
-      for (int64_t i = 0; i < per_channel; ++i) {
-        folded_weights[o * per_channel + i] = weights_data[o * per_channel + i] * scale[o];
-      }
       s->folded_bias[o] = (bias != nullptr ? bias[o] : 0.0f) * scale[o] + shift[o];
     }
-    weights_data = folded_weights.data();
     s->bias = s->folded_bias.data();
+    fold_weights = [&weights, scale, out_channels = w[0]] {
+      const float* in = weights.data<float>();
+      const int64_t per_channel = weights.num_elements() / out_channels;
+      std::vector<float> folded(static_cast<size_t>(weights.num_elements()));
+      for (int64_t o = 0; o < out_channels; ++o) {
+        for (int64_t i = 0; i < per_channel; ++i) {
+          folded[o * per_channel + i] = in[o * per_channel + i] * scale[o];
+        }
+      }
+      return folded;
+    };
   } else if (given_bias) {
     s->bias = ctx.inputs[2].constant->raw_data();
   }
@@ -203,12 +208,10 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   const memory::desc plain_weights(wdims, memory::data_type::f32,
                                    groups == 1 ? memory::format_tag::oihw
                                                : memory::format_tag::goihw);
-  s->weights = memory(pd.weights_desc(), Engine());
-  memory given = Wrap(plain_weights, weights_data);
-  dnnl::reorder(given, s->weights).execute(Stream(), given, s->weights);
-  Stream().wait();
-  // The plan runs the reordered copy; a mapped original's pages go back.
-  ReleaseResidentPages(ctx.inputs[1].constant->raw_data(), ctx.inputs[1].constant->byte_size());
+  // Shared with the model's plans for other batch sizes that pick the same
+  // format (Winograd's transformed weights are 4x the plain ones).
+  s->weights = PrepackedWeights(weights.raw_data(), plain_weights, pd.weights_desc(),
+                                e.scale != nullptr ? e.scale->raw_data() : nullptr, fold_weights);
 
   WorkspaceLayout ws;
   s->plain_src = ImageDesc(x, ctx.inputs[0].layout);
@@ -254,7 +257,7 @@ absl::Status EvalConv(EvalContext& ctx) {
   }
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src},
-      {DNNL_ARG_WEIGHTS, s.weights},
+      {DNNL_ARG_WEIGHTS, *s.weights},
       {DNNL_ARG_DST, dst},
       {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, At(ctx.workspace, s.scratch_offset))}};
   if (s.bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(s.bias_desc, s.bias));

@@ -16,15 +16,16 @@ namespace {
 
 struct PrepackedEntry {
   const void* data;
+  const void* variant;
   dnnl::memory::desc given, packed;
   std::weak_ptr<const dnnl::memory> memory;
 };
 
 }  // namespace
 
-std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
-                                                     const dnnl::memory::desc& given,
-                                                     const dnnl::memory::desc& packed) {
+std::shared_ptr<const dnnl::memory> PrepackedWeights(
+    const void* data, const dnnl::memory::desc& given, const dnnl::memory::desc& packed,
+    const void* variant, const std::function<std::vector<float>()>& transform) {
   static std::mutex mu;
   static auto* entries = new std::vector<PrepackedEntry>();
   std::lock_guard<std::mutex> lock(mu);
@@ -33,16 +34,20 @@ std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
                                 [](const PrepackedEntry& e) { return e.memory.expired(); }),
                  entries->end());
   for (const PrepackedEntry& e : *entries) {
-    if (e.data == data && e.given == given && e.packed == packed) {
+    if (e.data == data && e.variant == variant && e.given == given && e.packed == packed) {
       if (auto live = e.memory.lock()) return live;
     }
   }
   auto memory = std::make_shared<dnnl::memory>(packed, Engine());
-  dnnl::memory source(given, Engine(), const_cast<void*>(data));
+  std::vector<float> transformed;
+  if (transform) transformed = transform();
+  dnnl::memory source(given, Engine(),
+                      const_cast<void*>(transform ? static_cast<const void*>(transformed.data())
+                                                  : data));
   dnnl::reorder(source, *memory).execute(Stream(), source, *memory);
   Stream().wait();
   ReleaseResidentPages(data, given.get_size());
-  entries->push_back({data, given, packed, memory});
+  entries->push_back({data, variant, given, packed, memory});
   return memory;
 }
 

@@ -13,6 +13,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -47,14 +48,17 @@ inline dnnl::memory::data_type OperandType(Precision precision) {
 }
 
 // Constant weights `data` (laid out as `given`) reordered into `packed`, once
-// per (data, given, packed) while any plan holds the result: plans of one
-// model for other signatures (batch 1 and batch 8) share the copy whenever
+// per (data, variant, given, packed) while any plan holds the result: plans of
+// one model for other signatures (batch 1 and batch 8) share the copy whenever
 // oneDNN picks the same blocked format for them, instead of each holding its
-// own. A mapped constant's pages are given back once reordered
+// own. `transform`, when given, makes the bytes to reorder from `data` (a
+// convolution's weights with its batch norm folded in; `variant` is then that
+// batch norm's scale, telling the copies apart); it runs only when there is no
+// live copy. A mapped constant's pages are given back once reordered
 // (engine/common/mapped_file.h).
-std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
-                                                     const dnnl::memory::desc& given,
-                                                     const dnnl::memory::desc& packed);
+std::shared_ptr<const dnnl::memory> PrepackedWeights(
+    const void* data, const dnnl::memory::desc& given, const dnnl::memory::desc& packed,
+    const void* variant = nullptr, const std::function<std::vector<float>()>& transform = {});
 
 // A memory object over `data` (no copy).
 inline dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
