@@ -15,8 +15,6 @@ sandboxed worker child) and is compared:
 """
 import os
 import re
-import shutil
-import subprocess
 import tempfile
 import threading
 import unittest
@@ -25,7 +23,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from test_end_to_end import BIN, Kilnd, assert_close
+import test_import_checks as checks
+from test_end_to_end import Kilnd, assert_close
 
 
 class GeluScale(nn.Module):
@@ -51,18 +50,9 @@ class VerifyFirstUseTest(unittest.TestCase):
                               env={"KILN_TEST_PERTURB_OP": "aten::gelu"})
         cls.servers = [cls.server, cls.perturbed]
 
-    @classmethod
-    def tearDownClass(cls):
-        for s in cls.servers:
-            s.stop()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def kiln(self, *args, server=None, check=True):
-        cmd = [os.path.join(BIN, "kiln"), "--server", (server or self.server).address, *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if check and r.returncode != 0:
-            self.fail(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-        return r
+    # The import-checks test's: stop every server, remove the scratch folder; run the CLI.
+    tearDownClass = classmethod(checks.ImportChecksTest.tearDownClass.__func__)
+    kiln = checks.ImportChecksTest.kiln
 
     def upload(self, name, server, config=None):
         args = ["upload", self.model_path, "--name", name]
