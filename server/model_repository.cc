@@ -39,6 +39,32 @@ uint32_t Le32(const unsigned char* p) {
   return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
+
+absl::Status FsError(absl::string_view what, const fs::path& path, const std::error_code& ec) {
+  return absl::InternalError(absl::StrCat(what, " '", path.string(), "': ", ec.message()));
+}
+
+// Creates `dir` (and missing parents) and makes each new entry durable by
+// fsyncing the directory that holds it.
+absl::Status CreateDirectoriesDurably(const fs::path& dir) {
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (!fs::create_directory(*it, ec) && ec) return FsError("cannot create directory", *it, ec);
+    const fs::path parent = it->parent_path().empty() ? fs::path(".") : it->parent_path();
+    RETURN_IF_ERROR(cache::FsyncDirectory(parent.string()));
+  }
+  return absl::OkStatus();
+}
+
+bool IsVersionDir(const std::string& name) { return ParseVersion(name).ok(); }
+
+}  // namespace
+
 // Whether the zip file at `path` is a torch.export archive: its central
 // directory (read alone, at the end of the file) names an archive_format or
 // serialized_exported_program.json entry. Reads at most ~64 MiB of directory.
@@ -83,31 +109,6 @@ bool IsExportArchiveFile(const std::string& path) {
   ::close(fd);
   return found;
 }
-
-absl::Status FsError(absl::string_view what, const fs::path& path, const std::error_code& ec) {
-  return absl::InternalError(absl::StrCat(what, " '", path.string(), "': ", ec.message()));
-}
-
-// Creates `dir` (and missing parents) and makes each new entry durable by
-// fsyncing the directory that holds it.
-absl::Status CreateDirectoriesDurably(const fs::path& dir) {
-  std::vector<fs::path> missing;
-  std::error_code ec;
-  for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-    missing.push_back(p);
-    if (p == p.parent_path()) break;
-  }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (!fs::create_directory(*it, ec) && ec) return FsError("cannot create directory", *it, ec);
-    const fs::path parent = it->parent_path().empty() ? fs::path(".") : it->parent_path();
-    RETURN_IF_ERROR(cache::FsyncDirectory(parent.string()));
-  }
-  return absl::OkStatus();
-}
-
-bool IsVersionDir(const std::string& name) { return ParseVersion(name).ok(); }
-
-}  // namespace
 
 absl::Status ValidateModelName(absl::string_view name) {
   if (name.empty()) return absl::InvalidArgumentError("model name is empty");
@@ -182,6 +183,8 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const std
       const std::string dir = version.path().filename().string();
       if (IsVersionDir(dir)) {
         cache::SweepTempFiles(version.path().string());
+        // Empty: an install that a crash interrupted before its file was moved in.
+        if (fs::is_empty(version.path(), entry_ec)) fs::remove(version.path(), entry_ec);
       } else if (!dir.empty() && std::all_of(dir.begin(), dir.end(), [](char c) {
                    return c >= '0' && c <= '9';
                  })) {

@@ -46,6 +46,10 @@ absl::Status CheckVersion(int64_t version, absl::string_view zero_means = "");
 // file, if any, in place and no temp file behind.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
 
+// Whether the zip file at `path` is a torch.export archive (.pt2): its central
+// directory names an archive_format or serialized_exported_program.json entry.
+bool IsExportArchiveFile(const std::string& path);
+
 class ModelRepository {
  public:
   // Opens (creating if missing) the repository at `root`, creates the staging
