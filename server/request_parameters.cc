@@ -74,11 +74,6 @@ absl::Status CheckType(const InferParameter& value, Type type, const std::string
   return absl::OkStatus();
 }
 
-uint64_t Count(const InferParameter& value) {
-  return value.parameter_choice_case() == InferParameter::kUint64Param
-             ? value.uint64_param()
-             : static_cast<uint64_t>(value.int64_param());
-}
 
 // Sorts the parameters of one place (`place` as "request", "input 'x'") into
 // unknown and unsupported names; checks the known ones' types.
@@ -120,6 +115,12 @@ std::string Names(absl::Span<const Known> known) {
 
 }  // namespace
 
+uint64_t CountParameter(const InferParameter& value) {
+  return value.parameter_choice_case() == InferParameter::kUint64Param
+             ? value.uint64_param()
+             : static_cast<uint64_t>(value.int64_param());
+}
+
 absl::StatusOr<InferParameters> ParseInferParameters(const inference::ModelInferRequest& request) {
   std::vector<std::string> unknown, unsupported;
   absl::Status s = Classify(request.parameters(), kRequestParams, "request", &unknown, &unsupported);
@@ -148,9 +149,9 @@ absl::StatusOr<InferParameters> ParseInferParameters(const inference::ModelInfer
   InferParameters result;
   const Params& params = request.parameters();
   if (auto it = params.find("profile"); it != params.end()) result.profile = it->second.bool_param();
-  if (auto it = params.find("timeout"); it != params.end() && Count(it->second) > 0) {
+  if (auto it = params.find("timeout"); it != params.end() && CountParameter(it->second) > 0) {
     // Beyond a year it means "no limit of its own" (and cannot overflow).
-    const uint64_t us = Count(it->second);
+    const uint64_t us = CountParameter(it->second);
     if (us < uint64_t{365} * 86400 * 1000000) result.timeout = std::chrono::microseconds(us);
   }
   return result;

@@ -36,6 +36,10 @@ struct InferParameters {
   std::optional<std::chrono::microseconds> timeout;
 };
 
+// The value of a count parameter (a non-negative int64_param or a uint64_param,
+// as ParseInferParameters checked it).
+uint64_t CountParameter(const inference::InferParameter& value);
+
 // Checks every parameter of `request` as above and returns what they ask for.
 absl::StatusOr<InferParameters> ParseInferParameters(const inference::ModelInferRequest& request);
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/common/status_macros.h"
+#include "server/request_parameters.h"
 
 namespace kiln::server {
 namespace {
@@ -185,11 +186,7 @@ constexpr char kRegionParam[] = "shared_memory_region";
 
 uint64_t CountParam(const Params& params, const char* name) {
   auto it = params.find(name);
-  if (it == params.end()) return 0;
-  // request_parameters.cc checked the type: a non-negative int64 or a uint64.
-  return it->second.parameter_choice_case() == inference::InferParameter::kUint64Param
-             ? it->second.uint64_param()
-             : static_cast<uint64_t>(it->second.int64_param());
+  return it == params.end() ? 0 : CountParameter(it->second);
 }
 
 // The bytes a tensor's shared-memory parameters name: `expected` bytes
