@@ -11,6 +11,7 @@
 //   input DTYPE D0,D1,... PATH   the input from now on: raw little-endian bytes (f32 or i64)
 //   run                          one call, timed; prints the elapsed milliseconds
 //   save PATH                    one call; writes the first output as raw float32, prints "ok"
+//   profile PATH                 (kiln worker) one call under Kiln's profiler; writes its table
 // Errors print "error: ..." and exit 1.
 //
 // The kiln worker runs the model on Kiln's engine only (kiln::runtime::Model, no libtorch
@@ -43,6 +44,7 @@
 #include "client/shared_memory.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
+#include "engine/runtime/profiler.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -103,6 +105,9 @@ class Engine {
   virtual void SetInput(Input input) = 0;
   virtual void Run() = 0;
   virtual void Save(const std::string& path) = 0;
+  // One call under Kiln's profiler, its table written to `path`; false where
+  // the engine has no profiler.
+  virtual bool Profile(const std::string& path) { return false; }
 };
 
 // An engine that takes Kiln tensors: the input wraps the bytes read (no
@@ -142,10 +147,19 @@ class KilnEngine : public KilnTensorEngine {
     model_ = *std::move(model);
   }
  private:
-  kiln::Tensor Infer() override {
-    auto out = model_->Infer({{model_->inputs()[0].name, tensor_}}, {});
+  kiln::Tensor Infer() override { return Infer({}); }
+  kiln::Tensor Infer(const kiln::runtime::RunOptions& run) {
+    auto out = model_->Infer({{model_->inputs()[0].name, tensor_}}, {}, run);
     if (!out.ok()) Fail(std::string(out.status().message()));
     return (*out)[0].tensor;
+  }
+  bool Profile(const std::string& path) override {
+    kiln::runtime::Profiler profiler;
+    kiln::runtime::RunOptions run;
+    run.observer = &profiler;
+    Infer(run);
+    std::ofstream(path) << profiler.Finish().FormatTable();
+    return true;
   }
   std::unique_ptr<kiln::runtime::Model> model_;
 };
@@ -247,6 +261,11 @@ int ServeWorker(Engine& engine) {
       std::string path;
       args >> path;
       engine.Save(path);
+      std::printf("ok\n");
+    } else if (command == "profile") {
+      std::string path;
+      args >> path;
+      if (!engine.Profile(path)) Fail("this worker has no profiler");
       std::printf("ok\n");
     } else {
       Fail("unknown command: " + line);

@@ -112,6 +112,10 @@ class Worker:
     def save(self, path):
         self._call(f"save {self.path_map(path)}")
 
+    def profile(self, path):
+        """One call under Kiln's profiler (the kiln worker); its table goes to `path`."""
+        self._call(f"profile {self.path_map(path)}")
+
     @property
     def pid(self):
         return self.proc.pid
@@ -360,6 +364,8 @@ class Bench:
         best = min(range(len(torch)), key=lambda i: calib[labels[i]])
         timed = dict(zip(ENGINES, engines + [torch[best]]))
         times = dict(zip(ENGINES, interleave(list(timed.values()), args.rounds, args.gap_ms)))
+        # Where the kiln worker's time went, one call right after the timed rounds.
+        engines[0].profile(os.path.join(self.models_dir, "io", f"{name}.b{batch}.kiln.profile"))
         flops = self.flops(name, batch)
         row = {"model": name, "batch": batch, "gflop": flops / 1e9, "diff": diff,
                "torch_setting": labels[best], "calib": calib}
