@@ -161,6 +161,7 @@ absl::StatusOr<FirstUseVerifier::Outcome> FirstUseVerifier::Verify(
   options.tolerance = options_.tolerance;
   options.compile.precision = options_.precision;
   options.values = args;
+  options.kiln_outputs = outcome.answer;
   options.fallback_on_mismatch = options_.max_forced_ops;
   options.run = run;
   options.run.deadline = deadline;

@@ -7,9 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "engine/cache/file_io.h"
 #include "engine/common/status_macros.h"
-#include "server/model_import.h"
+#include "server/model_repository.h"
 #include "server/torch_backend.h"
 
 namespace kiln::server {
@@ -48,10 +47,10 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     verify_text = "skipped: graph read from the disk cache (verified when first imported)";
   }
   verify::VerifyReport report;
-  std::string bytes;
   if (config.verify.enabled && verify) {
-    ASSIGN_OR_RETURN(bytes, cache::ReadFileToString(model_path));
-    if (!ImportNeedsTorch(bytes)) {
+    // Told from the zip's directory: reading the whole file here held a
+    // second copy of the model's bytes through the verification.
+    if (IsExportArchiveFile(model_path)) {
       verify = false;
       verify_text =
           "not available for torch.export archives yet (the reference runs TorchScript)";

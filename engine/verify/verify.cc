@@ -438,7 +438,9 @@ absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
   // its say about the samples. Compiled here rather than through the model,
   // so the sample's signature takes no room in the model's plan cache and
   // counts as no request.
-  absl::StatusOr<std::vector<runtime::RunValue>> kiln_run = RunKiln(model.graph(), samples, options);
+  absl::StatusOr<std::vector<runtime::RunValue>> kiln_run =
+      options.kiln_outputs.has_value() ? *options.kiln_outputs
+                                       : RunKiln(model.graph(), samples, options);
   if (!kiln_run.ok() && StoppedByBounds(kiln_run.status())) return kiln_run.status();
   ReferenceRequest request;
   request.inputs = samples.torch;
@@ -508,7 +510,10 @@ absl::StatusOr<VerifiedModel> RepairWithFallback(TorchReference& reference,
                                                  const importer::ImportOptions& import,
                                                  VerifyReport report,
                                                  const ModelRebuilder& rebuild,
-                                                 const VerifyOptions& options) {
+                                                 const VerifyOptions& given) {
+  // Each rebuilt model is run afresh: outputs given for the first are not its.
+  VerifyOptions options = given;
+  options.kiln_outputs.reset();
   VerifiedModel out;
   importer::ImportOptions forced = import;
   std::vector<std::string> added;

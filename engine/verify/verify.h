@@ -54,6 +54,10 @@ struct VerifyOptions {
   // optional input left out), run instead of samples drawn from the contract:
   // verification on first use of a signature (no List[Tensor] inputs).
   std::optional<std::vector<runtime::RunValue>> values;
+  // Kiln's outputs for `values`, from the plan that answered the request:
+  // judged instead of compiling and running the same signature a second
+  // time (the time and the second arena of a first use).
+  std::optional<std::vector<runtime::RunValue>> kiln_outputs;
   // On divergence, re-import with the diverging op forced onto the fallback
   // (at most this many ops) instead of failing.
   int fallback_on_mismatch = 0;

@@ -42,6 +42,7 @@
 #include "CLI/CLI.hpp"
 #include "client/inference_client.h"
 #include "client/shared_memory.h"
+#include "engine/common/heap_policy.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
 #include "engine/runtime/profiler.h"
@@ -158,7 +159,15 @@ class KilnEngine : public KilnTensorEngine {
     kiln::runtime::RunOptions run;
     run.observer = &profiler;
     Infer(run);
-    std::ofstream(path) << profiler.Finish().FormatTable();
+    std::ofstream out(path);
+    kiln::kernels::TensorInfo in;
+    in.dtype = tensor_.dtype();
+    in.dims = kiln::Dims(input_.shape.begin(), input_.shape.end());
+    if (auto exe = model_->GetExecutable({in}); exe.ok()) {
+      out << "arena (planned tensors and kernels' workspace): "
+          << (*exe)->arena_bytes() / 1e6 << " MB\n";
+    }
+    out << profiler.Finish().FormatTable();
     return true;
   }
   std::unique_ptr<kiln::runtime::Model> model_;
@@ -312,6 +321,7 @@ int SgemmPeak(int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::ReturnLargeBuffersToTheSystem();  // as kilnd does
   CLI::App app{"Kiln's benchmark worker (driven by tests/bench/peer_bench.py)"};
   std::string worker, model, server;
   int threads = 1, blas_threads = 0;
