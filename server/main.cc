@@ -13,7 +13,6 @@
 #include <memory>
 #include <thread>
 
-#include "engine/common/heap_policy.h"
 #include "server/config_file.h"
 #include "server/import_worker.h"
 #include "server/torch/fallback_worker.h"
@@ -57,7 +56,6 @@ extern "C" void OnShutdownSignal(int sig) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  kiln::ReturnLargeBuffersToTheSystem();
   // The isolated import child (server/import_worker.h): no flags, no server.
   if (argc > 1 && std::string(argv[1]) == "--import-worker") {
     return kiln::server::ImportWorkerMain(argc, argv);

@@ -42,7 +42,6 @@
 #include "CLI/CLI.hpp"
 #include "client/inference_client.h"
 #include "client/shared_memory.h"
-#include "engine/common/heap_policy.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
 #include "engine/runtime/profiler.h"
@@ -321,7 +320,6 @@ int SgemmPeak(int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  kiln::ReturnLargeBuffersToTheSystem();  // as kilnd does
   CLI::App app{"Kiln's benchmark worker (driven by tests/bench/peer_bench.py)"};
   std::string worker, model, server;
   int threads = 1, blas_threads = 0;
