@@ -30,6 +30,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -84,6 +85,7 @@ class Worker:
         """Starts `argv`; its stderr goes to `log_path`, whose tail an error message shows.
         `path_map` gives a file's path as the worker sees it (inside a chroot)."""
         self.name, self.log_path, self.path_map = name, log_path, path_map
+        self.settle_ms = 0.0  # how long its threads may spin after a call (see interleave)
         with open(log_path, "w") as log_file:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=log_file, text=True,
@@ -246,14 +248,25 @@ def mounted_chroot(chroot, models_dir):
 
 
 def interleave(engines, rounds, gap_ms):
-    """The one timing loop: `rounds` rounds, each engine once per round in an order that rotates
-    every round, `gap_ms` of idle before each timed call. Returns each engine's list of ms."""
+    """The one timing loop: `rounds` rounds, each engine once per round in an order shuffled every
+    round (seeded), `gap_ms` of idle before each timed call. Returns each engine's list of ms.
+
+    Shuffled, not rotated: a rotation keeps every engine behind the same neighbour, and what a
+    call leaves running lands on the next engine's call. libtorch with OPENBLAS_NUM_THREADS=2
+    leaves OpenBLAS's threads spinning for ~0.1 s after each call (its THREAD_TIMEOUT), so with
+    a rotation the engine after it was slowed 2-8x in most rounds (Kiln in process, whose OpenMP
+    threads wait on each other at every parallel region, the most). An engine that leaves threads
+    spinning says for how long (`settle_ms`), and the next call waits that much longer."""
+    order = list(range(len(engines)))
+    shuffle = random.Random(rounds).shuffle
     times = [[] for _ in engines]
-    for r in range(rounds):
-        for i in range(len(engines)):
-            k = (r + i) % len(engines)
-            time.sleep(gap_ms / 1e3)
+    settle_ms = 0.0  # what the previous call leaves running (Worker.settle_ms)
+    for _ in range(rounds):
+        shuffle(order)
+        for k in order:
+            time.sleep((gap_ms + settle_ms) / 1e3)
             times[k].append(engines[k].run())
+            settle_ms = getattr(engines[k], "settle_ms", 0.0)
     return times
 
 
@@ -336,6 +349,10 @@ class Bench:
                                 [self.kiln_bench, "--worker", "torch", "--model", pt, "--threads", t,
                                  "--blas-threads", str(blas or t)],
                                 log % f"torch{i}", {"OMP_WAIT_POLICY": wait} if wait else {}))
+            if (blas or self.args.threads) > 1:
+                # OpenBLAS's idle threads spin (yielding) for 2^28 cycles, ~0.1 s here, after
+                # each call before they sleep.
+                torch[-1].settle_ms = 150.0
 
     def parity(self, name, batch, engines):
         """Max |engine - libtorch| / max |libtorch| over the engines' outputs (the last engine is
