@@ -697,6 +697,8 @@ cases("attention", [
     # Nested, every sequence padded: PyTorch's output keeps only the longest length (5 of 7).
     ("encoder_nested_mask_trimmed", Encoder(False, "gelu"), randn(3, 7, 16),
      padding_mask([5, 1, 3], 7)),
+    # Nested, one sequence empty (all padding): its positions come back as zeros.
+    ("encoder_nested_mask_empty_row", Encoder(False), randn(3, 5, 16), padding_mask([3, 0, 2], 5)),
     ("encoder_pre_norm_mask", Encoder(True), randn(3, 6, 16), padding_mask([6, 2, 4], 6)),
 ])
 
