@@ -70,6 +70,9 @@ TEST(NmsKernelTest, NanScoresComeFirst) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor boxes = F32({3, 4}, {0, 0, 1, 1, 5, 5, 6, 6, 10, 10, 11, 11});
   EXPECT_THAT(RunNms(boxes, F32({3}, {0.5f, nan, 0.9f}), 0.5), ElementsAre(1, 2, 0));
+  // Among NaNs, index order: box 3 (box 0 again) is suppressed by box 0.
+  Tensor four = F32({4, 4}, {0, 0, 1, 1, 5, 5, 6, 6, 10, 10, 11, 11, 0, 0, 1, 1});
+  EXPECT_THAT(RunNms(four, F32({4}, {nan, 0.3f, nan, nan}), 0.5), ElementsAre(0, 2, 1));
 }
 
 TEST(NmsKernelTest, RefusesMismatchedOperands) {
