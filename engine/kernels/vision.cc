@@ -53,8 +53,8 @@ absl::Status PrepareNms(PrepareContext& ctx) {
   }
   const int64_t n = boxes[0];
   const size_t elem = DTypeSize(t);
-  // (score, index) pairs, areas, suppressed flags, kept indices.
-  ctx.workspace_bytes = n * (2 * sizeof(double) + elem + 1 + sizeof(int64_t)) + 64;
+  // Per box: a (score, index) pair, a kept index, an area and a suppressed flag.
+  ctx.workspace_bytes = n * (sizeof(std::pair<double, int64_t>) + sizeof(int64_t) + elem + 1);
   // Only Eval knows how many boxes survive.
   ctx.dynamic_outputs = true;
   ctx.outputs[0] = TensorInfo{DType::kInt64, {}};
