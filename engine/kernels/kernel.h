@@ -132,6 +132,7 @@ absl::Span<const KernelDef> SortKernels();        // sort.cc: topk, sort
 absl::Span<const KernelDef> AttentionKernels();   // attention.cc: multi-head attention
 absl::Span<const KernelDef> RecurrentKernels();   // recurrent.cc: LSTM, GRU, RNN
 absl::Span<const KernelDef> LayoutKernels();     // layout.cc: Reorder
+absl::Span<const KernelDef> VisionKernels();     // vision.cc: nms, roi_align
 absl::Span<const KernelDef> ScalarKernels();  // scalar_ops.cc: metadata, int/float/bool math, scalar lists
 
 // Every kernel of every family.

@@ -18,7 +18,7 @@ const std::vector<KernelDef>& AllKernels() {
                         PoolKernels(), NormKernels(), ShapeKernels(), ReduceKernels(),
                         ScalarKernels(), UnaryKernels(), MovementKernels(), IndexingKernels(),
                         CastKernels(), ResizeKernels(), SortKernels(), AttentionKernels(),
-                        RecurrentKernels(), LayoutKernels()}) {
+                        RecurrentKernels(), LayoutKernels(), VisionKernels()}) {
       v->insert(v->end(), family.begin(), family.end());
     }
     return v;

@@ -10,8 +10,9 @@ variants: {"inputs": {name: file}, "outputs": [file, ...] or null, "error": libt
 message or null}. Kiln must answer each variant as libtorch does (datatype, shape,
 values), or refuse the ones libtorch refuses.
 
-torchvision's operators (nms, roi_align, deform_conv2d) must import and run through the
-fallback. Some models force a kernel's Prepare to refuse a signature (a functional linear whose
+torchvision's operators must import and run: nms and roi_align natively, deform_conv2d
+through the fallback. A TransformerEncoder traced under no_grad with a padding mask (PyTorch's
+fast path: fused layers on nested tensors) must run natively too. Some models force a kernel's Prepare to refuse a signature (a functional linear whose
 weight is 1-D, bitwise ops on every integer dtype, x[mask] with a bool mask): the node
 must run through the libtorch fallback for that signature and the request succeed.
 """
@@ -163,6 +164,32 @@ def build_torchvision_models():
                                             (randn(2, 2, 4, 6), randn(2, 18, 4, 6) * 0.5)])
 
 
+class PaddedEncoder(nn.Module):
+    def __init__(self, norm_first):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
+                                           batch_first=True, norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, 2)
+
+    def forward(self, src, padding):
+        return self.encoder(src, src_key_padding_mask=padding)
+
+
+def padding(lengths, steps):
+    return torch.arange(steps)[None, :] >= torch.tensor(lengths)[:, None]
+
+
+def build_fast_path_models():
+    """(5) Traced under no_grad (mode "trace_no_grad"): _transformer_encoder_layer_fwd, on
+    nested tensors from _nested_tensor_from_mask when norm_first is False."""
+    for norm_first in (False, True):
+        MODELS[f"encoder_fast_path_norm_first_{norm_first}".lower()] = (
+            PaddedEncoder(norm_first).eval(), "trace_no_grad",
+            (randn(2, 5, 8), padding([5, 3], 5)), ["src", "padding"],
+            [(randn(2, 5, 8), padding([5, 3], 5)), (randn(3, 6, 8), padding([4, 6, 1], 6)),
+             (randn(3, 6, 8), padding([2, 4, 1], 6)), (randn(1, 3, 8), padding([3], 3))])
+
+
 def build_sequence_first_models():
     MODELS["attention_sequence_first"] = (
         Attention().eval(), "trace", (randn(5, 2, 8),), ["q"],
@@ -178,6 +205,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     build_sequence_first_models()
     build_torchvision_models()
+    build_fast_path_models()
     manifest = {}
     for name, (module, mode, example, arg_names, variants) in MODELS.items():
         path = os.path.join(out, f"{name}.pt")
@@ -185,6 +213,9 @@ def main():
         # fast path instead (issue 17, item 5).
         if mode == "trace":
             saved = torch.jit.trace(module, example, check_trace=False)
+        elif mode == "trace_no_grad":
+            with torch.no_grad():
+                saved = torch.jit.trace(module, example, check_trace=False)
         else:
             saved = torch.jit.script(module)
         saved.save(path)

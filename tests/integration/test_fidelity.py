@@ -11,7 +11,11 @@ output's datatype, then its shape, then its values), or refuse where libtorch re
     weight, bitwise ops on integer dtypes its kernel lacks, a bool mask index) sends that
     node to the libtorch fallback for that signature; the metadata counts it.
   - Reductions give PyTorch's datatypes (any/all of uint8 are UINT8).
-  - torchvision's operators (nms, roi_align, deform_conv2d) import and run.
+  - torchvision's operators import and run: nms and roi_align on Kiln's kernels (not in
+    the model's fallback_ops), deform_conv2d through the fallback.
+  - A TransformerEncoder traced under no_grad with a padding mask (fused layers on nested
+    tensors) runs natively, including PyTorch's trimming of the output to the longest
+    sequence.
 """
 import json
 import os
@@ -163,14 +167,32 @@ class FidelityTest(unittest.TestCase):
 
     # ------------------------------------------------------------------ torchvision's operators
 
+    def fallback_ops(self, model):
+        """The ops the model runs through libtorch (the metadata's fallback_ops property)."""
+        ops = self.metadata(model).properties.get("fallback_ops", "")
+        return set(filter(None, ops.split(",")))
+
     def test_torchvision_nms(self):
         self.check_model("torchvision_nms")
+        self.assertEqual(self.fallback_ops("torchvision_nms"), set())
 
     def test_torchvision_roi_align(self):
         self.check_model("torchvision_roi_align")
+        self.assertEqual(self.fallback_ops("torchvision_roi_align"), set())
 
     def test_torchvision_deform_conv2d(self):
         self.check_model("torchvision_deform_conv2d")
+        self.assertIn("torchvision::deform_conv2d", self.fallback_ops("torchvision_deform_conv2d"))
+
+    # ------------------------------------------------------------------ PyTorch's fast paths
+
+    def test_encoder_fast_path_on_nested_tensors_runs_natively(self):
+        self.check_model("encoder_fast_path_norm_first_false")
+        self.assertEqual(self.fallback_ops("encoder_fast_path_norm_first_false"), set())
+
+    def test_encoder_fast_path_norm_first_runs_natively(self):
+        self.check_model("encoder_fast_path_norm_first_true")
+        self.assertEqual(self.fallback_ops("encoder_fast_path_norm_first_true"), set())
 
 
 if __name__ == "__main__":

@@ -17,11 +17,12 @@ import os
 import sys
 
 import numpy as np
-from typing import List
+from typing import List, Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from torch_fixtures import save_and_run  # noqa: E402
@@ -663,6 +664,116 @@ cases("attention", [
     ("encoder_seq_first",
      nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0), 2),
      randn(5, 2, 16)),
+])
+
+
+
+# Traced under no_grad (as every case here): nn.TransformerEncoder with a src_key_padding_mask
+# records PyTorch's fast path, _transformer_encoder_layer_fwd on a nested tensor made by
+# _nested_tensor_from_mask and padded back by to_padded_tensor (norm_first=False, an even
+# number of heads); with norm_first=True the layers get the padding mask themselves.
+class Encoder(nn.Module):
+    def __init__(self, norm_first, activation="relu", layers=2):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True,
+                                           norm_first=norm_first, activation=activation)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+
+    def forward(self, x, mask: Optional[torch.Tensor] = None):
+        return self.encoder(x, src_key_padding_mask=mask)
+
+
+def padding_mask(lengths, steps):
+    """A left-aligned key padding mask [len(lengths), steps]: True past each length."""
+    return lambda: torch.arange(steps)[None, :] >= torch.tensor(lengths)[:, None]
+
+
+cases("attention", [
+    ("encoder_post_norm", Encoder(False), randn(2, 5, 16)),
+    ("encoder_pre_norm", Encoder(True), randn(2, 5, 16)),
+    ("encoder_post_norm_gelu", Encoder(False, "gelu"), randn(3, 4, 16)),
+    # Nested: the longest sequence fills the batch, so the output keeps every position.
+    ("encoder_nested_mask", Encoder(False), randn(3, 7, 16), padding_mask([7, 4, 2], 7)),
+    # Nested, every sequence padded: PyTorch's output keeps only the longest length (5 of 7).
+    ("encoder_nested_mask_trimmed", Encoder(False, "gelu"), randn(3, 7, 16),
+     padding_mask([5, 1, 3], 7)),
+    # Nested, one sequence empty (all padding): its positions come back as zeros.
+    ("encoder_nested_mask_empty_row", Encoder(False), randn(3, 5, 16), padding_mask([3, 0, 2], 5)),
+    ("encoder_pre_norm_mask", Encoder(True), randn(3, 6, 16), padding_mask([6, 2, 4], 6)),
+])
+
+# ---------------------------------------------------------------- torchvision's operators
+
+
+def boxes(n, extent=12.0, dtype=torch.float32):
+    """Boxes (x1, y1, x2, y2) crowded into a small area, so that many overlap."""
+    def make():
+        xy = torch.rand(n, 2) * extent
+        return torch.cat([xy, xy + 1 + torch.rand(n, 2) * extent / 2], 1).to(dtype)
+    return make
+
+
+def tied_scores(n, levels=5, dtype=torch.float32):
+    """Scores taking `levels` values: ties, which torchvision breaks by index (stable sort)."""
+    return lambda: (torch.randint(0, levels, (n,)).float() / levels).to(dtype)
+
+
+def rois(k, images=2, extent=24.0, dtype=torch.float32):
+    """Regions [k, 5]: batch index, then a box in image coordinates (some off the map)."""
+    def make():
+        index = torch.randint(0, images, (k, 1)).float()
+        return torch.cat([index, boxes(k, extent)() - 2], 1).to(dtype)
+    return make
+
+
+def roi_align(output_size, scale, ratio, aligned):
+    return lambda x, r: torchvision.ops.roi_align(x, r, output_size, spatial_scale=scale,
+                                                  sampling_ratio=ratio, aligned=aligned)
+
+
+class DetectionHead(nn.Module):
+    """A two-stage detector's second stage, MultiScaleRoIAlign-free: a small backbone,
+    roi_align of the proposals on its stride-4 map, a box head, per-class softmax, box
+    decoding, batched_nms per class, and the kept detections."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.backbone = nn.Sequential(
+            nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU())
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(16 * 5 * 5, 32), nn.ReLU())
+        self.cls = nn.Linear(32, classes + 1)
+        self.reg = nn.Linear(32, 4)
+
+    def forward(self, images, proposals):
+        features = self.backbone(images)
+        pooled = torchvision.ops.roi_align(features, proposals, (5, 5), spatial_scale=0.25,
+                                           sampling_ratio=2, aligned=True)
+        h = self.head(pooled)
+        probs = F.softmax(self.cls(h), -1)
+        scores, labels = probs[:, 1:].max(1)
+        detections = proposals[:, 1:] + self.reg(h) * 2.0
+        keep = torchvision.ops.batched_nms(detections, scores, labels, 0.3)
+        return detections[keep], scores[keep], labels[keep]
+
+
+cases("vision", [
+    ("nms", lambda b, s: torchvision.ops.nms(b, s, 0.5), boxes(40), randn(40)),
+    ("nms_ties", lambda b, s: torchvision.ops.nms(b, s, 0.3), boxes(60), tied_scores(60)),
+    ("nms_f64", lambda b, s: torchvision.ops.nms(b, s, 0.7),
+     boxes(30, dtype=torch.float64), tied_scores(30, dtype=torch.float64)),
+    ("nms_empty", lambda b, s: torchvision.ops.nms(b, s, 0.5), boxes(0), randn(0)),
+    ("batched_nms", lambda b, s, i: torchvision.ops.batched_nms(b, s, i, 0.4),
+     boxes(50), tied_scores(50), ints(50, hi=3)),
+    ("roi_align_aligned_ratio2", roi_align((3, 3), 0.5, 2, True), randn(2, 4, 12, 12), rois(6)),
+    ("roi_align_aligned_adaptive", roi_align((2, 4), 0.5, 0, True), randn(2, 4, 12, 12), rois(6)),
+    ("roi_align_ratio1", roi_align((3, 3), 0.5, 1, False), randn(2, 4, 12, 12), rois(6)),
+    ("roi_align_adaptive", roi_align((3, 2), 0.5, -1, False), randn(2, 4, 12, 12), rois(6)),
+    ("roi_align_ratio3_scale1", roi_align(4, 1.0, 3, False), randn(2, 3, 10, 14),
+     rois(5, extent=10.0)),
+    ("roi_align_f64", roi_align((3, 3), 0.25, 0, True), lambda: torch.randn(2, 3, 8, 8).double(),
+     rois(4, extent=32.0, dtype=torch.float64)),
+    ("detection_head", DetectionHead(), randn(2, 3, 20, 20), rois(12, extent=16.0)),
 ])
 
 # ---------------------------------------------------------------- scripted (not traced)

@@ -58,7 +58,7 @@ struct Result {
 
 
 // Empty when `got` matches `want`, else what differs.
-std::string Compare(const Tensor& got, const Tensor& want, double* worst) {
+std::string Compare(const Tensor& got, const Tensor& want, double* worst, double* worst_abs) {
   if (got.dims() != want.dims()) {
     return absl::StrCat("dims ", DimsToString(got.dims()), ", libtorch ", DimsToString(want.dims()));
   }
@@ -89,6 +89,7 @@ std::string Compare(const Tensor& got, const Tensor& want, double* worst) {
     if (nan_mismatch) return "NaN or infinity where libtorch has none (or the reverse)";
     const double rel = diff / std::max(max_want, 1e-12);
     *worst = std::max(*worst, rel);
+    *worst_abs = std::max(*worst_abs, diff);
     const double tolerance = t == DType::kF32   ? 1e-4
                              : t == DType::kF64 ? 1e-6
                                                 : StorageRoundingTolerance(t);
@@ -152,21 +153,21 @@ Result RunCase(const std::string& dir, const json& entry, int threads) {
     r.detail = absl::StrCat(outputs->size(), " outputs, libtorch ", want_n);
     return r;
   }
-  double worst = 0;
+  double worst = 0, worst_abs = 0;
   for (size_t i = 0; i < want_n; ++i) {
     absl::StatusOr<Tensor> want = client::ReadNpy(absl::StrCat(base, ".output", i, ".npy"));
     if (!want.ok()) {
       r.detail = absl::StrCat("expected output: ", want.status().message());
       return r;
     }
-    const std::string diff = Compare((*outputs)[i].tensor, *want, &worst);
+    const std::string diff = Compare((*outputs)[i].tensor, *want, &worst, &worst_abs);
     if (!diff.empty()) {
       r.detail = absl::StrCat("output ", i, ": ", diff);
       return r;
     }
   }
   r.outcome = fallback ? Outcome::kFallback : Outcome::kNative;
-  r.detail = absl::StrCat("max relative error ", worst);
+  r.detail = absl::StrCat("max relative error ", worst, ", max abs diff ", worst_abs);
   return r;
 }
 
@@ -337,6 +338,8 @@ int Main(int argc, char** argv) {
   for (const Result& r : results) {
     if (r.outcome == Outcome::kNative) {
       if (expected.count(r.name)) std::printf("NOW NATIVE (remove from the expect list): %s\n", r.name.c_str());
+      // A filtered run (a few cases) shows each case's numbers.
+      if (!filter.empty()) std::printf("native %s: %s\n", r.name.c_str(), r.detail.c_str());
       continue;
     }
     const bool known = expected.count(r.name) > 0;

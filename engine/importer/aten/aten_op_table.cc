@@ -1,4 +1,4 @@
-// The one list of aten ops both importer fronts translate natively. Adding an
+// The one list of aten ops (and torchvision's) both importer fronts translate natively. Adding an
 // op: a row here, pointing at a converter in the matching convert_*.cc family
 // file. Keys carry no overload: a converter tells overloads apart by the
 // arguments it is given (AtenCall::Has) or by AtenCall::overload().
@@ -155,6 +155,13 @@ const AtenOpTable& Table() {
       {"aten::empty_like", ConvertFullLike},
       {"aten::arange", ConvertArange},
       {"aten::sym_size", ConvertSymSize},
+      // ---------- transformer fast path (nested tensors held padded) ----------
+      {"aten::_transformer_encoder_layer_fwd", ConvertTransformerEncoderLayer},
+      {"aten::_nested_tensor_from_mask", ConvertNestedTensorFromMask},
+      {"aten::to_padded_tensor", ConvertToPaddedTensor},
+      // ---------- torchvision's operators (deform_conv2d runs on the fallback) ----------
+      {"torchvision::nms", ConvertNms},
+      {"torchvision::roi_align", ConvertRoiAlign},
   };
   return *kTable;
 }

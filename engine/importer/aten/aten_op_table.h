@@ -102,5 +102,15 @@ ConvertResult ConvertFullLike(AtenCall& call, ConvertContext& cx);  // zeros_lik
 ConvertResult ConvertArange(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSymSize(AtenCall& call, ConvertContext& cx);  // sym_size.int
 
+// convert_transformer.cc: the fused encoder layer and nested tensors (held
+// padded, see ConvertContext::Nested).
+ConvertResult ConvertTransformerEncoderLayer(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertNestedTensorFromMask(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertToPaddedTensor(AtenCall& call, ConvertContext& cx);
+
+// convert_vision.cc: torchvision::nms, torchvision::roi_align.
+ConvertResult ConvertNms(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertRoiAlign(AtenCall& call, ConvertContext& cx);
+
 }  // namespace aten
 }  // namespace kiln::importer

@@ -43,6 +43,22 @@ class ConvertContext {
   // The recorded elements of tensor list `list`, or nullptr when it is built at run time.
   const std::vector<ir::ValueId>* ListElements(ir::ValueId list) const;
 
+  // Nested tensors (aten::_nested_tensor_from_mask) are held padded, as
+  // [N, T, ...] with their sequences left-aligned; this records, for such a
+  // value, its [N, T] BOOL mask of real positions (true below each sequence's
+  // length) and its INT64 [N] lengths, which the ops that take nested
+  // operands read.
+  struct Nested {
+    ir::ValueId valid = ir::kNoValue;
+    ir::ValueId lengths = ir::kNoValue;
+  };
+  void SetNested(ir::ValueId padded, Nested nested) { nested_[padded] = nested; }
+  // The record of `id`, or nullptr when it is an ordinary tensor.
+  const Nested* NestedOf(ir::ValueId id) const {
+    auto it = nested_.find(id);
+    return it == nested_.end() ? nullptr : &it->second;
+  }
+
   // A Kiln tensor as an ir Constant.
   ir::ValueId AddConstant(Tensor value, std::string name);
   // A 0-dim Constant of `dtype` holding `value`.
@@ -70,6 +86,7 @@ class ConvertContext {
  protected:
   ir::Graph* graph_;
   std::unordered_map<ir::ValueId, std::vector<ir::ValueId>> list_elements_;
+  std::unordered_map<ir::ValueId, Nested> nested_;
 };
 
 // Fills every element of `t` with `value` (converted to its dtype).

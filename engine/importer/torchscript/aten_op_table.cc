@@ -211,7 +211,6 @@ const AtenOpTable& Table() {
       {"aten::rnn_tanh", ConvertRecurrent},
       {"aten::rnn_relu", ConvertRecurrent},
       {"aten::_native_multi_head_attention", ConvertNativeMha},
-      {"aten::_transformer_encoder_layer_fwd", ConvertTransformerEncoderLayer},
   };
   return *kTable;
 }

@@ -138,6 +138,5 @@ ConvertResult ConvertInstanceNorm(const TorchNode& node, ImportContext& ctx);
 ConvertResult ConvertUpsample(const TorchNode& node, ImportContext& ctx);
 ConvertResult ConvertRecurrent(const TorchNode& node, ImportContext& ctx);  // lstm, gru, rnn_*
 ConvertResult ConvertNativeMha(const TorchNode& node, ImportContext& ctx);
-ConvertResult ConvertTransformerEncoderLayer(const TorchNode& node, ImportContext& ctx);
 
 }  // namespace kiln::importer

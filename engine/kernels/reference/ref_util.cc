@@ -77,7 +77,8 @@ Tensor Write(DType dtype, const Dims& dims, const std::vector<double>& v) {
 }
 
 MaybeOutputs CoverageReference(const ir::Node& node, const std::vector<const Tensor*>& in) {
-  for (auto fn : {ElementwiseReference, ShapeReference, ReduceReference, NnReference}) {
+  for (auto fn : {ElementwiseReference, ShapeReference, ReduceReference, NnReference,
+                  VisionReference}) {
     MaybeOutputs r = fn(node, in);
     if (r) return r;
   }

@@ -50,6 +50,7 @@ MaybeOutputs ElementwiseReference(const ir::Node& node, const std::vector<const 
 MaybeOutputs ShapeReference(const ir::Node& node, const std::vector<const Tensor*>& in);
 MaybeOutputs ReduceReference(const ir::Node& node, const std::vector<const Tensor*>& in);
 MaybeOutputs NnReference(const ir::Node& node, const std::vector<const Tensor*>& in);
+MaybeOutputs VisionReference(const ir::Node& node, const std::vector<const Tensor*>& in);
 
 // All of the above, tried in turn.
 MaybeOutputs CoverageReference(const ir::Node& node, const std::vector<const Tensor*>& in);

@@ -646,6 +646,57 @@ graph(%x : Tensor, %name : str):
   EXPECT_THAT(str.status().message(), HasSubstr("'name'"));
 }
 
+// What nn.TransformerEncoder records traced under no_grad with a padding
+// mask: a nested tensor from the mask, the fused layer on it, and padding
+// back. Natively (strict import), the layer's attention gets the positions
+// past each length as a key padding mask and the padding is a Where and a
+// Slice to the longest length.
+TEST(ImporterIrTest, NestedEncoderLayerBecomesKeyPaddingMaskAndTrim) {
+  absl::StatusOr<ir::Graph> g = ImportStrict(R"IR(
+graph(%x : Tensor, %pad : Tensor, %qkv_w : Tensor, %qkv_b : Tensor, %proj_w : Tensor,
+      %proj_b : Tensor, %n1_w : Tensor, %n1_b : Tensor, %n2_w : Tensor, %n2_b : Tensor,
+      %f1_w : Tensor, %f1_b : Tensor, %f2_w : Tensor, %f2_b : Tensor):
+  %false : bool = prim::Constant[value=0]()
+  %e : int = prim::Constant[value=16]()
+  %h : int = prim::Constant[value=4]()
+  %eps : float = prim::Constant[value=1.0000000000000001e-05]()
+  %zero : float = prim::Constant[value=0.]()
+  %none : NoneType = prim::Constant()
+  %keep : Tensor = aten::logical_not(%pad)
+  %nested : Tensor = aten::_nested_tensor_from_mask(%x, %keep, %false)
+  %y : Tensor = aten::_transformer_encoder_layer_fwd(%nested, %e, %h, %qkv_w, %qkv_b, %proj_w, %proj_b, %false, %false, %eps, %n1_w, %n1_b, %n2_w, %n2_b, %f1_w, %f1_b, %f2_w, %f2_b, %none, %none)
+  %out : Tensor = aten::to_padded_tensor(%y, %zero, %none)
+  return (%out))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::map<std::string, int> ops = OpHistogram(*g);
+  EXPECT_EQ(ops.count("Fallback"), 0u);
+  EXPECT_EQ(ops.at("MultiHeadAttention"), 1);
+  EXPECT_EQ(ops.at("LayerNorm"), 2);
+  EXPECT_EQ(ops.at("Where"), 1);
+  EXPECT_EQ(ops.at("Slice"), 1);
+  for (const ir::Node& n : g->nodes()) {
+    if (n.kind != ir::OpKind::kMultiHeadAttention) continue;
+    ASSERT_EQ(n.inputs.size(), 8u);  // q, k, v, weights, biases, then the mask
+    EXPECT_EQ(n.attrs.GetInt("mask_type"), 1);
+    EXPECT_EQ(Producer(*g, n.inputs[7]).kind, ir::OpKind::kLogicalNot);
+  }
+  const ir::Node& slice = Producer(*g, g->outputs()[0]);
+  EXPECT_EQ(slice.kind, ir::OpKind::kSlice);
+  EXPECT_EQ(slice.attrs.GetInt("axis"), 1);
+}
+
+// to_padded_tensor of a tensor Kiln did not make nested is left to libtorch.
+TEST(ImporterIrTest, ToPaddedTensorOfAnUnknownNestedTensorFallsBack) {
+  absl::StatusOr<ir::Graph> g = ImportText(R"IR(
+graph(%x : Tensor):
+  %zero : float = prim::Constant[value=0.]()
+  %none : NoneType = prim::Constant()
+  %out : Tensor = aten::to_padded_tensor(%x, %zero, %none)
+  return (%out))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(OpHistogram(*g).at("Fallback"), 1);
+}
+
 TEST(ImporterIrTest, TableCoversTheRequiredOps) {
   for (const char* op :
        {"aten::_convolution", "aten::conv2d", "aten::linear", "aten::addmm", "aten::matmul",

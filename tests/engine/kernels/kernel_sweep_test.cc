@@ -301,6 +301,7 @@ const std::map<ir::OpKind, Generator>& Generators() {
     (*m)[K::kMean] = Mean;
     (*m)[K::kConcat] = Concat;
     testing::AddCoverageSweepCases(*m);
+    testing::AddVisionSweepCases(*m);
     return m;
   }();
   return *gens;

@@ -27,6 +27,8 @@ using SweepGenerator = std::function<SweepCase(SweepRng&, int)>;
 // Adds (or, for kernels that grew new forms, wraps) the generators of the
 // op-coverage kernels.
 void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& generators);
+// The generators of the detection kernels (sweep_cases_vision.cc).
+void AddVisionSweepCases(std::map<ir::OpKind, SweepGenerator>& generators);
 
 // Every op's case generator (kernel_sweep_test.cc); the dtype support matrix
 // (dtype_support_test.cc) reuses them with the float inputs converted.

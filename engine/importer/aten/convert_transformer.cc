@@ -1,0 +1,189 @@
+// Converters for PyTorch's transformer fast path: the fused encoder layer
+// (aten::_transformer_encoder_layer_fwd, what nn.TransformerEncoderLayer
+// records in eval mode under torch.no_grad()) and the nested tensors
+// nn.TransformerEncoder makes of a padded batch and its src_key_padding_mask.
+//
+// Nested tensors have no ir form. _nested_tensor_from_mask(t, mask) makes
+// sequence i of t[i, :L_i] with L_i = mask[i].sum() (the first L_i positions,
+// whatever the mask's pattern), so Kiln keeps the padded t and records which
+// positions are real (ConvertContext::Nested). An encoder layer on a nested
+// input is the same layer on the padded input with the positions past each
+// length as a key padding mask: real positions then attend only to real ones,
+// and every step other than attention works per position. to_padded_tensor
+// writes the padding value past each length and, like PyTorch, keeps only
+// max(L_i) positions (a length that depends on the data).
+#include <string>
+#include <vector>
+
+#include "engine/common/status_macros.h"
+#include "engine/importer/aten/aten_op_table.h"
+
+namespace kiln::importer::aten {
+namespace {
+
+using ir::OpKind;
+
+ir::Attributes AxisAttr(const char* name, int64_t axis) {
+  ir::Attributes attrs;
+  attrs.SetInt(name, axis);
+  return attrs;
+}
+
+// An ir node whose result is an int (not a tensor), named after the call plus `suffix`.
+ir::ValueId EmitInt(const AtenCall& call, ConvertContext& cx, OpKind op,
+                    std::vector<ir::ValueId> inputs, ir::Attributes attrs, std::string_view suffix) {
+  ir::ValueId id = cx.Emit(call, op, std::move(inputs), std::move(attrs), suffix);
+  ir::Value& value = cx.graph().mutable_value(id);
+  value.kind = ir::ValueKind::kInt;
+  value.type = ir::TensorType{ir::ScalarKindDType(ir::ValueKind::kInt), Dims{}};
+  return id;
+}
+
+}  // namespace
+
+// _nested_tensor_from_mask(Tensor t, Tensor mask, bool mask_check=True): t
+// [N, T, E] and mask [N, T] (BOOL, true = a token). With mask_check PyTorch
+// refuses a mask that is not left-aligned; Kiln takes the lengths either way.
+ConvertResult ConvertNestedTensorFromMask(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId t, call.Tensor("t"));
+  ASSIGN_OR_RETURN(ir::ValueId mask, call.Tensor("mask"));
+  ir::Attributes sum;
+  sum.SetInts("axes", {1});
+  sum.SetBool("keepdim", false);
+  const ir::ValueId lengths = cx.Emit(call, OpKind::kSum, {mask}, std::move(sum), ".lengths");
+  const ir::ValueId steps = EmitInt(call, cx, OpKind::kSize, {t}, AxisAttr("dim", 1), ".steps");
+  ir::Attributes arange;
+  arange.SetString("dtype", DTypeName(DType::kInt64));
+  const ir::ValueId positions = cx.Emit(
+      call, OpKind::kArange, {cx.AddInt(0), steps, cx.AddInt(1)}, std::move(arange), ".positions");
+  const ir::ValueId row = cx.Emit(call, OpKind::kUnsqueeze, {positions}, AxisAttr("axis", 0), ".row");
+  const ir::ValueId column =
+      cx.Emit(call, OpKind::kUnsqueeze, {lengths}, AxisAttr("axis", 1), ".column");
+  const ir::ValueId valid = cx.Emit(call, OpKind::kLess, {row, column}, {}, ".valid");
+  // A value of its own, so that t stays an ordinary tensor for its other uses.
+  const ir::ValueId nested = cx.Emit(call, OpKind::kIdentity, {t});
+  cx.SetNested(nested, {valid, lengths});
+  return std::vector<ir::ValueId>{nested};
+}
+
+// to_padded_tensor(Tensor self, float padding, int[]? output_size=None) of a nested value.
+ConvertResult ConvertToPaddedTensor(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  const ConvertContext::Nested* found = cx.NestedOf(x);
+  if (found == nullptr) {
+    return call.Unimplemented("takes a nested tensor that Kiln did not make (only "
+                              "_nested_tensor_from_mask's are translated)");
+  }
+  const ConvertContext::Nested nested = *found;
+  if (call.Has("output_size")) return call.Unimplemented("output_size is not supported");
+  ASSIGN_OR_RETURN(double padding, call.Double("padding"));
+  const ir::ValueId valid =
+      cx.Emit(call, OpKind::kUnsqueeze, {nested.valid}, AxisAttr("axis", 2), ".valid");
+  Number pad;
+  pad.kind = Number::kFloat;
+  pad.f = padding;
+  const ir::ValueId filled =
+      cx.Emit(call, OpKind::kWhere, {valid, x, cx.AddNumber(pad)}, {}, ".filled");
+  ir::Attributes max;
+  max.SetInts("axes", {0});
+  max.SetBool("keepdim", false);
+  const ir::ValueId longest =
+      cx.Emit(call, OpKind::kReduceMax, {nested.lengths}, std::move(max), ".longest");
+  ir::Attributes to_int;
+  to_int.SetString("type", "int");
+  const ir::ValueId end = EmitInt(call, cx, OpKind::kToScalar, {longest}, std::move(to_int), ".end");
+  ir::Attributes slice;
+  slice.SetInt("axis", 1);
+  slice.SetInt("start", 0);
+  slice.SetInt("step", 1);
+  return std::vector<ir::ValueId>{
+      cx.Emit(call, OpKind::kSlice, {filled, ir::kNoValue, end}, std::move(slice))};
+}
+
+// _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight,
+// qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps, norm_weight_1,
+// norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1,
+// ffn_weight_2, ffn_bias_2, mask=None, mask_type=None): spelled out as
+// PyTorch's transformer_encoder_layer_forward computes it: attention, residual
+// add, LayerNorm, feed-forward (relu or exact gelu), residual add, LayerNorm,
+// the LayerNorms before their blocks when norm_first.
+ConvertResult ConvertTransformerEncoderLayer(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId src, call.Tensor("src"));
+  ASSIGN_OR_RETURN(int64_t embed_dim, call.Int("embed_dim"));
+  ASSIGN_OR_RETURN(int64_t heads, call.Int("num_heads"));
+  ASSIGN_OR_RETURN(bool use_gelu, call.Bool("use_gelu"));
+  ASSIGN_OR_RETURN(bool norm_first, call.Bool("norm_first"));
+  ASSIGN_OR_RETURN(double eps, call.Double("eps"));
+  ASSIGN_OR_RETURN(ir::ValueId qkv_w, call.Tensor("qkv_weight"));
+  ASSIGN_OR_RETURN(ir::ValueId qkv_b, call.Tensor("qkv_bias"));
+  ASSIGN_OR_RETURN(ir::ValueId proj_w, call.Tensor("proj_weight"));
+  ASSIGN_OR_RETURN(ir::ValueId proj_b, call.Tensor("proj_bias"));
+  ASSIGN_OR_RETURN(ir::ValueId norm1_w, call.Tensor("norm_weight_1"));
+  ASSIGN_OR_RETURN(ir::ValueId norm1_b, call.Tensor("norm_bias_1"));
+  ASSIGN_OR_RETURN(ir::ValueId norm2_w, call.Tensor("norm_weight_2"));
+  ASSIGN_OR_RETURN(ir::ValueId norm2_b, call.Tensor("norm_bias_2"));
+  ASSIGN_OR_RETURN(ir::ValueId ffn1_w, call.Tensor("ffn_weight_1"));
+  ASSIGN_OR_RETURN(ir::ValueId ffn1_b, call.Tensor("ffn_bias_1"));
+  ASSIGN_OR_RETURN(ir::ValueId ffn2_w, call.Tensor("ffn_weight_2"));
+  ASSIGN_OR_RETURN(ir::ValueId ffn2_b, call.Tensor("ffn_bias_2"));
+  ASSIGN_OR_RETURN(ir::ValueId mask, call.OptionalTensor("mask"));
+  std::optional<int64_t> mask_type;
+  if (call.Has("mask_type")) {
+    ASSIGN_OR_RETURN(mask_type, call.Int("mask_type"));
+  }
+  std::optional<ConvertContext::Nested> nested;
+  if (const ConvertContext::Nested* n = cx.NestedOf(src)) nested = *n;
+  if (nested) {
+    if (mask != ir::kNoValue) return call.Unimplemented("a mask with a nested input");
+    // The positions past each sequence's length, as a key padding mask.
+    mask = cx.Emit(call, OpKind::kLogicalNot, {nested->valid}, {}, ".padding");
+    mask_type = 1;
+  }
+
+  auto layer_norm = [&](ir::ValueId x, ir::ValueId w, ir::ValueId b, const char* suffix) {
+    ir::Attributes attrs;
+    attrs.SetInts("normalized_shape", {embed_dim});
+    attrs.SetFloat("eps", eps);
+    return cx.Emit(call, OpKind::kLayerNorm, {x, w, b}, std::move(attrs), suffix);
+  };
+  auto attention = [&](ir::ValueId x) {
+    ir::Attributes attrs;
+    attrs.SetInt("num_heads", heads);
+    attrs.SetBool("need_weights", false);
+    if (mask_type) attrs.SetInt("mask_type", *mask_type);
+    std::vector<ir::ValueId> inputs = {x, x, x, qkv_w, proj_w, qkv_b, proj_b};
+    if (mask != ir::kNoValue) inputs.push_back(mask);
+    const std::string base = call.OutputName(0);
+    ir::NodeId n = cx.graph().AddNode(OpKind::kMultiHeadAttention, std::move(inputs),
+                                      std::move(attrs), std::string(call.op()),
+                                      {base + ".attn", base + ".attn_weights"});
+    return cx.graph().node(n).outputs[0];
+  };
+  auto feed_forward = [&](ir::ValueId x) {
+    ir::ValueId h = cx.Emit(call, OpKind::kLinear, {x, ffn1_w, ffn1_b}, {}, ".ffn1");
+    if (use_gelu) {
+      ir::Attributes attrs;
+      attrs.SetString("approximate", "none");
+      h = cx.Emit(call, OpKind::kGelu, {h}, std::move(attrs), ".act");
+    } else {
+      h = cx.Emit(call, OpKind::kRelu, {h}, {}, ".act");
+    }
+    return cx.Emit(call, OpKind::kLinear, {h, ffn2_w, ffn2_b}, {}, ".ffn2");
+  };
+
+  ir::ValueId x = src;
+  if (norm_first) {
+    x = cx.Emit(call, OpKind::kAdd, {x, attention(layer_norm(x, norm1_w, norm1_b, ".norm1"))}, {},
+                ".res1");
+    x = cx.Emit(call, OpKind::kAdd, {x, feed_forward(layer_norm(x, norm2_w, norm2_b, ".norm2"))});
+  } else {
+    x = layer_norm(cx.Emit(call, OpKind::kAdd, {x, attention(x)}, {}, ".res1"), norm1_w, norm1_b,
+                   ".norm1");
+    x = layer_norm(cx.Emit(call, OpKind::kAdd, {x, feed_forward(x)}, {}, ".res2"), norm2_w,
+                   norm2_b, "");
+  }
+  if (nested) cx.SetNested(x, *nested);  // the layer keeps its input's lengths
+  return std::vector<ir::ValueId>{x};
+}
+
+}  // namespace kiln::importer::aten
