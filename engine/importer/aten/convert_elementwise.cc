@@ -5,6 +5,7 @@
 // Number operands become 0-dim values of their own kind (a Python int as
 // INT64, a float as FP64); the kernels promote them as PyTorch promotes
 // Python numbers (engine/common/type_promotion).
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -111,10 +112,14 @@ ConvertResult ConvertBinaryOp(OpKind op, AtenCall& call, ConvertContext& cx) {
 ConvertResult ConvertRsub(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId self, Operand(call, "self"));
   ASSIGN_OR_RETURN(ir::ValueId other, Operand(call, "other"));
-  ASSIGN_OR_RETURN(double alpha, call.Double("alpha", 1.0));
-  if (alpha != 1.0) {
-    ir::ValueId s = cx.AddFloat(alpha, call.OutputName(0) + ".alpha");
-    self = cx.Emit(call, OpKind::kMul, {self, s}, {}, ".scaled");
+  if (call.Has("alpha")) {
+    // A Number, as add and sub take it: an integer alpha keeps integer operands integer.
+    std::optional<Number> alpha = call.ConstNumber("alpha");
+    if (!alpha) return call.InvalidArgument("alpha must be a constant number");
+    if (alpha->ToDouble() != 1.0) {
+      ir::ValueId s = cx.AddNumber(*alpha, call.OutputName(0) + ".alpha");
+      self = cx.Emit(call, OpKind::kMul, {self, s}, {}, ".scaled");
+    }
   }
   return One(cx.Emit(call, OpKind::kSub, {other, self}));
 }
@@ -131,15 +136,20 @@ ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kWhere, {cond, a, b}));
 }
 
-// masked_fill(self, mask, value) = where(mask, value, self).
+// masked_fill(self, mask, value) = where(mask, value, self), with `value` cast
+// to self's dtype first: masked_fill keeps self's dtype (an integer tensor
+// filled with 1.5 stays integer), where Where would promote.
 ConvertResult ConvertMaskedFill(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
   ASSIGN_OR_RETURN(ir::ValueId mask, call.Tensor("mask"));
   ASSIGN_OR_RETURN(ir::ValueId value, Operand(call, "value"));
+  value = cx.Emit(call, OpKind::kCast, {value, self}, {}, ".value");
   return One(cx.Emit(call, OpKind::kWhere, {mask, value, self}));
 }
 
-// hardtanh(self, min_val=-1, max_val=1) -> Clip.
+// hardtanh(self, min_val=-1, max_val=1) -> Clip. Unlike clamp, hardtanh keeps
+// an integer tensor integer: whole-number bounds (relu6's, the defaults) tell
+// the Clip kernel so.
 ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ASSIGN_OR_RETURN(double min, call.Double("min_val", -1.0));
@@ -147,6 +157,7 @@ ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetFloat("min", min);
   attrs.SetFloat("max", max);
+  if (min == std::trunc(min) && max == std::trunc(max)) attrs.SetBool("integer_bounds", true);
   return One(cx.Emit(call, OpKind::kClip, {x}, std::move(attrs)));
 }
 
@@ -155,6 +166,7 @@ ConvertResult ConvertRelu6(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetFloat("min", 0.0);
   attrs.SetFloat("max", 6.0);
+  attrs.SetBool("integer_bounds", true);
   return One(cx.Emit(call, OpKind::kClip, {x}, std::move(attrs)));
 }
 
