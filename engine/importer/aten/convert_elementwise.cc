@@ -5,7 +5,6 @@
 // Number operands become 0-dim values of their own kind (a Python int as
 // INT64, a float as FP64); the kernels promote them as PyTorch promotes
 // Python numbers (engine/common/type_promotion).
-#include <cmath>
 #include <optional>
 #include <string>
 
@@ -147,9 +146,7 @@ ConvertResult ConvertMaskedFill(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kWhere, {mask, value, self}));
 }
 
-// hardtanh(self, min_val=-1, max_val=1) -> Clip. Unlike clamp, hardtanh keeps
-// an integer tensor integer: whole-number bounds (relu6's, the defaults) tell
-// the Clip kernel so.
+// hardtanh(self, min_val=-1, max_val=1) -> Clip.
 ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ASSIGN_OR_RETURN(double min, call.Double("min_val", -1.0));
@@ -157,7 +154,6 @@ ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetFloat("min", min);
   attrs.SetFloat("max", max);
-  if (min == std::trunc(min) && max == std::trunc(max)) attrs.SetBool("integer_bounds", true);
   return One(cx.Emit(call, OpKind::kClip, {x}, std::move(attrs)));
 }
 
@@ -166,7 +162,6 @@ ConvertResult ConvertRelu6(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetFloat("min", 0.0);
   attrs.SetFloat("max", 6.0);
-  attrs.SetBool("integer_bounds", true);
   return One(cx.Emit(call, OpKind::kClip, {x}, std::move(attrs)));
 }
 
