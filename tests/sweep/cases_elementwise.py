@@ -33,6 +33,8 @@ for name, dom in [("abs", "any"), ("neg", "any"), ("sign", "any"), ("sqrt", "pos
     unary(name, dom, inplace=name not in ("isnan",))
 add("aten::isnan", "nan", "torch.isnan(torch.log(x0))", [T(BASE)], ["f32", "f64", "f16"])
 add("aten::round", "kw_decimals", "torch.round(x0, decimals=2)", [T(BASE)], FLOAT)
+add("aten::round", "kw_decimals_neg", "torch.round(x0 * 100, decimals=-1)", [T(BASE)], FLOAT)
+add("aten::round", "kw_decimals", "torch.round(x0, decimals=2)", [T(BASE)], ["f32"], ("script",))
 
 # Activations (torch.nn.functional), with their keyword variants.
 for name, expr, dom in [("silu", "F.silu(x0)", "any"), ("hardswish", "F.hardswish(x0)", "any"),
