@@ -574,10 +574,12 @@ absl::Status PrepareBinary(PrepareContext& ctx) {
   ASSIGN_OR_RETURN(plan->bc, MakeBroadcastPlan(ctx.node, out, {&a, &b}));
   PlanOperands(ctx, plan.get(), 0, 2, kernel);
   // The loop's result dtype: bool for comparisons, else the kernel dtype; an
-  // in-place result of another dtype is converted like an FP16 one.
-  const DType loop_out = types.result == DType::kBool && types.compute != DType::kBool
-                             ? DType::kBool
-                             : kernel;
+  // in-place result of another dtype is converted like an FP16 one. Asked of
+  // the op, not of the result: an in-place comparison (x.eq_(y)) writes its
+  // bools into x's dtype.
+  const PromotedOp promoted = PromotionFor(ctx.node);
+  const bool bool_loop = promoted == PromotedOp::kCompare || promoted == PromotedOp::kLogical;
+  const DType loop_out = bool_loop && types.compute != DType::kBool ? DType::kBool : kernel;
   plan->loop_out = loop_out;
   if (loop_out != types.result) {
     plan->narrow_output = true;

@@ -40,7 +40,7 @@ const AtenOpTable& Table() {
       {"aten::reciprocal", Unary<OpKind::kReciprocal>},
       {"aten::floor", Unary<OpKind::kFloor>},
       {"aten::ceil", Unary<OpKind::kCeil>},
-      {"aten::round", Unary<OpKind::kRound>},
+      {"aten::round", ConvertRound},
       {"aten::trunc", Unary<OpKind::kTrunc>},
       {"aten::fix", Unary<OpKind::kTrunc>},
       {"aten::frac", Unary<OpKind::kFrac>},

@@ -58,6 +58,7 @@ ConvertResult BinaryOp(AtenCall& call, ConvertContext& cx) {
   return ConvertBinaryOp(kOp, call, cx);
 }
 ConvertResult ConvertRsub(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertRound(AtenCall& call, ConvertContext& cx);  // decimals too
 ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertMaskedFill(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx);

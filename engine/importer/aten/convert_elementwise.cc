@@ -5,6 +5,7 @@
 // Number operands become 0-dim values of their own kind (a Python int as
 // INT64, a float as FP64); the kernels promote them as PyTorch promotes
 // Python numbers (engine/common/type_promotion).
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -51,6 +52,23 @@ absl::StatusOr<ir::ValueId> Operand(AtenCall& call, std::string_view name) {
 ConvertResult ConvertUnary(OpKind op, AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   return One(cx.Emit(call, op, {x}));
+}
+
+// round(self), or round.decimals(self, decimals) as PyTorch computes it:
+// round_half_even(x * 10^d) / 10^d, or round_half_even(x / 10^-d) * 10^-d for
+// a negative d.
+ConvertResult ConvertRound(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t decimals, call.Int("decimals", 0));
+  if (decimals == 0) return One(cx.Emit(call, OpKind::kRound, {x}));
+  Number scale;
+  scale.kind = Number::kFloat;
+  scale.f = std::pow(10.0, static_cast<double>(decimals > 0 ? decimals : -decimals));
+  const ir::ValueId s = cx.AddNumber(scale, call.OutputName(0) + ".scale");
+  const ir::ValueId scaled =
+      cx.Emit(call, decimals > 0 ? OpKind::kMul : OpKind::kDiv, {x, s}, {}, ".scaled");
+  const ir::ValueId rounded = cx.Emit(call, OpKind::kRound, {scaled}, {}, ".rounded");
+  return One(cx.Emit(call, decimals > 0 ? OpKind::kDiv : OpKind::kMul, {rounded, s}));
 }
 
 // add(self, other, alpha=1), sub(self, other, alpha=1), mul(self, other),
@@ -111,10 +129,14 @@ ConvertResult ConvertBinaryOp(OpKind op, AtenCall& call, ConvertContext& cx) {
 ConvertResult ConvertRsub(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId self, Operand(call, "self"));
   ASSIGN_OR_RETURN(ir::ValueId other, Operand(call, "other"));
-  ASSIGN_OR_RETURN(double alpha, call.Double("alpha", 1.0));
-  if (alpha != 1.0) {
-    ir::ValueId s = cx.AddFloat(alpha, call.OutputName(0) + ".alpha");
-    self = cx.Emit(call, OpKind::kMul, {self, s}, {}, ".scaled");
+  if (call.Has("alpha")) {
+    // A Number, as add and sub take it: an integer alpha keeps integer operands integer.
+    std::optional<Number> alpha = call.ConstNumber("alpha");
+    if (!alpha) return call.InvalidArgument("alpha must be a constant number");
+    if (alpha->ToDouble() != 1.0) {
+      ir::ValueId s = cx.AddNumber(*alpha, call.OutputName(0) + ".alpha");
+      self = cx.Emit(call, OpKind::kMul, {self, s}, {}, ".scaled");
+    }
   }
   return One(cx.Emit(call, OpKind::kSub, {other, self}));
 }
@@ -131,11 +153,14 @@ ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kWhere, {cond, a, b}));
 }
 
-// masked_fill(self, mask, value) = where(mask, value, self).
+// masked_fill(self, mask, value) = where(mask, value, self), with `value` cast
+// to self's dtype first: masked_fill keeps self's dtype (an integer tensor
+// filled with 1.5 stays integer), where Where would promote.
 ConvertResult ConvertMaskedFill(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
   ASSIGN_OR_RETURN(ir::ValueId mask, call.Tensor("mask"));
   ASSIGN_OR_RETURN(ir::ValueId value, Operand(call, "value"));
+  value = cx.Emit(call, OpKind::kCast, {value, self}, {}, ".value");
   return One(cx.Emit(call, OpKind::kWhere, {mask, value, self}));
 }
 

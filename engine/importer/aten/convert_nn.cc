@@ -89,7 +89,9 @@ ConvertResult ConvertConv(AtenCall& call, ConvertContext& cx) {
     ASSIGN_OR_RETURN(transposed, call.Bool("transposed", false));
   }
   size_t spatial = SpatialDims(call, 2);
-  if (underscore) {
+  // These carry one stride per spatial dim (tracing writes the list out); the
+  // others may carry a single value for all.
+  if (underscore || call.op() == "aten::_convolution_mode") {
     ASSIGN_OR_RETURN(std::vector<int64_t> stride, call.Ints("stride"));
     spatial = SpatialDims(call, stride.size());
   }
