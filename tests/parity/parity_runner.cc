@@ -42,6 +42,7 @@
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/passes/pass.h"
 #include "engine/runtime/model.h"
+#include "tests/support/libtorch_compare.h"
 
 namespace kiln {
 namespace {
@@ -56,51 +57,6 @@ struct Result {
   std::string detail;  // why it failed, or the worst error
 };
 
-
-// Empty when `got` matches `want`, else what differs.
-std::string Compare(const Tensor& got, const Tensor& want, double* worst, double* worst_abs) {
-  if (got.dims() != want.dims()) {
-    return absl::StrCat("dims ", DimsToString(got.dims()), ", libtorch ", DimsToString(want.dims()));
-  }
-  if (got.dtype() != want.dtype()) {
-    return absl::StrCat("dtype ", DTypeName(got.dtype()), ", libtorch ", DTypeName(want.dtype()));
-  }
-  // Floats: relative error of the whole tensor, max |got - want| / max |want|,
-  // at most 1e-4 for FP32, 1e-6 for FP64 (the issues' rules), four units in
-  // the last place of the storage type for FP16/BF16. Integers and bools: equal.
-  const DType t = got.dtype();
-  if (t == DType::kF32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16) {
-    auto at = [t](const Tensor& x, int64_t i) { return LoadAsDouble(x.raw_data(), t, i); };
-    double diff = 0, max_want = 0;
-    bool nan_mismatch = false;
-    for (int64_t i = 0; i < got.num_elements(); ++i) {
-      const double a = at(got, i), b = at(want, i);
-      if (std::isnan(a) || std::isnan(b)) {
-        nan_mismatch |= std::isnan(a) != std::isnan(b);
-        continue;
-      }
-      if (std::isinf(a) || std::isinf(b)) {
-        nan_mismatch |= a != b;
-        continue;
-      }
-      diff = std::max(diff, std::abs(a - b));
-      max_want = std::max(max_want, std::abs(b));
-    }
-    if (nan_mismatch) return "NaN or infinity where libtorch has none (or the reverse)";
-    const double rel = diff / std::max(max_want, 1e-12);
-    *worst = std::max(*worst, rel);
-    *worst_abs = std::max(*worst_abs, diff);
-    const double tolerance = t == DType::kF32   ? 1e-4
-                             : t == DType::kF64 ? 1e-6
-                                                : StorageRoundingTolerance(t);
-    if (rel > tolerance) return absl::StrCat(DTypeName(t), " relative error ", rel);
-    return "";
-  }
-  if (got.byte_size() > 0 && std::memcmp(got.raw_data(), want.raw_data(), got.byte_size()) != 0) {
-    return absl::StrCat(DTypeName(got.dtype()), " values differ");
-  }
-  return "";
-}
 
 bool HasFallback(const ir::Graph& g) {
   for (const ir::Node& n : g.nodes()) {
@@ -160,7 +116,7 @@ Result RunCase(const std::string& dir, const json& entry, int threads) {
       r.detail = absl::StrCat("expected output: ", want.status().message());
       return r;
     }
-    const std::string diff = Compare((*outputs)[i].tensor, *want, &worst, &worst_abs);
+    const std::string diff = testing::CompareWithLibtorch((*outputs)[i].tensor, *want, &worst, &worst_abs);
     if (!diff.empty()) {
       r.detail = absl::StrCat("output ", i, ": ", diff);
       return r;

@@ -51,6 +51,7 @@
 #include "engine/importer/torchscript/aten_op_table.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
+#include "tests/support/libtorch_compare.h"
 
 namespace kiln {
 namespace {
@@ -82,45 +83,6 @@ void OnCrash(int sig) {
   (void)ignored;
   std::signal(sig, SIG_DFL);
   std::raise(sig);
-}
-
-// Empty when `got` matches `want`, else what differs: dims, then dtype, then values.
-std::string Compare(const Tensor& got, const Tensor& want) {
-  if (got.dims() != want.dims()) {
-    return absl::StrCat("dims ", DimsToString(got.dims()), ", libtorch ", DimsToString(want.dims()));
-  }
-  if (got.dtype() != want.dtype()) {
-    return absl::StrCat("dtype ", DTypeName(got.dtype()), ", libtorch ", DTypeName(want.dtype()));
-  }
-  const DType t = got.dtype();
-  if (IsFloatingPoint(t)) {
-    double diff = 0, max_want = 0;
-    bool special_mismatch = false;
-    for (int64_t i = 0; i < got.num_elements(); ++i) {
-      const double a = LoadAsDouble(got.raw_data(), t, i), b = LoadAsDouble(want.raw_data(), t, i);
-      if (std::isnan(a) || std::isnan(b)) {
-        special_mismatch |= std::isnan(a) != std::isnan(b);
-        continue;
-      }
-      if (std::isinf(a) || std::isinf(b)) {
-        special_mismatch |= a != b;
-        continue;
-      }
-      diff = std::max(diff, std::abs(a - b));
-      max_want = std::max(max_want, std::abs(b));
-    }
-    if (special_mismatch) return "NaN or infinity where libtorch has none (or the reverse)";
-    const double rel = diff / std::max(max_want, 1e-12);
-    const double tolerance = t == DType::kF32   ? 1e-4
-                             : t == DType::kF64 ? 1e-6
-                                                : StorageRoundingTolerance(t);
-    if (rel > tolerance) return absl::StrCat(DTypeName(t), " relative error ", rel);
-    return "";
-  }
-  if (got.byte_size() > 0 && std::memcmp(got.raw_data(), want.raw_data(), got.byte_size()) != 0) {
-    return absl::StrCat(DTypeName(t), " values differ");
-  }
-  return "";
 }
 
 Tensor FromData(const std::string& data, const json& spec) {
@@ -189,7 +151,7 @@ Result RunCase(const std::string& dir, const std::string& data, const json& entr
     return r;
   }
   for (size_t i = 0; i < wants.size(); ++i) {
-    const std::string diff = Compare((*outputs)[i].tensor, FromData(data, wants[i]));
+    const std::string diff = testing::CompareWithLibtorch((*outputs)[i].tensor, FromData(data, wants[i]));
     if (!diff.empty()) {
       r.detail = absl::StrCat("output ", i, ": ", diff,
                               fallback_ops.empty() ? "" : " (fallback " + fallback_ops + ")");
