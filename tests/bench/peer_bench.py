@@ -381,7 +381,9 @@ class Bench:
         best = min(range(len(torch)), key=lambda i: calib[labels[i]])
         timed = dict(zip(ENGINES, engines + [torch[best]]))
         times = dict(zip(ENGINES, interleave(list(timed.values()), args.rounds, args.gap_ms)))
-        # Where the kiln worker's time went, one call right after the timed rounds.
+        # Where the kiln worker's time went: one call after the timed rounds, given the idle a timed
+        # call gets (the last call may have been libtorch's, whose threads still spin).
+        time.sleep((args.gap_ms + max(e.settle_ms for e in torch)) / 1e3)
         engines[0].profile(os.path.join(self.models_dir, "io", f"{name}.b{batch}.kiln.profile"))
         flops = self.flops(name, batch)
         row = {"model": name, "batch": batch, "gflop": flops / 1e9, "diff": diff,
