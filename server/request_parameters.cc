@@ -74,7 +74,6 @@ absl::Status CheckType(const InferParameter& value, Type type, const std::string
   return absl::OkStatus();
 }
 
-
 // Sorts the parameters of one place (`place` as "request", "input 'x'") into
 // unknown and unsupported names; checks the known ones' types.
 absl::Status Classify(const Params& params, absl::Span<const Known> known, const std::string& place,

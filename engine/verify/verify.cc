@@ -437,7 +437,8 @@ absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
   // libtorch gets it. Any other failure is reported once libtorch has had
   // its say about the samples. Compiled here rather than through the model,
   // so the sample's signature takes no room in the model's plan cache and
-  // counts as no request.
+  // counts as no request; on first use, the outputs the serving plan already
+  // gave the request (options.kiln_outputs) are judged instead.
   absl::StatusOr<std::vector<runtime::RunValue>> kiln_run =
       options.kiln_outputs.has_value() ? *options.kiln_outputs
                                        : RunKiln(model.graph(), samples, options);

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from torch_fixtures import save_and_run  # noqa: E402
+from torch_fixtures import flatten_outputs, save_and_run  # noqa: E402
 
 CASES = []  # (family, name, module factory, inputs factory, mode)
 # The modules below are built as the table is read: seeded, so their weights (and the
@@ -912,15 +912,6 @@ CASES.append(("scripted", "indexing", ScriptedIndexing(), (randn(4, 6), ints(2, 
 DTYPES = {torch.float32: "FP32", torch.int64: "INT64", torch.bool: "BOOL", torch.int32: "INT32",
           torch.float64: "FP64", torch.uint8: "UINT8", torch.int8: "INT8", torch.int16: "INT16",
           torch.float16: "FP16", torch.bfloat16: "BF16"}
-
-
-def flatten_outputs(out):
-    if isinstance(out, torch.Tensor):
-        return [out]
-    flat = []
-    for o in out:
-        flat.extend(flatten_outputs(o))
-    return flat
 
 
 def main():

@@ -17,6 +17,18 @@ def save_and_run(module, path, inputs):
         return loaded(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
 
 
+def flatten_outputs(out):
+    """A result's tensors in order, tuples and lists flattened; anything else is a TypeError."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        flat = []
+        for o in out:
+            flat.extend(flatten_outputs(o))
+        return flat
+    raise TypeError(f"output of type {type(out).__name__} is not a tensor")
+
+
 def calibrate_batchnorm(model, shape, batches=2):
     """Sets BatchNorm running statistics from `batches` random batches of `shape`; returns the
     model in eval mode.

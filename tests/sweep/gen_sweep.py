@@ -36,7 +36,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
-from torch_fixtures import save_and_run  # noqa: E402
+from torch_fixtures import flatten_outputs, save_and_run  # noqa: E402
 import sweep_lib  # noqa: E402
 import cases_elementwise  # noqa: E402,F401: the cases register themselves in sweep_lib.CASES
 import cases_other  # noqa: E402,F401
@@ -74,17 +74,6 @@ def module_source(cases):
         lines.append(f"        return {c.expr}")
         lines.append("")
     return "\n".join(lines)
-
-
-def flatten(out):
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (tuple, list)):
-        flat = []
-        for o in out:
-            flat.extend(flatten(o))
-        return flat
-    raise TypeError(f"output of type {type(out).__name__} is not a tensor")
 
 
 def raw_bytes(t):
@@ -173,7 +162,7 @@ def main():
                                         f"({str(e2).strip().splitlines()[0]})")
                     continue
         try:
-            outputs = flatten(save_and_run(saved, path, inputs))
+            outputs = flatten_outputs(save_and_run(saved, path, inputs))
         except Exception as e:  # noqa: BLE001: libtorch refuses this input
             message = str(e).strip()
             # TorchScript's errors quote the source first; the last line says what failed.
