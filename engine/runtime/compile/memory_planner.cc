@@ -1,0 +1,123 @@
+// The memory planner (stage 3 of Executable::Compile): every statically
+// prepared value gets a slot; the arena's buffers get lifetimes in step
+// indices (views share their root's buffer; what the dynamic path reads lives
+// to the end of the run), in-place kernels take over their input's buffer at
+// its last use, and PlaceBuffers gives the offsets. One workspace region,
+// sized for the hungriest kernel, follows the buffers.
+#include "engine/runtime/compile/compiler.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace kiln::runtime {
+
+using compile::Buffer;
+using internal::AlignUp;
+
+size_t compile::PlaceBuffers(std::vector<Buffer>& buffers) {
+  std::vector<size_t> order(buffers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return buffers[a].bytes > buffers[b].bytes; });
+  std::vector<size_t> placed;
+  size_t total = 0;
+  for (size_t i : order) {
+    Buffer& b = buffers[i];
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping live buffers
+    for (size_t j : placed) {
+      const Buffer& o = buffers[j];
+      if (o.first <= b.last && b.first <= o.last) busy.push_back({o.offset, o.offset + o.bytes});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (const auto& [start, end] : busy) {
+      if (offset + b.bytes <= start) break;
+      offset = std::max(offset, AlignUp(end));
+    }
+    b.offset = offset;
+    total = std::max(total, offset + b.bytes);
+    placed.push_back(i);
+  }
+  return AlignUp(total);
+}
+
+// A kernel that may write its output over an input
+// (KernelDef::output0_may_reuse_input) gets that input's buffer where this
+// step is the buffer's last use and the sizes match: the output's own buffer
+// is folded into it (and planned empty).
+void Executable::Compiler::ReuseInputBuffers(std::vector<int>& buffer_of, std::vector<compile::Buffer>& buffers) const {
+  const auto& steps = exe_->main_->steps;
+  for (int st = 0; st < static_cast<int>(steps.size()); ++st) {
+    const Step& step = steps[st];
+    if (step.kind != Step::Kind::kKernel || step.kernel->output0_may_reuse_input < 0) continue;
+    const ir::Node& node = g_.node(step.node);
+    const size_t in = static_cast<size_t>(step.kernel->output0_may_reuse_input);
+    if (in >= node.inputs.size() || node.inputs[in] == ir::kNoValue) continue;
+    const ir::ValueId out = node.outputs[0];
+    const int from = buffer_of[root_[node.inputs[in]]];
+    const int own = root_[out] == out ? buffer_of[out] : -1;
+    bool read_elsewhere = false;  // the step reads the same bytes as another operand
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      read_elsewhere |= i != in && node.inputs[i] != ir::kNoValue &&
+                        buffer_of[root_[node.inputs[i]]] == from;
+    }
+    if (from < 0 || own < 0 || read_elsewhere || buffers[from].last != st ||
+        buffers[from].bytes != buffers[own].bytes) {
+      continue;
+    }
+    buffers[from].last = buffers[own].last;
+    buffers[own].bytes = 0;
+    for (int& b : buffer_of) {
+      if (b == own) b = from;
+    }
+  }
+}
+
+// Stage 3: lifetimes of root buffers, in main-program step indices.
+void Executable::Compiler::Plan() {
+  const auto& steps = exe_->main_->steps;
+  const int end = static_cast<int>(steps.size());
+  std::vector<int> buffer_of(g_.values().size(), -1);
+  std::vector<compile::Buffer> buffers;
+  std::vector<ir::ValueId> uses;
+  for (int st = 0; st < end; ++st) {
+    const Step& step = steps[st];
+    const ir::Node& node = g_.node(step.node);
+    if (step.kind == Step::Kind::kKernel) {
+      for (ir::ValueId v : node.outputs) {
+        if (root_[v] != v || slots_[v].kind != Slot::Kind::kArena) continue;
+        buffer_of[v] = static_cast<int>(buffers.size());
+        const size_t bytes =
+            static_cast<size_t>(NumElements(slots_[v].dims)) * DTypeSize(slots_[v].dtype);
+        buffers.push_back(compile::Buffer{AlignUp(std::max<size_t>(bytes, 1)), st, st});
+      }
+    }
+    uses.clear();
+    if (step.kind == Step::Kind::kForward) {
+      for (const auto& [to, from] : step.forwards) uses.push_back(from);
+    } else {
+      CollectUses(step.node, uses);
+    }
+    // The dynamic path may keep a view of a static buffer (a list element,
+    // a branch result, a reshape) past this step: keep it to the end.
+    const int last = step.kind == Step::Kind::kKernel ? st : end;
+    for (ir::ValueId v : uses) {
+      if (buffer_of[root_[v]] < 0) continue;
+      Buffer& b = buffers[buffer_of[root_[v]]];
+      b.last = std::max(b.last, last);
+    }
+  }
+  for (ir::ValueId v : g_.outputs()) {
+    if (buffer_of[root_[v]] >= 0) buffers[buffer_of[root_[v]]].last = end;
+  }
+  ReuseInputBuffers(buffer_of, buffers);
+  const size_t buffer_bytes = compile::PlaceBuffers(buffers);
+  for (size_t v = 0; v < slots_.size(); ++v) {
+    Slot& s = slots_[v];
+    if (s.kind == Slot::Kind::kArena) s.offset = buffers[buffer_of[root_[v]]].offset;
+  }
+  exe_->arena_bytes_ = buffer_bytes + workspace_;
+  exe_->workspace_offset_ = buffer_bytes;
+}
+
+}  // namespace kiln::runtime
