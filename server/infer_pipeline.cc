@@ -48,6 +48,7 @@ struct InferPipeline::Pending {
   runtime::Profiler profiler;
   InferTimings timings;
   bool answered = false;
+  bool ran = false;  // the model started running it (for the failure's reason)
 
   ~Pending() {
     if (!answered) Fail(absl::UnavailableError("the server is shutting down"));
@@ -55,7 +56,9 @@ struct InferPipeline::Pending {
 
   void Fail(const absl::Status& error) {
     answered = true;
-    if (serving.stats != nullptr) serving.stats->RecordFailure(ElapsedNs(start));
+    if (serving.stats != nullptr) {
+      serving.stats->RecordFailure(ElapsedNs(start), FailureReasonOf(error, ran));
+    }
     done(error);
   }
 
@@ -152,6 +155,7 @@ void InferPipeline::RunDirect(const std::shared_ptr<Pending>& pending) {
       return pending->Fail(check);
     }
     const Clock::time_point infer_start = Clock::now();
+    pending->ran = true;
     absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = pending->serving.model->Infer(
         pending->inputs, RequestedOutputs(*pending->request), pending->run);
     pending->timings.infer_ns = ElapsedNs(infer_start);
@@ -168,6 +172,7 @@ void InferPipeline::RunBatched(const std::shared_ptr<Pending>& pending) {
     pending->timings.infer_ns = result.infer_ns;
     pending->timings.executions = result.executions;
     pending->timings.batch_size = static_cast<uint64_t>(result.batch_rows);
+    pending->ran = result.infer_ns > 0;
     pending->Answer(std::move(result.outputs));
   });
 }

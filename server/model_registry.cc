@@ -110,11 +110,34 @@ void ModelStats::RecordSuccess(const InferTimings& timings) {
   Add(stats_.compute_output, timings.output_ns);
 }
 
-void ModelStats::RecordFailure(uint64_t total_ns) {
+void ModelStats::RecordFailure(uint64_t total_ns, FailureReason reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stats_.pending > 0) stats_.pending -= 1;
   stats_.last_inference_ms = NowMs();
   Add(stats_.fail, total_ns);
+  ++stats_.fail_by_reason[static_cast<int>(reason)];
+}
+
+FailureReason FailureReasonOf(const absl::Status& error, bool ran) {
+  switch (error.code()) {
+    case absl::StatusCode::kCancelled:
+      return FailureReason::kCanceled;
+    // What the client sent: no such input, a wrong shape or datatype, an
+    // option the model lacks.
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kOutOfRange:
+      return FailureReason::kOther;
+    case absl::StatusCode::kUnavailable:
+      return FailureReason::kRejected;
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+      return ran ? FailureReason::kBackend : FailureReason::kRejected;
+    default:
+      return ran ? FailureReason::kBackend : FailureReason::kOther;
+  }
 }
 
 StatsSnapshot ModelStats::Snapshot() const {

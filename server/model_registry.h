@@ -55,12 +55,27 @@ struct BatchStats {
   Duration compute_output;
 };
 
+// Why a request failed, in Triton's words (the `reason` label of
+// nv_inference_request_failure): turned away before it ran (a full queue, its
+// deadline passed while it waited, the server stopping), cancelled by its
+// client, failed while the model ran, or anything else (a bad request: an
+// unknown input, a wrong shape or datatype).
+enum class FailureReason { kRejected, kCanceled, kBackend, kOther };
+inline constexpr int kNumFailureReasons = 4;
+inline constexpr const char* kFailureReasonNames[kNumFailureReasons] = {"REJECTED", "CANCELED",
+                                                                        "BACKEND", "OTHER"};
+
+// The reason of a request that failed with `error`; `ran`: whether the model
+// had started running it.
+FailureReason FailureReasonOf(const absl::Status& error, bool ran);
+
 struct StatsSnapshot {
   uint64_t inference_count = 0;
   uint64_t execution_count = 0;
   uint64_t last_inference_ms = 0;  // since the epoch; 0 = never
   Duration success;                // whole request, decode to encode
   Duration fail;
+  uint64_t fail_by_reason[kNumFailureReasons] = {};  // indexed by FailureReason
   Duration compute_input;   // decoding the request
   Duration queue;           // waiting for a compute thread
   Duration compute_infer;   // runtime::Model::Infer
@@ -91,7 +106,7 @@ class ModelStats {
   // RecordFailure, which every started request gets exactly once.
   void RecordStart();
   void RecordSuccess(const InferTimings& timings);
-  void RecordFailure(uint64_t total_ns);
+  void RecordFailure(uint64_t total_ns, FailureReason reason);
   StatsSnapshot Snapshot() const;
 
  private:

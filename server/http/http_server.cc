@@ -6,11 +6,18 @@
 //    body); either way the body is read to its end and answered with 413;
 //  - every error answered with the JSON body {"error": ...}, including the
 //    ones httplib produces (unknown route, malformed request, 413);
+//  - a handler can tell whether its client has hung up
+//    (HttpRequest::client_gone): httplib does not hand handlers their socket,
+//    so it is found by the request's addresses and then polled;
 //  - one socket bound once (no SO_REUSEPORT, as for gRPC in server.cc), and
 //    TCP_NODELAY: a small response must not wait for the client's delayed ACK.
 #include "server/http/http_server.h"
 
+#include <dirent.h>
+#include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
@@ -18,7 +25,9 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -45,6 +54,73 @@ std::string Lower(std::string s) {
 void SetError(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   res.set_content(ErrorBody(message), "application/json");
+}
+
+// A socket address as httplib writes it into Request::remote_addr/local_addr.
+bool SameEndpoint(const sockaddr_storage& a, socklen_t len, const std::string& ip, int port) {
+  char host[NI_MAXHOST];
+  char serv[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof(host), serv,
+                  sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return false;
+  }
+  return ip == host && port == std::atoi(serv);
+}
+
+// The socket `req` came on: the one of this process whose peer and local
+// addresses are the request's; -1 when none is. The socket stays open while
+// the handler runs (httplib closes it after the connection's last request).
+int ConnectionSocket(const httplib::Request& req) {
+  if (req.remote_port < 0 || req.local_port < 0) return -1;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    struct stat st;
+    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage peer{}, local{};
+    socklen_t peer_len = sizeof(peer), local_len = sizeof(local);
+    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+        getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
+      continue;
+    }
+    if (SameEndpoint(peer, peer_len, req.remote_addr, req.remote_port) &&
+        SameEndpoint(local, local_len, req.local_addr, req.local_port)) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+// HttpRequest::client_gone for the connection on `fd`: the peer has closed
+// or shut down its side (POLLRDHUP also when bytes it sent are still unread,
+// such as a TLS close_notify), or the connection failed. Looked at once a
+// millisecond at most; once gone, always gone.
+std::function<bool()> ClientGone(int fd) {
+  struct State {
+    std::atomic<int64_t> next_check_ns{0};
+    std::atomic<bool> gone{false};
+  };
+  auto state = std::make_shared<State>();
+  return [fd, state] {
+    if (state->gone.load(std::memory_order_relaxed)) return true;
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    if (now < state->next_check_ns.load(std::memory_order_relaxed)) return false;
+    state->next_check_ns.store(now + 1'000'000, std::memory_order_relaxed);
+    pollfd p{fd, POLLRDHUP, 0};
+    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) {
+      state->gone.store(true);
+      return true;
+    }
+    return false;
+  };
 }
 
 }  // namespace
@@ -158,6 +234,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
       for (const auto& [name, value] : req.headers) request.headers.emplace(Lower(name), value);
       for (const auto& [name, value] : req.params) request.query.emplace(name, value);
       request.body = std::move(body);
+      if (const int fd = ConnectionSocket(req); fd >= 0) request.client_gone = ClientGone(fd);
       HttpResponse response = (*handler)(request);
       res.status = response.status;
       for (auto& [name, value] : response.headers) res.set_header(name.c_str(), value);

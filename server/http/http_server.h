@@ -31,6 +31,11 @@ struct HttpRequest {
   std::map<std::string, std::string> headers;  // names in lower case
   std::multimap<std::string, std::string> query;
   std::string body;
+  // Whether the client has hung up (closed or shut down its side of the
+  // connection) while the handler runs: cheap to call often (it looks at the
+  // socket at most once a millisecond). Empty when the connection's socket
+  // could not be found.
+  std::function<bool()> client_gone;
 
   // A header's value (`name` in lower case), empty when absent.
   std::string Header(const std::string& name) const;

@@ -98,9 +98,12 @@ HttpResponse Infer(InferenceService* service, const HttpRequest& req) {
   if (!parsed.ok()) return Error(parsed, "infer", Name(req));
   inference::ModelInferResponse response;
   // The inference path gRPC's ModelInfer takes (server/infer_pipeline.h); this
-  // thread waits for it. HTTP/1.1 tells no cancellation: the deadline is the
-  // server's --request-timeout-s and the request's "timeout" parameter.
-  absl::Status status = service->pipeline().InferSync(request, &response, InferCall{});
+  // thread waits for it. HTTP/1.1 has no deadline header: the time limits are
+  // the server's --request-timeout-s and the request's "timeout" parameter. A
+  // client that hangs up cancels the request (the engine looks between nodes).
+  InferCall call;
+  call.cancelled = req.client_gone;
+  absl::Status status = service->pipeline().InferSync(request, &response, std::move(call));
   if (!status.ok()) return Error(status, "infer", Name(req));
   absl::StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, format);
   if (!encoded.ok()) return Error(encoded.status(), "infer", Name(req));

@@ -3,8 +3,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -27,8 +29,12 @@ void AddInferenceMetrics(Registry& r, const VersionStatistics& v) {
   const StatsSnapshot& s = v.infer;
   r.Counter("nv_inference_request_success", "Number of successful inference requests, all batch sizes",
             labels, static_cast<double>(s.success.count));
-  r.Counter("nv_inference_request_failure", "Number of failed inference requests, all batch sizes",
-            labels, static_cast<double>(s.fail.count));
+  for (int reason = 0; reason < kNumFailureReasons; ++reason) {
+    r.Counter("nv_inference_request_failure", "Number of failed inference requests, all batch sizes",
+              {{"model", v.name}, {"reason", kFailureReasonNames[reason]},
+               {"version", std::to_string(v.version)}},
+              static_cast<double>(s.fail_by_reason[reason]));
+  }
   r.Counter("nv_inference_count", "Number of inferences performed (does not include cached requests)",
             labels, static_cast<double>(s.inference_count));
   r.Counter("nv_inference_exec_count",
@@ -118,6 +124,35 @@ double MeminfoBytes(const std::string& meminfo, const std::string& key) {
   return kb < 0 ? -1 : kb * 1024;
 }
 
+// The machine's CPU utilization, 0 to 1, over all its CPUs, as Triton's
+// nv_cpu_utilization: the share of non-idle time in /proc/stat's first line
+// since the previous scrape (since boot at the first). -1 when unreadable.
+double CpuUtilization() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  // user nice system idle iowait irq softirq steal (guest time is in user).
+  uint64_t t[8] = {};
+  if (!(stat >> cpu) || cpu != "cpu") return -1;
+  for (uint64_t& v : t) {
+    if (!(stat >> v)) return -1;
+  }
+  uint64_t total = 0;
+  for (uint64_t v : t) total += v;
+  const uint64_t idle = t[3] + t[4];
+  static std::mutex mu;
+  static uint64_t last_total = 0, last_idle = 0;
+  static double last_value = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (total > last_total && idle >= last_idle) {
+    const double d_total = static_cast<double>(total - last_total);
+    const double d_idle = static_cast<double>(idle - last_idle);
+    last_value = std::clamp(1.0 - d_idle / d_total, 0.0, 1.0);
+    last_total = total;
+    last_idle = idle;
+  }
+  return last_value;
+}
+
 void AddProcessMetrics(Registry& r) {
   rusage usage{};
   if (::getrusage(RUSAGE_SELF, &usage) == 0) {
@@ -145,6 +180,9 @@ void AddProcessMetrics(Registry& r) {
   if (total >= 0 && available >= 0) {
     r.Gauge("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", {}, total);
     r.Gauge("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", {}, total - available);
+  }
+  if (const double utilization = CpuUtilization(); utilization >= 0) {
+    r.Gauge("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", {}, utilization);
   }
 }
 

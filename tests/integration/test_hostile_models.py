@@ -9,19 +9,25 @@ No request or load may abort or hang the daemon:
     at the client's deadline (and the server's thread is freed); with a verify shape the load
     ends with DEADLINE_EXCEEDED at --load-timeout-s naming the verified import, and a load
     waiting behind it goes through;
+  - an HTTP client that hangs up in the middle of such a request cancels it: the run stops
+    (CANCELLED) long before the server's time limit and its compute thread is free again;
   - SIGTERM with such a request running exits within --shutdown-grace-s (plus the second the
     watchdog allows).
 After each case kilnd must be alive and serve a good model's correct outputs. The models come
 from hostile_models.py, scripted by torch at test time.
 """
+import http.client
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 import numpy as np
 import torch
@@ -158,6 +164,30 @@ class HostileModelsTest(unittest.TestCase):
         self.assertTrue(self.server.wait_for_log(
             r"ModelInfer 'endless_loop' failed: DEADLINE_EXCEEDED: ran past the client's "
             r"deadline \(at node", timeout=REQUEST_TIMEOUT_S - 1), self.server.text()[-3000:])
+        self.assert_still_serving()
+
+    def test_an_http_client_hanging_up_cancels_its_request(self):
+        host, port = self.server.http_address.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        body = json.dumps({"inputs": [{"name": "x", "shape": [3], "datatype": "FP32",
+                                       "data": [1.0, 2.0, 3.0]}]})
+        t0 = time.monotonic()
+        conn.request("POST", "/v2/models/endless_loop/infer", body,
+                     {"Content-Type": "application/json"})
+        time.sleep(0.5)  # running by now: the loop spins until something stops it
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        # Stopped by the hang-up, well before the server's own time limit would have.
+        self.assertTrue(self.server.wait_for_log(
+            r"HTTP infer 'endless_loop' failed: CANCELLED: the client cancelled the request "
+            r"\(at node", timeout=REQUEST_TIMEOUT_S - 1), self.server.text()[-3000:])
+        self.assertLess(time.monotonic() - t0, REQUEST_TIMEOUT_S)
+        self.assertNotRegex(self.server.text(), r"HTTP infer 'endless_loop' failed: DEADLINE")
+        # Counted as Triton counts a cancellation.
+        with urllib.request.urlopen(f"http://{self.server.metrics_address}/metrics") as r:
+            metrics = r.read().decode()
+        self.assertRegex(metrics, r'nv_inference_request_failure\{model="endless_loop",'
+                                  r'reason="CANCELED",version="1"\} [1-9]')
         self.assert_still_serving()
 
     def test_an_endless_loop_in_the_verified_import_ends_at_the_load_timeout(self):

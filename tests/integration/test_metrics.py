@@ -212,10 +212,14 @@ class MetricsTest(unittest.TestCase):
         self.upload("lin", {"verify": False})
         m = dict(model="lin", version=1)
         before = self.scrape()
-        for family in ["nv_inference_request_success", "nv_inference_request_failure",
-                       "nv_inference_count", "nv_inference_exec_count"]:
+        for family in ["nv_inference_request_success", "nv_inference_count",
+                       "nv_inference_exec_count"]:
             self.assertEqual(before[family]["type"], "counter", family)
             self.assertEqual(value(before, family, **m), 0, family)
+        # Failures by Triton's reasons, each declared from the start.
+        self.assertEqual(before["nv_inference_request_failure"]["type"], "counter")
+        for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"):
+            self.assertEqual(value(before, "nv_inference_request_failure", reason=reason, **m), 0)
         self.assertEqual(before["nv_inference_pending_request_count"]["type"], "gauge")
         self.assertEqual(value(before, "kiln_plan_cache_misses_total", **m), 0)
         self.assertGreater(value(before, "kiln_model_load_duration_us", **m), 0)
@@ -233,7 +237,10 @@ class MetricsTest(unittest.TestCase):
 
         after = self.scrape()
         self.assertEqual(value(after, "nv_inference_request_success", **m), 3)
-        self.assertEqual(value(after, "nv_inference_request_failure", **m), 2)
+        # A wrong shape and an unknown input are the request's fault: reason OTHER.
+        self.assertEqual(value(after, "nv_inference_request_failure", reason="OTHER", **m), 2)
+        for reason in ("REJECTED", "CANCELED", "BACKEND"):
+            self.assertEqual(value(after, "nv_inference_request_failure", reason=reason, **m), 0)
         self.assertEqual(value(after, "nv_inference_count", **m), 3)
         self.assertEqual(value(after, "nv_inference_exec_count", **m), 3)
         self.assertEqual(value(after, "nv_inference_pending_request_count", **m), 0)
@@ -255,6 +262,8 @@ class MetricsTest(unittest.TestCase):
         self.assertGreater(value(after, "process_resident_memory_bytes"), 1 << 20)
         self.assertGreater(value(after, "process_cpu_seconds_total"), 0)
         self.assertGreater(value(after, "nv_cpu_memory_total_bytes"), 0)
+        self.assertEqual(after["nv_cpu_utilization"]["type"], "gauge")
+        self.assertTrue(0 <= value(after, "nv_cpu_utilization") <= 1)
         self.assertEqual(after["process_cpu_seconds_total"]["type"], "counter")
 
         # The same numbers as the KServe statistics extension.
