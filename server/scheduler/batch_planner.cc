@@ -58,6 +58,24 @@ BatchPlan PlanBatch(const std::vector<PlanItem>& queue, const BatchSettings& set
   return plan;
 }
 
+int64_t BatchRowsBound(const std::vector<runtime::TensorSpec>& inputs, int64_t max_batch_size,
+                       std::string* why) {
+  int64_t bound = max_batch_size;
+  for (const runtime::TensorSpec& input : inputs) {
+    for (const ir::DimRange& range : input.dim_ranges) {
+      if (range.dim != 0 || range.max >= bound) continue;
+      bound = std::max<int64_t>(range.max, 1);
+      if (why != nullptr) {
+        // (runtime::DimRangeString's words, without linking the runtime here)
+        *why = absl::StrCat("input '", input.name, "' declares dim 0 in [", range.min, ", ",
+                            range.max, "]",
+                            range.symbol.empty() ? "" : absl::StrCat(" (", range.symbol, ")"));
+      }
+    }
+  }
+  return bound;
+}
+
 std::string BatchKey(const std::vector<runtime::NamedTensor>& inputs,
                      const std::vector<std::string>& requested) {
   std::vector<std::string> parts;

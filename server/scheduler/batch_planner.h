@@ -55,6 +55,13 @@ struct BatchPlan {
 BatchPlan PlanBatch(const std::vector<PlanItem>& queue, const BatchSettings& settings,
                     BatchClock::time_point now);
 
+// The most rows a joined batch may have: max_batch_size, or less where the
+// model declares a range for some input's dim 0 (a .pt2's Dim("batch",
+// max=64)); a batch above it would be refused by the model. `why` (may be
+// null) says which range capped it; untouched when none did.
+int64_t BatchRowsBound(const std::vector<runtime::TensorSpec>& inputs, int64_t max_batch_size,
+                       std::string* why = nullptr);
+
 // The key of a request's inputs (names sorted) and requested outputs.
 std::string BatchKey(const std::vector<runtime::NamedTensor>& inputs,
                      const std::vector<std::string>& requested);

@@ -108,7 +108,9 @@ std::shared_ptr<DynamicBatcher> DynamicBatcher::Create(
   batcher->on_ = batcher->off_reason_.empty();
   batcher->batch_dim_ = batcher->on_;
   batcher->model_ = std::move(model);
-  batcher->settings_.max_batch_size = config.max_batch_size;
+  // Joined batches stay inside the model's declared range of dim 0.
+  batcher->settings_.max_batch_size =
+      BatchRowsBound(batcher->model_->inputs(), config.max_batch_size, &batcher->rows_capped_by_);
   if (config.dynamic_batching.has_value()) {
     batcher->settings_.preferred_batch_size = config.dynamic_batching->preferred_batch_size;
     batcher->settings_.max_queue_delay =
@@ -124,7 +126,12 @@ std::string DynamicBatcher::Describe() const {
     return absl::StrCat("off: no \"dynamic_batching\" in the config (max_batch_size ",
                         max_batch_size_, " bounds each request's dim 0)");
   }
-  return absl::StrCat("on (max_batch_size ", max_batch_size_, ", preferred [",
+  const std::string capped =
+      rows_capped_by_.empty()
+          ? std::string()
+          : absl::StrCat(", batches joined up to ", settings_.max_batch_size, " rows: ",
+                         rows_capped_by_);
+  return absl::StrCat("on (max_batch_size ", max_batch_size_, capped, ", preferred [",
                       absl::StrJoin(config_->preferred_batch_size, ", "), "], max_queue_delay ",
                       config_->max_queue_delay_us, " us",
                       config_->preserve_ordering ? ", preserve_ordering" : "", ")");

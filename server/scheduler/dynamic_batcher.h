@@ -97,6 +97,7 @@ class DynamicBatcher : public std::enable_shared_from_this<DynamicBatcher> {
 
   std::shared_ptr<const runtime::Model> model_;
   int64_t max_batch_size_ = 0;
+  std::string rows_capped_by_;  // why settings_.max_batch_size < max_batch_size_ (or empty)
   bool batch_dim_ = false;  // the contract allows dim 0 to be the batch dim
   std::optional<DynamicBatching> config_;
   BatchSettings settings_;

@@ -123,3 +123,41 @@ TEST(BatchPlannerTest, DifferentSignaturesHaveDifferentKeys) {
 
 }  // namespace
 }  // namespace kiln::server
+
+namespace kiln::server {
+namespace {
+
+runtime::TensorSpec Spec(const std::string& name, std::vector<ir::DimRange> ranges) {
+  runtime::TensorSpec spec;
+  spec.name = name;
+  spec.dim_ranges = std::move(ranges);
+  return spec;
+}
+
+TEST(BatchRowsBoundTest, ADeclaredRangeOfDimZeroCapsTheJoinedBatch) {
+  std::string why;
+  // Dim("batch", max=6) on one input; a range of dim 1 does not count.
+  const std::vector<runtime::TensorSpec> inputs = {
+      Spec("ids", {{0, 1, 6, "s77"}, {1, 1, 2, "s12"}}), Spec("mask", {})};
+  EXPECT_EQ(BatchRowsBound(inputs, 8, &why), 6);
+  EXPECT_THAT(why, HasSubstr("input 'ids' declares dim 0 in [1, 6] (s77)"));
+  // The config's max_batch_size when it is the smaller, or nothing is declared.
+  why.clear();
+  EXPECT_EQ(BatchRowsBound(inputs, 4, &why), 4);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(BatchRowsBound({Spec("x", {}), Spec("y", {{0, 1, INT64_MAX, ""}})}, 16), 16);
+  // The tightest of several.
+  EXPECT_EQ(BatchRowsBound({Spec("a", {{0, 1, 12, ""}}), Spec("b", {{0, 2, 5, ""}})}, 64), 5);
+}
+
+TEST(BatchRowsBoundTest, PlannerStopsAtTheCap) {
+  // Four queued requests of 2 rows under a cap of 6: the first three run, full.
+  std::vector<PlanItem> queue = {Item("a", 2, 0), Item("a", 2, 1), Item("a", 2, 2),
+                                 Item("a", 2, 3)};
+  BatchSettings s = Settings(BatchRowsBound({Spec("x", {{0, 1, 6, ""}})}, 8), {}, 1000);
+  BatchPlan plan = PlanBatch(queue, s, kT0 + microseconds(5));
+  EXPECT_THAT(plan.take, ElementsAre(0, 1, 2));
+}
+
+}  // namespace
+}  // namespace kiln::server
