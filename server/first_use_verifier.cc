@@ -3,11 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "engine/common/status_macros.h"
+#include "server/model_repository.h"
 
 namespace kiln::server {
 namespace {
@@ -59,6 +63,72 @@ std::string FirstUseUnavailable(bool worker_configured) {
 void FirstUseVerifier::set_model_path(std::string path) {
   std::lock_guard<std::mutex> lock(mu_);
   path_ = std::move(path);
+}
+
+// The record: a header line, then one "KEY<TAB>SUMMARY" line per signature
+// that passed. Small (a line per signature); a larger or malformed file is
+// read as far as it makes sense and otherwise ignored.
+constexpr char kRecordHeader[] = "kiln verified signatures 1";
+constexpr size_t kMaxRecordBytes = 1 << 20;
+constexpr char kRemembered[] = " (remembered from an earlier run of kilnd)";
+
+FirstUseVerifier::FirstUseVerifier(FirstUseOptions options) : options_(std::move(options)) {
+  if (options_.record_path.empty()) return;
+  std::ifstream in(options_.record_path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != kRecordHeader) return;
+  size_t bytes = line.size();
+  while (std::getline(in, line) && (bytes += line.size() + 1) <= kMaxRecordBytes) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos || tab == 0) continue;
+    Signature& sig = signatures_[line.substr(0, tab)];
+    sig.state = State::kPassed;
+    sig.summary = line.substr(tab + 1);
+    if (!absl::EndsWith(sig.summary, kRemembered)) sig.summary += kRemembered;
+  }
+  if (!signatures_.empty()) {
+    spdlog::info("{}: {} signature(s) verified on first use by an earlier run are not verified again",
+                 options_.label, signatures_.size());
+  }
+}
+
+void FirstUseVerifier::SaveRecordLocked() const {
+  if (options_.record_path.empty()) return;
+  std::string text = absl::StrCat(kRecordHeader, "\n");
+  // Lines another served copy of the same file wrote (another name, same
+  // content and settings) stay.
+  {
+    std::ifstream in(options_.record_path);
+    std::string line;
+    if (in && std::getline(in, line) && line == kRecordHeader) {
+      size_t bytes = line.size();
+      while (std::getline(in, line) && (bytes += line.size() + 1) <= kMaxRecordBytes) {
+        const size_t tab = line.find('\t');
+        if (tab != std::string::npos && tab > 0 && signatures_.count(line.substr(0, tab)) == 0) {
+          absl::StrAppend(&text, line, "\n");
+        }
+      }
+    }
+  }
+  for (const auto& [key, sig] : signatures_) {
+    if (sig.state != State::kPassed || absl::StartsWith(sig.summary, "verified at load")) continue;
+    // One line each: no tab or newline inside a field.
+    auto flat = [](std::string v) {
+      for (char& c : v) {
+        if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+      }
+      return v;
+    };
+    absl::StrAppend(&text, flat(key), "\t", flat(sig.summary), "\n");
+  }
+  const std::string dir = std::filesystem::path(options_.record_path).parent_path().string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (absl::Status s = WriteFileAtomically(options_.record_path, text); !s.ok()) {
+    // Only costs verifying again after a restart.
+    spdlog::warn("{}: cannot remember the verified signatures: {}", options_.label,
+                 std::string(s.message()));
+  }
 }
 
 void FirstUseVerifier::MarkVerified(const std::string& key, std::string how) {
@@ -132,6 +202,7 @@ absl::StatusOr<std::optional<std::vector<runtime::RunValue>>> FirstUseVerifier::
   }
   s = outcome->signature;
   if (s.state == State::kFallback) ++fallbacks_;
+  if (s.state == State::kPassed) SaveRecordLocked();
   verified_.notify_all();
   return std::move(outcome->answer);
 }

@@ -50,6 +50,12 @@ struct FirstUseOptions {
   std::function<std::unique_ptr<verify::TorchReference>(
       const std::string& path, std::chrono::steady_clock::time_point deadline)>
       reference;
+  // Where the signatures that passed are remembered across restarts: a file
+  // whose name the caller derives from everything that decides a
+  // verification's outcome (the model's content, the load settings, the
+  // tolerance and precision, the engine version), rewritten whole and
+  // atomically after each signature that passes. Empty: kept in memory only.
+  std::string record_path;
   // The model of the file at `path` imported again with ops forced onto the
   // fallback, without a gate of its own (set_rebuild).
   std::function<absl::StatusOr<std::unique_ptr<runtime::Model>>(
@@ -60,7 +66,9 @@ struct FirstUseOptions {
 
 class FirstUseVerifier : public runtime::SignatureGate {
  public:
-  explicit FirstUseVerifier(FirstUseOptions options) : options_(std::move(options)) {}
+  // Reads the signatures options.record_path remembers (a missing or
+  // unreadable record is an empty one) as passed.
+  explicit FirstUseVerifier(FirstUseOptions options);
 
   // The model file the verifications run (it moves once an upload is served).
   void set_model_path(std::string path);
@@ -105,6 +113,9 @@ class FirstUseVerifier : public runtime::SignatureGate {
                                  const std::vector<kernels::TensorInfo>& signature,
                                  const std::vector<runtime::RunValue>& args,
                                  const runtime::RunOptions& run) const;
+
+  // Rewrites options_.record_path with the signatures that passed (mu_ held).
+  void SaveRecordLocked() const;
 
   FirstUseOptions options_;
   mutable std::mutex mu_;

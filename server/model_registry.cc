@@ -23,7 +23,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cache/file_io.h"
+#include "engine/cache/engine_version.h"
 #include "engine/cache/graph_serializer.h"
+#include "engine/common/precision.h"
+#include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
 #include "engine/passes/pass.h"
 #include "server/host_effect_ops.h"
@@ -389,6 +392,15 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
     first_use.precision = config.precision;
     first_use.import = config.import;
     first_use.timeout = std::chrono::seconds(options_.limits.load_timeout_s);
+    // Signatures verified on first use are remembered under the repository's
+    // hidden .kiln-verified/ (never a model), in a file named after what
+    // decides a verification: another file, other load settings or tolerance,
+    // another engine version each verify afresh.
+    first_use.record_path = absl::StrCat(
+        repository_->root(), "/.kiln-verified/",
+        Sha256Hex(absl::StrCat(built.sha256, "\n", GraphSettings(config), "\n",
+                               first_use.tolerance, "\n", PrecisionName(config.precision), "\n",
+                               first_use.max_forced_ops, "\n", cache::EngineVersion())));
     first_use.reference = [this, import_limits](const std::string& file,
                                                 std::chrono::steady_clock::time_point deadline)
         -> std::unique_ptr<verify::TorchReference> {

@@ -112,6 +112,38 @@ class VerifyFirstUseTest(unittest.TestCase):
         self.assertIn("signature FP32[2, 3, 5]; verified on first use", "".join(self.server.lines))
         self.assert_serving(self.server)
 
+    def test_a_restart_remembers_the_signatures_that_passed(self):
+        repo = os.path.join(self.tmp, "repo-restart")
+        server = Kilnd(repo)
+        self.servers.append(server)
+        self.upload("kept", server)
+        x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
+        got, want = self.infer("kept", server, x)
+        assert_close(self, got, want)
+        self.assertEqual(self.metadata("kept", server)["verify.first_use.count"], "1")
+        server.stop()
+
+        # The same repository, a new kilnd: the signature is not verified again.
+        again = Kilnd(repo)
+        self.servers.append(again)
+        props = self.metadata("kept", again)
+        self.assertEqual(props["verify.signatures"], "FP32[3, 8];: passed")
+        self.assertIn("remembered from an earlier run", props["verify.signature.FP32[3,8]"])
+        got, want = self.infer("kept", again, x * 2)
+        assert_close(self, got, want)
+        props = self.metadata("kept", again)
+        self.assertEqual(props["verify.first_use.count"], "0")
+        # A new signature still is.
+        y = np.random.default_rng(4).standard_normal((5, 8)).astype(np.float32)
+        got, want = self.infer("kept", again, y)
+        assert_close(self, got, want)
+        self.assertEqual(self.metadata("kept", again)["verify.first_use.count"], "1")
+        # The record lives in the repository's hidden folder, never a model.
+        self.assertEqual(len(os.listdir(os.path.join(repo, ".kiln-verified"))), 1)
+        models = self.kiln("models", server=again).stdout
+        self.assertNotIn("kiln-verified", models)
+        self.assert_serving(again)
+
     def test_concurrent_first_requests_of_one_signature_verify_once(self):
         self.upload("concurrent", self.server)
         x = np.random.default_rng(3).standard_normal((3, 7)).astype(np.float32)
@@ -134,7 +166,11 @@ class VerifyFirstUseTest(unittest.TestCase):
             assert_close(self, got, want)
         props = self.metadata("concurrent", self.server)
         self.assertEqual(props["verify.first_use.count"], "1")
-        self.assertEqual(props["verify.signatures"], "FP32[3, 7];: passed")
+        # (The same file served under another name shares what was verified for it: a test
+        # that ran before may have left remembered signatures.)
+        self.assertIn("FP32[3, 7];: passed", props["verify.signatures"])
+        self.assertIn("verified on first use: passed", props["verify.signature.FP32[3,7]"])
+        self.assertNotIn("remembered", props["verify.signature.FP32[3,7]"])
 
     def test_a_diverging_signature_answers_with_libtorch_and_falls_back(self):
         self.upload("diverging", self.perturbed)
