@@ -205,8 +205,7 @@ absl::StatusOr<Tensor> ReadTensor(const Program& p, const std::string& what,
   const ZipEntry* entry = p.zip.Find(file);
   if (entry == nullptr) return Invalid(absl::StrCat(what, ": the archive has no ", file));
   ASSIGN_OR_RETURN(std::string data, p.zip.Read(*entry));
-  return TensorFromStorage(absl::StrCat(what, " (", file, ")"), dtype, dims, strides,
-                           offset.value_or(0), data);
+  return TensorFromStorage(what, dtype, dims, strides, offset.value_or(0), data, file);
 }
 
 // The weights (data/weights/) or constants (data/constants/) config:

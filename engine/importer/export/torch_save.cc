@@ -486,7 +486,7 @@ absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> ReadStateDict
 
 absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, const Dims& dims,
                                          const Dims& strides, int64_t offset,
-                                         std::string_view data) {
+                                         std::string_view data, const std::string& storage_name) {
   auto invalid = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("PT2 archive: ", what, ": ", why));
   };
@@ -511,7 +511,7 @@ absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, c
   if (numel > 0 && (last + 1) * esize > data.size()) {
     return invalid(absl::StrCat("sizes ", DimsToString(dims), ", strides ", DimsToString(strides),
                                 " and offset ", offset, " reach byte ", (last + 1) * esize,
-                                " but its storage has ", data.size()));
+                                " but ", storage_name, " has ", data.size()));
   }
   // Stride-0 dims could make a small file a huge tensor.
   if (static_cast<uint64_t>(numel) * esize > std::max<uint64_t>(64 * data.size(), 1 << 20)) {
@@ -587,7 +587,7 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveTensors
     }
     ASSIGN_OR_RETURN(Tensor tensor,
                      TensorFromStorage(absl::StrCat(what, " '", name, "'"), t.dtype, t.sizes,
-                                       t.strides, t.storage_offset, *data));
+                                       t.strides, t.storage_offset, *data, file));
     out.emplace_back(name, std::move(tensor));
   }
   return out;

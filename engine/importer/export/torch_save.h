@@ -52,13 +52,14 @@ absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> ReadStateDict
     std::string_view bytes, const PickleLimits& limits = {});
 
 // A contiguous tensor from the view (dims, strides, offset in elements) over
-// `storage` bytes of `dtype`. A non-contiguous view is materialized.
-// InvalidArgument naming `what` when the view reaches past the storage, a
-// size or stride is negative or huge, or stride-0 dims would make a small
-// storage a huge tensor.
+// the bytes of `dtype` in `storage`, the file `storage_name`. A non-contiguous
+// view is materialized. InvalidArgument naming `what` and the file when the
+// view reaches past the storage, a size or stride is negative or huge, or
+// stride-0 dims would make a small storage a huge tensor.
 absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, const Dims& dims,
                                          const Dims& strides, int64_t offset,
-                                         std::string_view storage);
+                                         std::string_view storage,
+                                         const std::string& storage_name);
 
 // Reads the torch.save zip archive `bytes` (an entry of the outer archive)
 // into name -> tensor, in the dict's order; `what` names it in messages
