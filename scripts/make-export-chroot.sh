@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# Makes the Debian sid chroot that writes the torch.export (.pt2) test fixtures: torch 2.14
-# (python3-torch), torchvision 0.27, Python 3.14. torch >= 2.8 writes the PT2 archive layout.
-#   make-export-chroot.sh DIR
+# Makes a Debian chroot that writes torch.export (.pt2) test fixtures:
+#   make-export-chroot.sh DIR [SUITE]
+# sid (the default): torch 2.14 (python3-torch), torchvision 0.27, Python 3.14; torch >= 2.8
+# writes the PT2 archive layout. trixie: torch 2.6, Python 3.13, no torchvision; torch 2.1-2.7
+# write the older layout (serialized_exported_program.json and torch.save pickles).
 # Does nothing when DIR is already complete. Needs root (debootstrap, chroot). The Debian mirror
 # is the one apt on this machine already uses, read from apt's own sources at run time (as
 # make-peer-chroot.sh does). Exit status 3 means "cannot be made here" (not root, no mirror,
 # no network): callers skip the tests that need it.
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 DIR" >&2
+if [[ $# -ne 1 && $# -ne 2 ]]; then
+  echo "usage: $0 DIR [sid|trixie]" >&2
   exit 2
 fi
 DIR=$1
-SUITE=sid
-PACKAGES=(python3-torch python3-torchvision python3-numpy)
+SUITE=${2:-sid}
+case "$SUITE" in
+  sid) PACKAGES=(python3-torch python3-torchvision python3-numpy) ;;
+  trixie) PACKAGES=(python3-torch python3-numpy) ;;
+  *) echo "$0: unknown suite $SUITE" >&2; exit 2 ;;
+esac
 
 [[ -e "$DIR/.complete" ]] && exit 0
 if [[ $(id -u) -ne 0 ]]; then
@@ -70,7 +76,7 @@ chroot "$WORK" env DEBIAN_FRONTEND=noninteractive apt-get -y -q \
 chroot "$WORK" env DEBIAN_FRONTEND=noninteractive apt-get -y -q install --no-install-recommends \
   "${PACKAGES[@]}" >> "$WORK.log" 2>&1 || { tail -n 30 "$WORK.log" >&2; exit 3; }
 chroot "$WORK" apt-get clean
-chroot "$WORK" python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)' >&2
+chroot "$WORK" python3 -c 'import torch; print("torch", torch.__version__)' >&2
 unmount_all "$WORK"
 touch "$WORK/.complete"
 rm -rf "$DIR"

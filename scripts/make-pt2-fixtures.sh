@@ -1,42 +1,72 @@
 #!/usr/bin/env bash
-# Writes the torch.export (.pt2) fixtures with torch 2.14 in a Debian sid chroot:
-#   make-pt2-fixtures.sh CHROOT_DIR OUT_DIR
-# Makes the chroot first when missing (scripts/make-export-chroot.sh; cached in CHROOT_DIR),
-# then runs tests/pt2/make_pt2_fixtures.py inside it with OUT_DIR bound at /kiln-fixtures.
-# Does nothing when OUT_DIR/manifest.json is newer than the generator. Exit status 3: the
-# chroot cannot be made here (not root, no mirror, no network); callers skip their tests.
+# Writes the torch.export (.pt2) fixtures with torch 2.14 in a Debian sid chroot, and with
+# LEGACY_CHROOT_DIR those of torch 2.6's older layout in a Debian trixie chroot:
+#   make-pt2-fixtures.sh CHROOT_DIR OUT_DIR [LEGACY_CHROOT_DIR]
+# Makes each chroot first when missing (scripts/make-export-chroot.sh; cached in its directory),
+# then runs tests/pt2/make_pt2_fixtures.py inside it with the output bound at /kiln-fixtures:
+# OUT_DIR, and OUT_DIR/legacy (--legacy). Does nothing for a directory whose manifest.json is
+# newer than the generator. Exit status 3: the sid chroot cannot be made here (not root, no
+# mirror, no network); callers skip their tests. When only the trixie chroot cannot be made,
+# OUT_DIR/legacy/SKIP_REASON says why and the legacy fixtures are skipped.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 CHROOT_DIR OUT_DIR" >&2
+if [[ $# -ne 2 && $# -ne 3 ]]; then
+  echo "usage: $0 CHROOT_DIR OUT_DIR [LEGACY_CHROOT_DIR]" >&2
   exit 2
 fi
 HERE=$(cd "$(dirname "$0")" && pwd)
-CHROOT=$1
-OUT=$2
 GEN="$HERE/../tests/pt2/make_pt2_fixtures.py"
 
-if [[ -e "$OUT/manifest.json" && "$OUT/manifest.json" -nt "$GEN" ]]; then
-  exit 0
-fi
-"$HERE/make-export-chroot.sh" "$CHROOT"
-
-mkdir -p "$OUT" "$CHROOT/kiln-fixtures"
-OUT=$(cd "$OUT" && pwd)
+# generate CHROOT OUT [--legacy]: runs the generator in CHROOT, writing OUT.
+# (GEN_CHROOT is global: the EXIT trap may run after the function returned.)
 cleanup() {
   local m
-  for m in "$CHROOT/kiln-fixtures" "$CHROOT/proc"; do
+  for m in "$GEN_CHROOT/kiln-fixtures" "$GEN_CHROOT/proc"; do
     while mountpoint -q "$m" && umount "$m"; do :; done
   done
 }
-trap cleanup EXIT
-mount --bind /proc "$CHROOT/proc"
-mount --bind "$OUT" "$CHROOT/kiln-fixtures"
-# A new file rather than one written over: the chroot may share its files with another copy
-# of it (cp -al).
-rm -f "$CHROOT/tmp/make_pt2_fixtures.py"
-cp "$GEN" "$CHROOT/tmp/make_pt2_fixtures.py"
-rm -f "$OUT/manifest.json"
-start=$SECONDS
-chroot "$CHROOT" env OMP_NUM_THREADS=2 python3 /tmp/make_pt2_fixtures.py /kiln-fixtures
-echo "wrote the .pt2 fixtures in $((SECONDS - start)) s" >&2
+generate() {
+  GEN_CHROOT=$1
+  local chroot=$1 out=$2
+  shift 2
+  mkdir -p "$out" "$chroot/kiln-fixtures"
+  out=$(cd "$out" && pwd)
+  trap cleanup EXIT
+  mount --bind /proc "$chroot/proc"
+  mount --bind "$out" "$chroot/kiln-fixtures"
+  # A new file rather than one written over: the chroot may share its files with another copy
+  # of it (cp -al).
+  rm -f "$chroot/tmp/make_pt2_fixtures.py"
+  cp "$GEN" "$chroot/tmp/make_pt2_fixtures.py"
+  rm -f "$out/manifest.json"
+  local start=$SECONDS
+  chroot "$chroot" env OMP_NUM_THREADS=2 python3 /tmp/make_pt2_fixtures.py "$@" /kiln-fixtures
+  echo "wrote the .pt2 fixtures $* in $((SECONDS - start)) s" >&2
+  cleanup
+  trap - EXIT
+}
+
+fresh() { [[ -e "$1/manifest.json" && "$1/manifest.json" -nt "$GEN" ]]; }
+
+CHROOT=$1
+OUT=$2
+if ! fresh "$OUT"; then
+  "$HERE/make-export-chroot.sh" "$CHROOT" sid
+  generate "$CHROOT" "$OUT"
+fi
+if [[ $# -eq 3 ]] && ! fresh "$OUT/legacy"; then
+  LEGACY=$3
+  mkdir -p "$OUT/legacy"
+  rm -f "$OUT/legacy/SKIP_REASON"
+  rc=0
+  "$HERE/make-export-chroot.sh" "$LEGACY" trixie 2> "$OUT/legacy/chroot.log" || rc=$?
+  cat "$OUT/legacy/chroot.log" >&2
+  if [[ $rc -eq 3 ]]; then
+    tail -n 3 "$OUT/legacy/chroot.log" > "$OUT/legacy/SKIP_REASON"
+    exit 0
+  elif [[ $rc -ne 0 ]]; then
+    exit "$rc"
+  fi
+  generate "$LEGACY" "$OUT/legacy" --legacy
+fi
+

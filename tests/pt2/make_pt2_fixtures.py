@@ -1,7 +1,9 @@
 """Writes the torch.export (.pt2) fixtures of the parity test, run by torch 2.14 in the Debian
-sid chroot that scripts/make-export-chroot.sh makes (torch >= 2.8 writes the PT2 archive layout).
+sid chroot that scripts/make-export-chroot.sh makes (torch >= 2.8 writes the PT2 archive layout),
+and with --legacy by torch 2.6 in its Debian trixie chroot (torch 2.1-2.7 write the older layout:
+serialized_exported_program.json, the weights in torch.save pickles).
 
-    python3 make_pt2_fixtures.py OUT_DIR [NAME ...]
+    python3 make_pt2_fixtures.py [--legacy] OUT_DIR [NAME ...]
 
 For every model: OUT_DIR/NAME.pt2 (torch.export.save of torch.export.export with the dynamic
 dims marked), and per case OUT_DIR/NAME/<case>/in.<input>.npy and out.<output>.npy: the inputs
@@ -279,6 +281,61 @@ def Models():
     return out
 
 
+class SmallCnn(torch.nn.Module):
+    """Two convolutions with batch norm (eval mode: running statistics as buffers, and
+    num_batches_tracked, an int64 buffer) and ReLU, max pooling, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 16, 3, stride=2)
+        self.bn2 = torch.nn.BatchNorm2d(16)
+        self.fc = torch.nn.Linear(16, 5)
+        with torch.no_grad():  # statistics that are not the defaults
+            for bn in (self.bn1, self.bn2):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.2, 0.2)
+
+    def forward(self, image):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.bn1(self.conv1(image))), 2)
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+class StateModel(torch.nn.Module):
+    """A persistent and a non-persistent buffer (torch 2.6 saves the latter with the
+    constants), a buffer saved with transposed strides (a view the reader materializes), a
+    lifted tensor constant, and a parameter read through a transpose."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.randn(6))
+        self.register_buffer("gain", torch.rand(6) + 0.5, persistent=False)
+        self.register_buffer("mix", torch.randn(6, 6).t())
+        self.weight = torch.nn.Parameter(torch.randn(6, 6))
+
+    def forward(self, x):
+        y = ((x - self.offset) @ self.weight.t()) @ self.mix
+        return y * self.gain + torch.tensor([1.0, -1.0, 0.5, 0.0, 2.0, -2.0])
+
+
+def LegacyModels():
+    """The fixtures written by torch 2.6 (--legacy), as Models() lists them."""
+    batch = Dim("batch", min=1, max=32)
+    mlp = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 32),
+                              torch.nn.Tanh(), torch.nn.Linear(32, 3))
+    return [
+        ("legacy_mlp", mlp, (torch.randn(2, 10),), ({0: batch},),
+         [(torch.randn(1, 10),), (torch.randn(9, 10),)], 1e-5),
+        ("legacy_cnn", SmallCnn(), (image(2, 16),), ({0: batch},),
+         [(image(1, 16),), (image(4, 16),)], 1e-4),
+        ("legacy_state", StateModel(), (torch.randn(3, 6),), None, [(torch.randn(3, 6),)], 1e-5),
+    ]
+
+
 def Refused():
     """(name, module, example args, a phrase the refusal must contain)."""
     return [("mutated_buffer", MutatedBuffer(), (torch.randn(2, 3),), "mutates buffer 'calls'")]
@@ -309,11 +366,15 @@ def FlatOutputs(result):
 
 
 def main():
-    out_dir = sys.argv[1]
-    only = set(sys.argv[2:])
+    argv = sys.argv[1:]
+    legacy = argv[:1] == ["--legacy"]
+    if legacy:
+        argv = argv[1:]
+    out_dir = argv[0]
+    only = set(argv[1:])
     os.makedirs(out_dir, exist_ok=True)
     manifest = {"torch": torch.__version__, "models": []}
-    for name, module, example, dynamic, cases, tol in Models():
+    for name, module, example, dynamic, cases, tol in (LegacyModels() if legacy else Models()):
         if only and name not in only:
             continue
         module.eval()
@@ -322,6 +383,10 @@ def main():
             ep = torch.export.export(module, example, dynamic_shapes=dynamic)
             path = os.path.join(out_dir, name + ".pt2")
             torch.export.save(ep, path)
+            if legacy:  # the layout this torch writes, not the PT2 archive of torch >= 2.8
+                import zipfile
+                names = zipfile.ZipFile(path).namelist()
+                assert "serialized_exported_program.json" in names, names
             entry = {"name": name, "file": name + ".pt2", "tolerance": tol, "cases": []}
             for k, args in enumerate(cases):
                 case_dir = os.path.join(out_dir, name, f"case{k}")
@@ -339,7 +404,7 @@ def main():
         print("wrote", name, flush=True)
     # Programs Kiln refuses to serve, with what its message must name.
     manifest["refused"] = []
-    for name, module, example, says in Refused():
+    for name, module, example, says in ([] if legacy else Refused()):
         if only and name not in only:
             continue
         ep = torch.export.export(module, example)

@@ -2,7 +2,8 @@
 the real `kiln` CLI uploading each archive and inferring from .npy files, the outputs compared with
 torch 2.14's own (written by make_pt2_fixtures.py in the Debian sid chroot, see
 scripts/make-pt2-fixtures.sh). Every case of every fixture: two batch sizes (and two sequence
-lengths) where dims are dynamic.
+lengths) where dims are dynamic. The fixtures in legacy/ were written by torch 2.6 (Debian
+trixie) in torch 2.1-2.7's older layout and are checked the same way against torch 2.6's outputs.
 
 KILN_PT2_FIXTURES names the fixture directory; when it has no manifest.json (the chroot could not
 be made: not root, no network), the tests skip with the reason the fixture step left in
@@ -25,10 +26,10 @@ BIN = os.environ.get("KILN_BIN", "")
 FIXTURES = os.environ.get("KILN_PT2_FIXTURES", "")
 
 
-def load_manifest():
-    path = os.path.join(FIXTURES, "manifest.json")
+def load_manifest(directory=FIXTURES):
+    path = os.path.join(directory, "manifest.json")
     if not os.path.exists(path):
-        reason_file = os.path.join(FIXTURES, "SKIP_REASON")
+        reason_file = os.path.join(directory, "SKIP_REASON")
         reason = open(reason_file).read().strip() if os.path.exists(reason_file) else \
             f"no {path}"
         return None, reason
@@ -37,6 +38,8 @@ def load_manifest():
 
 
 MANIFEST, SKIP = load_manifest()
+LEGACY_FIXTURES = os.path.join(FIXTURES, "legacy")
+LEGACY_MANIFEST, LEGACY_SKIP = load_manifest(LEGACY_FIXTURES)
 
 
 def kiln(server, *args, timeout=600):
@@ -57,9 +60,9 @@ class Pt2ParityTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.server.stop()
 
-    def check_model(self, model):
+    def check_model(self, model, fixtures=FIXTURES):
         name = model["name"]
-        up = kiln(self.server.address, "upload", os.path.join(FIXTURES, model["file"]),
+        up = kiln(self.server.address, "upload", os.path.join(fixtures, model["file"]),
                   "--name", name, "--no-progress")
         self.assertEqual(up.returncode, 0, f"upload {name}:\n{up.stdout}\n{up.stderr}\n"
                          + self.server.text()[-3000:])
@@ -70,11 +73,11 @@ class Pt2ParityTest(unittest.TestCase):
             out_dir = os.path.join(self.tmp, f"{name}.{k}")
             args = ["infer", name, "-o", out_dir]
             for input_name, file in case["inputs"].items():
-                args += ["-i", f"{input_name}={os.path.join(FIXTURES, file)}"]
+                args += ["-i", f"{input_name}={os.path.join(fixtures, file)}"]
             res = kiln(self.server.address, *args)
             self.assertEqual(res.returncode, 0, f"infer {name} case {k}:\n{res.stdout}\n{res.stderr}")
             for out_name, file in case["outputs"].items():
-                want = np.load(os.path.join(FIXTURES, file))
+                want = np.load(os.path.join(fixtures, file))
                 got = np.load(os.path.join(out_dir, f"{out_name}.npy"))
                 self.assertEqual(got.shape, want.shape, f"{name} case {k} {out_name}")
                 self.assertEqual(got.dtype, want.dtype, f"{name} case {k} {out_name}")
@@ -89,6 +92,19 @@ class Pt2ParityTest(unittest.TestCase):
         for model in MANIFEST["models"]:
             with self.subTest(model=model["name"]):
                 self.check_model(model)
+
+    @unittest.skipIf(LEGACY_MANIFEST is None, f"no legacy .pt2 fixtures: {LEGACY_SKIP}")
+    def test_legacy_layout_of_torch_2_6_matches_torch(self):
+        # torch.export.save of torch 2.6: serialized_exported_program.json and the weights in
+        # torch.save pickles, read without Python or libtorch.
+        self.assertTrue(LEGACY_MANIFEST["torch"].startswith("2.6"), LEGACY_MANIFEST["torch"])
+        self.assertGreaterEqual(len(LEGACY_MANIFEST["models"]), 3)
+        for model in LEGACY_MANIFEST["models"]:
+            with self.subTest(model=model["name"]):
+                self.check_model(model, LEGACY_FIXTURES)
+        res = kiln(self.server.address, "metadata", "legacy_mlp")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertRegex(res.stdout, r"input\.input\.dim_ranges = dim 0: \[1, 32\]")
 
     def test_metadata_names_inputs_after_forward_and_dynamic_dims(self):
         model = next(m for m in MANIFEST["models"] if m["name"] == "bert_encoder")

@@ -1,12 +1,15 @@
 // The torch.export front. Stages:
-//   1. The archive: find <root>/archive_format ("pt2") and <root>/models/<name>.json
-//      (an AOTInductor package, a TorchScript archive or the torch 2.1-2.7 layout
-//      are told apart and refused with their own message).
+//   1. The archive: find <root>/archive_format ("pt2") and <root>/models/<name>.json,
+//      or torch 2.1-2.7's <root>/serialized_exported_program.json (an AOTInductor
+//      package or a TorchScript archive are told apart and refused with their own
+//      message).
 //   2. The program: JSON parsed without exceptions, schema major version checked.
 //   3. Unsupported ops: every node's target looked up first, so one error lists all.
 //   4. Inputs, in signature order: parameters, buffers and lifted constants
 //      become Constants read from data/weights and data/constants (sizes,
-//      strides and offsets checked against the file); user inputs become graph
+//      strides and offsets checked against the file), or in the older layout
+//      from the torch.save pickles serialized_state_dict.pt and
+//      serialized_constants.pt (torch_save.h); user inputs become graph
 //      inputs named after forward()'s arguments, typed from tensor_values; a
 //      symbolic dim is -1 and its range_constraints travel with the input
 //      (ir::Value::dim_ranges), for the model to refuse requests outside them.
@@ -34,6 +37,7 @@
 #include "engine/importer/aten/aten_op_table.h"
 #include "engine/importer/export/export_call.h"
 #include "engine/importer/export/pt2_archive.h"
+#include "engine/importer/export/torch_save.h"
 
 namespace kiln::importer {
 namespace {
@@ -51,28 +55,65 @@ struct Program {
   std::string root;   // "resnet18/"
   std::string model;  // "model"
   json ep;
+  // The layout of torch 2.1-2.7: serialized_exported_program.json, its
+  // parameters and buffers in serialized_state_dict.pt and its lifted
+  // constants (and non-persistent buffers) in serialized_constants.pt,
+  // both torch.save pickles, read when the inputs are bound.
+  bool legacy = false;
 };
+
+// The program's JSON: checked to be an ExportedProgram of a schema major
+// version Kiln reads. `name` names the entry in messages.
+absl::Status ParseProgramJson(Program& p, const std::string& text, const std::string& name) {
+  p.ep = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (p.ep.is_discarded()) return Invalid(absl::StrCat(name, " is not JSON"));
+  if (!p.ep.is_object() || !p.ep.contains("graph_module") || !p.ep.contains("schema_version") ||
+      !p.ep["graph_module"].is_object() || !p.ep["graph_module"].contains("graph")) {
+    return Invalid(absl::StrCat(name,
+                                " is not a serialized ExportedProgram (no graph_module, "
+                                "graph or schema_version)"));
+  }
+  const json& version = p.ep["schema_version"];
+  if (!version.is_object() || !version.contains("major") ||
+      !version["major"].is_number_integer()) {
+    return Invalid("schema_version has no major version");
+  }
+  if (version["major"].get<int64_t>() != kExportSchemaMajor) {
+    return Invalid(absl::StrCat("schema major version ", version["major"].get<int64_t>(),
+                                "; Kiln reads version ", kExportSchemaMajor,
+                                " (torch 2.6 to 2.14)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Program> OpenProgram(std::string_view bytes) {
   if (!LooksLikeZip(bytes)) return Invalid("not a zip archive");
   ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::Open(bytes));
   Program p{std::move(zip), "", "", json()};
   const ZipEntry* format = nullptr;
-  bool aoti = false, legacy = false, torchscript = false;
+  const ZipEntry* legacy = nullptr;
+  bool aoti = false, torchscript = false;
   for (const ZipEntry& e : p.zip.entries()) {
     const std::string& n = e.name;
     if (n == "archive_format" || absl::EndsWith(n, "/archive_format")) {
       if (format == nullptr || n.size() < format->name.size()) format = &e;
     }
     aoti |= absl::StrContains(n, "data/aotinductor/");
-    legacy |= absl::EndsWith(n, "serialized_exported_program.json");
+    if (n == "serialized_exported_program.json" ||
+        absl::EndsWith(n, "/serialized_exported_program.json")) {
+      if (legacy == nullptr || n.size() < legacy->name.size()) legacy = &e;
+    }
     torchscript |= absl::EndsWith(n, "/data.pkl") && !absl::StrContains(n, "/data/");
   }
   if (format == nullptr) {
-    if (legacy) {
-      return absl::UnimplementedError(
-          "this is the torch.export layout of torch 2.1-2.7 (serialized_exported_program.json), "
-          "which Kiln does not read yet; save the program with torch >= 2.8");
+    if (legacy != nullptr) {
+      // torch 2.1-2.7's layout: the same ExportedProgram JSON, weights pickled.
+      p.legacy = true;
+      p.root = legacy->name.substr(
+          0, legacy->name.size() - std::string("serialized_exported_program.json").size());
+      ASSIGN_OR_RETURN(std::string text, p.zip.Read(*legacy));
+      RETURN_IF_ERROR(ParseProgramJson(p, text, legacy->name));
+      return p;
     }
     if (torchscript) return Invalid("this is a TorchScript archive, not an ExportedProgram");
     return Invalid("no archive_format entry: not written by torch.export.save");
@@ -102,24 +143,7 @@ absl::StatusOr<Program> OpenProgram(std::string_view bytes) {
   std::sort(models.begin(), models.end());
   p.model = std::find(models.begin(), models.end(), "model") != models.end() ? "model" : models[0];
   ASSIGN_OR_RETURN(std::string text, p.zip.Read(*p.zip.Find(prefix + p.model + ".json")));
-  p.ep = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (p.ep.is_discarded()) return Invalid(absl::StrCat("models/", p.model, ".json is not JSON"));
-  if (!p.ep.is_object() || !p.ep.contains("graph_module") || !p.ep.contains("schema_version") ||
-      !p.ep["graph_module"].is_object() || !p.ep["graph_module"].contains("graph")) {
-    return Invalid(absl::StrCat("models/", p.model,
-                                ".json is not a serialized ExportedProgram (no graph_module, "
-                                "graph or schema_version)"));
-  }
-  const json& version = p.ep["schema_version"];
-  if (!version.is_object() || !version.contains("major") ||
-      !version["major"].is_number_integer()) {
-    return Invalid("schema_version has no major version");
-  }
-  if (version["major"].get<int64_t>() != kExportSchemaMajor) {
-    return Invalid(absl::StrCat("schema major version ", version["major"].get<int64_t>(),
-                                "; Kiln reads version ", kExportSchemaMajor,
-                                " (torch 2.8 to 2.14)"));
-  }
+  RETURN_IF_ERROR(ParseProgramJson(p, text, absl::StrCat("models/", p.model, ".json")));
   return p;
 }
 
@@ -170,69 +194,18 @@ absl::StatusOr<Tensor> ReadTensor(const Program& p, const std::string& what,
     return Invalid(absl::StrCat(what, ": sizes and strides do not match"));
   }
   Dims dims, strides;
-  constexpr int64_t kMaxDim = int64_t{1} << 40;
-  int64_t numel = 1;
   for (size_t i = 0; i < sizes_j.size(); ++i) {
     std::optional<int64_t> size = SymIntLiteral(sizes_j[i]);
     std::optional<int64_t> stride = SymIntLiteral(strides_j[i]);
-    if (!size || !stride || *size < 0 || *size > kMaxDim || *stride < 0 || *stride > kMaxDim) {
-      return Invalid(absl::StrCat(what, ": size or stride ", i, " is out of range"));
-    }
+    if (!size || !stride) return Invalid(absl::StrCat(what, ": size or stride ", i, " is symbolic"));
     dims.push_back(*size);
     strides.push_back(*stride);
-    if (numel > 0 && *size > (int64_t{1} << 48) / numel) {
-      return Invalid(absl::StrCat(what, ": too many elements"));
-    }
-    numel *= *size;
   }
   std::optional<int64_t> offset = SymIntLiteral(Field(meta, "storage_offset"));
-  if (!offset.has_value()) offset = 0;
-  if (*offset < 0 || *offset > (int64_t{1} << 48)) {
-    return Invalid(absl::StrCat(what, ": storage_offset is out of range"));
-  }
   const ZipEntry* entry = p.zip.Find(file);
   if (entry == nullptr) return Invalid(absl::StrCat(what, ": the archive has no ", file));
   ASSIGN_OR_RETURN(std::string data, p.zip.Read(*entry));
-  const uint64_t esize = DTypeSize(dtype);
-  // The last element any index reaches, in elements past the storage's start.
-  uint64_t last = static_cast<uint64_t>(*offset);
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] > 0) last += static_cast<uint64_t>(dims[i] - 1) * static_cast<uint64_t>(strides[i]);
-  }
-  if (numel > 0 && (last + 1) * esize > data.size()) {
-    return Invalid(absl::StrCat(what, ": sizes ", DimsToString(dims), ", strides ",
-                                DimsToString(strides), " and offset ", *offset, " reach byte ",
-                                (last + 1) * esize, " but ", file, " has ", data.size()));
-  }
-  // Stride-0 dims could make a small file a huge tensor.
-  if (static_cast<uint64_t>(numel) * esize > std::max<uint64_t>(64 * data.size(), 1 << 20)) {
-    return Invalid(absl::StrCat(what, ": ", DimsToString(dims), " elements from a file of ",
-                                data.size(), " bytes"));
-  }
-  Tensor t = Tensor::Zeros(dtype, dims);
-  if (numel == 0) return t;
-  bool contiguous = true;
-  int64_t expect = 1;
-  for (size_t i = dims.size(); i-- > 0;) {
-    if (dims[i] != 1 && strides[i] != expect) contiguous = false;
-    expect *= dims[i];
-  }
-  char* out = static_cast<char*>(t.raw_data());
-  if (contiguous) {
-    std::memcpy(out, data.data() + *offset * esize, numel * esize);
-    return t;
-  }
-  std::vector<int64_t> index(dims.size(), 0);
-  for (int64_t k = 0; k < numel; ++k) {
-    int64_t src = *offset;
-    for (size_t i = 0; i < dims.size(); ++i) src += index[i] * strides[i];
-    std::memcpy(out + k * esize, data.data() + src * esize, esize);
-    for (size_t i = dims.size(); i-- > 0;) {
-      if (++index[i] < dims[i]) break;
-      index[i] = 0;
-    }
-  }
-  return t;
+  return TensorFromStorage(what, dtype, dims, strides, offset.value_or(0), data, file);
 }
 
 // The weights (data/weights/) or constants (data/constants/) config:
@@ -468,9 +441,41 @@ class ProgramImporter {
   }
 
  private:
+  // torch 2.1-2.7's layout: the pickled state dict and constants, by name.
+  absl::Status ReadLegacyState() {
+    const std::pair<const char*, std::map<std::string, Tensor>*> files[] = {
+        {"serialized_state_dict.pt", &legacy_state_},
+        {"serialized_constants.pt", &legacy_constants_}};
+    for (const auto& [file, into] : files) {
+      const ZipEntry* entry = p_.zip.Find(p_.root + file);
+      if (entry == nullptr) continue;  // a program without parameters or constants
+      ASSIGN_OR_RETURN(std::string bytes, p_.zip.Read(*entry));
+      ASSIGN_OR_RETURN(auto tensors, ReadTorchSaveTensors(bytes, file));
+      for (auto& [name, t] : tensors) (*into)[name] = std::move(t);
+    }
+    return absl::OkStatus();
+  }
+
+  // A parameter or buffer is in the state dict (a non-persistent buffer in
+  // the constants), a lifted constant in the constants.
+  absl::StatusOr<Tensor> LegacyTensor(const std::string& name, const std::string& kind) {
+    const bool constant = kind == "tensor_constant";
+    for (const auto* m : {constant ? &legacy_constants_ : &legacy_state_,
+                          constant ? &legacy_state_ : &legacy_constants_}) {
+      if (auto it = m->find(name); it != m->end()) return it->second;
+    }
+    return Invalid(absl::StrCat(kind, " '", name, "' is in neither serialized_state_dict.pt ",
+                                "nor serialized_constants.pt"));
+  }
+
   absl::Status Inputs(const json& gm) {
-    ASSIGN_OR_RETURN(json weights, ReadConfig(p_, "weights", "weights"));
-    ASSIGN_OR_RETURN(json constants, ReadConfig(p_, "constants", "constants"));
+    json weights = json::object(), constants = json::object();
+    if (p_.legacy) {
+      RETURN_IF_ERROR(ReadLegacyState());
+    } else {
+      ASSIGN_OR_RETURN(weights, ReadConfig(p_, "weights", "weights"));
+      ASSIGN_OR_RETURN(constants, ReadConfig(p_, "constants", "constants"));
+    }
     const json& specs = Field(Field(gm, "signature"), "input_specs");
     if (!specs.is_array()) return Invalid("the signature has no input_specs");
     const std::vector<std::string> arg_names = ForwardArgNames(Field(gm, "module_call_graph"));
@@ -503,9 +508,15 @@ class ProgramImporter {
         }
         const std::string name = fqn.get<std::string>();
         // Non-persistent buffers are saved with the constants.
-        const bool in_weights = kind != "tensor_constant" && Field(weights, name.c_str()).is_object();
-        ASSIGN_OR_RETURN(Tensor t, ReadNamed(p_, in_weights ? weights : constants,
-                                             in_weights ? "weights" : "constants", name, kind));
+        Tensor t;
+        if (p_.legacy) {
+          ASSIGN_OR_RETURN(t, LegacyTensor(name, kind));
+        } else {
+          const bool in_weights =
+              kind != "tensor_constant" && Field(weights, name.c_str()).is_object();
+          ASSIGN_OR_RETURN(t, ReadNamed(p_, in_weights ? weights : constants,
+                                        in_weights ? "weights" : "constants", name, kind));
+        }
         const ir::ValueId id = cx_.AddConstant(std::move(t), name);
         values_.bound[arg_name.get<std::string>()] = id;
         state_[arg_name.get<std::string>()] =
@@ -942,6 +953,8 @@ class ProgramImporter {
   // The program's names for its parameters, buffers and constants, and for
   // views of them -> what they are ("buffer 'calls'").
   std::map<std::string, std::string> state_;
+  std::map<std::string, Tensor> legacy_state_;      // serialized_state_dict.pt
+  std::map<std::string, Tensor> legacy_constants_;  // serialized_constants.pt
 };
 
 }  // namespace

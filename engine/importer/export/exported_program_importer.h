@@ -1,5 +1,8 @@
-// Imports a torch.export ExportedProgram saved by torch.export.save (the PT2
-// archive layout of torch >= 2.8) into Kiln's graph IR, without libtorch.
+// Imports a torch.export ExportedProgram saved by torch.export.save into Kiln's
+// graph IR, without libtorch: the PT2 archive layout of torch >= 2.8, and the
+// layout of torch 2.1-2.7 (serialized_exported_program.json with the weights
+// in torch.save pickles) where its schema major version is Kiln's (torch 2.6
+// and 2.7).
 //
 // The archive's graph is translated node by node through the aten op table the
 // TorchScript front uses (engine/importer/aten/). Inputs are the program's
@@ -47,8 +50,9 @@ inline constexpr int kExportSchemaMajor = 8;
 // a readable PT2 archive (not a zip, an AOTInductor package, JSON that is not
 // an ExportedProgram, a schema major version other than kExportSchemaMajor,
 // sizes/strides/offsets outside their storage, short weight files, hostile
-// zip entries); Unimplemented listing every op Kiln cannot translate, and for
-// the legacy layout of torch 2.1-2.7. options.input_names/output_names rename.
+// zip entries, a refused or malformed pickle in the older layout);
+// Unimplemented listing every op Kiln cannot translate.
+// options.input_names/output_names rename.
 absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
                                                 const ImportOptions& options = {},
                                                 ExportedProgramInfo* info = nullptr);
