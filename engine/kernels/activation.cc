@@ -5,7 +5,10 @@
 // template over a per-op functor; the formulas follow PyTorch's CPU kernels
 // term by term so float32 results agree to rounding. The activations models
 // use also run on FP64 (double functors) and on FP16/BF16 (widened to FP32,
-// widen.cc).
+// widen.cc). Relu, Clip (with integer bounds) and Threshold also keep integer
+// tensors integer, their numbers converted as libtorch's integer kernels
+// convert a Scalar (truncated, then wrapped into the type); Clip of a BOOL
+// tensor with integer bounds is INT64.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -33,6 +36,11 @@ struct UnaryParams {
   double lo_d = -std::numeric_limits<double>::infinity();
   double hi_d = std::numeric_limits<double>::infinity();
   double a_d = 0.0, b_d = 0.0, c_d = 0.0;
+  // Clip of an integer tensor: the bounds truncated to int64 (absent: no bound);
+  // Threshold of one: threshold and value the same way.
+  bool has_lo = false, has_hi = false;
+  int64_t lo_i = 0, hi_i = 0;
+  int64_t a_i = 0, b_i = 0;
 
   // a, b, c in the element type T (float or double).
   template <typename T>
@@ -67,6 +75,13 @@ absl::Status PrepareIntegerUnary(PrepareContext& ctx) {
 
 absl::Status PrepareClipParams(PrepareContext& ctx);
 
+// A Scalar argument as libtorch converts it for an integer kernel: truncated
+// toward zero (then wrapped into the element type by the functor).
+int64_t TruncToInt64(double v) {
+  constexpr double kLimit = 9.2e18;
+  return static_cast<int64_t>(std::max(-kLimit, std::min(kLimit, v)));
+}
+
 absl::Status PrepareClip(PrepareContext& ctx) {
   RETURN_IF_ERROR(PrepareUnary(ctx));
   return PrepareClipParams(ctx);
@@ -82,6 +97,19 @@ absl::Status PrepareIntegerClip(PrepareContext& ctx) {
   return PrepareClipParams(ctx);
 }
 
+// clamp of a bool tensor with integer bounds is INT64 (bool and a Python int
+// promote to int64); with a float bound FP32 (through widen.cc).
+absl::Status PrepareBoolClip(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kBool));
+  if (!ctx.node.attrs.GetBool("integer_bounds")) {
+    return Unimplemented(ctx.node, "float bounds on a bool tensor compute in float");
+  }
+  RETURN_IF_ERROR(PrepareClipParams(ctx));
+  ctx.outputs = {TensorInfo{DType::kInt64, ctx.inputs[0].dims}};
+  return absl::OkStatus();
+}
+
 absl::Status PrepareClipParams(PrepareContext& ctx) {
   auto params = std::make_shared<UnaryParams>();
   // An absent bound is PyTorch's clamp(min=None) / clamp(max=None).
@@ -91,6 +119,13 @@ absl::Status PrepareClipParams(PrepareContext& ctx) {
   if (std::isnan(params->lo) || std::isnan(params->hi)) {
     return InvalidArg(ctx.node, "clip bounds must not be NaN");
   }
+  // Integer bounds as libtorch converts a Scalar for an integer kernel:
+  // truncated toward zero (hardtanh's -1.5 is -1), then to the element type
+  // with wrapping (-1 is 255 for UINT8).
+  params->has_lo = attrs.Has("min");
+  params->has_hi = attrs.Has("max");
+  params->lo_i = TruncToInt64(params->lo_d);
+  params->hi_i = TruncToInt64(params->hi_d);
   ctx.state = std::move(params);
   return absl::OkStatus();
 }
@@ -109,8 +144,7 @@ absl::Status PrepareGelu(PrepareContext& ctx) {
 }
 
 // Reads the attributes of the parameterised activations.
-absl::Status PrepareParams(PrepareContext& ctx) {
-  RETURN_IF_ERROR(PrepareUnary(ctx));
+absl::Status ReadParams(PrepareContext& ctx) {
   auto params = std::make_shared<UnaryParams>();
   const ir::Attributes& attrs = ctx.node.attrs;
   switch (ctx.node.kind) {
@@ -145,8 +179,21 @@ absl::Status PrepareParams(PrepareContext& ctx) {
     params->b = static_cast<float>(params->b_d);
     params->c = static_cast<float>(params->c_d);
   }
+  params->a_i = TruncToInt64(params->a_d);
+  params->b_i = TruncToInt64(params->b_d);
   ctx.state = std::move(params);
   return absl::OkStatus();
+}
+
+absl::Status PrepareParams(PrepareContext& ctx) {
+  RETURN_IF_ERROR(PrepareUnary(ctx));
+  return ReadParams(ctx);
+}
+
+// Threshold of an integer tensor (its dtype kept, as in libtorch).
+absl::Status PrepareIntegerParams(PrepareContext& ctx) {
+  RETURN_IF_ERROR(PrepareIntegerUnary(ctx));
+  return ReadParams(ctx);
 }
 
 // Each functor: Apply(x, params) and a rough cost per element (in simple float
@@ -169,15 +216,14 @@ struct ClipOp {
   static double Apply(double x, const UnaryParams& p) {
     return std::min(std::max(x, p.lo_d), p.hi_d);
   }
-  // Integer tensors with integer bounds (clamp(ids, 0, n - 1)): the bounds are
-  // clamped to T's range first, so they never wrap.
+  // Integer tensors with integer bounds (clamp(ids, 0, n - 1)): the bounds in
+  // T as libtorch's integer kernel sees them, wrapped (clamp(uint8, -1, 2) has
+  // a lower bound of 255, so every element becomes 2).
   template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
   static T Apply(T x, const UnaryParams& p) {
-    const double lo = std::max(p.lo_d, static_cast<double>(std::numeric_limits<T>::lowest()));
-    const double hi = std::min(p.hi_d, static_cast<double>(std::numeric_limits<T>::max()));
     T y = x;
-    if (static_cast<double>(y) < lo) y = static_cast<T>(std::ceil(lo));
-    if (static_cast<double>(y) > hi) y = static_cast<T>(std::floor(hi));
+    if (p.has_lo) y = std::max(y, static_cast<T>(p.lo_i));
+    if (p.has_hi) y = std::min(y, static_cast<T>(p.hi_i));
     return y;
   }
 };
@@ -281,7 +327,14 @@ struct SoftShrinkOp {
 struct ThresholdOp {
   static constexpr int kCost = 1;
   template <typename T>
-  static T Apply(T x, const UnaryParams& p) { return x <= p.A<T>() ? p.B<T>() : x; }
+  static T Apply(T x, const UnaryParams& p) {
+    if constexpr (std::is_integral_v<T>) {
+      // libtorch's integer threshold: both numbers truncated, then in T.
+      return x <= static_cast<T>(p.a_i) ? static_cast<T>(p.b_i) : x;
+    } else {
+      return x <= p.A<T>() ? p.B<T>() : x;
+    }
+  }
 };
 
 template <typename Op, typename T = float>
@@ -293,6 +346,16 @@ absl::Status EvalUnary(EvalContext& ctx) {
   ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = Op::Apply(in[i], params);
   });
+  return absl::OkStatus();
+}
+
+// Clip of a bool tensor with integer bounds: 0/1 clamped in INT64.
+absl::Status EvalBoolClip(EvalContext& ctx) {
+  const UnaryParams& params = StateAs<UnaryParams>(ctx);
+  const bool* in = ctx.inputs[0]->data<bool>();
+  int64_t* out = ctx.outputs[0]->data<int64_t>();
+  const int64_t n = ctx.outputs[0]->num_elements();
+  for (int64_t i = 0; i < n; ++i) out[i] = ClipOp::Apply<int64_t>(in[i] ? 1 : 0, params);
   return absl::OkStatus();
 }
 
@@ -414,6 +477,12 @@ absl::Span<const KernelDef> ActivationKernels() {
       {ir::OpKind::kClip, DType::kInt16, PrepareIntegerClip, EvalUnary<ClipOp, int16_t>},
       {ir::OpKind::kClip, DType::kInt8, PrepareIntegerClip, EvalUnary<ClipOp, int8_t>},
       {ir::OpKind::kClip, DType::kUInt8, PrepareIntegerClip, EvalUnary<ClipOp, uint8_t>},
+      {ir::OpKind::kClip, DType::kBool, PrepareBoolClip, EvalBoolClip},
+      {ir::OpKind::kThreshold, DType::kInt64, PrepareIntegerParams, EvalUnary<ThresholdOp, int64_t>},
+      {ir::OpKind::kThreshold, DType::kInt32, PrepareIntegerParams, EvalUnary<ThresholdOp, int32_t>},
+      {ir::OpKind::kThreshold, DType::kInt16, PrepareIntegerParams, EvalUnary<ThresholdOp, int16_t>},
+      {ir::OpKind::kThreshold, DType::kInt8, PrepareIntegerParams, EvalUnary<ThresholdOp, int8_t>},
+      {ir::OpKind::kThreshold, DType::kUInt8, PrepareIntegerParams, EvalUnary<ThresholdOp, uint8_t>},
       {ir::OpKind::kSigmoid, DType::kF32, PrepareUnary, EvalUnary<SigmoidOp>},
       {ir::OpKind::kTanh, DType::kF32, PrepareUnary, EvalUnary<TanhOp>},
       {ir::OpKind::kGelu, DType::kF32, PrepareGelu, EvalGelu<>},

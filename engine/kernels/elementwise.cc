@@ -17,7 +17,7 @@
 // Pow by a scalar exponent of 2, 3, 0.5, -1, -0.5 or -2 is computed as the
 // products, square roots and reciprocals PyTorch uses for those exponents.
 // Integer division by zero fails the request (PyTorch raises) instead of
-// trapping.
+// trapping. An integer base to a negative exponent follows libtorch's powi.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -190,11 +190,20 @@ struct PowOp {
   static T Apply(T a, T b) { return std::pow(a, b); }
 };
 // Integer powers by squaring, wrapping on overflow as PyTorch's do (computed in
-// uint64 and truncated, which wraps the same way without signed overflow).
-// Negative exponents are rejected before the loop runs.
+// uint64 and truncated, which wraps the same way without signed overflow). A
+// negative exponent gives what libtorch's powi gives: 1 ** e is 1, (-1) ** e is
+// -1 or 1 by e's parity, and every other base truncates to 0 (1 / x rounded
+// toward zero; 0 too, no error).
 template <typename T>
 struct IntPowOp {
   static T Apply(T a, T b) {
+    if constexpr (std::is_signed_v<T>) {
+      if (b < 0) {
+        if (a == 1) return T(1);
+        if (a == -1) return (b & 1) != 0 ? T(-1) : T(1);
+        return T(0);
+      }
+    }
     uint64_t base = static_cast<uint64_t>(static_cast<int64_t>(a)), r = 1;
     for (uint64_t e = static_cast<uint64_t>(b); e != 0; e >>= 1) {
       if (e & 1) r *= base;
@@ -291,20 +300,6 @@ absl::Status RunIntDivision(const ElementwisePlan& p, EvalContext& ctx,
   return RunBinary<T, T, Op>(p, ctx, operands, out);
 }
 
-// Integer pow: "Integers to negative integer powers are not allowed" (PyTorch).
-template <typename T>
-absl::Status RunIntPow(const ElementwisePlan& p, EvalContext& ctx, const void* const* operands,
-                       void* out) {
-  if constexpr (std::is_signed_v<T>) {
-    const T* b = static_cast<const T*>(operands[1]);
-    const int64_t nb = OperandElements(p, ctx, 1);
-    for (int64_t i = 0; i < nb; ++i) {
-      if (b[i] < 0) return InvalidArg(ctx.node, "integers to negative integer powers are not allowed");
-    }
-  }
-  return RunBinary<T, T, IntPowOp<T>>(p, ctx, operands, out);
-}
-
 // Pow with a scalar exponent PyTorch special-cases.
 enum PowCode { kPowGeneric = 0, kPowSquare, kPowCube, kPowSqrt, kPowRecip, kPowRsqrt, kPowRecipSq };
 
@@ -397,7 +392,7 @@ RunFn IntDivFn(DType t) {
 }
 
 RunFn IntPowFn(DType t) {
-#define KILN_INTPOW(T) RunIntPow<T>
+#define KILN_INTPOW(T) RunBinary<T, T, IntPowOp<T>>
   switch (t) {
     KILN_INT_CASES(KILN_INTPOW)
     default: return nullptr;
@@ -525,6 +520,16 @@ void PlanOperands(PrepareContext& ctx, ElementwisePlan* plan, size_t first, size
   }
 }
 
+// Whether input `i` is a constant with a negative element.
+bool HasNegativeConstant(const PrepareContext& ctx, size_t i) {
+  const TensorInfo& in = ctx.inputs[i];
+  if (in.constant == nullptr) return false;
+  for (int64_t k = 0; k < in.constant->num_elements(); ++k) {
+    if (LoadAnyAsDouble(in.constant->raw_data(), in.dtype, k) < 0) return true;
+  }
+  return false;
+}
+
 // The scalar exponent special case, when input 1 is a 0-dim constant.
 int PowCodeFor(const PrepareContext& ctx, DType kernel) {
   if (!IsScalarConstant(ctx, 1) || kernel != DType::kF32) return kPowGeneric;
@@ -542,9 +547,11 @@ int PowCodeFor(const PrepareContext& ctx, DType kernel) {
 absl::StatusOr<BinaryTypes> TypesOf(const PrepareContext& ctx, size_t a, size_t b) {
   const PromotedOp op = PromotionFor(ctx.node);
   PromotionOperand oa = OperandOf(ctx, a), ob = OperandOf(ctx, b);
-  if (op == PromotedOp::kMaximum || op == PromotedOp::kLogical) {
+  if (op == PromotedOp::kMaximum || op == PromotedOp::kLogical ||
+      ctx.node.attrs.GetBool("tensor_operands")) {
     // These take tensors only, so a 0-dim operand here is a 0-dim tensor
-    // (clamp's tensor bounds), not a Python number.
+    // (clamp's tensor bounds, a saved trace's constant in floor_divide), not
+    // a Python number.
     if (oa.kind == OperandKind::kScalar) oa.kind = OperandKind::kZeroDim;
     if (ob.kind == OperandKind::kScalar) ob.kind = OperandKind::kZeroDim;
   }
@@ -567,6 +574,12 @@ absl::Status PrepareBinary(PrepareContext& ctx) {
     return Unimplemented(ctx.node, "no kernel for ", DTypeName(types.compute), " operands (from ",
                          DTypeName(ctx.inputs[0].dtype), " and ", DTypeName(ctx.inputs[1].dtype),
                          ")");
+  }
+  if (ctx.node.kind == OpKind::kPow && IsIntegral(kernel) && HasNegativeConstant(ctx, 1)) {
+    // libtorch raises for a Python number exponent ("Integers to negative
+    // integer powers are not allowed") and computes for a tensor one; the
+    // frozen graph no longer says which, so the fallback decides.
+    return Unimplemented(ctx.node, "an integer base to a constant negative exponent");
   }
   const Dims& a = ctx.inputs[0].dims;
   const Dims& b = ctx.inputs[1].dims;

@@ -561,11 +561,15 @@ std::pair<DType, RowFn> SelectRow(ir::OpKind op, DType t) {
           KILN_INT_REDUCE(DType::kInt8, int8_t)
           KILN_INT_REDUCE(DType::kUInt8, uint8_t)
         case DType::kBool:
-          // PyTorch has no bool argmax/argmin on CPU; sum and prod count.
+          // Sum and prod count. PyTorch's argmax/argmin refuse BOOL on CPU, but
+          // max/min over a dim (values and indices) take it, and their indices
+          // are these (the first extreme).
           if (op == K::kSum) return {DType::kInt64, SumRow<bool, int64_t>};
           if (op == K::kProd) return {DType::kInt64, ProdRow<bool, int64_t, int64_t>};
           if (op == K::kReduceMax) return {t, ExtremeRow<bool, true>};
           if (op == K::kReduceMin) return {t, ExtremeRow<bool, false>};
+          if (op == K::kArgMax) return {DType::kInt64, ArgRow<bool, true>};
+          if (op == K::kArgMin) return {DType::kInt64, ArgRow<bool, false>};
           break;
         default:
           break;

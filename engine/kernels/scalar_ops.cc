@@ -156,6 +156,7 @@ bool IsLogical(BinOp op) { return op >= BinOp::kAnd; }
 struct BinaryPlan {
   BinOp op;
   bool int_math;  // both operands int or bool, computed in int64
+  bool lists = false;  // eq/ne of two scalar lists (Python's list ==)
 };
 
 absl::Status PrepareScalarBinary(PrepareContext& ctx) {
@@ -166,6 +167,15 @@ absl::Status PrepareScalarBinary(PrepareContext& ctx) {
     if (name == i.name) info = &i;
   }
   if (info == nullptr) return InvalidArg(ctx.node, "unknown scalar op '", name, "'");
+  if ((info->op == BinOp::kEq || info->op == BinOp::kNe) && ctx.inputs[0].dims.size() == 1 &&
+      ctx.inputs[1].dims.size() == 1) {
+    // hx.size() != [layers, batch, hidden] (an RNN's check of its state): equal
+    // lengths and elements.
+    auto plan = std::make_shared<BinaryPlan>(BinaryPlan{info->op, false, true});
+    ctx.outputs = {TensorInfo{DType::kBool, {}}};
+    ctx.state = std::move(plan);
+    return absl::OkStatus();
+  }
   for (size_t i = 0; i < 2; ++i) {
     const TensorInfo& in = ctx.inputs[i];
     if (NumElements(in.dims) != 1) {
@@ -219,6 +229,16 @@ double PyFMod(double a, double b) {
 absl::Status EvalScalarBinary(EvalContext& ctx) {
   const BinaryPlan& p = StateAs<BinaryPlan>(ctx);
   Tensor& out = *ctx.outputs[0];
+  if (p.lists) {
+    const Tensor& a = *ctx.inputs[0];
+    const Tensor& b = *ctx.inputs[1];
+    bool equal = a.num_elements() == b.num_elements();
+    for (int64_t i = 0; equal && i < a.num_elements(); ++i) {
+      equal = ElementAsDouble(a, i) == ElementAsDouble(b, i);
+    }
+    *out.data<bool>() = p.op == BinOp::kEq ? equal : !equal;
+    return absl::OkStatus();
+  }
   const bool divides = p.op == BinOp::kTrueDiv || p.op == BinOp::kFloorDiv ||
                        p.op == BinOp::kTruncDiv || p.op == BinOp::kMod;
   if (p.int_math) {

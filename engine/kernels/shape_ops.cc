@@ -2,13 +2,16 @@
 // executor aliases the output to input 0 and never calls Eval, see
 // KernelDef::aliases_input0); their Eval still copies when given separate
 // buffers, so they also work unaliased. Concat copies whole contiguous blocks
-// with memcpy, so it is dtype-agnostic too.
+// with memcpy, so it is dtype-agnostic too; inputs of several dtypes are
+// promoted as torch.cat and torch.stack do (each converted while copied).
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/common/type_promotion.h"
+#include "engine/kernels/convert.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 
@@ -102,17 +105,24 @@ absl::Status EvalView(EvalContext& ctx) {
 
 struct ConcatPlan {
   int64_t outer = 0;                 // product of the dims before the axis
-  std::vector<int64_t> block_bytes;  // per input: bytes per outer index (0 for skipped)
-  int64_t out_block_bytes = 0;
+  std::vector<int64_t> block_elems;  // per input: elements per outer index (0 for skipped)
+  std::vector<DType> in_dtype;       // per input
+  int64_t out_block_elems = 0;
+  DType out_dtype = DType::kUnknown;
 };
 
 absl::Status PrepareConcat(PrepareContext& ctx) {
   if (ctx.inputs.empty()) return InvalidArg(ctx.node, "expected at least 1 input");
+  // The result dtype: the inputs' promoted together, as tensors (torch.cat).
+  DType dtype = ctx.inputs[0].dtype;
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     if (!ctx.inputs[i].present) return InvalidArg(ctx.node, "input ", i, " is absent");
-    RETURN_IF_ERROR(CheckDType(ctx, i, ctx.inputs[0].dtype));
+    if (DTypeSize(ctx.inputs[i].dtype) == 0) {
+      return InvalidArg(ctx.node, "input ", i, " dtype is unknown");
+    }
+    dtype = PromoteTypes(dtype, ctx.inputs[i].dtype);
   }
-  if (DTypeSize(ctx.inputs[0].dtype) == 0) return InvalidArg(ctx.node, "input dtype is unknown");
+  if (DTypeSize(dtype) == 0) return InvalidArg(ctx.node, "the inputs' dtypes do not promote");
   std::vector<Dims> dims;
   for (const TensorInfo& in : ctx.inputs) dims.push_back(in.dims);
   if (ctx.node.attrs.GetInt("stack", 0) != 0) {
@@ -145,12 +155,13 @@ absl::Status PrepareConcat(PrepareContext& ctx) {
   Dims out = *ref;
   out[axis] = 0;
   auto plan = std::make_shared<ConcatPlan>();
-  const size_t elem = DTypeSize(ctx.inputs[0].dtype);
+  plan->out_dtype = dtype;
   const int64_t inner = NumElements(Dims(ref->begin() + axis + 1, ref->end()));
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     const Dims& d = dims[i];
+    plan->in_dtype.push_back(ctx.inputs[i].dtype);
     if (d.size() == 1 && d[0] == 0 && rank != 1) {
-      plan->block_bytes.push_back(0);
+      plan->block_elems.push_back(0);
       continue;
     }
     bool match = static_cast<int64_t>(d.size()) == rank;
@@ -160,11 +171,11 @@ absl::Status PrepareConcat(PrepareContext& ctx) {
                         DimsToString(*ref), " outside axis ", axis);
     }
     out[axis] += d[axis];
-    plan->block_bytes.push_back(d[axis] * inner * static_cast<int64_t>(elem));
+    plan->block_elems.push_back(d[axis] * inner);
   }
   plan->outer = NumElements(Dims(ref->begin(), ref->begin() + axis));
-  plan->out_block_bytes = out[axis] * inner * static_cast<int64_t>(elem);
-  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, out}};
+  plan->out_block_elems = out[axis] * inner;
+  ctx.outputs = {TensorInfo{dtype, out}};
   ctx.state = std::move(plan);
   return absl::OkStatus();
 }
@@ -172,15 +183,23 @@ absl::Status PrepareConcat(PrepareContext& ctx) {
 absl::Status EvalConcat(EvalContext& ctx) {
   const ConcatPlan& p = StateAs<ConcatPlan>(ctx);
   char* out = static_cast<char*>(ctx.outputs[0]->raw_data());
-  int64_t offset = 0;  // bytes into each outer block of the output
-  for (size_t i = 0; i < p.block_bytes.size(); ++i) {
-    const int64_t bytes = p.block_bytes[i];
-    if (bytes == 0) continue;
+  const int64_t out_elem = static_cast<int64_t>(DTypeSize(p.out_dtype));
+  int64_t offset = 0;  // elements into each outer block of the output
+  for (size_t i = 0; i < p.block_elems.size(); ++i) {
+    const int64_t n = p.block_elems[i];
+    if (n == 0) continue;
     const char* in = static_cast<const char*>(ctx.inputs[i]->raw_data());
+    const int64_t in_elem = static_cast<int64_t>(DTypeSize(p.in_dtype[i]));
     for (int64_t o = 0; o < p.outer; ++o) {
-      std::memcpy(out + o * p.out_block_bytes + offset, in + o * bytes, bytes);
+      char* dst = out + (o * p.out_block_elems + offset) * out_elem;
+      const char* src = in + o * n * in_elem;
+      if (p.in_dtype[i] == p.out_dtype) {
+        std::memcpy(dst, src, n * out_elem);
+      } else {
+        ConvertElements(src, p.in_dtype[i], dst, p.out_dtype, n);
+      }
     }
-    offset += bytes;
+    offset += n;
   }
   return absl::OkStatus();
 }

@@ -1,4 +1,4 @@
-// Sorting along one axis, for FP32, FP64 and INT64 values: TopK (attrs k, axis,
+// Sorting along one axis, for FP32, FP64, the integer types and BOOL: TopK (attrs k, axis,
 // largest, sorted) and Sort (attrs axis, descending), each returning values
 // and INT64 indices along the axis.
 //
@@ -11,7 +11,9 @@
 // in practice.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "engine/common/status_macros.h"
@@ -31,7 +33,7 @@ struct SortPlan {
 absl::Status PrepareSortLike(PrepareContext& ctx, bool topk) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
   const DType t = ctx.inputs[0].dtype;
-  if (t != DType::kF32 && t != DType::kF64 && t != DType::kInt64) {
+  if (t != DType::kF32 && t != DType::kF64 && t != DType::kBool && !IsIntegral(t)) {
     return Unimplemented(ctx.node, "input dtype ", DTypeName(t), " is not supported");
   }
   const Dims& x = ctx.inputs[0].dims;
@@ -112,12 +114,15 @@ void SortRows(const SortPlan& p, EvalContext& ctx, bool topk) {
 template <bool kTopK>
 absl::Status EvalSortLike(EvalContext& ctx) {
   const SortPlan& p = StateAs<SortPlan>(ctx);
-  if (p.dtype == DType::kF32) {
-    SortRows<float>(p, ctx, kTopK);
-  } else if (p.dtype == DType::kF64) {
-    SortRows<double>(p, ctx, kTopK);
-  } else {
-    SortRows<int64_t>(p, ctx, kTopK);
+  switch (p.dtype) {
+    case DType::kF32: SortRows<float>(p, ctx, kTopK); break;
+    case DType::kF64: SortRows<double>(p, ctx, kTopK); break;
+    case DType::kInt64: SortRows<int64_t>(p, ctx, kTopK); break;
+    case DType::kInt32: SortRows<int32_t>(p, ctx, kTopK); break;
+    case DType::kInt16: SortRows<int16_t>(p, ctx, kTopK); break;
+    case DType::kInt8: SortRows<int8_t>(p, ctx, kTopK); break;
+    case DType::kUInt8: SortRows<uint8_t>(p, ctx, kTopK); break;
+    default: SortRows<bool>(p, ctx, kTopK); break;  // BOOL (Prepare admits nothing else)
   }
   return absl::OkStatus();
 }

@@ -1,7 +1,7 @@
 // Elementwise unary math: Neg, Abs, Sign, Sqrt, Rsqrt, Exp, Expm1, Log, Log2,
 // Log10, Log1p, Reciprocal, Floor, Ceil, Round, Trunc, Frac, Erf, the
 // trigonometric and hyperbolic functions, IsNan (-> BOOL) and LogicalNot (any
-// dtype -> BOOL).
+// dtype -> BOOL; with attr bitwise, ~x of an integer tensor in its dtype).
 //
 // One Prepare (same dims out as in) and one Eval template over a per-op
 // functor, as in activation.cc. Float ops compute in float32 with the libm
@@ -43,8 +43,13 @@ absl::Status PrepareSameDType(PrepareContext& ctx) {
 absl::Status PrepareToBool(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
   if (ctx.node.attrs.GetBool("bitwise") && ctx.inputs[0].dtype != DType::kBool) {
-    return Unimplemented(ctx.node, "bitwise not of ", DTypeName(ctx.inputs[0].dtype),
-                         " is not supported");
+    // bitwise_not of an integer tensor: ~x in its own dtype.
+    if (!IsIntegral(ctx.inputs[0].dtype)) {
+      return Unimplemented(ctx.node, "bitwise not of ", DTypeName(ctx.inputs[0].dtype),
+                           " is not supported");
+    }
+    ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, ctx.inputs[0].dims}};
+    return absl::OkStatus();
   }
   if (!IsPlainDType(ctx.inputs[0].dtype)) {
     return Unimplemented(ctx.node, "input dtype ", DTypeName(ctx.inputs[0].dtype), " is not supported");
@@ -128,8 +133,23 @@ absl::Status PrepareIsNan(PrepareContext& ctx) {
   return absl::OkStatus();
 }
 
+template <typename T>
+void BitwiseNot(const Tensor& x, Tensor& y) {
+  const T* in = x.data<T>();
+  T* out = y.data<T>();
+  for (int64_t i = 0; i < x.num_elements(); ++i) out[i] = static_cast<T>(~in[i]);
+}
+
 absl::Status EvalLogicalNot(EvalContext& ctx) {
   const Tensor& x = *ctx.inputs[0];
+  switch (ctx.outputs[0]->dtype()) {  // an integer output: bitwise_not
+    case DType::kInt64: BitwiseNot<int64_t>(x, *ctx.outputs[0]); return absl::OkStatus();
+    case DType::kInt32: BitwiseNot<int32_t>(x, *ctx.outputs[0]); return absl::OkStatus();
+    case DType::kInt16: BitwiseNot<int16_t>(x, *ctx.outputs[0]); return absl::OkStatus();
+    case DType::kInt8: BitwiseNot<int8_t>(x, *ctx.outputs[0]); return absl::OkStatus();
+    case DType::kUInt8: BitwiseNot<uint8_t>(x, *ctx.outputs[0]); return absl::OkStatus();
+    default: break;
+  }
   bool* out = ctx.outputs[0]->data<bool>();
   const int64_t n = x.num_elements();
   if (x.dtype() == DType::kBool) {

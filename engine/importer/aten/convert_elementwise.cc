@@ -51,6 +51,11 @@ absl::StatusOr<ir::ValueId> Operand(AtenCall& call, std::string_view name) {
 
 ConvertResult ConvertUnary(OpKind op, AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  if (op == OpKind::kLogicalNot && OutOfPlaceOp(call.op()) != call.op()) {
+    // x.logical_not_() writes its bools into x: 1/0 in x's dtype.
+    ir::ValueId b = cx.Emit(call, op, {x}, {}, ".bool");
+    return One(cx.Emit(call, OpKind::kCast, {b, x}));
+  }
   return One(cx.Emit(call, op, {x}));
 }
 
@@ -164,7 +169,10 @@ ConvertResult ConvertMaskedFill(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kWhere, {mask, value, self}));
 }
 
-// hardtanh(self, min_val=-1, max_val=1) -> Clip.
+// hardtanh(self, min_val=-1, max_val=1) -> Clip. hardtanh keeps self's dtype
+// whatever its bounds (libtorch writes into a tensor like self, an integer
+// one with the bounds truncated), so the bounds count as integers for Clip
+// (integer_bounds: an integer tensor stays integer; the float kernels ignore it).
 ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ASSIGN_OR_RETURN(double min, call.Double("min_val", -1.0));
@@ -172,14 +180,17 @@ ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetFloat("min", min);
   attrs.SetFloat("max", max);
+  attrs.SetBool("integer_bounds", true);
   return One(cx.Emit(call, OpKind::kClip, {x}, std::move(attrs)));
 }
 
+// relu6(self) = hardtanh(self, 0, 6).
 ConvertResult ConvertRelu6(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ir::Attributes attrs;
   attrs.SetFloat("min", 0.0);
   attrs.SetFloat("max", 6.0);
+  attrs.SetBool("integer_bounds", true);
   return One(cx.Emit(call, OpKind::kClip, {x}, std::move(attrs)));
 }
 

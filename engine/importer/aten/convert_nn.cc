@@ -1,6 +1,7 @@
 // Converters for neural-network aten ops: convolution, linear algebra,
 // pooling, normalization, softmax, reductions and embedding. Attribute names
 // and meanings follow the conventions next to each op in engine/ir/op_kinds.def.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,17 +64,37 @@ ConvertResult EmitConv(AtenCall& call, ConvertContext& cx, std::vector<int64_t> 
                      std::move(attrs)));
 }
 
+// `op` with dtype=: libtorch casts self to dtype first and answers in dtype
+// (sum(int32, dtype=int32) is INT32, where Kiln's integer sums are INT64).
+ConvertResult EmitWithDType(OpKind op, AtenCall& call, ConvertContext& cx, ir::ValueId x,
+                            ir::Attributes attrs) {
+  std::optional<DType> dtype;
+  if (call.Has("dtype")) {
+    ASSIGN_OR_RETURN(dtype, call.ScalarType("dtype"));
+  }
+  if (!dtype) return One(cx.Emit(call, op, {x}, std::move(attrs)));
+  auto cast = [&](ir::ValueId v, const char* suffix) {
+    ir::Attributes c;
+    c.SetString("dtype", DTypeName(*dtype));
+    return cx.Emit(call, OpKind::kCast, {v}, std::move(c), suffix);
+  };
+  x = cast(x, ".dtype");
+  if (!IsIntegral(*dtype) && *dtype != DType::kBool) {
+    return One(cx.Emit(call, op, {x}, std::move(attrs)));
+  }
+  return One(cast(cx.Emit(call, op, {x}, std::move(attrs), ".wide"), ""));
+}
+
 ConvertResult ConvertSoftmaxLike(OpKind op, AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
-  if (call.Has("dtype")) return call.Unimplemented("a dtype argument is not supported");
   if (call.Has("half_to_float")) {  // _softmax(self, dim, half_to_float)
     ASSIGN_OR_RETURN(bool half_to_float, call.Bool("half_to_float"));
     if (half_to_float) return call.Unimplemented("half_to_float is not supported");
   }
   ir::Attributes attrs;
   attrs.SetInt("axis", dim);
-  return One(cx.Emit(call, op, {x}, std::move(attrs)));
+  return EmitWithDType(op, call, cx, x, std::move(attrs));
 }
 
 }  // namespace
@@ -332,7 +353,6 @@ ConvertResult ConvertLogSoftmax(AtenCall& call, ConvertContext& cx) {
 // mean(self, dtype=None) over everything, or mean.dim(self, dim?, keepdim=False, dtype=None).
 ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  if (call.Has("dtype")) return call.Unimplemented("a dtype argument is not supported");
   std::vector<int64_t> axes;
   if (call.Has("dim")) {
     ASSIGN_OR_RETURN(axes, call.Ints("dim"));
@@ -341,13 +361,12 @@ ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetInts("axes", std::move(axes));
   attrs.SetBool("keepdim", keepdim);
-  return One(cx.Emit(call, OpKind::kMean, {x}, std::move(attrs)));
+  return EmitWithDType(OpKind::kMean, call, cx, x, std::move(attrs));
 }
 
 // sum / amax / amin / logsumexp in their overloads: (self[, dtype]) over
 // everything, or (self, dim, keepdim[, dtype]).
 ConvertResult ConvertReduce(OpKind op, AtenCall& call, ConvertContext& cx) {
-  if (call.Has("dtype")) return call.Unimplemented("a dtype argument is not supported");
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   std::vector<int64_t> axes;
   if (call.Has("dim")) {
@@ -357,7 +376,7 @@ ConvertResult ConvertReduce(OpKind op, AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetInts("axes", std::move(axes));
   attrs.SetBool("keepdim", keepdim);
-  return One(cx.Emit(call, op, {x}, std::move(attrs)));
+  return EmitWithDType(op, call, cx, x, std::move(attrs));
 }
 
 // embedding(weight, indices, padding_idx=-1, scale_grad_by_freq, sparse) =

@@ -39,6 +39,27 @@ ir::Attributes FloatAttrs(std::initializer_list<std::pair<const char*, double>> 
   return attrs;
 }
 
+// floor_divide and div with a rounding mode. Their Tensor overloads see a
+// 0-dim constant tensor (what tracing records for a Python number, once the
+// module is saved) as a 0-dim tensor, not as a number: an integer tensor
+// floor-divided by a traced 1.5 is FP64 in libtorch (add, sub, mul and div
+// without a mode promote such a constant as a number). Attr tensor_operands
+// tells the kernel; a number argument (the Scalar overload, scripted) stays one.
+ConvertResult RoundingDivision(OpKind op, const TorchNode& node, ImportContext& ctx) {
+  ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 0));
+  ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 1));
+  ir::Attributes attrs;
+  const std::string kind = node.kind().toUnqualString();
+  if (!kind.empty() && kind.back() == '_') attrs.SetBool("in_place", true);
+  auto is_tensor = [&](size_t i) {
+    const torch::jit::Value* v = node.inputs()[i];
+    return v->type()->kind() == c10::TypeKind::TensorType &&
+           v->node()->kind() != c10::prim::NumToTensor;
+  };
+  if (is_tensor(0) && is_tensor(1)) attrs.SetBool("tensor_operands", true);
+  return One(ctx.Emit(node, op, {a, b}, std::move(attrs)));
+}
+
 }  // namespace
 
 ConvertResult ConvertBinaryOp(ir::OpKind op, const TorchNode& node, ImportContext& ctx) {
@@ -55,8 +76,7 @@ ConvertResult ConvertBinaryOp(ir::OpKind op, const TorchNode& node, ImportContex
 }
 
 // __and__ / bitwise_and and friends, bitwise_not: logical on BOOL (the masks
-// models combine); the kernels reject integer operands, whose bitwise meaning
-// differs.
+// models combine), bitwise on integers (attr bitwise).
 ConvertResult ConvertBitwise(const TorchNode& node, ImportContext& ctx) {
   const std::string kind = node.kind().toUnqualString();
   if (kind == "bitwise_not") {
@@ -91,16 +111,14 @@ ConvertResult ConvertComparisonAlias(const TorchNode& node, ImportContext& ctx) 
 ConvertResult ConvertDiv(const TorchNode& node, ImportContext& ctx) {
   if (node.inputs().size() < 3 || ctx.IsNone(node, 2)) return ConvertBinary(OpKind::kDiv, node, ctx);
   ASSIGN_OR_RETURN(std::string mode, ctx.ConstString(node, 2));
-  ASSIGN_OR_RETURN(ir::ValueId a, Operand(node, ctx, 0));
-  ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 1));
-  if (mode == "floor") return One(ctx.Emit(node, OpKind::kFloorDiv, {a, b}));
-  if (mode == "trunc") return One(ctx.Emit(node, OpKind::kTruncDiv, {a, b}));
+  if (mode == "floor") return RoundingDivision(OpKind::kFloorDiv, node, ctx);
+  if (mode == "trunc") return RoundingDivision(OpKind::kTruncDiv, node, ctx);
   return ctx.InvalidArgument(node, absl::StrCat("unknown rounding_mode '", mode, "'"));
 }
 
 // floor_divide(self, other): floor rounding since PyTorch 1.13.
 ConvertResult ConvertFloorDivide(const TorchNode& node, ImportContext& ctx) {
-  return ConvertBinaryOp(OpKind::kFloorDiv, node, ctx);
+  return RoundingDivision(OpKind::kFloorDiv, node, ctx);
 }
 
 // clamp(self, min?, max?), clamp_min(self, min), clamp_max(self, max), and their
@@ -158,7 +176,15 @@ ConvertResult ConvertAddcmulDiv(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(double value, FloatArg(node, ctx, 3, 1.0));
   ir::ValueId p = ctx.Emit(node, div ? OpKind::kDiv : OpKind::kMul, {t1, t2}, {}, ".product");
   if (value != 1.0) {
-    ir::ValueId v = ctx.AddFloat(value, node.output()->debugName() + ".value");
+    // libtorch converts value to self's dtype (an integer tensor's 0.5 is 0,
+    // and the result stays integer): never a Python float that would promote.
+    const std::string name = node.output()->debugName() + ".value";
+    ir::ValueId v;
+    if (value == std::trunc(value) && std::abs(value) < 9.0e15) {
+      v = ctx.AddInt(static_cast<int64_t>(value), name);
+    } else {
+      v = ctx.Emit(node, OpKind::kCast, {ctx.AddFloat(value, name), self}, {}, ".value_cast");
+    }
     p = ctx.Emit(node, OpKind::kMul, {p, v}, {}, ".scaled");
   }
   return One(ctx.Emit(node, OpKind::kAdd, {self, p}));
@@ -185,10 +211,16 @@ ConvertResult ConvertLerp(const TorchNode& node, ImportContext& ctx) {
   return One(ctx.Emit(node, OpKind::kSub, {end, s}));
 }
 
-// square(self) = self * self.
+// square(self) = pow(self, 2), as libtorch computes it: a bool tensor squares
+// to INT64 (bool and a Python int promote to int64), where self * self would
+// stay BOOL. Pow by 2 is self * self for the float kernels (elementwise.cc).
 ConvertResult ConvertSquare(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  return One(ctx.Emit(node, OpKind::kMul, {x, x}));
+  ir::Attributes attrs;
+  const std::string kind = node.kind().toUnqualString();
+  if (kind == "square_") attrs.SetBool("in_place", true);
+  ir::ValueId two = ctx.AddInt(2, node.output()->debugName() + ".exponent");
+  return One(ctx.Emit(node, OpKind::kPow, {x, two}, std::move(attrs)));
 }
 
 // ---------------------------------------------------------------- activations

@@ -117,13 +117,25 @@ ConvertResult ConvertArange(const TorchNode& node, ImportContext& ctx) {
 // empty is zero-filled (its contents are unspecified).
 ConvertResult ConvertFull(const TorchNode& node, ImportContext& ctx) {
   const std::string kind = Kind(node);
-  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
   c10::Scalar value(0);
   if (kind == "ones") value = c10::Scalar(1);
   if (kind == "full") {
     ASSIGN_OR_RETURN(value, ScalarArg(node, ctx, 1));
   }
   ASSIGN_OR_RETURN(IntsArg size, ctx.IntsInput(node, 0));
+  if (const int di = ArgIndex(node, "dtype");
+      di >= 0 && node.inputs()[di]->node()->kind() == c10::prim::dtype) {
+    // dtype=x.dtype (prim::dtype, see ConvertDTypeOf): a Fill like x.
+    ASSIGN_OR_RETURN(ir::ValueId like, ctx.Input(*node.inputs()[di]->node(), 0));
+    ir::Attributes attrs;
+    attrs.SetFloat("value", value.toDouble());
+    if (!size.values.has_value()) {
+      return One(ctx.Emit(node, OpKind::kFill, {like, size.value}, std::move(attrs)));
+    }
+    attrs.SetInts("shape", *std::move(size.values));
+    return One(ctx.Emit(node, OpKind::kFill, {like}, std::move(attrs)));
+  }
+  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
   // full's dtype follows the fill value when not given (float -> default float).
   c10::ScalarType st = dtype.value_or(kind == "full" && value.isIntegral(false) ? c10::kLong
                                       : kind == "full" && value.isBoolean()     ? c10::kBool

@@ -3,7 +3,7 @@
 // cumulative ops, and sorting (topk, sort, argsort, kthvalue).
 //
 // Reductions take attr axes (empty: every dim) and keepdim; a dtype argument
-// other than None is Unimplemented (and so falls back). max.dim / min.dim
+// casts the input first (and an integer result back to it), as libtorch does. max.dim / min.dim
 // become a ReduceMax/Min and an ArgMax/Min over the same axis: both pick the
 // first extreme (or the first NaN), so values and indices agree.
 #include <cmath>
@@ -37,12 +37,34 @@ int ArgIndex(const TorchNode& node, const char* name) {
   return -1;
 }
 
-absl::Status CheckNoDType(const TorchNode& node, ImportContext& ctx) {
+// The dtype= argument, absent when None.
+absl::StatusOr<std::optional<DType>> DTypeArg(const TorchNode& node, ImportContext& ctx) {
   const int i = ArgIndex(node, "dtype");
-  if (i >= 0 && !ctx.IsNone(node, i)) {
-    return ctx.Unimplemented(node, "a dtype argument is not supported");
+  if (i < 0 || ctx.IsNone(node, i)) return std::optional<DType>();
+  ASSIGN_OR_RETURN(int64_t v, ctx.ConstInt(node, i));
+  ASSIGN_OR_RETURN(DType d, DTypeFromTorch(static_cast<c10::ScalarType>(v)));
+  return std::optional<DType>(d);
+}
+
+ir::ValueId CastTo(const TorchNode& node, ImportContext& ctx, ir::ValueId x, DType d,
+                   const char* suffix) {
+  ir::Attributes attrs;
+  attrs.SetString("dtype", DTypeName(d));
+  return ctx.Emit(node, OpKind::kCast, {x}, std::move(attrs), suffix);
+}
+
+// `op` on x with dtype=: libtorch casts self to dtype first and answers in
+// dtype (sum(int32, dtype=int32) is INT32, where Kiln's integer sums are INT64).
+ConvertResult EmitWithDType(OpKind op, const TorchNode& node, ImportContext& ctx, ir::ValueId x,
+                            ir::Attributes attrs) {
+  ASSIGN_OR_RETURN(std::optional<DType> dtype, DTypeArg(node, ctx));
+  if (!dtype) return One(ctx.Emit(node, op, {x}, std::move(attrs)));
+  x = CastTo(node, ctx, x, *dtype, ".dtype");
+  if (!IsIntegral(*dtype) && *dtype != DType::kBool) {
+    return One(ctx.Emit(node, op, {x}, std::move(attrs)));
   }
-  return absl::OkStatus();
+  ir::ValueId y = ctx.Emit(node, op, {x}, std::move(attrs), ".wide");
+  return One(CastTo(node, ctx, y, *dtype, ""));
 }
 
 // Reads dim (int, int list or None) at `dim_i` and keepdim at `keep_i` (either may be -1).
@@ -67,14 +89,13 @@ absl::StatusOr<ir::Attributes> AxesAttrs(const TorchNode& node, ImportContext& c
 // sum / prod / amax / amin / logsumexp / all / any in their overloads:
 // (self[, dtype]) over everything, or (self, dim, keepdim[, dtype]).
 ConvertResult ConvertReduce(ir::OpKind op, const TorchNode& node, ImportContext& ctx) {
-  RETURN_IF_ERROR(CheckNoDType(node, ctx));
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
   ASSIGN_OR_RETURN(ir::Attributes attrs,
                    AxesAttrs(node, ctx, ArgIndex(node, "dim"), ArgIndex(node, "keepdim")));
   if (op == OpKind::kProd && ArgIndex(node, "dim") >= 0 && attrs.GetInts("axes").size() > 1) {
     return ctx.InvalidArgument(node, "prod takes one dim");
   }
-  return One(ctx.Emit(node, op, {x}, std::move(attrs)));
+  return EmitWithDType(op, node, ctx, x, std::move(attrs));
 }
 
 // max / min: (self) -> the extreme of everything; (self, other) -> elementwise;
@@ -143,7 +164,6 @@ ConvertResult ConvertVarStd(ir::OpKind op, const TorchNode& node, ImportContext&
 // norm(self, p=2[, dim, keepdim]), frobenius_norm(self[, dim, keepdim]),
 // linalg_vector_norm(self, ord=2, dim=None, keepdim=False, dtype=None).
 ConvertResult ConvertNorm(const TorchNode& node, ImportContext& ctx) {
-  RETURN_IF_ERROR(CheckNoDType(node, ctx));
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
   ASSIGN_OR_RETURN(ir::Attributes attrs,
                    AxesAttrs(node, ctx, ArgIndex(node, "dim"), ArgIndex(node, "keepdim")));
@@ -154,17 +174,16 @@ ConvertResult ConvertNorm(const TorchNode& node, ImportContext& ctx) {
     ASSIGN_OR_RETURN(p, ctx.ConstDouble(node, p_i));
   }
   attrs.SetFloat("p", p);
-  return One(ctx.Emit(node, OpKind::kNorm, {x}, std::move(attrs)));
+  return EmitWithDType(OpKind::kNorm, node, ctx, x, std::move(attrs));
 }
 
 // cumsum / cumprod(self, dim, *, dtype=None).
 ConvertResult ConvertCumulative(ir::OpKind op, const TorchNode& node, ImportContext& ctx) {
-  RETURN_IF_ERROR(CheckNoDType(node, ctx));
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
   ASSIGN_OR_RETURN(int64_t dim, ctx.ConstInt(node, 1));
   ir::Attributes attrs;
   attrs.SetInt("axis", dim);
-  return One(ctx.Emit(node, op, {x}, std::move(attrs)));
+  return EmitWithDType(op, node, ctx, x, std::move(attrs));
 }
 
 // topk(self, k, dim=-1, largest=True, sorted=True) -> (values, indices).

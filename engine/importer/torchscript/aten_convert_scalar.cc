@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <torch/csrc/jit/ir/constants.h>
+
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/importer/torchscript/translator.h"
@@ -132,6 +134,23 @@ ConvertResult ConvertDim(const TorchNode& node, ImportContext& ctx) {
   return One(ctx.EmitValue(node, OpKind::kRank, ValueKind::kInt, {x}));
 }
 
+// prim::dtype(x): x's dtype as a number, read here only as the dtype= of a
+// creation op (a scripted LSTM's zero state: zeros(..., dtype=x.dtype)), whose
+// converter looks through it and makes a Fill like x (ConvertFull). Kiln has
+// no value for the number itself, so any other use is Unimplemented.
+ConvertResult ConvertDTypeOf(const TorchNode& node, ImportContext& ctx) {
+  for (const torch::jit::Use& use : node.output()->uses()) {
+    const std::string user = use.user->kind().toQualString();
+    const c10::FunctionSchema* schema = use.user->maybeSchema();
+    const bool creation = user == "aten::zeros" || user == "aten::ones" ||
+                          user == "aten::full" || user == "aten::empty";
+    if (!creation || schema == nullptr || schema->arguments()[use.offset].name() != "dtype") {
+      return ctx.Unimplemented(node, "x.dtype read other than as a creation op's dtype=");
+    }
+  }
+  return One(ctx.AddNone(node.output()->debugName()));
+}
+
 ConvertResult ConvertNumel(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
   return One(ctx.EmitValue(node, OpKind::kNumel, ValueKind::kInt, {x}));
@@ -165,9 +184,39 @@ ConvertResult ConvertBool(const TorchNode& node, ImportContext& ctx) {
   return EmitToScalar(ValueKind::kBool, node, ctx);
 }
 
-// ScalarImplicit / item: the kind the schema says (a number becomes a float).
+// Whether `v` is an integer 0-dim tensor by construction: a traced size
+// (prim::NumToTensor of an int), an integer constant, or integer arithmetic of
+// those (x.size(0) * 4 traced is mul(NumToTensor(size), tensor(4))).
+bool IsIntegerTensorExpression(const torch::jit::Value* v, int depth = 0) {
+  if (depth > 16) return false;
+  const torch::jit::Node* n = v->node();
+  const std::string kind = n->kind().toQualString();
+  if (kind == "prim::NumToTensor") return n->input(0)->type()->kind() == c10::TypeKind::IntType;
+  if (kind == "prim::Constant") {
+    c10::optional<c10::IValue> c = torch::jit::toIValue(v);
+    if (!c) return false;
+    if (c->isInt()) return true;
+    return c->isTensor() && c->toTensor().dim() == 0 &&
+           c10::isIntegralType(c->toTensor().scalar_type(), /*includeBool=*/false);
+  }
+  if (kind != "aten::add" && kind != "aten::sub" && kind != "aten::mul" &&
+      kind != "aten::floor_divide" && kind != "aten::remainder" && kind != "aten::neg") {
+    return false;
+  }
+  for (const torch::jit::Value* in : n->inputs()) {
+    if (!IsIntegerTensorExpression(in, depth + 1)) return false;
+  }
+  return true;
+}
+
+// ScalarImplicit / item: the kind the schema says; a Scalar is an int when its
+// tensor is integer arithmetic of sizes and constants, else a float.
 ConvertResult ConvertItem(const TorchNode& node, ImportContext& ctx) {
   std::optional<ValueKind> kind = KindOfType(node.output()->type());
+  if (node.output()->type()->kind() == c10::TypeKind::NumberType &&
+      IsIntegerTensorExpression(node.input(0))) {
+    kind = ValueKind::kInt;
+  }
   return EmitToScalar(kind.value_or(ValueKind::kFloat), node, ctx);
 }
 
@@ -285,6 +334,7 @@ const ScalarTable& Table() {
       {"aten::sym_size", {ConvertSize, false}},
       {"aten::dim", {ConvertDim, false}},
       {"aten::numel", {ConvertNumel, false}},
+      {"prim::dtype", {ConvertDTypeOf, false}},
       {"aten::len", {ConvertLen, false}},
       // ---------- conversions ----------
       {"aten::Int", {ConvertInt, false}},

@@ -250,8 +250,12 @@ bool Translator::UseScalarTable(const Node* node, Converter* convert) const {
   if (*convert == nullptr) return false;
   if (!arithmetic) return true;
   // A tensor op as well: scalars only when no input is a tensor with data.
+  const bool list_compare = node->kind() == c10::aten::eq || node->kind() == c10::aten::ne;
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     if (ctx_.IsScalarLike(*node, i)) continue;
+    if (list_compare && KindOfType(node->inputs()[i]->type()) == ir::ValueKind::kIntList) {
+      continue;  // hx.size() != [...]: Python's list comparison
+    }
     std::optional<c10::IValue> c = ctx_.ConstantOf(node->inputs()[i]);
     if (c.has_value() && !c->isTensor() && !c->isList()) continue;  // None, str, numbers
     return false;

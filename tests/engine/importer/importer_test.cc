@@ -121,7 +121,7 @@ graph(%x.1 : Tensor):
   EXPECT_EQ(ir::PrintGraph(*g),
             "graph(%x : ?[?]) {\n"
             "  %a : ?[?] = Relu(%x)  # aten::relu\n"
-            "  %b : ?[?] = Clip(%a) {max=6, min=0}  # aten::hardtanh\n"
+            "  %b : ?[?] = Clip(%a) {integer_bounds=true, max=6, min=0}  # aten::hardtanh\n"
             "  %c : ?[?] = Gelu(%b) {approximate=\"tanh\"}  # aten::gelu\n"
             "  return (output0=%c)\n"
             "}\n");

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "tests/engine/kernels/single_op_graph.h"
@@ -61,6 +63,58 @@ TEST(ActivationKernelTest, ClipIsRelu6) {
 TEST(ActivationKernelTest, ClipWithOnlyMinIsUnboundedAbove) {
   EXPECT_THAT(Activate(ir::OpKind::kClip, Attrs().Float("min", -0.75)),
               ElementsAre(-0.75f, -0.75f, -0.5f, 0, 0.5f, 1, 2, 7));
+}
+
+// Integer tensors keep their dtype with the bounds as libtorch's integer
+// kernels see them: truncated (hardtanh(int64, -1.5, 1.7) clamps to [-1, 1])
+// and wrapped (a uint8 clip's -1 is 255, so torch.clip(uint8, -1, 2) is all 2).
+TEST(ActivationKernelTest, IntegerClipTruncatesAndWrapsItsBounds) {
+  Tensor x = Tensor::Zeros(DType::kInt64, {4});
+  const int64_t xs[] = {-3, 0, 1, 7};
+  std::copy(xs, xs + 4, x.data<int64_t>());
+  auto out = SingleOpGraph(ir::OpKind::kClip, {x},
+                           Attrs().Float("min", -1.5).Float("max", 1.7).Bool("integer_bounds", true))
+                 .Run();
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].dtype(), DType::kInt64);
+  EXPECT_THAT(std::vector<int64_t>((*out)[0].data<int64_t>(), (*out)[0].data<int64_t>() + 4),
+              ElementsAre(-1, 0, 1, 1));
+  Tensor u = Tensor::Zeros(DType::kUInt8, {3});
+  const uint8_t us[] = {0, 3, 200};
+  std::copy(us, us + 3, u.data<uint8_t>());
+  auto wrapped = SingleOpGraph(ir::OpKind::kClip, {u},
+                               Attrs().Float("min", -1).Float("max", 2).Bool("integer_bounds", true))
+                     .Run();
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  const uint8_t* w = (*wrapped)[0].data<uint8_t>();
+  EXPECT_THAT(std::vector<int>(w, w + 3), ElementsAre(2, 2, 2));
+}
+
+// clamp(bool, 0, 1) is INT64 in libtorch (bool and a Python int promote to int64).
+TEST(ActivationKernelTest, BoolClipWithIntegerBoundsIsInt64) {
+  Tensor b = Tensor::Zeros(DType::kBool, {2});
+  b.data<bool>()[0] = true;
+  auto out = SingleOpGraph(ir::OpKind::kClip, {b},
+                           Attrs().Float("max", 0).Bool("integer_bounds", true))
+                 .Run();
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].dtype(), DType::kInt64);
+  EXPECT_THAT(std::vector<int64_t>((*out)[0].data<int64_t>(), (*out)[0].data<int64_t>() + 2),
+              ElementsAre(0, 0));
+}
+
+// F.threshold(int64 [-2, 0, 1, 3], -0.5, 7) == [7, 7, 1, 3]: both numbers truncated.
+TEST(ActivationKernelTest, IntegerThresholdTruncatesItsNumbers) {
+  Tensor x = Tensor::Zeros(DType::kInt64, {4});
+  const int64_t xs[] = {-2, 0, 1, 3};
+  std::copy(xs, xs + 4, x.data<int64_t>());
+  auto out = SingleOpGraph(ir::OpKind::kThreshold, {x},
+                           Attrs().Float("threshold", -0.5).Float("value", 7))
+                 .Run();
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].dtype(), DType::kInt64);
+  EXPECT_THAT(std::vector<int64_t>((*out)[0].data<int64_t>(), (*out)[0].data<int64_t>() + 4),
+              ElementsAre(7, 7, 1, 3));
 }
 
 TEST(ActivationKernelTest, SigmoidMatchesPyTorch) {

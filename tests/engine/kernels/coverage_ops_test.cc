@@ -130,6 +130,15 @@ TEST(CoverageOpsTest, ArgMaxIsTheFirstExtremeAndNanWins) {
   EXPECT_THAT(I64Values(all), ElementsAre(1));
 }
 
+TEST(CoverageOpsTest, ArgMaxOfBoolServesMaxOverADim) {
+  // torch.max(bool [[T, F, T], [F, F, T]], 1).indices == [0, 2]; min's [1, 0].
+  const Tensor x = Bool({2, 3}, {true, false, true, false, false, true});
+  EXPECT_THAT(I64Values(RunOp(SingleOpGraph(OpKind::kArgMax, {x}, Attrs().Int("axis", 1)))[0]),
+              ElementsAre(0, 2));
+  EXPECT_THAT(I64Values(RunOp(SingleOpGraph(OpKind::kArgMin, {x}, Attrs().Int("axis", 1)))[0]),
+              ElementsAre(1, 0));
+}
+
 TEST(CoverageOpsTest, VarianceCorrectionAndInfinityNorm) {
   const Tensor x = F32({4}, {1, 2, 3, 4});
   EXPECT_THAT(Values(RunOp(SingleOpGraph(OpKind::kVar, {x}))[0]), ElementsAre(5.0f / 3));
@@ -151,6 +160,19 @@ TEST(CoverageOpsTest, TopKKeepsTiesInIndexOrder) {
   auto out = RunOp(SingleOpGraph(OpKind::kTopK, {F32({5}, {1, 3, 2, 3, 0})}, Attrs().Int("k", 3)));
   EXPECT_THAT(Values(out[0]), ElementsAre(3, 3, 2));
   EXPECT_THAT(I64Values(out[1]), ElementsAre(1, 3, 2));
+}
+
+TEST(CoverageOpsTest, SortTakesSmallIntegersAndBool) {
+  // torch.argsort(int8 [3, 1, 2, 1]) == [1, 3, 2, 0]; of bool [T, F, T, F] [1, 3, 0, 2].
+  Tensor i8 = Tensor::Zeros(DType::kInt8, {4});
+  const int8_t v[] = {3, 1, 2, 1};
+  std::copy(v, v + 4, i8.data<int8_t>());
+  auto out = RunOp(SingleOpGraph(OpKind::kSort, {i8}));
+  EXPECT_EQ(out[0].dtype(), DType::kInt8);
+  EXPECT_THAT(I64Values(out[1]), ElementsAre(1, 3, 2, 0));
+  auto b = RunOp(SingleOpGraph(OpKind::kSort, {Bool({4}, {true, false, true, false})}));
+  EXPECT_THAT(BoolValues(b[0]), ElementsAre(false, false, true, true));
+  EXPECT_THAT(I64Values(b[1]), ElementsAre(1, 3, 0, 2));
 }
 
 // ---------------------------------------------------------------- movement and indexing

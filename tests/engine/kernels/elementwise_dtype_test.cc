@@ -122,12 +122,22 @@ TEST(ElementwiseDTypeTest, IntegerPowersStayIntegersAndWrap) {
   EXPECT_THAT(Get<uint8_t>(u), ElementsAre(0));
   Tensor w = Run1(OpKind::kPow, {Make<int32_t>(DType::kInt32, {2}), Make<int32_t>(DType::kInt32, {31})});
   EXPECT_THAT(Get<int32_t>(w), ElementsAre(std::numeric_limits<int32_t>::min()));
-  // PyTorch: "Integers to negative integer powers are not allowed."
-  SingleOpGraph negative(OpKind::kPow, {Make<int64_t>(DType::kInt64, {2}),
-                                        Make<int64_t>(DType::kInt64, {-1})});
-  absl::StatusOr<std::vector<Tensor>> out = negative.Run();
-  ASSERT_FALSE(out.ok());
-  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("negative integer powers"));
+}
+
+TEST(ElementwiseDTypeTest, IntegerPowersToNegativeExponentsAsLibtorch) {
+  // torch.pow(int tensor, int tensor) with negative exponents (libtorch's powi):
+  // 1 stays 1, -1 alternates by parity, every other base truncates to 0.
+  Tensor p = Run1(OpKind::kPow, {Make<int8_t>(DType::kInt8, {-3, -2, -1, 0, 1, 2, -1}),
+                                 Make<int8_t>(DType::kInt8, {-1, -2, -3, -1, -5, -1, -2})});
+  ASSERT_EQ(p.dtype(), DType::kInt8);
+  EXPECT_THAT(Get<int8_t>(p), ElementsAre(0, 0, -1, 0, 1, 0, 1));
+  // A constant negative exponent: a Python number makes libtorch raise
+  // ("Integers to negative integer powers are not allowed"), a tensor does
+  // not; Prepare leaves it to the libtorch fallback.
+  SingleOpGraph constant(OpKind::kPow, {Make<int64_t>(DType::kInt64, {2}),
+                                        Make<int64_t>(DType::kInt64, {-1})},
+                         {}, /*constant_inputs=*/{1});
+  EXPECT_EQ(constant.Prepare().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(ElementwiseDTypeTest, IntegerDivisionByZeroFailsTheRequest) {
@@ -176,6 +186,14 @@ TEST(ElementwiseDTypeTest, BitwiseOpsOnIntegers) {
   EXPECT_THAT(Get<int32_t>(r), ElementsAre(8, 6));
   Tensor x = Run1(OpKind::kLogicalXor, {a, b}, Attrs().Bool("bitwise", true));
   EXPECT_THAT(Get<int32_t>(x), ElementsAre(6, -7));
+  // bitwise_not (~x in the tensor's dtype): torch.bitwise_not(int32 [12, -1]) is
+  // [-13, 0], of uint8 [0, 5] [255, 250].
+  Tensor n = Run1(OpKind::kLogicalNot, {a}, Attrs().Bool("bitwise", true));
+  ASSERT_EQ(n.dtype(), DType::kInt32);
+  EXPECT_THAT(Get<int32_t>(n), ElementsAre(-13, 0));
+  Tensor u = Run1(OpKind::kLogicalNot, {Make<uint8_t>(DType::kUInt8, {0, 5})},
+                  Attrs().Bool("bitwise", true));
+  EXPECT_THAT(Get<uint8_t>(u), ElementsAre(255, 250));
   // On floats PyTorch raises; so does Prepare, naming the node.
   SingleOpGraph f(OpKind::kLogicalAnd, {Make<float>(DType::kF32, {1}), Make<float>(DType::kF32, {1})},
                   Attrs().Bool("bitwise", true));

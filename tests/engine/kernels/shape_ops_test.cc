@@ -137,9 +137,16 @@ TEST(ShapeKernelTest, ConcatRejectsMismatchedDims) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("input 1 [3, 1] does not match [2, 1]"));
 }
 
-TEST(ShapeKernelTest, ConcatRejectsMixedDtypes) {
-  SingleOpGraph g(ir::OpKind::kConcat, {F32({1}, {1}), Int64s({1}, {1})}, Attrs());
-  EXPECT_EQ(g.Prepare().code(), absl::StatusCode::kInvalidArgument);
+TEST(ShapeKernelTest, ConcatPromotesMixedDtypes) {
+  // torch.cat([float32 [1.5], int64 [2, 3]]) is float32 [1.5, 2, 3].
+  SingleOpGraph g(ir::OpKind::kConcat, {F32({1}, {1.5f}), Int64s({2}, {2, 3})}, Attrs());
+  absl::StatusOr<std::vector<Tensor>> out = g.Run();
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].dtype(), DType::kF32);
+  const float* y = (*out)[0].data<float>();
+  EXPECT_EQ(y[0], 1.5f);
+  EXPECT_EQ(y[1], 2.0f);
+  EXPECT_EQ(y[2], 3.0f);
 }
 
 }  // namespace
