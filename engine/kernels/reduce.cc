@@ -662,12 +662,11 @@ struct ScanPlan {
 absl::Status PrepareScan(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
   const DType t = ctx.inputs[0].dtype;
-  const bool sum = ctx.node.kind == ir::OpKind::kCumSum;
   DType out_dtype;
   if (t == DType::kF32 || t == DType::kF64 || t == DType::kInt64) {
     out_dtype = t;
-  } else if (sum && (t == DType::kBool || t == DType::kInt32 || t == DType::kUInt8)) {
-    out_dtype = DType::kInt64;  // integer sums widen to int64, as in PyTorch
+  } else if (t == DType::kBool || IsIntegral(t)) {
+    out_dtype = DType::kInt64;  // integer sums and products widen to int64, as in PyTorch
   } else {
     return Unimplemented(ctx.node, "input dtype ", DTypeName(t), " is not supported");
   }

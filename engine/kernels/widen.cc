@@ -13,7 +13,7 @@
 // elementwise family, casts, movement by element size) are used as they are.
 //
 // Integer and bool tensors: the unary float ops (sqrt, exp, log, sin, tanh,
-// sigmoid, erf, reciprocal, ...) compute in FP32 and return FP32, as
+// sigmoid, erf, reciprocal, logsumexp, ...) compute in FP32 and return FP32, as
 // PyTorch's "promote integer inputs to float" does; floor, ceil, round and
 // trunc of an integer, and sign of a bool, are the tensor itself (an alias, no copy).
 //
@@ -95,6 +95,7 @@ bool PromotesIntegersToFloat(ir::OpKind op) {
     case ir::OpKind::kSigmoid:
     case ir::OpKind::kErf:
     case ir::OpKind::kReciprocal:
+    case ir::OpKind::kLogSumExp:
     // clamp with a float bound (with integer bounds the integer kernel runs).
     case ir::OpKind::kClip: return true;
     default: return false;

@@ -195,12 +195,25 @@ ConvertResult ConvertAddcmulDiv(const TorchNode& node, ImportContext& ctx) {
 ConvertResult ConvertLerp(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(ir::ValueId self, ctx.Input(node, 0));
   ASSIGN_OR_RETURN(ir::ValueId end, ctx.Input(node, 1));
-  if (!ctx.IsScalarLike(node, 2) && !ctx.ConstantOf(node.inputs()[2]).has_value()) {
-    return ctx.Unimplemented(node, "lerp with a tensor weight");
-  }
-  ASSIGN_OR_RETURN(double w, ctx.ConstDouble(node, 2));
   const std::string name = node.output()->debugName();
   ir::ValueId diff = ctx.Emit(node, OpKind::kSub, {end, self}, {}, ".diff");
+  if (!ctx.IsScalarLike(node, 2) && !ctx.ConstantOf(node.inputs()[2]).has_value()) {
+    // A tensor weight: the same two sides, chosen per element by |weight| < 0.5.
+    ASSIGN_OR_RETURN(ir::ValueId w, ctx.Input(node, 2));
+    ir::ValueId mag = ctx.Emit(node, OpKind::kAbs, {w}, {}, ".abs");
+    ir::ValueId small =
+        ctx.Emit(node, OpKind::kLess, {mag, ctx.AddFloat(0.5, name + ".half")}, {}, ".small");
+    ir::ValueId near = ctx.Emit(node, OpKind::kAdd,
+                                {self, ctx.Emit(node, OpKind::kMul, {w, diff}, {}, ".step")}, {},
+                                ".from_self");
+    ir::ValueId rest =
+        ctx.Emit(node, OpKind::kSub, {ctx.AddFloat(1.0, name + ".one"), w}, {}, ".rest");
+    ir::ValueId far = ctx.Emit(node, OpKind::kSub,
+                               {end, ctx.Emit(node, OpKind::kMul, {diff, rest}, {}, ".back")}, {},
+                               ".from_end");
+    return One(ctx.Emit(node, OpKind::kWhere, {small, near, far}));
+  }
+  ASSIGN_OR_RETURN(double w, ctx.ConstDouble(node, 2));
   if (std::abs(w) < 0.5) {
     ir::ValueId s = ctx.Emit(node, OpKind::kMul, {diff, ctx.AddFloat(w, name + ".weight")}, {},
                              ".step");
