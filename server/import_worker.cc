@@ -312,8 +312,8 @@ int ImportWorkerMain(int argc, char** argv) {
   uint64_t memory_bytes = 0;
   if (argc != 8 || !absl::SimpleAtoi(argv[4], &memory_bytes)) {
     std::fprintf(stderr,
-                 "usage: kiln-torch-worker --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off "
-                 "NAMESPACES JOB (the answer goes to descriptor 3)\n");
+                 "usage: kiln-torch-worker --import-worker MODEL_FILE KEY MEMORY_BYTES "
+                 "SANDBOX_ROOT|off NAMESPACES JOB (the answer goes to descriptor 3)\n");
     return 2;
   }
   // JOB: "-" imports; "force-fallback:OPS" imports with OPS (comma-separated)

@@ -6,7 +6,8 @@
 // uploaded program itself. kilnd starts the worker program that links
 // libtorch, kiln-torch-worker (server/torch/worker/worker_main.cc), or, for a
 // file that needs no libtorch (a torch.export archive), itself in a hidden mode:
-//   kiln-torch-worker|kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES JOB
+//   kiln-torch-worker|kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES
+//                           SANDBOX_ROOT|off NAMESPACES JOB
 // (fork + exec, so the child starts clean instead of inheriting the daemon's
 // threads). Between fork and exec, while it is still single-threaded, the
 // child enters new namespaces where the kernel lets it (server/sandbox.h

@@ -35,8 +35,9 @@ constexpr char kFooter[] = R"(Settings may also come from --config FILE, YAML or
 An unknown key is an error. A flag on the command line wins over the file.
 
 Signals: SIGTERM or SIGINT stops accepting requests, lets in-flight ones finish
-(up to --shutdown-grace-s), cancels what still runs then and exits 0; a run that
-does not stop after its cancellation makes it exit 1 one second later. A second signal exits at once.
+(up to --shutdown-grace-s), cancels what still runs then and exits 0; a run
+that does not stop after its cancellation makes it exit 1 one second later. A
+second signal exits at once.
 
 Exit status: 0 stopped cleanly (drained), 1 could not start (address in use,
 repository not writable) or stopped by a second signal or by the watchdog above, 2 bad

@@ -190,7 +190,8 @@ int FallbackWorkerMain(int argc, char** argv) {
   if (argc != 6 || !absl::SimpleAtoi(argv[2], &memory_bytes) ||
       !absl::SimpleAtoi(argv[5], &num_threads)) {
     std::fprintf(stderr,
-                 "usage: kiln-torch-worker --fallback-worker MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES THREADS "
+                 "usage: kiln-torch-worker --fallback-worker MEMORY_BYTES SANDBOX_ROOT|off "
+                 "NAMESPACES THREADS "
                  "(the socket on descriptor 3, the shared memory on 4)\n");
     return 2;
   }
