@@ -22,14 +22,14 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
-# kilnd and kiln built without libtorch (-DKILN_WITH_TORCH=OFF): no importer, no fallback, no
-# plugin. Such a kilnd serves models from the compiled-graph cache with the native kernels
+# kilnd and kiln built without libtorch (-DKILN_WITH_TORCH=OFF): no TorchScript importer, no
+# fallback, no kiln-torch-worker. Such a kilnd serves models from the compiled-graph cache with the native kernels
 # (integration.repository tests that behaviour); this keeps the configuration building.
 build-no-torch: deps
 	@cmake -S . -B $(BUILD)-no-torch -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WITH_TORCH=OFF \
 	  -DKILN_BUILD_TESTS=OFF > /dev/null
 	@cmake --build $(BUILD)-no-torch -j $(JOBS) --target kilnd kiln
-	@test ! -e $(BUILD)-no-torch/bin/libkiln_torch.so
+	@test ! -e $(BUILD)-no-torch/bin/kiln-torch-worker
 	@$(BUILD)-no-torch/bin/kilnd --help > /dev/null
 
 # The whole torchvision zoo through a real kilnd against libtorch (tests/parity/run_zoo.py).

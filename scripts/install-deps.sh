@@ -2,16 +2,17 @@
 # Installs the Debian bookworm packages Kiln builds, tests and serves with.
 # Used by the README, `make`, .ci/run and deploy/Dockerfile; installs only what is missing.
 #   install-deps.sh                  everything needed to build and test
-#   install-deps.sh --runtime        only the shared libraries kilnd links (the container's runtime stage)
+#   install-deps.sh --runtime        only the shared libraries kilnd, kiln-torch-worker and kiln link
+#                                    (the container's runtime stage)
 #   install-deps.sh --print-runtime  print that runtime list (checked against `ldd kilnd` by a test)
-#   install-deps.sh --torchvision    optional at run time: torchvision's operator library, which the
-#                                    libtorch plugin loads when installed (models calling torchvision::nms,
+#   install-deps.sh --torchvision    optional at run time: torchvision's operator library, which
+#                                    kiln-torch-worker loads when installed (models calling torchvision::nms,
 #                                    roi_align, deform_conv2d); pulls in Python and python3-torch
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git ca-certificates
-  libtorch-dev                           # importer + per-node fallback (PyTorch 1.13 C++)
+  libtorch-dev                           # kiln-torch-worker: importer, reference runs, fallback (PyTorch 1.13 C++)
   libgrpc++-dev protobuf-compiler-grpc   # gRPC server/client and the protoc plugin
   libprotobuf-dev protobuf-compiler      # generated message code
   libabsl-dev                            # absl::Status / StatusOr used across engine, server and client
@@ -34,7 +35,7 @@ PACKAGES=(
   openssl                                # the TLS tests make a throwaway CA and certificates
 )
 
-# The runtime libraries of kilnd and kiln, one package per library they link directly
+# The runtime libraries of kilnd, kiln-torch-worker and kiln, one package per library they link directly
 # (libc6, libgcc-s1 and libstdc++6 are part of every Debian base image).
 RUNTIME_PACKAGES=(
   libtorch1.13 libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libopenblas0-pthread libdnnl2

@@ -1,6 +1,7 @@
 #include "server/first_use_verifier.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -47,17 +48,16 @@ std::vector<runtime::RunValue> AsOutputs(const ir::Graph& graph,
 
 }  // namespace
 
-std::string FirstUseUnavailable(bool worker_configured) {
-#ifndef KILN_HAS_TORCH
-  (void)worker_configured;
-  return "unavailable: this kilnd is built without libtorch";
-#else
-  if (!worker_configured) {
-    return "unavailable: imports run in kilnd (--import-isolation none), and libtorch runs a "
-           "model's requests only in the sandboxed worker";
+std::string FirstUseUnavailable(const std::string& torch_worker) {
+  if (torch_worker.empty()) {
+    return "unavailable: libtorch runs in this process (a server of tests or tools), and runs a "
+           "model's requests only in kiln-torch-worker";
+  }
+  if (::access(torch_worker.c_str(), X_OK) != 0) {
+    return absl::StrCat("unavailable: this kilnd has no kiln-torch-worker beside it ('",
+                        torch_worker, "'; built or deployed without libtorch)");
   }
   return "";
-#endif
 }
 
 void FirstUseVerifier::set_model_path(std::string path) {

@@ -16,8 +16,8 @@
 // A signature is verified once per served model version: concurrent first
 // requests of one signature wait for the one verification. What was found is
 // logged and published in the model's metadata (Properties()). libtorch never
-// runs in kilnd: a kilnd without the torch worker (built without libtorch, or
-// --import-isolation none) has no verification on first use and says so.
+// runs in kilnd: a kilnd without kiln-torch-worker (built or deployed without
+// libtorch) has no verification on first use and says so.
 #pragma once
 
 #include <chrono>
@@ -126,8 +126,9 @@ class FirstUseVerifier : public runtime::SignatureGate {
   mutable uint64_t fallbacks_ = 0;
 };
 
-// Whether this kilnd can verify on first use, and why not: it needs the
-// torch worker (libtorch built, imports isolated). Empty when it can.
-std::string FirstUseUnavailable(bool worker_configured);
+// Whether this kilnd can verify on first use, and why not: it needs
+// kiln-torch-worker at `torch_worker` (RegistryOptions::torch_worker; empty:
+// libtorch runs in the server's process). Empty when it can.
+std::string FirstUseUnavailable(const std::string& torch_worker);
 
 }  // namespace kiln::server

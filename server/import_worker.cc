@@ -208,6 +208,15 @@ absl::StatusOr<std::string> EnterWorkerSandbox(const std::string& sandbox_root,
 
 absl::StatusOr<WorkerProcess> StartWorkerProcess(const WorkerLaunch& launch,
                                                  const std::string& what) {
+  // A build or deployment without libtorch has no kiln-torch-worker: what
+  // needs libtorch fails here, clearly, rather than as an exec in the child.
+  if (::access(launch.args[0].c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "libtorch is needed for the ", what, " but its worker program '", launch.args[0],
+        "' cannot be run (", std::strerror(errno), "): kilnd was built or deployed without ",
+        kTorchWorkerFile, " beside it; models whose graphs are in the compiled-graph cache "
+        "still serve, without the libtorch fallback"));
+  }
   // Everything the child needs is prepared before fork(): between fork and
   // exec a multi-threaded parent's child may only make async-signal-safe calls.
   std::vector<std::string> args = launch.args;
@@ -303,8 +312,8 @@ int ImportWorkerMain(int argc, char** argv) {
   uint64_t memory_bytes = 0;
   if (argc != 8 || !absl::SimpleAtoi(argv[4], &memory_bytes)) {
     std::fprintf(stderr,
-                 "usage: kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off "
-                 "NAMESPACES JOB (the answer goes to descriptor 3)\n");
+                 "usage: kiln-torch-worker --import-worker MODEL_FILE KEY MEMORY_BYTES "
+                 "SANDBOX_ROOT|off NAMESPACES JOB (the answer goes to descriptor 3)\n");
     return 2;
   }
   // JOB: "-" imports; "force-fallback:OPS" imports with OPS (comma-separated)

@@ -3,8 +3,11 @@
 // down only the child, and the file's code runs sandboxed. The verified
 // import's libtorch run (the uploaded program run on the samples) happens in
 // the same kind of child, under the same limits: kilnd never runs the
-// uploaded program itself. kilnd starts itself again in a hidden mode,
-//   kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES JOB
+// uploaded program itself. kilnd starts the worker program that links
+// libtorch, kiln-torch-worker (server/torch/worker/worker_main.cc), or, for a
+// file that needs no libtorch (a torch.export archive), itself in a hidden mode:
+//   kiln-torch-worker|kilnd --import-worker MODEL_FILE KEY MEMORY_BYTES
+//                           SANDBOX_ROOT|off NAMESPACES JOB
 // (fork + exec, so the child starts clean instead of inheriting the daemon's
 // threads). Between fork and exec, while it is still single-threaded, the
 // child enters new namespaces where the kernel lets it (server/sandbox.h
@@ -45,6 +48,9 @@
 #include "engine/cache/cache_file.h"
 
 namespace kiln::server {
+
+// The worker program's file name, looked for beside kilnd.
+inline constexpr char kTorchWorkerFile[] = "kiln-torch-worker";
 
 struct ImportLimits {
   // Address space the child may add to what it maps at start-up.
@@ -107,7 +113,7 @@ bool IsNotSerializable(const absl::Status& status);
 // (server/torch/fallback_worker.h) share.
 
 // A worker child started as the import child is: fork + exec of `args`
-// (args[0] the binary: kilnd itself), in its own process group, killed when
+// (args[0] the program: kiln-torch-worker, or kilnd itself), in its own process group, killed when
 // the thread that started it exits (PR_SET_PDEATHSIG), no core files, stdin
 // and stdout on /dev/null, stderr on a pipe, `fds` as descriptors 3, 4, ...
 // (at most 16) and nothing else open; with `sandbox`, in new network (and,
@@ -127,7 +133,9 @@ struct WorkerProcess {
   int stderr_fd = -1;  // the read end of its stderr; the caller closes it
 };
 
-// Internal when the pipe or the fork fails; `what` names the worker.
+// FailedPrecondition ("libtorch is needed ...") when args[0] cannot be run
+// (a kilnd without kiln-torch-worker); Internal when the pipe or the fork
+// fails; `what` names the worker.
 absl::StatusOr<WorkerProcess> StartWorkerProcess(const WorkerLaunch& launch,
                                                  const std::string& what);
 
@@ -155,7 +163,8 @@ std::string DescribeSignal(int sig);
 void RunCrashHangOrOomFault(const char* fault);
 std::string SandboxEscapeProbe();
 
-// kilnd's --import-worker mode; argv as above. Returns the exit status.
+// The --import-worker mode of kiln-torch-worker and kilnd; argv as above.
+// Returns the exit status.
 int ImportWorkerMain(int argc, char** argv);
 
 }  // namespace kiln::server

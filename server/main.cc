@@ -10,12 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
 #include "server/config_file.h"
 #include "server/import_worker.h"
-#include "server/torch/fallback_worker.h"
 #include "server/logging.h"
 #include "server/server.h"
 
@@ -35,9 +35,9 @@ constexpr char kFooter[] = R"(Settings may also come from --config FILE, YAML or
 An unknown key is an error. A flag on the command line wins over the file.
 
 Signals: SIGTERM or SIGINT stops accepting requests, lets in-flight ones finish
-(up to --shutdown-grace-s), cancels what still runs then and exits 0; what cannot
-be cancelled (a libtorch fallback op running in kilnd) makes it exit 1
-one second later. A second signal exits at once.
+(up to --shutdown-grace-s), cancels what still runs then and exits 0; a run
+that does not stop after its cancellation makes it exit 1 one second later. A
+second signal exits at once.
 
 Exit status: 0 stopped cleanly (drained), 1 could not start (address in use,
 repository not writable) or stopped by a second signal or by the watchdog above, 2 bad
@@ -56,13 +56,11 @@ extern "C" void OnShutdownSignal(int sig) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The isolated import child (server/import_worker.h): no flags, no server.
+  // The isolated import child for files that need no libtorch (.pt2,
+  // server/import_worker.h): no flags, no server. Everything that needs
+  // libtorch runs in kiln-torch-worker instead.
   if (argc > 1 && std::string(argv[1]) == "--import-worker") {
     return kiln::server::ImportWorkerMain(argc, argv);
-  }
-  // The libtorch fallback's worker (server/torch/fallback_worker.h): the same.
-  if (argc > 1 && std::string(argv[1]) == "--fallback-worker") {
-    return kiln::server::FallbackWorkerMain(argc, argv);
   }
 
   kiln::server::ServerOptions options;
@@ -124,8 +122,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string isolation = "process";
   app.add_option("--import-isolation", isolation,
-                 "Where TorchScript files are imported: 'process' (a child with memory and time "
-                 "limits) or 'none' (in kilnd itself)")
+                 "How the children that run libtorch (kiln-torch-worker: imports, the verified "
+                 "import's runs, fallback ops) are isolated: 'process' (memory and time limits, "
+                 "and the sandbox unless --import-sandbox off) or 'none' (limits only, no "
+                 "sandbox); kilnd itself never runs libtorch")
       ->check(CLI::IsMember({"process", "none"}))
       ->capture_default_str();
   std::string import_sandbox = "on";
@@ -232,12 +232,24 @@ int main(int argc, char** argv) {
   }
   options.import_memory_bytes = import_memory_mb << 20;
   options.uploads.ttl = std::chrono::seconds(partial_upload_ttl_s);
-  options.import_sandbox = import_sandbox == "on";
+  // 'none' is the worker without its sandbox: libtorch still never runs in kilnd.
+  options.import_sandbox = import_sandbox == "on" && isolation == "process";
   options.verify_on_first_use = verify_on_first_use == "on";
   options.max_request_memory_bytes = max_request_memory_mb << 20;
-  // /proc/self/exe, resolved in the child, is this very binary even if the
-  // file was replaced on disk since start-up.
-  if (isolation == "process") options.import_worker = "/proc/self/exe";
+  {
+    // libtorch runs in kiln-torch-worker, found beside this binary (a build
+    // or deployment without libtorch has none: what needs it then fails
+    // with FAILED_PRECONDITION, and the rest serves).
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    options.torch_worker =
+        (ec ? std::filesystem::path(kiln::server::kTorchWorkerFile)
+            : self.parent_path() / kiln::server::kTorchWorkerFile)
+            .string();
+    // /proc/self/exe, resolved in the child, is this very binary even if the
+    // file was replaced on disk since start-up.
+    options.import_worker = "/proc/self/exe";
+  }
 
   // Logs go to stderr: stdout carries only the "listening" line tests parse.
   if (absl::Status s = kiln::server::SetUpLogging(log_level, log_format); !s.ok()) {
@@ -291,8 +303,8 @@ int main(int argc, char** argv) {
       std::_Exit(kExitStartFailed);
     }).detach();
     // Runs are cancelled when the grace period ends (worker children are
-    // killed); a libtorch fallback op running in this process cannot be, so a watchdog
-    // ends the process a second later whatever still runs.
+    // killed); should one still not stop, a watchdog ends the process a
+    // second later whatever still runs.
     std::thread([shutdown_grace_s] {
       std::this_thread::sleep_for(std::chrono::seconds(shutdown_grace_s) +
                                   std::chrono::seconds(1));

@@ -217,7 +217,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
     return *std::move(cached);
   }
   const Clock::time_point start = Clock::now();
-  if (!options_.import_worker.empty()) {
+  if (!options_.torch_worker.empty()) {
     // With a disk cache the child's answer is written next to the cache's
     // entries, so a build that succeeds renames it into place: the graph
     // (hundreds of MB for a large model) is written once.
@@ -234,8 +234,13 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
     limits.timeout_s = static_cast<int>(std::max<int64_t>(
         1, std::chrono::ceil<std::chrono::seconds>(load_deadline_ - Clock::now()).count()));
     limits.stop = options_.limits.ForLoad(load_deadline_).stop;
+    // A file that needs no libtorch (a torch.export archive, told from its
+    // zip directory) is imported by a program that does not load it.
+    const std::string& worker = !options_.import_worker.empty() && IsExportArchiveFile(path)
+                                    ? options_.import_worker
+                                    : options_.torch_worker;
     absl::StatusOr<cache::Payload> serialized =
-        ImportInChildProcess(options_.import_worker, path, answer, limits);
+        ImportInChildProcess(worker, path, answer, limits);
     if (serialized.ok()) {
       if (answer.keep) pending->answer_path = answer.path;  // removed unless committed
       absl::StatusOr<ir::Graph> graph = cache::ParseGraph(serialized->view(), serialized->owner());
@@ -277,7 +282,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
 absl::StatusOr<ir::Graph> ModelRegistry::ImportForced(
     const std::string& path, const std::vector<std::string>& ops, ImportLimits limits,
     std::chrono::steady_clock::time_point deadline) {
-  if (options_.import_worker.empty()) {
+  if (options_.torch_worker.empty()) {
     ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(path));
     importer::ImportOptions forced;
     forced.force_fallback = ops;
@@ -291,7 +296,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ImportForced(
   limits.timeout_s = static_cast<int>(std::max<int64_t>(
       1, std::chrono::ceil<std::chrono::seconds>(deadline - Clock::now()).count()));
   ASSIGN_OR_RETURN(cache::Payload serialized,
-                   ImportInChildProcess(options_.import_worker, path, answer, limits, ops));
+                   ImportInChildProcess(options_.torch_worker, path, answer, limits, ops));
   absl::StatusOr<ir::Graph> graph = cache::ParseGraph(serialized.view(), serialized.owner());
   if (!graph.ok()) {
     return absl::InternalError(absl::StrCat("the import process's graph does not read back: ",
@@ -348,9 +353,9 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   // Its fallback ops (and those of the models the verified import rebuilds)
   // run in a worker process of the model's own, started when first needed.
   std::shared_ptr<FallbackWorker> fallback_worker;
-  if (!options_.import_worker.empty()) {
+  if (!options_.torch_worker.empty()) {
     FallbackWorkerOptions worker;
-    worker.binary = options_.import_worker;
+    worker.binary = options_.torch_worker;
     worker.limits = options_.import_limits;
     worker.num_threads = options_.compile.num_threads;
     worker.label = label;
@@ -361,7 +366,7 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   built.weight_bytes = graph.ConstantBytes();
   // Verification on first use: the signatures the load cannot verify are
   // verified by their first request (server/first_use_verifier.h).
-  const std::string first_use_unavailable = FirstUseUnavailable(!options_.import_worker.empty());
+  const std::string first_use_unavailable = FirstUseUnavailable(options_.torch_worker);
   std::string first_use_off;
   if (!config.verify.enabled) {
     first_use_off = "off: verification is disabled by the load config";
@@ -404,7 +409,7 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
     first_use.reference = [this, import_limits](const std::string& file,
                                                 std::chrono::steady_clock::time_point deadline)
         -> std::unique_ptr<verify::TorchReference> {
-      return std::make_unique<ChildTorchReference>(options_.import_worker, file,
+      return std::make_unique<ChildTorchReference>(options_.torch_worker, file,
                                                    repository_->StagingDir(),
                                                    import_limits(deadline), deadline);
     };
@@ -460,8 +465,8 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
   // ops forced onto the fallback.
   std::unique_ptr<verify::TorchReference> reference;
   ImportLimits limits = import_limits(load_deadline_);
-  if (!options_.import_worker.empty()) {
-    reference = std::make_unique<ChildTorchReference>(options_.import_worker, path,
+  if (!options_.torch_worker.empty()) {
+    reference = std::make_unique<ChildTorchReference>(options_.torch_worker, path,
                                                       repository_->StagingDir(), limits,
                                                       load_deadline_);
   } else {

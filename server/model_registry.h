@@ -176,8 +176,11 @@ struct RegistryOptions {
   runtime::CompileOptions compile;
   // Required: imported graphs and compiled plans go through it.
   std::shared_ptr<cache::CompiledGraphCache> cache;
-  // The binary to run with --import-worker (kilnd itself); empty imports in
+  // kiln-torch-worker (ServerOptions::torch_worker); empty runs libtorch in
   // this process.
+  std::string torch_worker;
+  // The program for imports that need no libtorch (ServerOptions::import_worker);
+  // empty: torch_worker.
   std::string import_worker;
   ImportLimits import_limits;
   // Each load's time limit and the bounds of the verified import's runs.

@@ -161,11 +161,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   RegistryOptions registry_options;
   ASSIGN_OR_RETURN(registry_options.cache, cache::CompiledGraphCache::Create(cache_options));
   registry_options.compile.num_threads = options.threads;
+  registry_options.torch_worker = options.torch_worker;
   registry_options.import_worker = options.import_worker;
   registry_options.import_limits.memory_bytes = options.import_memory_bytes;
   registry_options.import_limits.timeout_s = options.load_timeout_s;
   registry_options.import_limits.sandbox = options.import_sandbox;
-  if (options.import_sandbox && !options.import_worker.empty()) {
+  if (options.import_sandbox && !options.torch_worker.empty()) {
     // The sandboxed child's root: empty and read-only, on the repository's
     // file system (kilnd may write there, so it can make the directory).
     const std::string root = server->repository_->StagingDir() + "/.sandbox-root";
@@ -175,7 +176,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   registry_options.limits = limits;
   registry_options.verify_on_first_use = options.verify_on_first_use;
   spdlog::info("imports run {}",
-               options.import_worker.empty()
+               options.torch_worker.empty()
                    ? std::string("in this process")
                    : absl::StrCat("in a child process (limits: ", options.import_memory_bytes >> 20,
                                   " MiB, ", options.load_timeout_s, " s; ",

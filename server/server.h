@@ -60,8 +60,14 @@ struct ServerOptions {
   // Bounds on the uploads kept to resume (--max-partial-uploads,
   // --max-partial-upload-bytes, --partial-upload-ttl-s).
   UploadLimits uploads;
-  // The binary to run with --import-worker for isolated imports (kilnd passes
-  // itself); empty imports in the server's own process.
+  // kiln-torch-worker, the program that runs libtorch for the server in
+  // child processes: TorchScript imports, the verified import's reference
+  // runs, fallback ops (kilnd passes the one beside it); empty runs all of
+  // that in the server's own process (servers of tests and tools).
+  std::string torch_worker;
+  // The program that imports a file needing no libtorch (a torch.export
+  // archive) in the same sandboxed child (kilnd passes itself, run with
+  // --import-worker); empty: torch_worker does.
   std::string import_worker;
   uint64_t import_memory_bytes = 8ull << 30;
   // Run the import child in the sandbox of server/sandbox.h (--import-sandbox).

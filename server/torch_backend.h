@@ -1,14 +1,13 @@
 // What the server needs from libtorch: importing TorchScript, the Fallback
 // kernel for ops Kiln does not translate, and the verified import's reference
-// run (only ever called in the sandboxed worker process, import_worker.h,
-// or by in-process servers of tests and tools). Loading
-// libtorch (and the ~300 libraries it pulls in) takes 1 to 3 s, longer than
-// everything else a restart from the compiled-graph cache does, so kilnd does
-// not link it: it loads the plugin libkiln_torch.so (built next to kilnd, see
-// torch_plugin.cc) the first time one of these is needed: an import, a model
-// with fallback ops, a verified import. A restart whose models all come from
-// the disk cache and run natively never loads libtorch. Tests and tools link
-// the same functions directly instead (kiln_torch_linked).
+// run. They run only where libtorch is linked (torch_backend_linked.cc):
+// kiln-torch-worker, the program kilnd starts for each of them
+// (import_worker.h, torch/fallback_worker.h), and in-process servers of tests
+// and tools. kilnd never links libtorch, whose loading (with the ~300
+// libraries it pulls in) takes 1 to 3 s, longer than everything else a
+// restart from the compiled-graph cache does: its versions of these
+// (torch_backend_kilnd.cc) fail, and nothing in kilnd calls them, since kilnd
+// always has a worker program (RegistryOptions::torch_worker).
 #pragma once
 
 #include <memory>
@@ -26,8 +25,7 @@
 
 namespace kiln::server::torch {
 
-// Loads libtorch now unless it is already loaded. Internal when the plugin
-// cannot be loaded (missing, or from another build), saying which file.
+// OK where libtorch is linked; FailedPrecondition in kilnd.
 absl::Status Load();
 
 // importer::ImportTorchScript through libtorch.

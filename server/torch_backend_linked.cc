@@ -1,5 +1,5 @@
-// torch_backend.h with libtorch linked in: tests and tools that run the
-// server in process (kilnd loads the plugin instead, torch_backend_plugin.cc).
+// torch_backend.h with libtorch linked in: kiln-torch-worker, and tests and
+// tools that run the server in process (kilnd has torch_backend_kilnd.cc).
 #include "engine/fallback/fallback.h"
 #include "engine/fallback/torch_reference.h"
 #include "server/torch_backend.h"

@@ -29,8 +29,8 @@ class ChildTorchReference : public verify::TorchReference {
   std::chrono::steady_clock::time_point deadline_;
 };
 
-// In the calling process, through torch_backend.h: only for servers run with
-// --import-isolation off (tests and tools that import in process anyway).
+// In the calling process, through torch_backend.h: only for servers without
+// a worker program (tests and tools that link libtorch; never kilnd).
 class InProcessTorchReference : public verify::TorchReference {
  public:
   explicit InProcessTorchReference(std::string model_bytes) : bytes_(std::move(model_bytes)) {}

@@ -3,9 +3,9 @@
 //  - A run that brings a FallbackWorker (kernels::EvalContext::services; the
 //    registry gives each model one when imports are isolated, the default):
 //    in that model's sandboxed worker process (fallback_worker.h).
-//  - Otherwise (--import-isolation none, where kilnd imports in process
-//    anyway): in process, through libtorch's own kernel (torch_backend.h),
-//    loading libtorch on first use.
+//  - Otherwise (a server with no worker program: those of tests and tools,
+//    which link libtorch; never kilnd): in process, through libtorch's own
+//    kernel (torch_backend.h).
 // Prepare only keeps the node (serialized once, under an id of its own), so
 // compiling a plan never loads libtorch; libtorch prepares the op where it
 // runs, on the first call, and its errors (an unknown operator, a schema the

@@ -3,8 +3,8 @@
 // native nodes whose kernel refused a signature, ir/fallback_twin.h), so
 // libtorch never runs on a model's data inside kilnd.
 //
-//   kilnd                                       kilnd --fallback-worker (one per model)
-//   Fallback kernel (fallback_kernel.cc)        loads libtorch (the plugin), limits its
+//   kilnd                                       kiln-torch-worker --fallback-worker
+//   Fallback kernel (fallback_kernel.cc)        (one per model) limits its
 //     -> FallbackWorker::Run                    address space, enters the sandbox of
 //        inputs copied into the arena ------->  server/sandbox.h, says FallbackReady;
 //        FallbackCall on the socket             per call: prepares the op the first time
@@ -49,7 +49,7 @@ class Node;
 namespace kiln::server {
 
 struct FallbackWorkerOptions {
-  // The binary to run with --fallback-worker: kilnd itself.
+  // The program to run with --fallback-worker: kiln-torch-worker.
   std::string binary;
   // memory_bytes, sandbox and sandbox_root apply (timeout_s and stop do not:
   // each call is bounded by its run).
@@ -104,8 +104,8 @@ class FallbackWorker : public kernels::KernelServices {
   std::string stderr_line_;  // an incomplete line of its log
 };
 
-// kilnd's --fallback-worker mode (fallback_worker_main.cc):
-//   kilnd --fallback-worker MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES THREADS
+// kiln-torch-worker's --fallback-worker mode (fallback_worker_main.cc):
+//   kiln-torch-worker --fallback-worker MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES THREADS
 // with the socket on descriptor 3 and the arena's memfd on 4. Returns the
 // exit status. Test-only hook: KILN_TEST_FALLBACK_FAULT=crash|hang|oom|escape
 // makes the worker crash, hang, allocate until its memory limit stops it, or

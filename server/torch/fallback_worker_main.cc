@@ -1,5 +1,5 @@
-// The libtorch fallback's worker process (fallback_worker.h): kilnd
-// --fallback-worker. Loads libtorch and its Fallback kernel, limits its
+// The libtorch fallback's worker process (fallback_worker.h):
+// kiln-torch-worker --fallback-worker. Loads libtorch and its Fallback kernel, limits its
 // address space, enters the sandbox, says FallbackReady, then serves calls
 // until kilnd closes the socket.
 #include <spdlog/sinks/stdout_sinks.h>
@@ -190,7 +190,8 @@ int FallbackWorkerMain(int argc, char** argv) {
   if (argc != 6 || !absl::SimpleAtoi(argv[2], &memory_bytes) ||
       !absl::SimpleAtoi(argv[5], &num_threads)) {
     std::fprintf(stderr,
-                 "usage: kilnd --fallback-worker MEMORY_BYTES SANDBOX_ROOT|off NAMESPACES THREADS "
+                 "usage: kiln-torch-worker --fallback-worker MEMORY_BYTES SANDBOX_ROOT|off "
+                 "NAMESPACES THREADS "
                  "(the socket on descriptor 3, the shared memory on 4)\n");
     return 2;
   }

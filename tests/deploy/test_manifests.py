@@ -244,7 +244,7 @@ class RuntimeLibrariesTest(unittest.TestCase):
         runtime = set(subprocess.run(
             ["bash", os.path.join(SOURCE, "scripts", "install-deps.sh"), "--print-runtime"],
             capture_output=True, text=True, check=True).stdout.split())
-        for binary in ("kilnd", "libkiln_torch.so", "kiln"):
+        for binary in ("kilnd", "kiln-torch-worker", "kiln"):
             dyn = subprocess.run(["readelf", "-d", os.path.join(BIN, binary)], capture_output=True,
                                  text=True, check=True).stdout
             for soname in re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dyn):

@@ -2,7 +2,8 @@
 the real kilnd, driven through the real `kiln` CLI and stock grpcio, with models torch scripts here.
 
   - A model with an op only libtorch runs (aten::i0) answers with PyTorch's numbers; the op ran in
-    a child of kilnd (`kilnd --fallback-worker`, another pid), and kilnd never mapped libtorch.
+    a child of kilnd (`kiln-torch-worker --fallback-worker`, another pid), and kilnd never mapped
+    libtorch.
   - Native code in the worker that tries to read /etc/passwd, create files, open sockets, exec,
     signal or trace the daemon is refused each time (test-only probe, KILN_TEST_FALLBACK_FAULT).
   - An op allocating past --import-memory-mb is RESOURCE_EXHAUSTED naming the op and the limit;

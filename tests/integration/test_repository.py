@@ -284,8 +284,8 @@ class RepositoryTest(unittest.TestCase):
         print(f"\nkill -9 rounds: {outcomes}, kill window {window:.2f} s")
 
     def test_without_libtorch_cached_models_serve_natively_the_rest_fails_cleanly(self):
-        # A kilnd that cannot load libtorch (built with -DKILN_WITH_TORCH=OFF, or deployed
-        # without its plugin) serves every model whose graph is in the compiled-graph cache
+        # A kilnd without libtorch (built with -DKILN_WITH_TORCH=OFF, or deployed
+        # without kiln-torch-worker) serves every model whose graph is in the compiled-graph cache
         # with the native kernels. An import, and a graph with fallback nodes, need libtorch:
         # they fail with FAILED_PRECONDITION saying so, and kilnd serves on.
         server = self.start()
@@ -295,7 +295,7 @@ class RepositoryTest(unittest.TestCase):
         self.servers.remove(server)
         bare = os.path.join(self.tmp, "bin")
         os.makedirs(bare)
-        shutil.copy(os.path.join(BIN, "kilnd"), bare)  # no libkiln_torch.so beside it
+        shutil.copy(os.path.join(BIN, "kilnd"), bare)  # no kiln-torch-worker beside it
         server = KilndProcess(bare, ["--host", "127.0.0.1", "--port", "0", "--model-repository",
                                      self.repo, "--cache-dir", self.cache, "--threads", "1"],
                               env={"OMP_WAIT_POLICY": "PASSIVE"})

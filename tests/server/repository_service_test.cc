@@ -48,7 +48,7 @@ std::string FixtureDir() {
   return dir.empty() ? KILN_FIXTURES_DIR : dir;
 }
 std::string Fixture(const std::string& file) { return FixtureDir() + "/" + file; }
-std::string Kilnd() { return std::string(KILN_BIN_DIR) + "/kilnd"; }
+std::string TorchWorker() { return std::string(KILN_BIN_DIR) + "/kiln-torch-worker"; }
 
 #define REQUIRE_FIXTURE(file)                                                                \
   if (!fs::exists(Fixture(file))) {                                                          \
@@ -420,8 +420,8 @@ class IsolatedImportTest : public RepositoryServiceTest {
  protected:
   void SetUp() override {
     RepositoryServiceTest::SetUp();
-    if (!fs::exists(Kilnd())) GTEST_SKIP() << Kilnd() << " missing";
-    options_.import_worker = Kilnd();
+    if (!fs::exists(TorchWorker())) GTEST_SKIP() << TorchWorker() << " missing";
+    options_.torch_worker = TorchWorker();
   }
 };
 
