@@ -4,7 +4,7 @@
 // own stack however deep the pickle nests; the marks cap how deep tuples may
 // nest. Calls (REDUCE) are the three the allow-list names, evaluated here:
 // OrderedDict() makes an empty dict, _rebuild_tensor_v2 records a view of a
-// storage, _rebuild_parameter returns its tensor. Storages come only from
+// storage, _rebuild_parameter(_with_state) returns its tensor. Storages come only from
 // BINPERSID ('storage', <dtype storage>, key, location, numel).
 #include "engine/importer/export/torch_save.h"
 
@@ -64,7 +64,14 @@ const char* OpcodeName(uint8_t op) {
   }
 }
 
-enum class Global : uint8_t { kNone, kOrderedDict, kRebuildTensor, kRebuildParameter, kStorage };
+enum class Global : uint8_t {
+  kNone,
+  kOrderedDict,
+  kRebuildTensor,
+  kRebuildParameter,
+  kRebuildParameterWithState,
+  kStorage
+};
 
 // The allow-list: module and name as GLOBAL spells them. A storage type sets
 // `dtype`.
@@ -72,6 +79,10 @@ Global LookupGlobal(std::string_view module, std::string_view name, DType* dtype
   if (module == "collections" && name == "OrderedDict") return Global::kOrderedDict;
   if (module == "torch._utils" && name == "_rebuild_tensor_v2") return Global::kRebuildTensor;
   if (module == "torch._utils" && name == "_rebuild_parameter") return Global::kRebuildParameter;
+  // A parameter with Python attributes (torch.compile's _dynamo_static_input_type).
+  if (module == "torch._utils" && name == "_rebuild_parameter_with_state") {
+    return Global::kRebuildParameterWithState;
+  }
   if ((module == "torch" || module == "torch.storage") && name == "UntypedStorage") {
     *dtype = DType::kUInt8;
     return Global::kStorage;
@@ -414,9 +425,15 @@ class Machine {
         v.kind = Value::kDict;
         return PushNew(std::move(v));
       }
-      case Global::kRebuildParameter: {
-        if (args.size() != 3) return Fail("_rebuild_parameter takes 3 arguments");
-        RETURN_IF_ERROR(Expect(args[0], Value::kTensor, "_rebuild_parameter's data").status());
+      case Global::kRebuildParameter:
+      case Global::kRebuildParameterWithState: {
+        // (data, requires_grad, backward_hooks[, state]): the attributes in
+        // `state` are Python's alone.
+        const size_t n = fn->global == Global::kRebuildParameter ? 3 : 4;
+        if (args.size() != n) {
+          return Fail(absl::StrCat("a parameter rebuilt from ", args.size(), " arguments"));
+        }
+        RETURN_IF_ERROR(Expect(args[0], Value::kTensor, "a parameter's data").status());
         return Push(args[0]);
       }
       case Global::kRebuildTensor: {

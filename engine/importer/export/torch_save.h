@@ -4,8 +4,8 @@
 // (serialized_state_dict.pt, serialized_constants.pt).
 //
 // Such an archive is a zip holding <prefix>/data.pkl, a protocol-2 pickle of
-// the dict whose tensors are built by torch._utils._rebuild_tensor_v2 (or
-// _rebuild_parameter) over persistent ids naming raw storages
+// the dict whose tensors are built by torch._utils._rebuild_tensor_v2 (and
+// _rebuild_parameter or _rebuild_parameter_with_state) over persistent ids naming raw storages
 // <prefix>/data/<key>. The pickle is read by a small, strict machine that
 // executes nothing: it knows only the opcodes such pickles use and a short
 // allow-list of globals; every other opcode or global is InvalidArgument

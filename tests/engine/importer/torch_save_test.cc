@@ -125,6 +125,25 @@ TEST(TorchPickleTest, ReadsAStateDict) {
   EXPECT_TRUE((*r)[2].second.sizes.empty());
 }
 
+TEST(TorchPickleTest, ReadsAParameterWithPythonState) {
+  // torch 2.6 pickles a module's own Parameter that dynamo tagged this way.
+  Pickle p;
+  p.Byte(0x80).Byte(2).Op('}').Op('(').Str("weight");
+  p.Global("torch._utils", "_rebuild_parameter_with_state").Op('(');
+  p.Global("torch._utils", "_rebuild_tensor_v2").Op('(');
+  p.Op('(').Str("storage").Global("torch", "FloatStorage").Str("0").Str("cpu").Int(6).Op('t');
+  p.Op('Q').Int(0).Ints({6}).Ints({1}).Byte(0x89).Global("collections", "OrderedDict").Op(')').Op('R');
+  p.Op('t').Op('R');
+  p.Byte(0x88).Global("collections", "OrderedDict").Op(')').Op('R');
+  p.Op('}').Str("_dynamo_static_input_type").Str("unguarded").Op('s');
+  p.Op('t').Op('R').Op('u').Op('.');
+  auto r = ReadStateDictPickle(p.bytes());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].first, "weight");
+  EXPECT_EQ((*r)[0].second.sizes, (Dims{6}));
+}
+
 TEST(TorchPickleTest, ReadsTheArchiveAndMaterializesViews) {
   auto r = ReadTorchSaveTensors(GoodArchive(), "state.pt");
   ASSERT_TRUE(r.ok()) << r.status();
