@@ -308,7 +308,7 @@ class SmallCnn(torch.nn.Module):
 class StateModel(torch.nn.Module):
     """A persistent and a non-persistent buffer (torch 2.6 saves the latter with the
     constants), a buffer saved with transposed strides (a view the reader materializes), a
-    lifted tensor constant, and a parameter read through a transpose."""
+    lifted tensor constant."""
 
     def __init__(self):
         super().__init__()
@@ -318,7 +318,7 @@ class StateModel(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.randn(6, 6))
 
     def forward(self, x):
-        y = ((x - self.offset) @ self.weight.t()) @ self.mix
+        y = torch.nn.functional.linear(x - self.offset, self.weight) @ self.mix
         return y * self.gain + torch.tensor([1.0, -1.0, 0.5, 0.0, 2.0, -2.0])
 
 

@@ -4,7 +4,7 @@
 // own stack however deep the pickle nests; the marks cap how deep tuples may
 // nest. Calls (REDUCE) are the three the allow-list names, evaluated here:
 // OrderedDict() makes an empty dict, _rebuild_tensor_v2 records a view of a
-// storage, _rebuild_parameter returns its tensor. Storages come only from
+// storage, _rebuild_parameter(_with_state) returns its tensor. Storages come only from
 // BINPERSID ('storage', <dtype storage>, key, location, numel).
 #include "engine/importer/export/torch_save.h"
 
@@ -25,46 +25,43 @@ namespace {
 
 // The standard pickle opcodes, for naming one Kiln refuses.
 const char* OpcodeName(uint8_t op) {
-  switch (op) {
-    case '(': return "MARK";            case '.': return "STOP";
-    case '0': return "POP";             case '1': return "POP_MARK";
-    case '2': return "DUP";             case 'F': return "FLOAT";
-    case 'I': return "INT";             case 'J': return "BININT";
-    case 'K': return "BININT1";         case 'L': return "LONG";
-    case 'M': return "BININT2";         case 'N': return "NONE";
-    case 'P': return "PERSID";          case 'Q': return "BINPERSID";
-    case 'R': return "REDUCE";          case 'S': return "STRING";
-    case 'T': return "BINSTRING";       case 'U': return "SHORT_BINSTRING";
-    case 'V': return "UNICODE";         case 'X': return "BINUNICODE";
-    case 'a': return "APPEND";          case 'b': return "BUILD";
-    case 'c': return "GLOBAL";          case 'd': return "DICT";
-    case '}': return "EMPTY_DICT";      case 'e': return "APPENDS";
-    case 'g': return "GET";             case 'h': return "BINGET";
-    case 'i': return "INST";            case 'j': return "LONG_BINGET";
-    case 'l': return "LIST";            case ']': return "EMPTY_LIST";
-    case 'o': return "OBJ";             case 'p': return "PUT";
-    case 'q': return "BINPUT";          case 'r': return "LONG_BINPUT";
-    case 's': return "SETITEM";         case 't': return "TUPLE";
-    case ')': return "EMPTY_TUPLE";     case 'u': return "SETITEMS";
-    case 'G': return "BINFLOAT";        case 0x80: return "PROTO";
-    case 0x81: return "NEWOBJ";         case 0x82: return "EXT1";
-    case 0x83: return "EXT2";           case 0x84: return "EXT4";
-    case 0x85: return "TUPLE1";         case 0x86: return "TUPLE2";
-    case 0x87: return "TUPLE3";         case 0x88: return "NEWTRUE";
-    case 0x89: return "NEWFALSE";       case 0x8a: return "LONG1";
-    case 0x8b: return "LONG4";          case 0x8c: return "SHORT_BINUNICODE";
-    case 0x8d: return "BINUNICODE8";    case 0x8e: return "BINBYTES8";
-    case 0x8f: return "EMPTY_SET";      case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET";      case 0x92: return "NEWOBJ_EX";
-    case 0x93: return "STACK_GLOBAL";   case 0x94: return "MEMOIZE";
-    case 0x95: return "FRAME";          case 'B': return "BINBYTES";
-    case 'C': return "SHORT_BINBYTES";  case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER";    case 0x98: return "READONLY_BUFFER";
-    default: return nullptr;
+  struct Named {
+    uint8_t op;
+    const char* name;
+  };
+  // clang-format off
+  static constexpr Named kOpcodes[] = {
+      {'(', "MARK"}, {'.', "STOP"}, {'0', "POP"}, {'1', "POP_MARK"}, {'2', "DUP"}, {'F', "FLOAT"},
+      {'I', "INT"}, {'J', "BININT"}, {'K', "BININT1"}, {'L', "LONG"}, {'M', "BININT2"},
+      {'N', "NONE"}, {'P', "PERSID"}, {'Q', "BINPERSID"}, {'R', "REDUCE"}, {'S', "STRING"},
+      {'T', "BINSTRING"}, {'U', "SHORT_BINSTRING"}, {'V', "UNICODE"}, {'X', "BINUNICODE"},
+      {'a', "APPEND"}, {'b', "BUILD"}, {'c', "GLOBAL"}, {'d', "DICT"}, {'}', "EMPTY_DICT"},
+      {'e', "APPENDS"}, {'g', "GET"}, {'h', "BINGET"}, {'i', "INST"}, {'j', "LONG_BINGET"},
+      {'l', "LIST"}, {']', "EMPTY_LIST"}, {'o', "OBJ"}, {'p', "PUT"}, {'q', "BINPUT"},
+      {'r', "LONG_BINPUT"}, {'s', "SETITEM"}, {'t', "TUPLE"}, {')', "EMPTY_TUPLE"},
+      {'u', "SETITEMS"}, {'G', "BINFLOAT"}, {0x80, "PROTO"}, {0x81, "NEWOBJ"}, {0x82, "EXT1"},
+      {0x83, "EXT2"}, {0x84, "EXT4"}, {0x85, "TUPLE1"}, {0x86, "TUPLE2"}, {0x87, "TUPLE3"},
+      {0x88, "NEWTRUE"}, {0x89, "NEWFALSE"}, {0x8a, "LONG1"}, {0x8b, "LONG4"},
+      {0x8c, "SHORT_BINUNICODE"}, {0x8d, "BINUNICODE8"}, {0x8e, "BINBYTES8"}, {0x8f, "EMPTY_SET"},
+      {0x90, "ADDITEMS"}, {0x91, "FROZENSET"}, {0x92, "NEWOBJ_EX"}, {0x93, "STACK_GLOBAL"},
+      {0x94, "MEMOIZE"}, {0x95, "FRAME"}, {'B', "BINBYTES"}, {'C', "SHORT_BINBYTES"},
+      {0x96, "BYTEARRAY8"}, {0x97, "NEXT_BUFFER"}, {0x98, "READONLY_BUFFER"},
+  };
+  // clang-format on
+  for (const Named& n : kOpcodes) {
+    if (n.op == op) return n.name;
   }
+  return nullptr;
 }
 
-enum class Global : uint8_t { kNone, kOrderedDict, kRebuildTensor, kRebuildParameter, kStorage };
+enum class Global : uint8_t {
+  kNone,
+  kOrderedDict,
+  kRebuildTensor,
+  kRebuildParameter,
+  kRebuildParameterWithState,
+  kStorage
+};
 
 // The allow-list: module and name as GLOBAL spells them. A storage type sets
 // `dtype`.
@@ -72,6 +69,10 @@ Global LookupGlobal(std::string_view module, std::string_view name, DType* dtype
   if (module == "collections" && name == "OrderedDict") return Global::kOrderedDict;
   if (module == "torch._utils" && name == "_rebuild_tensor_v2") return Global::kRebuildTensor;
   if (module == "torch._utils" && name == "_rebuild_parameter") return Global::kRebuildParameter;
+  // A parameter with Python attributes (torch.compile's _dynamo_static_input_type).
+  if (module == "torch._utils" && name == "_rebuild_parameter_with_state") {
+    return Global::kRebuildParameterWithState;
+  }
   if ((module == "torch" || module == "torch.storage") && name == "UntypedStorage") {
     *dtype = DType::kUInt8;
     return Global::kStorage;
@@ -91,19 +92,30 @@ Global LookupGlobal(std::string_view module, std::string_view name, DType* dtype
 }
 
 struct Value {
-  enum Kind : uint8_t { kNone, kBool, kInt, kFloat, kStr, kTuple, kDict, kGlobal, kStorage, kTensor };
+  enum Kind : uint8_t {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kStr,
+    kTuple,
+    kDict,
+    kGlobal,
+    kStorage,
+    kTensor
+  };
   Kind kind = kNone;
   Global global = Global::kNone;
-  int64_t i = 0;            // kBool, kInt; kStorage/kTensor: index into tensors
-  double f = 0;             // kFloat
-  std::string s;            // kStr
-  std::vector<uint32_t> items;  // kTuple; kDict: key, value, key, value, ...
+  int64_t i = 0;                  // kBool, kInt; kStorage/kTensor: index into tensors
+  double f = 0;                   // kFloat
+  std::string s;                  // kStr
+  std::vector<uint32_t> items;    // kTuple; kDict: key, value, key, value, ...
   DType dtype = DType::kUnknown;  // kGlobal of a storage type
 };
 
 const char* KindName(Value::Kind k) {
-  static const char* const kNames[] = {"None", "bool", "int", "float", "str", "tuple",
-                                       "dict", "global", "storage", "tensor"};
+  static const char* const kNames[] = {"None",  "bool", "int",    "float",   "str",
+                                       "tuple", "dict", "global", "storage", "tensor"};
   return kNames[k];
 }
 
@@ -126,8 +138,7 @@ class Machine {
 
  private:
   absl::Status Fail(absl::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pickle: ", what, " (byte ", op_pos_, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("pickle: ", what, " (byte ", op_pos_, ")"));
   }
 
   // ---- reading operands
@@ -146,7 +157,8 @@ class Machine {
   }
   absl::StatusOr<std::string_view> Line() {
     const size_t end = b_.find('\n', pos_);
-    if (end == std::string_view::npos || end - pos_ > 256) return Fail("GLOBAL without a short line");
+    if (end == std::string_view::npos || end - pos_ > 256)
+      return Fail("GLOBAL without a short line");
     std::string_view v = b_.substr(pos_, end - pos_);
     pos_ = end + 1;
     return v;
@@ -240,21 +252,27 @@ class Machine {
         if (n > b_.size() - pos_) return Fail("a FRAME longer than the pickle");
         return absl::OkStatus();
       }
-      case '.': *stopped = true; return absl::OkStatus();
+      case '.':
+        *stopped = true;
+        return absl::OkStatus();
       case '(':
         if (marks_.size() >= limits_.max_marks) {
           return Fail(absl::StrCat("MARKs nest deeper than ", limits_.max_marks));
         }
         marks_.push_back(stack_.size());
         return absl::OkStatus();
-      case 'N': return PushNew(Value{});
-      case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
+      case 'N':
+        return PushNew(Value{});
+      case 0x88:
+      case 0x89: {  // NEWTRUE, NEWFALSE
         Value v;
         v.kind = Value::kBool;
         v.i = op == 0x88;
         return PushNew(std::move(v));
       }
-      case 'K': case 'M': case 'J': {  // BININT1, BININT2, BININT
+      case 'K':
+      case 'M':
+      case 'J': {  // BININT1, BININT2, BININT
         ASSIGN_OR_RETURN(uint64_t x, Unsigned(op == 'K' ? 1 : op == 'M' ? 2 : 4));
         Value v;
         v.kind = Value::kInt;
@@ -281,7 +299,8 @@ class Machine {
         std::memcpy(&v.f, &x, 8);
         return PushNew(std::move(v));
       }
-      case 'X': case 0x8c: {  // BINUNICODE, SHORT_BINUNICODE
+      case 'X':
+      case 0x8c: {  // BINUNICODE, SHORT_BINUNICODE
         ASSIGN_OR_RETURN(uint64_t n, Unsigned(op == 'X' ? 4 : 1));
         ASSIGN_OR_RETURN(std::string_view s, Take(n));
         Value v;
@@ -289,7 +308,11 @@ class Machine {
         v.s = std::string(s);
         return PushNew(std::move(v));
       }
-      case ')': case 't': case 0x85: case 0x86: case 0x87: {  // tuples
+      case ')':
+      case 't':
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // tuples
         Value v;
         v.kind = Value::kTuple;
         if (op == 't') {
@@ -307,7 +330,8 @@ class Machine {
         v.kind = Value::kDict;
         return PushNew(std::move(v));
       }
-      case 's': case 'u': {  // SETITEM, SETITEMS
+      case 's':
+      case 'u': {  // SETITEM, SETITEMS
         std::vector<uint32_t> kv;
         if (op == 's') {
           kv.resize(2);
@@ -325,12 +349,15 @@ class Machine {
         items.insert(items.end(), kv.begin(), kv.end());
         return absl::OkStatus();
       }
-      case 'q': case 'r': {  // BINPUT, LONG_BINPUT
+      case 'q':
+      case 'r': {  // BINPUT, LONG_BINPUT
         ASSIGN_OR_RETURN(uint64_t index, Unsigned(op == 'q' ? 1 : 4));
         return Put(index);
       }
-      case 0x94: return Put(memo_.size());  // MEMOIZE
-      case 'h': case 'j': {  // BINGET, LONG_BINGET
+      case 0x94:
+        return Put(memo_.size());  // MEMOIZE
+      case 'h':
+      case 'j': {  // BINGET, LONG_BINGET
         ASSIGN_OR_RETURN(uint64_t index, Unsigned(op == 'h' ? 1 : 4));
         return Get(index);
       }
@@ -347,8 +374,10 @@ class Machine {
         }
         return PushNew(std::move(v));
       }
-      case 'Q': return PersistentId();
-      case 'R': return Reduce();
+      case 'Q':
+        return PersistentId();
+      case 'R':
+        return Reduce();
       case 'b': {  // BUILD: a tensor's Python attributes; nothing Kiln keeps
         ASSIGN_OR_RETURN(uint32_t state, Pop());
         (void)state;
@@ -359,7 +388,8 @@ class Machine {
         }
         return absl::OkStatus();
       }
-      default: break;
+      default:
+        break;
     }
     const char* name = OpcodeName(op);
     char hex[8];
@@ -375,15 +405,17 @@ class Machine {
     if (pid->items.size() != 5) return Fail("a persistent id that is not a 5-tuple");
     const std::vector<uint32_t> items = pid->items;
     ASSIGN_OR_RETURN(const Value* tag, Expect(items[0], Value::kStr, "a persistent id's tag"));
-    if (tag->s != "storage") return Fail(absl::StrCat("persistent id '", tag->s.substr(0, 32), "'"));
+    if (tag->s != "storage")
+      return Fail(absl::StrCat("persistent id '", tag->s.substr(0, 32), "'"));
     ASSIGN_OR_RETURN(const Value* type, Expect(items[1], Value::kGlobal, "a storage type"));
     if (type->global != Global::kStorage) return Fail("a storage of a type that is not a storage");
     ASSIGN_OR_RETURN(const Value* key, Expect(items[2], Value::kStr, "a storage key"));
     ASSIGN_OR_RETURN(const Value* location, Expect(items[3], Value::kStr, "a storage location"));
     ASSIGN_OR_RETURN(const Value* numel, Expect(items[4], Value::kInt, "a storage size"));
     if (key->s.empty() || key->s.size() > 64 ||
-        !std::all_of(key->s.begin(), key->s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; })) {
+        !std::all_of(key->s.begin(), key->s.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        })) {
       return Fail(absl::StrCat("storage key '", key->s.substr(0, 64), "' is not a plain name"));
     }
     if (location->s != "cpu" && !absl::StartsWith(location->s, "cuda")) {
@@ -414,9 +446,15 @@ class Machine {
         v.kind = Value::kDict;
         return PushNew(std::move(v));
       }
-      case Global::kRebuildParameter: {
-        if (args.size() != 3) return Fail("_rebuild_parameter takes 3 arguments");
-        RETURN_IF_ERROR(Expect(args[0], Value::kTensor, "_rebuild_parameter's data").status());
+      case Global::kRebuildParameter:
+      case Global::kRebuildParameterWithState: {
+        // (data, requires_grad, backward_hooks[, state]): the attributes in
+        // `state` are Python's alone.
+        const size_t n = fn->global == Global::kRebuildParameter ? 3 : 4;
+        if (args.size() != n) {
+          return Fail(absl::StrCat("a parameter rebuilt from ", args.size(), " arguments"));
+        }
+        RETURN_IF_ERROR(Expect(args[0], Value::kTensor, "a parameter's data").status());
         return Push(args[0]);
       }
       case Global::kRebuildTensor: {
@@ -424,13 +462,15 @@ class Machine {
         if (args.size() != 6 && args.size() != 7) {
           return Fail(absl::StrCat("_rebuild_tensor_v2 with ", args.size(), " arguments"));
         }
-        ASSIGN_OR_RETURN(const Value* storage, Expect(args[0], Value::kStorage, "a tensor's storage"));
+        ASSIGN_OR_RETURN(const Value* storage,
+                         Expect(args[0], Value::kStorage, "a tensor's storage"));
         ASSIGN_OR_RETURN(const Value* offset, Expect(args[1], Value::kInt, "a storage offset"));
         PickledTensor t = tensors_[storage->i];
         t.storage_offset = offset->i;
         ASSIGN_OR_RETURN(t.sizes, IntTuple(args[2], "a tensor's size"));
         ASSIGN_OR_RETURN(t.strides, IntTuple(args[3], "a tensor's stride"));
-        if (t.sizes.size() != t.strides.size()) return Fail("a tensor's size and stride differ in rank");
+        if (t.sizes.size() != t.strides.size())
+          return Fail("a tensor's size and stride differ in rank");
         const Value& hooks = values_[args[5]];
         if (hooks.kind != Value::kDict || !hooks.items.empty()) {
           return Fail("a tensor with backward hooks");
@@ -485,12 +525,13 @@ absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> ReadStateDict
 }
 
 absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, const Dims& dims,
-                                         const Dims& strides, int64_t offset,
-                                         std::string_view data, const std::string& storage_name) {
+                                         const Dims& strides, int64_t offset, std::string_view data,
+                                         const std::string& storage_name) {
   auto invalid = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("PT2 archive: ", what, ": ", why));
   };
-  if (dims.size() != strides.size() || dims.size() > 16) return invalid("sizes and strides do not match");
+  if (dims.size() != strides.size() || dims.size() > 16)
+    return invalid("sizes and strides do not match");
   constexpr int64_t kMaxDim = int64_t{1} << 40;
   int64_t numel = 1;
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -510,13 +551,13 @@ absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, c
   }
   if (numel > 0 && (last + 1) * esize > data.size()) {
     return invalid(absl::StrCat("sizes ", DimsToString(dims), ", strides ", DimsToString(strides),
-                                " and offset ", offset, " reach byte ", (last + 1) * esize,
-                                " but ", storage_name, " has ", data.size()));
+                                " and offset ", offset, " reach byte ", (last + 1) * esize, " but ",
+                                storage_name, " has ", data.size()));
   }
   // Stride-0 dims could make a small file a huge tensor.
   if (static_cast<uint64_t>(numel) * esize > std::max<uint64_t>(64 * data.size(), 1 << 20)) {
-    return invalid(absl::StrCat(DimsToString(dims), " elements from a file of ", data.size(),
-                                " bytes"));
+    return invalid(
+        absl::StrCat(DimsToString(dims), " elements from a file of ", data.size(), " bytes"));
   }
   Tensor t = Tensor::Zeros(dtype, dims);
   if (numel == 0) return t;

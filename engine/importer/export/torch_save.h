@@ -4,8 +4,8 @@
 // (serialized_state_dict.pt, serialized_constants.pt).
 //
 // Such an archive is a zip holding <prefix>/data.pkl, a protocol-2 pickle of
-// the dict whose tensors are built by torch._utils._rebuild_tensor_v2 (or
-// _rebuild_parameter) over persistent ids naming raw storages
+// the dict whose tensors are built by torch._utils._rebuild_tensor_v2 (and
+// _rebuild_parameter or _rebuild_parameter_with_state) over persistent ids naming raw storages
 // <prefix>/data/<key>. The pickle is read by a small, strict machine that
 // executes nothing: it knows only the opcodes such pickles use and a short
 // allow-list of globals; every other opcode or global is InvalidArgument
@@ -37,11 +37,11 @@ struct PickledTensor {
 };
 
 struct PickleLimits {
-  size_t max_stack = 1 << 16;     // values on the stack at once
-  size_t max_marks = 64;          // open MARKs: how deep tuples and dicts nest
-  size_t max_memo = 1 << 20;      // the largest memo index
-  size_t max_objects = 1 << 22;   // values made in all
-  size_t max_rank = 16;           // dims of one tensor
+  size_t max_stack = 1 << 16;    // values on the stack at once
+  size_t max_marks = 64;         // open MARKs: how deep tuples and dicts nest
+  size_t max_memo = 1 << 20;     // the largest memo index
+  size_t max_objects = 1 << 22;  // values made in all
+  size_t max_rank = 16;          // dims of one tensor
 };
 
 // Runs the pickle `bytes` and returns its dict of name -> tensor, in the
@@ -58,8 +58,7 @@ absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> ReadStateDict
 // stride-0 dims would make a small storage a huge tensor.
 absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, const Dims& dims,
                                          const Dims& strides, int64_t offset,
-                                         std::string_view storage,
-                                         const std::string& storage_name);
+                                         std::string_view storage, const std::string& storage_name);
 
 // Reads the torch.save zip archive `bytes` (an entry of the outer archive)
 // into name -> tensor, in the dict's order; `what` names it in messages

@@ -6,15 +6,15 @@
 // hostile opcodes (GLOBAL os.system, huge memo indices, deep nesting, a huge
 // stack) refused cleanly, storages checked against their files, and a legacy
 // program imported and run.
+#include "engine/importer/export/torch_save.h"
+
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/importer/export/exported_program_importer.h"
-#include "engine/importer/export/torch_save.h"
 #include "engine/runtime/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,13 +30,23 @@ using ::testing::HasSubstr;
 
 class Pickle {
  public:
-  Pickle& Op(char c) { b_.push_back(c); return *this; }
-  Pickle& Byte(uint8_t v) { b_.push_back(static_cast<char>(v)); return *this; }
+  Pickle& Op(char c) {
+    b_.push_back(c);
+    return *this;
+  }
+  Pickle& Byte(uint8_t v) {
+    b_.push_back(static_cast<char>(v));
+    return *this;
+  }
   Pickle& U32(uint32_t v) {
     for (int k = 0; k < 4; ++k) Byte(static_cast<uint8_t>(v >> (8 * k)));
     return *this;
   }
-  Pickle& Str(const std::string& s) { Op('X').U32(static_cast<uint32_t>(s.size())); b_ += s; return *this; }
+  Pickle& Str(const std::string& s) {
+    Op('X').U32(static_cast<uint32_t>(s.size()));
+    b_ += s;
+    return *this;
+  }
   Pickle& Int(int64_t v) {
     if (v >= 0 && v < 256) return Op('K').Byte(static_cast<uint8_t>(v));
     return Op('J').U32(static_cast<uint32_t>(static_cast<int32_t>(v)));
@@ -61,7 +71,8 @@ class Pickle {
     Op('Q').Int(offset).Ints(sizes).Ints(strides).Byte(0x89);
     Global("collections", "OrderedDict").Op(')').Op('R');
     Op('t').Op('R');
-    if (parameter) Byte(0x88).Global("collections", "OrderedDict").Op(')').Op('R').Byte(0x87).Op('R');
+    if (parameter)
+      Byte(0x88).Global("collections", "OrderedDict").Op(')').Op('R').Byte(0x87).Op('R');
     return *this;
   }
   const std::string& bytes() const { return b_; }
@@ -125,6 +136,32 @@ TEST(TorchPickleTest, ReadsAStateDict) {
   EXPECT_TRUE((*r)[2].second.sizes.empty());
 }
 
+TEST(TorchPickleTest, ReadsAParameterWithPythonState) {
+  // torch 2.6 pickles a module's own Parameter that dynamo tagged this way.
+  Pickle p;
+  p.Byte(0x80).Byte(2).Op('}').Op('(').Str("weight");
+  p.Global("torch._utils", "_rebuild_parameter_with_state").Op('(');
+  p.Global("torch._utils", "_rebuild_tensor_v2").Op('(');
+  p.Op('(').Str("storage").Global("torch", "FloatStorage").Str("0").Str("cpu").Int(6).Op('t');
+  p.Op('Q')
+      .Int(0)
+      .Ints({6})
+      .Ints({1})
+      .Byte(0x89)
+      .Global("collections", "OrderedDict")
+      .Op(')')
+      .Op('R');
+  p.Op('t').Op('R');
+  p.Byte(0x88).Global("collections", "OrderedDict").Op(')').Op('R');
+  p.Op('}').Str("_dynamo_static_input_type").Str("unguarded").Op('s');
+  p.Op('t').Op('R').Op('u').Op('.');
+  auto r = ReadStateDictPickle(p.bytes());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].first, "weight");
+  EXPECT_EQ((*r)[0].second.sizes, (Dims{6}));
+}
+
 TEST(TorchPickleTest, ReadsTheArchiveAndMaterializesViews) {
   auto r = ReadTorchSaveTensors(GoodArchive(), "state.pt");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -172,7 +209,14 @@ TEST(TorchPickleTest, BitFlipsFailCleanlyOrReadBoundedTensors) {
 
 TEST(TorchPickleTest, GlobalsOutsideTheAllowListAreRefused) {
   Pickle p;
-  p.Byte(0x80).Byte(2).Global("os", "system").Op('(').Str("touch /tmp/pwned").Op('t').Op('R').Op('.');
+  p.Byte(0x80)
+      .Byte(2)
+      .Global("os", "system")
+      .Op('(')
+      .Str("touch /tmp/pwned")
+      .Op('t')
+      .Op('R')
+      .Op('.');
   ExpectRefused(p.bytes(), "GLOBAL os.system is not one a torch.save state dict uses");
   Pickle q;
   q.Byte(0x80).Byte(2).Global("builtins", "eval").Op('.');
@@ -254,8 +298,11 @@ TEST(TorchPickleTest, StoragesAreCheckedAgainstTheirFiles) {
 // ------------------------------------------------------------ a legacy program
 
 json Meta(Dims sizes) {
-  json m = {{"dtype", 7}, {"requires_grad", false}, {"layout", 7},
-            {"device", {{"type", "cpu"}}}, {"storage_offset", {{"as_int", 0}}}};
+  json m = {{"dtype", 7},
+            {"requires_grad", false},
+            {"layout", 7},
+            {"device", {{"type", "cpu"}}},
+            {"storage_offset", {{"as_int", 0}}}};
   int64_t stride = 1;
   std::vector<json> strides(sizes.size());
   for (size_t i = sizes.size(); i-- > 0;) {
@@ -274,8 +321,9 @@ json Arg(const std::string& name, json arg) { return {{"name", name}, {"arg", ar
 // linear(x, w, b) + c: w and b from serialized_state_dict.pt, the lifted constant c from
 // serialized_constants.pt, as torch 2.6's torch.export.save writes them (schema 8.2).
 std::string LegacyProgram(const std::string& state_pickle) {
-  json tv = {{"x", Meta({2, 3})}, {"p_w", Meta({2, 3})}, {"p_b", Meta({2})},
-             {"c_lifted_tensor_0", Meta({2})}, {"linear", Meta({2, 2})}, {"add", Meta({2, 2})}};
+  json tv = {{"x", Meta({2, 3})},      {"p_w", Meta({2, 3})},
+             {"p_b", Meta({2})},       {"c_lifted_tensor_0", Meta({2})},
+             {"linear", Meta({2, 2})}, {"add", Meta({2, 2})}};
   json nodes = json::array(
       {{{"target", "torch.ops.aten.linear.default"},
         {"inputs", {Arg("input", T("x")), Arg("weight", T("p_w")), Arg("bias", T("p_b"))}},
@@ -291,15 +339,19 @@ std::string LegacyProgram(const std::string& state_pickle) {
           {{"arg", {{"name", "c_lifted_tensor_0"}}}, {"tensor_constant_name", "lifted_tensor_0"}}}},
         {{"user_input", {{"arg", T("x")}}}}}},
       {"output_specs", {{{"user_output", {{"arg", T("add")}}}}}}};
-  json mcg = json::array(
-      {{{"fqn", ""},
-        {"signature",
-         {{"inputs", json::array()}, {"outputs", json::array()}, {"in_spec", ""},
-          {"out_spec", R"([1, {"type": null, "context": null, "children_spec": []}])"},
-          {"forward_arg_names", {"x"}}}}}});
+  json mcg =
+      json::array({{{"fqn", ""},
+                    {"signature",
+                     {{"inputs", json::array()},
+                      {"outputs", json::array()},
+                      {"in_spec", ""},
+                      {"out_spec", R"([1, {"type": null, "context": null, "children_spec": []}])"},
+                      {"forward_arg_names", {"x"}}}}}});
   json ep = {{"graph_module",
               {{"graph",
-                {{"inputs", json::array()}, {"outputs", {T("add")}}, {"nodes", nodes},
+                {{"inputs", json::array()},
+                 {"outputs", {T("add")}},
+                 {"nodes", nodes},
                  {"tensor_values", tv}}},
                {"signature", signature},
                {"module_call_graph", mcg}}},
@@ -312,11 +364,12 @@ std::string LegacyProgram(const std::string& state_pickle) {
   constants.Byte(0x80).Byte(2).Op('}').Op('(');
   constants.Tensor("lifted_tensor_0", "FloatStorage", "0", 2, 0, {2}, {1});
   constants.Op('u').Op('.');
-  return Zip({{"serialized_exported_program.json", ep.dump()},
-              {"serialized_state_dict.pt",
-               TorchSave(state_pickle, {{"0", Floats({1, 0, 0, 0, 1, 0})}, {"1", Floats({10, 20})}})},
-              {"serialized_constants.pt", TorchSave(constants.bytes(), {{"0", Floats({100, 200})}})},
-              {"version", "8.2"}});
+  return Zip(
+      {{"serialized_exported_program.json", ep.dump()},
+       {"serialized_state_dict.pt",
+        TorchSave(state_pickle, {{"0", Floats({1, 0, 0, 0, 1, 0})}, {"1", Floats({10, 20})}})},
+       {"serialized_constants.pt", TorchSave(constants.bytes(), {{"0", Floats({100, 200})}})},
+       {"version", "8.2"}});
 }
 
 std::string LegacyState() {

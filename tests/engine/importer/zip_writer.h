@@ -34,8 +34,7 @@ inline std::string Zip(const std::vector<Entry>& entries) {
     const uint32_t offset = static_cast<uint32_t>(out.size());
     const uint32_t crc = static_cast<uint32_t>(
         crc32(0, reinterpret_cast<const Bytef*>(e.data.data()), static_cast<uInt>(e.data.size())));
-    const uint32_t usize =
-        static_cast<uint32_t>(e.declared_size ? e.declared_size : e.data.size());
+    const uint32_t usize = static_cast<uint32_t>(e.declared_size ? e.declared_size : e.data.size());
     auto header = [&](std::string& s, bool central) {
       Put32(s, central ? 0x02014b50 : 0x04034b50);
       if (central) Put16(s, 20);
