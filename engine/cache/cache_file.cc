@@ -157,6 +157,10 @@ absl::StatusOr<Payload> ReadCacheFile(const std::string& path, absl::string_view
   }
   const size_t payload_size = body.size() - 4 - header_size - pad;
   if (header.payload_size() != payload_size) return corrupt("payload size mismatch");
+  // The same kind, key and checksum name the same bytes in any process, so
+  // what is derived from them (packed weights) can be stored under where
+  // they lie (engine/common/mapped_file.h).
+  NameMappedContents(file, absl::StrCat(kind, ";", key, ";crc32c=", crc, ";bytes=", body_size));
   Payload payload;
   payload.data_ = body.data() + 4 + header_size + pad;
   payload.size_ = payload_size;

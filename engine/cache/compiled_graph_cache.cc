@@ -98,7 +98,7 @@ uint64_t PlanBytes(const runtime::Executable& exe, const ir::Graph& graph) {
 absl::StatusOr<std::shared_ptr<CompiledGraphCache>> CompiledGraphCache::Create(
     CacheOptions options) {
   if (!options.dir.empty()) {
-    for (const char* sub : {"graphs", "plans", "digests"}) {
+    for (const char* sub : {"graphs", "plans", "packed", "digests"}) {
       const fs::path dir = fs::path(options.dir) / sub;
       std::error_code ec;
       fs::create_directories(dir, ec);
@@ -116,6 +116,12 @@ absl::StatusOr<std::shared_ptr<CompiledGraphCache>> CompiledGraphCache::Create(
                options.dir.empty() ? std::string("no disk cache")
                                    : absl::StrCat("disk cache in ", options.dir));
   return std::shared_ptr<CompiledGraphCache>(new CompiledGraphCache(std::move(options)));
+}
+
+CompiledGraphCache::CompiledGraphCache(CacheOptions options) : options_(std::move(options)) {
+  if (!options_.dir.empty()) {
+    packed_ = std::make_shared<PackedWeightFiles>((fs::path(options_.dir) / "packed").string());
+  }
 }
 
 namespace {
@@ -177,7 +183,7 @@ void CompiledGraphCache::SweepStaleEntries(const std::string& dir) {
   const auto now = fs::file_time_type::clock::now();
   const std::string current = absl::StrCat(";engine=", EngineVersion());
   int removed = 0;
-  for (const char* sub : {"graphs", "plans"}) {
+  for (const char* sub : {"graphs", "plans", "packed"}) {
     std::error_code ec;
     for (const fs::directory_entry& entry : fs::directory_iterator(fs::path(dir) / sub, ec)) {
       std::error_code entry_ec;
@@ -403,11 +409,15 @@ absl::StatusOr<std::shared_ptr<const runtime::Executable>> CompiledGraphCache::G
   }
 
   const std::string sig = SignatureString(signature);
+  // The kernels keep what they prepack from the model's cached weights in
+  // packed/, and a plan loaded here maps what an earlier process packed.
+  runtime::CompileOptions packing = options;
+  if (packed_ != nullptr) packing.packed_weights = packed_;
   Result result = absl::UnknownError("unset");
   bool from_disk = false;
   if (has_disk()) {
     std::optional<std::shared_ptr<const runtime::Executable>> loaded =
-        LoadPlan(key, label, graph, signature, options);
+        LoadPlan(key, label, graph, signature, packing);
     if (loaded.has_value()) {
       result = *std::move(loaded);
       from_disk = true;
@@ -418,7 +428,7 @@ absl::StatusOr<std::shared_ptr<const runtime::Executable>> CompiledGraphCache::G
   }
   if (!from_disk) {
     absl::StatusOr<std::unique_ptr<runtime::Executable>> compiled =
-        runtime::Executable::Compile(graph, signature, options);
+        runtime::Executable::Compile(graph, signature, packing);
     if (compiled.ok()) {
       result = std::shared_ptr<const runtime::Executable>(*std::move(compiled));
       if (has_disk()) StorePlan(key, label, graph, signature, **result);
@@ -497,6 +507,11 @@ CacheTotals CompiledGraphCache::Totals() const {
   t.disk_plan_misses = disk_plan_misses_;
   t.disk_corrupt = disk_corrupt_;
   t.disk_writes = disk_writes_;
+  if (packed_ != nullptr) {
+    t.disk_corrupt += packed_->corrupt();
+    t.packed_hits = packed_->hits();
+    t.packed_writes = packed_->writes();
+  }
   return t;
 }
 

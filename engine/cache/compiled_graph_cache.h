@@ -11,8 +11,11 @@
 //    signature, compile options and pass pipeline: in memory, in an LRU bounded
 //    in bytes, and on disk as the optimized, typed graph (kiln.v1.CompiledPlan)
 //    whose weights refer to the model's own constants. A disk hit skips the
-//    passes; the kernels' Prepare and the memory planner run again at load
-//    (they are where weights would be prepacked, and they are cheap).
+//    passes; the kernels' Prepare and the memory planner run again at load.
+//  - Prepacked weights, on disk only (packed_weight_files.h): what the
+//    kernels' Prepare reorders from a constant that lies in a cache file is
+//    kept in packed/, so a plan loaded in another process maps the packed
+//    weights instead of reordering them.
 // Disk entries are written atomically with a checksum (cache_file.h). A
 // corrupt or stale entry is logged, removed and recompiled, never served and
 // never an error. Concurrent requests for the same missing plan compile it
@@ -34,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/cache/file_io.h"
+#include "engine/cache/packed_weight_files.h"
 #include "engine/ir/graph.h"
 #include "engine/runtime/model.h"
 
@@ -70,13 +74,15 @@ struct CacheTotals {
   uint64_t disk_graph_misses = 0;
   uint64_t disk_plan_hits = 0;
   uint64_t disk_plan_misses = 0;
-  uint64_t disk_corrupt = 0;
-  uint64_t disk_writes = 0;
+  uint64_t disk_corrupt = 0;  // graphs, plans and packed weights
+  uint64_t disk_writes = 0;   // graphs and plans
+  uint64_t packed_hits = 0;   // packed weights mapped from packed/
+  uint64_t packed_writes = 0;
 };
 
 class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCache> {
  public:
-  // Creates the cache; with a directory, creates graphs/, plans/ and digests/
+  // Creates the cache; with a directory, creates graphs/, plans/, packed/ and digests/
   // in it and sweeps temp files an interrupted write left, entries of other
   // engine versions unused for a day, and digests of files that changed.
   // Internal when the directory cannot be created.
@@ -163,7 +169,7 @@ class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCach
     std::string label;
   };
 
-  explicit CompiledGraphCache(CacheOptions options) : options_(std::move(options)) {}
+  explicit CompiledGraphCache(CacheOptions options);
 
   // Removes entries of other engine versions not written for a day, and
   // remembered digests of files that changed or went away.
@@ -183,6 +189,8 @@ class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCach
   void EvictOne(std::list<Entry>::iterator it, bool evicted);
 
   const CacheOptions options_;
+  // The store of prepacked weights under packed/; null without a disk cache.
+  std::shared_ptr<PackedWeightFiles> packed_;
 
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // front: most recently used

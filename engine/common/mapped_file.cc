@@ -16,15 +16,31 @@
 namespace kiln {
 namespace {
 
+// A live mapping: its size, and what NameMappedContents called it.
+struct Mapping {
+  size_t size = 0;
+  std::string name;
+};
+
 // The live mappings, by start address: ReleaseResidentPages only touches
 // memory found here.
 std::mutex& RegistryMutex() {
   static std::mutex mu;
   return mu;
 }
-std::map<uintptr_t, size_t>& Registry() {
-  static auto* mappings = new std::map<uintptr_t, size_t>;
+std::map<uintptr_t, Mapping>& Registry() {
+  static auto* mappings = new std::map<uintptr_t, Mapping>;
   return *mappings;
+}
+
+// The mapping holding [begin, end), or the registry's end. RegistryMutex held.
+std::map<uintptr_t, Mapping>::iterator FindLocked(uintptr_t begin, uintptr_t end) {
+  auto& mappings = Registry();
+  auto it = mappings.upper_bound(begin);
+  if (it == mappings.begin()) return mappings.end();
+  --it;  // the last mapping starting at or before `begin`
+  if (end > it->first + it->second.size) return mappings.end();
+  return it;
 }
 
 size_t PageSize() {
@@ -71,7 +87,7 @@ absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::st
   std::shared_ptr<const MappedFile> file(new MappedFile(static_cast<const char*>(data), size));
   if (size > 0) {
     std::lock_guard<std::mutex> lock(RegistryMutex());
-    Registry()[reinterpret_cast<uintptr_t>(data)] = size;
+    Registry()[reinterpret_cast<uintptr_t>(data)] = Mapping{size, std::string()};
   }
   return file;
 }
@@ -87,18 +103,30 @@ size_t ReleaseResidentPages(const void* data, size_t bytes) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
   const uintptr_t end = begin + bytes;
   std::lock_guard<std::mutex> lock(RegistryMutex());
-  const auto& mappings = Registry();
-  auto it = mappings.upper_bound(begin);
-  if (it == mappings.begin()) return 0;
-  --it;  // the last mapping starting at or before `begin`
-  if (end > it->first + it->second) return 0;
+  if (FindLocked(begin, end) == Registry().end()) return 0;
   return ReleaseLocked(begin, end);
+}
+
+void NameMappedContents(const void* inside, std::string name) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(inside);
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  auto it = FindLocked(at, at + 1);
+  if (it != Registry().end()) it->second.name = std::move(name);
+}
+
+std::optional<MappedLocation> LocateMapped(const void* data, size_t bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  auto it = FindLocked(begin, begin + bytes);
+  if (it == Registry().end() || it->second.name.empty()) return std::nullopt;
+  return MappedLocation{it->second.name, static_cast<size_t>(begin - it->first)};
 }
 
 size_t ReleaseAllResidentPages() {
   std::lock_guard<std::mutex> lock(RegistryMutex());
   size_t released = 0;
-  for (const auto& [start, size] : Registry()) released += ReleaseLocked(start, start + size);
+  for (const auto& [start, mapping] : Registry())
+    released += ReleaseLocked(start, start + mapping.size);
   return released;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -43,6 +44,26 @@ class MappedFile {
 // range lies in a live MappedFile; does nothing otherwise. The bytes stay
 // readable. Returns how many bytes were released.
 size_t ReleaseResidentPages(const void* data, size_t bytes);
+
+// Names what the live MappedFile holding `inside` contains, in words that
+// stay the same across processes and restarts (a cache file's kind, key and
+// checksum: cache_file.h), so that what a process derives from bytes in it
+// can be found again by another: the packed-weight store keys packed weights
+// by where their source lies. Does nothing when `inside` is in no live
+// mapping.
+void NameMappedContents(const void* inside, std::string name);
+
+// Where bytes lie in a named mapping: its name and the offset of the first
+// byte from the mapping's (the file's) start.
+struct MappedLocation {
+  std::string contents;
+  size_t offset = 0;
+};
+
+// The location of [data, data + bytes) when it lies wholly inside a live
+// mapping that NameMappedContents named; nullopt otherwise (heap memory, an
+// unnamed mapping).
+std::optional<MappedLocation> LocateMapped(const void* data, size_t bytes);
 
 // The same for every live MappedFile (after a plan is compiled: what its
 // kernels read once to prepack is not needed resident any more).

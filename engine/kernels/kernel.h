@@ -17,6 +17,7 @@
 #include "engine/common/precision.h"
 #include "engine/common/tensor.h"
 #include "engine/ir/graph.h"
+#include "engine/kernels/packed_weight_store.h"
 
 namespace kiln::kernels {
 
@@ -56,6 +57,9 @@ struct PrepareContext {
   // bfloat16 operands uses them under Precision::kBf16; every other kernel
   // ignores it.
   Precision precision = Precision::kFp32;
+  // Where prepacked constant weights are kept across processes
+  // (packed_weight_store.h); null: packed in memory only.
+  PackedWeightStore* packed_weights = nullptr;
 };
 
 // What a run lends to kernels that work outside the process: the server's

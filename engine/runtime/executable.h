@@ -41,6 +41,10 @@ struct CompileOptions {
   // Which of a model's graphs this is, for cache keys only: a model with
   // List[Tensor] inputs compiles one graph per list lengths ("lists=2,0").
   std::string graph_variant;
+  // Where the kernels keep prepacked weights across processes
+  // (kernels/packed_weight_store.h); null: in memory only. Not part of any
+  // key: packed bytes are the same wherever they are kept.
+  std::shared_ptr<kernels::PackedWeightStore> packed_weights;
 };
 
 // A graph input or output at run time: a tensor (scalars are 0-dim tensors,

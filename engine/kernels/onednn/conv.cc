@@ -216,8 +216,15 @@ absl::Status PrepareConv(PrepareContext& ctx) {
                                                : memory::format_tag::goihw);
   // Shared with the model's plans for other batch sizes that pick the same
   // format (Winograd's transformed weights are 4x the plain ones).
-  s->weights = PrepackedWeights(weights.raw_data(), plain_weights, pd.weights_desc(),
-                                e.scale != nullptr ? e.scale->raw_data() : nullptr, fold_weights);
+  WeightTransform transform;
+  if (e.scale != nullptr) {
+    transform.name = "scale-output-channels";
+    transform.variant = absl::string_view(static_cast<const char*>(e.scale->raw_data()),
+                                          e.scale->byte_size());
+    transform.make = std::move(fold_weights);
+  }
+  s->weights = PrepackedWeights(weights.raw_data(), plain_weights, pd.weights_desc(), transform,
+                                ctx.packed_weights);
 
   WorkspaceLayout ws;
   s->plain_src = ImageDesc(x, ctx.inputs[0].layout);

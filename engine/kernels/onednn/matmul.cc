@@ -97,7 +97,8 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
 
   // Weights, once: PyTorch's [N, K] row-major is the [K, N] matrix in "ba".
   const memory::desc given_desc({k, n}, memory::data_type::f32, memory::format_tag::ba);
-  s->weights = PrepackedWeights(ctx.inputs[1].constant->raw_data(), given_desc, pd.weights_desc());
+  s->weights = PrepackedWeights(ctx.inputs[1].constant->raw_data(), given_desc, pd.weights_desc(),
+                                /*transform=*/{}, ctx.packed_weights);
 
   WorkspaceLayout ws;
   if (operand != memory::data_type::f32) {

@@ -1,12 +1,18 @@
 #include "engine/kernels/onednn/onednn.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/common/mapped_file.h"
+#include "engine/common/sha256.h"
 
 #include "engine/kernels/onednn/onednn_kernels.h"
 
@@ -21,14 +27,92 @@ struct PrepackedEntry {
   std::weak_ptr<const dnnl::memory> memory;
 };
 
+std::atomic<uint64_t> reorder_count{0};
+
+// A memory descriptor as text, field by field (not its raw bytes: padding
+// between fields is not guaranteed to be zero). False for a format kind
+// whose description is not written out here: such weights are not stored.
+bool DescText(const dnnl::memory::desc& desc, std::string* out) {
+  const dnnl_memory_desc_t& d = desc.data;
+  auto dims = [&](const dnnl_dims_t& v, int n) {
+    absl::StrAppend(out, "[", absl::StrJoin(v, v + n, ","), "]");
+  };
+  absl::StrAppend(out, "t", static_cast<int>(d.data_type), "d");
+  dims(d.dims, d.ndims);
+  absl::StrAppend(out, "p");
+  dims(d.padded_dims, d.ndims);
+  absl::StrAppend(out, "o");
+  dims(d.padded_offsets, d.ndims);
+  absl::StrAppend(out, "+", d.offset0, "k", static_cast<int>(d.format_kind));
+  switch (d.format_kind) {
+    case dnnl_blocked: {
+      const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+      absl::StrAppend(out, "s");
+      dims(b.strides, d.ndims);
+      absl::StrAppend(out, "b");
+      dims(b.inner_blks, b.inner_nblks);
+      absl::StrAppend(out, "i");
+      dims(b.inner_idxs, b.inner_nblks);
+      break;
+    }
+    case dnnl_format_kind_wino: {
+      const dnnl_wino_desc_t& w = d.format_desc.wino_desc;
+      absl::StrAppend(out, "w", static_cast<int>(w.wino_format), ",", w.r, ",", w.alpha, ",", w.ic,
+                      ",", w.oc, ",", w.ic_block, ",", w.oc_block, ",", w.ic2_block, ",",
+                      w.oc2_block, ",", w.adj_scale, ",", w.size);
+      break;
+    }
+    default:
+      return false;
+  }
+  absl::StrAppend(out, "x", d.extra.flags, ",", d.extra.compensation_mask, ",",
+                  d.extra.scale_adjust, ",", d.extra.asymm_compensation_mask, "z",
+                  desc.get_size());
+  return true;
+}
+
+// The packed-weight store's key for these weights: where the source bytes
+// lie (a named mapping's contents and offset: the same in every process that
+// maps that file), what was made of them, both formats, and the CPU's ISA and
+// oneDNN's version (which decide what a format's bytes are); nullopt when the
+// weights cannot be stored (not in a named mapping, an unnamed transform, a
+// format not described).
+std::optional<std::string> StoreKey(const void* data, const dnnl::memory::desc& given,
+                                    const dnnl::memory::desc& packed,
+                                    const WeightTransform& transform) {
+  if (transform.make && transform.name.empty()) return std::nullopt;
+  std::optional<MappedLocation> source = LocateMapped(data, given.get_size());
+  if (!source.has_value()) return std::nullopt;
+  std::string key = absl::StrCat("onednn-weights;source=", source->contents, "@", source->offset,
+                                 "+", given.get_size(), ";transform=");
+  if (transform.make) {
+    absl::StrAppend(&key, transform.name, "(", Sha256Hex(transform.variant), ")");
+  } else {
+    absl::StrAppend(&key, "none");
+  }
+  absl::StrAppend(&key, ";given=");
+  if (!DescText(given, &key)) return std::nullopt;
+  absl::StrAppend(&key, ";packed=");
+  if (!DescText(packed, &key)) return std::nullopt;
+  const dnnl_version_t* v = dnnl_version();
+  absl::StrAppend(&key, ";isa=", static_cast<int>(dnnl::get_effective_cpu_isa()), ";onednn=",
+                  v->major, ".", v->minor, ".", v->patch, "-", v->hash);
+  return key;
+}
+
 }  // namespace
 
-std::shared_ptr<const dnnl::memory> PrepackedWeights(
-    const void* data, const dnnl::memory::desc& given, const dnnl::memory::desc& packed,
-    const void* variant, const std::function<std::vector<float>()>& transform) {
+uint64_t WeightReorderCount() { return reorder_count.load(); }
+
+std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
+                                                     const dnnl::memory::desc& given,
+                                                     const dnnl::memory::desc& packed,
+                                                     const WeightTransform& transform,
+                                                     PackedWeightStore* store) {
   static std::mutex mu;
   static auto* entries = new std::vector<PrepackedEntry>();
   std::lock_guard<std::mutex> lock(mu);
+  const void* variant = transform.make ? transform.variant.data() : nullptr;
   // Entries whose plans are all gone leave; a live one for these bytes is shared.
   entries->erase(std::remove_if(entries->begin(), entries->end(),
                                 [](const PrepackedEntry& e) { return e.memory.expired(); }),
@@ -38,14 +122,33 @@ std::shared_ptr<const dnnl::memory> PrepackedWeights(
       if (auto live = e.memory.lock()) return live;
     }
   }
-  auto memory = std::make_shared<dnnl::memory>(packed, Engine());
-  std::vector<float> transformed;
-  if (transform) transformed = transform();
-  dnnl::memory source(given, Engine(),
-                      const_cast<void*>(transform ? static_cast<const void*>(transformed.data())
-                                                  : data));
-  dnnl::reorder(source, *memory).execute(Stream(), source, *memory);
-  Stream().wait();
+  auto pack = [&](void* target) {
+    std::vector<float> transformed;
+    if (transform.make) transformed = transform.make();
+    dnnl::memory source(given, Engine(),
+                        const_cast<void*>(transform.make
+                                              ? static_cast<const void*>(transformed.data())
+                                              : data));
+    dnnl::memory packed_memory(packed, Engine(), target);
+    dnnl::reorder(source, packed_memory).execute(Stream(), source, packed_memory);
+    Stream().wait();
+    reorder_count++;
+  };
+  std::shared_ptr<const dnnl::memory> memory;
+  std::optional<std::string> key;
+  if (store != nullptr) key = StoreKey(data, given, packed, transform);
+  if (key.has_value()) {
+    // oneDNN only reads a primitive's weights, so they may be read-only
+    // (a mapped file's pages, shared with every process mapping it).
+    std::shared_ptr<const void> bytes = store->GetOrPack(*key, packed.get_size(), pack);
+    memory = std::shared_ptr<const dnnl::memory>(
+        new dnnl::memory(packed, Engine(), const_cast<void*>(bytes.get())),
+        [bytes](const dnnl::memory* m) { delete m; });
+  } else {
+    auto owned = std::make_shared<dnnl::memory>(packed, Engine());
+    pack(owned->get_data_handle());
+    memory = std::move(owned);
+  }
   ReleaseResidentPages(data, given.get_size());
   entries->push_back({data, variant, given, packed, memory});
   return memory;

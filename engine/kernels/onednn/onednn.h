@@ -15,7 +15,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "engine/common/tensor.h"
 #include "engine/kernels/conv_epilogue.h"
@@ -47,18 +50,38 @@ inline dnnl::memory::data_type OperandType(Precision precision) {
                                        : dnnl::memory::data_type::f32;
 }
 
+// What a weight is made of before it is reordered, when it is not the
+// constant as it is: `make` computes the bytes to reorder (a convolution's
+// weights with its batch norm folded in) from the constant and `variant` (the
+// batch norm's scale), which tells the results apart; `name` says what `make`
+// computes, for the packed-weight store's key (empty: the result is not
+// stored).
+struct WeightTransform {
+  std::string name;
+  absl::string_view variant;
+  std::function<std::vector<float>()> make;
+};
+
 // Constant weights `data` (laid out as `given`) reordered into `packed`, once
 // per (data, variant, given, packed) while any plan holds the result: plans of
 // one model for other signatures (batch 1 and batch 8) share the copy whenever
 // oneDNN picks the same blocked format for them, instead of each holding its
-// own. `transform`, when given, makes the bytes to reorder from `data` (a
-// convolution's weights with its batch norm folded in; `variant` is then that
-// batch norm's scale, telling the copies apart); it runs only when there is no
-// live copy. A mapped constant's pages are given back once reordered
-// (engine/common/mapped_file.h).
-std::shared_ptr<const dnnl::memory> PrepackedWeights(
-    const void* data, const dnnl::memory::desc& given, const dnnl::memory::desc& packed,
-    const void* variant = nullptr, const std::function<std::vector<float>()>& transform = {});
+// own. `transform.make` runs only when there is no live copy. With a `store`,
+// a weight that lies in a named mapped file (a cache file: engine/common/
+// mapped_file.h) is packed once for every process: the store keeps the packed
+// bytes under where the source lies, the transform and both formats, and a
+// restart or a second replica maps them instead of reordering; other weights,
+// or no store, are packed in memory as before. A mapped constant's pages are
+// given back once reordered.
+std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
+                                                     const dnnl::memory::desc& given,
+                                                     const dnnl::memory::desc& packed,
+                                                     const WeightTransform& transform = {},
+                                                     PackedWeightStore* store = nullptr);
+
+// How many weights PrepackedWeights has reordered in this process (for tests:
+// a plan whose packed weights all came from the store adds none).
+uint64_t WeightReorderCount();
 
 // A memory object over `data` (no copy).
 inline dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {

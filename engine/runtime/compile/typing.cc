@@ -279,6 +279,7 @@ absl::Status Executable::Compiler::CompileKernelNode(ir::NodeId id, Program& pro
                               exe_->options_.num_threads};
   ctx.allow_layouts = exe_->options_.use_providers && !all_constant;
   ctx.precision = exe_->options_.precision;
+  ctx.packed_weights = exe_->options_.packed_weights.get();
   ctx.outputs.resize(node.outputs.size());
   absl::StatusOr<const kernels::KernelDef*> found = kernels::PrepareKernel(ctx);
   if (absl::IsFailedPrecondition(found.status())) {

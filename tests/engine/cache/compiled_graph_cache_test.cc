@@ -4,13 +4,18 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <random>
 #include <thread>
 
 #include "engine/cache/cache_file.h"
 #include "engine/cache/file_io.h"
 #include "engine/cache/graph_serializer.h"
+#include "engine/kernels/onednn/onednn.h"
 
 namespace kiln::cache {
 namespace {
@@ -257,6 +262,175 @@ TEST_F(CompiledGraphCacheTest, EntriesOfOtherEnginesAndDigestsOfChangedFilesAreS
   EXPECT_TRUE(fs::exists(fresh_entry));  // a rolling upgrade's other replica may still use it
   EXPECT_TRUE(fs::exists(current));      // this engine's, however old
   EXPECT_TRUE(fs::is_empty(dir_ + "/digests"));
+}
+
+// x[N, 3, 12, 12] -> Conv(3 -> 16, 3x3) -> BatchNorm -> Relu -> Conv(16 -> 5,
+// 3x3) -> Relu -> Conv(5 -> 16, 3x3) -> Relu -> Conv(16 -> 16, 3x3) -> Flatten
+// -> Linear(2304 -> 7): oneDNN convolutions (one with a batch norm folded into
+// its weights as they are packed, odd channel counts that blocked formats pad,
+// one Winograd takes where the CPU has it) and a oneDNN linear
+// layer, every weight prepacked (and every weight 1 KiB or more, so that the
+// cache file holds it where the kernels read it: graph_serializer.h).
+ir::Graph ConvModel() {
+  std::mt19937 rng(11);
+  auto random = [&rng](Dims dims, float lo, float hi) {
+    Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = u(rng);
+    return t;
+  };
+  ir::Graph g;
+  ir::ValueId y = g.AddInput("x", ir::TensorType{DType::kF32, Dims{-1, 3, 12, 12}});
+  auto conv = [&](ir::ValueId x, int64_t c, int64_t o) {
+    ir::Attributes a;
+    a.SetInts("stride", {1, 1});
+    a.SetInts("padding", {1, 1});
+    a.SetInts("dilation", {1, 1});
+    a.SetInt("groups", 1);
+    ir::ValueId w = g.AddConstant(random({o, c, 3, 3}, -0.5f, 0.5f));
+    ir::ValueId b = g.AddConstant(random({o}, -1, 1));
+    return g.node(g.AddNode(ir::OpKind::kConv, {x, w, b}, a, "aten::_convolution")).outputs[0];
+  };
+  auto relu = [&](ir::ValueId x) {
+    return g.node(g.AddNode(ir::OpKind::kRelu, {x}, {}, "aten::relu")).outputs[0];
+  };
+  y = conv(y, 3, 16);
+  ir::Attributes bn;
+  bn.SetFloat("eps", 1e-5);
+  y = g.node(g.AddNode(ir::OpKind::kBatchNorm,
+                       {y, g.AddConstant(random({16}, 0.5f, 2)), g.AddConstant(random({16}, -1, 1)),
+                        g.AddConstant(random({16}, -0.5f, 0.5f)),
+                        g.AddConstant(random({16}, 0.1f, 3))},
+                       bn, "aten::batch_norm"))
+          .outputs[0];
+  y = relu(conv(relu(y), 16, 5));
+  y = conv(relu(conv(y, 5, 16)), 16, 16);
+  ir::Attributes flat;
+  flat.SetInt("start_dim", 1);
+  flat.SetInt("end_dim", -1);
+  y = g.node(g.AddNode(ir::OpKind::kFlatten, {y}, flat, "aten::flatten")).outputs[0];
+  y = g.node(g.AddNode(ir::OpKind::kLinear,
+                       {y, g.AddConstant(random({7, 16 * 144}, -0.05f, 0.05f)),
+                        g.AddConstant(random({7}, -1, 1))},
+                       {}, "aten::linear"))
+          .outputs[0];
+  g.AddOutput(y, "y");
+  return g;
+}
+
+std::vector<kernels::TensorInfo> ImageSignature() {
+  return {kernels::TensorInfo{DType::kF32, Dims{2, 3, 12, 12}, nullptr, true}};
+}
+
+// The plan's output bytes for a fixed input.
+std::string RunImage(const runtime::Executable& exe) {
+  Tensor x = Tensor::Zeros(DType::kF32, {2, 3, 12, 12});
+  for (int64_t i = 0; i < x.num_elements(); ++i)
+    x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+  auto out = exe.Run({x});
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return "";
+  return std::string(static_cast<const char*>((*out)[0].raw_data()), (*out)[0].byte_size());
+}
+
+std::vector<std::string> PackedFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "packed", ec))
+    files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class PackedWeightsTest : public CompiledGraphCacheTest {
+ protected:
+  // Compiles ConvModel's plan as a process starting on this cache directory
+  // does: the graph read from the disk cache (its weights mapped from the
+  // cache file), then the plan. Returns the output bytes; `reorders` gets
+  // how many weights the compile reordered.
+  std::string CompileAsANewProcess(uint64_t* reorders, CacheTotals* totals = nullptr,
+                                   bool disk = true) {
+    auto cache = NewCache(1 << 30, disk);
+    std::optional<ir::Graph> graph;
+    if (disk) {
+      graph = cache->LoadGraph(kGraphId);
+      if (!graph.has_value()) {
+        auto bytes = SerializeGraph(ConvModel());
+        EXPECT_TRUE(bytes.ok()) << bytes.status();
+        cache->StoreGraph(kGraphId, bytes->Pieces());
+        graph = cache->LoadGraph(kGraphId);
+      }
+    } else {
+      graph = ConvModel();
+    }
+    EXPECT_TRUE(graph.has_value());
+    if (!graph.has_value()) return "";
+    const uint64_t before = kernels::onednn::WeightReorderCount();
+    auto counters = std::make_shared<PlanCounters>();
+    auto exe = cache->GetOrCompile("conv", "conv:1", counters, *graph, ImageSignature(), options_);
+    EXPECT_TRUE(exe.ok()) << exe.status();
+    if (!exe.ok()) return "";
+    *reorders = kernels::onednn::WeightReorderCount() - before;
+    if (totals != nullptr) *totals = cache->Totals();
+    return RunImage(**exe);
+  }
+
+  static constexpr char kGraphId[] =
+      "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+};
+
+TEST_F(PackedWeightsTest, RestartMapsPackedWeightsInsteadOfReordering) {
+  uint64_t reorders = 0;
+  CacheTotals totals;
+  const std::string first = CompileAsANewProcess(&reorders, &totals);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(reorders, 5u);  // four convolutions and the linear layer
+  EXPECT_EQ(totals.packed_writes, 5u);
+  EXPECT_EQ(totals.packed_hits, 0u);
+  EXPECT_EQ(PackedFiles(dir_).size(), 5u);
+
+  // A restart: a fresh cache object over the same directory.
+  const std::string second = CompileAsANewProcess(&reorders, &totals);
+  EXPECT_EQ(reorders, 0u) << "a restart reordered weights instead of mapping them";
+  EXPECT_EQ(totals.packed_hits, 5u);
+  EXPECT_EQ(totals.packed_writes, 0u);
+  EXPECT_EQ(totals.disk_plan_hits, 1u);
+  EXPECT_TRUE(second == first) << "outputs differ after a restart";
+
+  // Without a disk cache: packed in memory, as before, with the same numbers.
+  const std::string memory_only = CompileAsANewProcess(&reorders, nullptr, /*disk=*/false);
+  EXPECT_EQ(reorders, 5u);
+  EXPECT_TRUE(memory_only == first);
+  EXPECT_EQ(PackedFiles(dir_).size(), 5u);
+}
+
+TEST_F(PackedWeightsTest, CorruptPackedWeightIsRemovedAndPackedAgain) {
+  uint64_t reorders = 0;
+  const std::string first = CompileAsANewProcess(&reorders);
+  const std::vector<std::string> files = PackedFiles(dir_);
+  ASSERT_EQ(files.size(), 5u);
+  for (const char* damage : {"flip", "truncate"}) {
+    const std::string& path = files[std::string(damage) == "flip" ? 1 : 2];
+    auto bytes = ReadFileToString(path);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    std::string broken = *bytes;
+    if (std::string(damage) == "flip") {
+      broken[broken.size() - 5] ^= 0x08;
+    } else {
+      broken.resize(broken.size() / 2);
+    }
+    ASSERT_TRUE(WriteFileAtomically(path, broken).ok());
+
+    CacheTotals totals;
+    const std::string again = CompileAsANewProcess(&reorders, &totals);
+    EXPECT_EQ(reorders, 1u) << damage;  // the bad one only
+    EXPECT_EQ(totals.disk_corrupt, 1u) << damage;
+    EXPECT_EQ(totals.packed_hits, 4u) << damage;
+    EXPECT_TRUE(again == first) << damage;
+    auto rewritten = ReadFileToString(path);
+    ASSERT_TRUE(rewritten.ok());
+    EXPECT_TRUE(*rewritten == *bytes) << damage << ": the packed weight was not written back";
+  }
 }
 
 TEST_F(CompiledGraphCacheTest, MemoryOnlyCacheWritesNothing) {
