@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -72,18 +74,28 @@ constexpr char kRecordHeader[] = "kiln verified signatures 1";
 constexpr size_t kMaxRecordBytes = 1 << 20;
 constexpr char kRemembered[] = " (remembered from an earlier run of kilnd)";
 
-FirstUseVerifier::FirstUseVerifier(FirstUseOptions options) : options_(std::move(options)) {
-  if (options_.record_path.empty()) return;
-  std::ifstream in(options_.record_path);
+// The record's (key, summary) lines, in file order; none when it is missing,
+// unreadable or not a record.
+static std::vector<std::pair<std::string, std::string>> ReadRecord(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::ifstream in(path);
   std::string line;
-  if (!in || !std::getline(in, line) || line != kRecordHeader) return;
+  if (!in || !std::getline(in, line) || line != kRecordHeader) return entries;
   size_t bytes = line.size();
   while (std::getline(in, line) && (bytes += line.size() + 1) <= kMaxRecordBytes) {
     const size_t tab = line.find('\t');
     if (tab == std::string::npos || tab == 0) continue;
-    Signature& sig = signatures_[line.substr(0, tab)];
+    entries.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+  }
+  return entries;
+}
+
+FirstUseVerifier::FirstUseVerifier(FirstUseOptions options) : options_(std::move(options)) {
+  if (options_.record_path.empty()) return;
+  for (auto& [key, summary] : ReadRecord(options_.record_path)) {
+    Signature& sig = signatures_[key];
     sig.state = State::kPassed;
-    sig.summary = line.substr(tab + 1);
+    sig.summary = std::move(summary);
     if (!absl::EndsWith(sig.summary, kRemembered)) sig.summary += kRemembered;
   }
   if (!signatures_.empty()) {
@@ -97,18 +109,8 @@ void FirstUseVerifier::SaveRecordLocked() const {
   std::string text = absl::StrCat(kRecordHeader, "\n");
   // Lines another served copy of the same file wrote (another name, same
   // content and settings) stay.
-  {
-    std::ifstream in(options_.record_path);
-    std::string line;
-    if (in && std::getline(in, line) && line == kRecordHeader) {
-      size_t bytes = line.size();
-      while (std::getline(in, line) && (bytes += line.size() + 1) <= kMaxRecordBytes) {
-        const size_t tab = line.find('\t');
-        if (tab != std::string::npos && tab > 0 && signatures_.count(line.substr(0, tab)) == 0) {
-          absl::StrAppend(&text, line, "\n");
-        }
-      }
-    }
+  for (const auto& [key, summary] : ReadRecord(options_.record_path)) {
+    if (signatures_.count(key) == 0) absl::StrAppend(&text, key, "\t", summary, "\n");
   }
   for (const auto& [key, sig] : signatures_) {
     if (sig.state != State::kPassed || absl::StartsWith(sig.summary, "verified at load")) continue;

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -70,8 +71,9 @@ bool SameEndpoint(const sockaddr_storage& a, socklen_t len, const std::string& i
 // The socket `req` came on: the one of this process whose peer and local
 // addresses are the request's; -1 when none is. The socket stays open while
 // the handler runs (httplib closes it after the connection's last request).
-int ConnectionSocket(const httplib::Request& req) {
-  if (req.remote_port < 0 || req.local_port < 0) return -1;
+int ConnectionSocket(const std::string& remote_addr, int remote_port, const std::string& local_addr,
+                     int local_port) {
+  if (remote_port < 0 || local_port < 0) return -1;
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return -1;
   int found = -1;
@@ -87,8 +89,8 @@ int ConnectionSocket(const httplib::Request& req) {
         getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
       continue;
     }
-    if (SameEndpoint(peer, peer_len, req.remote_addr, req.remote_port) &&
-        SameEndpoint(local, local_len, req.local_addr, req.local_port)) {
+    if (SameEndpoint(peer, peer_len, remote_addr, remote_port) &&
+        SameEndpoint(local, local_len, local_addr, local_port)) {
       found = static_cast<int>(fd);
       break;
     }
@@ -97,24 +99,39 @@ int ConnectionSocket(const httplib::Request& req) {
   return found;
 }
 
-// HttpRequest::client_gone for the connection on `fd`: the peer has closed
-// or shut down its side (POLLRDHUP also when bytes it sent are still unread,
-// such as a TLS close_notify), or the connection failed. Looked at once a
-// millisecond at most; once gone, always gone.
-std::function<bool()> ClientGone(int fd) {
+// HttpRequest::client_gone for the connection `req` came on: the peer has
+// closed or shut down its side (POLLRDHUP also when bytes it sent are still
+// unread, such as a TLS close_notify), or the connection failed. The socket
+// is looked for on the first call only (most handlers never ask: probes,
+// metadata), then looked at once a millisecond at most; once gone, always
+// gone; never gone when the socket cannot be found.
+std::function<bool()> ClientGone(const httplib::Request& req) {
   struct State {
+    std::string remote_addr, local_addr;
+    int remote_port = -1, local_port = -1;
+    std::once_flag found;
+    int fd = -1;
     std::atomic<int64_t> next_check_ns{0};
     std::atomic<bool> gone{false};
   };
   auto state = std::make_shared<State>();
-  return [fd, state] {
+  state->remote_addr = req.remote_addr;
+  state->remote_port = req.remote_port;
+  state->local_addr = req.local_addr;
+  state->local_port = req.local_port;
+  return [state] {
     if (state->gone.load(std::memory_order_relaxed)) return true;
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now().time_since_epoch())
                             .count();
     if (now < state->next_check_ns.load(std::memory_order_relaxed)) return false;
     state->next_check_ns.store(now + 1'000'000, std::memory_order_relaxed);
-    pollfd p{fd, POLLRDHUP, 0};
+    std::call_once(state->found, [&] {
+      state->fd = ConnectionSocket(state->remote_addr, state->remote_port, state->local_addr,
+                                   state->local_port);
+    });
+    if (state->fd < 0) return false;
+    pollfd p{state->fd, POLLRDHUP, 0};
     if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) {
       state->gone.store(true);
       return true;
@@ -234,7 +251,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
       for (const auto& [name, value] : req.headers) request.headers.emplace(Lower(name), value);
       for (const auto& [name, value] : req.params) request.query.emplace(name, value);
       request.body = std::move(body);
-      if (const int fd = ConnectionSocket(req); fd >= 0) request.client_gone = ClientGone(fd);
+      request.client_gone = ClientGone(req);
       HttpResponse response = (*handler)(request);
       res.status = response.status;
       for (auto& [name, value] : response.headers) res.set_header(name.c_str(), value);

@@ -33,8 +33,8 @@ struct HttpRequest {
   std::string body;
   // Whether the client has hung up (closed or shut down its side of the
   // connection) while the handler runs: cheap to call often (it looks at the
-  // socket at most once a millisecond). Empty when the connection's socket
-  // could not be found.
+  // socket at most once a millisecond; the socket is found on the first
+  // call). False when the connection's socket cannot be found.
   std::function<bool()> client_gone;
 
   // A header's value (`name` in lower case), empty when absent.
