@@ -15,11 +15,24 @@
 // reshuffling copy is made. With need_weights the second output holds the
 // attention weights, averaged over heads when average_weights is set;
 // otherwise it is empty ([0]).
+//
+// ScaledDotProductAttention (op_kinds.def says what it computes): Kiln's own
+// kernel runs the ops the node stands for one after another, each through the
+// kernel it would have had unfused (PrepareKernel on a node of its own):
+// transpositions, MatMul, Div/Mul by the scale, Add of the mask, Softmax,
+// MatMul. So it takes every shape and broadcast the unfused ops take, with
+// their numbers and their errors; intermediates live in the workspace. FP16
+// and BF16 operands compute in FP32 and round once at the end, as PyTorch's
+// fused attention does. The oneDNN provider's kernel (onednn/attention.cc) is the fast
+// path for float32: row tiles, never the whole score matrix.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/common/status_macros.h"
 #include "engine/kernels/gemm.h"
@@ -212,12 +225,212 @@ absl::Status EvalAttention(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---- ScaledDotProductAttention: the composite kernel ----
+
+enum SdpaInput { kSdpaQ = 0, kSdpaK, kSdpaV, kSdpaMask, kSdpaScale, kSdpaInputs };
+// Operand ids of a sub-step: node inputs are [0, kSdpaInputs), intermediates
+// follow; kSdpaOutput is the node's output.
+constexpr int kSdpaOutput = -1;
+
+struct SdpaStep {
+  ir::Node node;
+  const KernelDef* kernel = nullptr;
+  std::shared_ptr<void> state;
+  std::vector<int> inputs;
+  int output = kSdpaOutput;
+  size_t workspace = 0;
+};
+
+struct SdpaTemp {
+  TensorInfo info;
+  size_t offset = 0;  // in the workspace
+};
+
+struct SdpaPlan {
+  std::vector<SdpaStep> steps;
+  std::vector<SdpaTemp> temps;        // operand id kSdpaInputs + i
+  std::vector<std::unique_ptr<Tensor>> constants;  // the scale when it is an attribute
+  std::vector<TensorInfo> infos;      // per operand id, while preparing
+  size_t step_workspace = 0;          // offset of the steps' shared workspace
+};
+
+class SdpaBuilder {
+ public:
+  SdpaBuilder(PrepareContext& ctx, SdpaPlan& plan) : ctx_(ctx), plan_(plan) {
+    plan_.steps.reserve(12);  // steps are referenced by address while preparing
+    for (int i = 0; i < kSdpaInputs; ++i) {
+      plan_.infos.push_back(i < static_cast<int>(ctx.inputs.size()) ? ctx.inputs[i] : TensorInfo{});
+      if (i >= static_cast<int>(ctx.inputs.size())) plan_.infos.back().present = false;
+    }
+  }
+
+  // Adds a step of `kind` on `inputs`; returns its output's operand id.
+  absl::StatusOr<int> Step(ir::OpKind kind, std::vector<int> inputs, ir::Attributes attrs = {}) {
+    SdpaStep& step = plan_.steps.emplace_back();
+    step.node.kind = kind;
+    step.node.attrs = std::move(attrs);
+    step.node.source_op = ctx_.node.source_op;
+    step.node.outputs = {0};
+    PrepareContext sub{step.node};
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      step.node.inputs.push_back(static_cast<ir::ValueId>(i));
+      sub.inputs.push_back(plan_.infos[inputs[i]]);
+    }
+    sub.num_threads = ctx_.num_threads;
+    sub.precision = ctx_.precision;
+    ASSIGN_OR_RETURN(step.kernel, PrepareKernel(sub));
+    if (sub.dynamic_outputs || sub.outputs.size() != 1 || step.kernel->aliases_input0) {
+      return Unimplemented(ctx_.node, "the ", ir::OpName(kind),
+                           " step of attention has no static kernel");
+    }
+    step.state = std::move(sub.state);
+    step.workspace = sub.workspace_bytes;
+    step.inputs = std::move(inputs);
+    TensorInfo out = sub.outputs[0];
+    out.constant = nullptr;
+    out.scalar = false;
+    plan_.infos.push_back(out);
+    plan_.temps.push_back(SdpaTemp{out});
+    step.output = static_cast<int>(plan_.infos.size()) - 1;
+    return step.output;
+  }
+
+  // A step transposing `operand` by the node's attribute `attr` ([dim0, dim1]), if set.
+  absl::StatusOr<int> Transposed(int operand, const char* attr) {
+    if (!ctx_.node.attrs.Has(attr)) return operand;
+    const std::vector<int64_t> dims = ctx_.node.attrs.GetInts(attr);
+    if (dims.size() != 2) return InvalidArg(ctx_.node, attr, " must name two dims");
+    return Transpose(operand, dims[0], dims[1]);
+  }
+
+  absl::StatusOr<int> Transpose(int operand, int64_t dim0, int64_t dim1) {
+    ir::Attributes attrs;
+    attrs.SetInt("dim0", dim0);
+    attrs.SetInt("dim1", dim1);
+    return Step(ir::OpKind::kPermute, {operand}, std::move(attrs));
+  }
+
+  // The scale as an operand: input 4, or a constant number.
+  int ScaleOperand(double value) {
+    auto t = std::make_unique<Tensor>(Tensor::Zeros(DType::kF64, {}));
+    t->data<double>()[0] = value;
+    TensorInfo info{DType::kF64, {}, t.get()};
+    info.scalar = true;
+    plan_.constants.push_back(std::move(t));
+    plan_.infos.push_back(info);
+    plan_.temps.push_back(SdpaTemp{info});  // never written: the constant is used
+    return static_cast<int>(plan_.infos.size()) - 1;
+  }
+
+  const TensorInfo& info(int operand) const { return plan_.infos[operand]; }
+
+ private:
+  PrepareContext& ctx_;
+  SdpaPlan& plan_;
+};
+
+absl::Status PrepareSdpa(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 3, 5));
+  const ir::Attributes& attrs = ctx.node.attrs;
+  auto plan = std::make_shared<SdpaPlan>();
+  SdpaBuilder b(ctx, *plan);
+  ASSIGN_OR_RETURN(int q, b.Transposed(kSdpaQ, "q_perm"));
+  ASSIGN_OR_RETURN(int k, b.Transposed(kSdpaK, "k_perm"));
+  ASSIGN_OR_RETURN(int v, b.Transposed(kSdpaV, "v_perm"));
+  ASSIGN_OR_RETURN(int kt, b.Transpose(k, -2, -1));
+  const bool has_scale_input = HasInput(ctx, kSdpaScale);
+  ir::OpKind scale_op = ir::OpKind::kMul;
+  int scale = -1;
+  if (has_scale_input) {
+    const std::string op = attrs.GetString("scale_op", "mul");
+    if (op != "mul" && op != "div") return InvalidArg(ctx.node, "scale_op must be mul or div");
+    scale_op = op == "div" ? ir::OpKind::kDiv : ir::OpKind::kMul;
+    scale = kSdpaScale;
+  } else {
+    double value = attrs.GetFloat("scale", 0.0);
+    if (!attrs.Has("scale")) {
+      const Dims& qd = b.info(q).dims;
+      if (qd.empty()) return InvalidArg(ctx.node, "query must have at least one dim");
+      value = 1.0 / std::sqrt(static_cast<double>(qd.back()));
+    }
+    scale = b.ScaleOperand(value);
+  }
+  const bool on_query = attrs.GetString("scale_on", "scores") == "query";
+  if (on_query) {
+    ASSIGN_OR_RETURN(q, b.Step(scale_op, {q, scale}));
+  }
+  ASSIGN_OR_RETURN(int scores, b.Step(ir::OpKind::kMatMul, {q, kt}));
+  if (!on_query) {
+    ASSIGN_OR_RETURN(scores, b.Step(scale_op, {scores, scale}));
+  }
+  if (HasInput(ctx, kSdpaMask)) {
+    ASSIGN_OR_RETURN(scores, b.Step(ir::OpKind::kAdd, {scores, kSdpaMask}));
+  }
+  ir::Attributes softmax;
+  softmax.SetInt("axis", -1);
+  ASSIGN_OR_RETURN(int probs, b.Step(ir::OpKind::kSoftmax, {scores}, std::move(softmax)));
+  ASSIGN_OR_RETURN(int out, b.Step(ir::OpKind::kMatMul, {probs, v}));
+  ASSIGN_OR_RETURN(out, b.Transposed(out, "out_perm"));
+
+  // The last step writes the node's output; every other intermediate gets a
+  // region of the workspace, then one region the steps share for their own.
+  plan->steps.back().output = kSdpaOutput;
+  size_t offset = 0;
+  for (const SdpaStep& step : plan->steps) {
+    if (step.output == kSdpaOutput) continue;
+    SdpaTemp& temp = plan->temps[step.output - kSdpaInputs];
+    temp.offset = offset;
+    offset += (NumElements(temp.info.dims) * DTypeSize(temp.info.dtype) + 63) / 64 * 64;
+  }
+  plan->step_workspace = offset;
+  size_t shared = 0;
+  for (const SdpaStep& step : plan->steps) shared = std::max(shared, step.workspace);
+  ctx.workspace_bytes = offset + shared;
+  ctx.outputs = {b.info(out)};
+  ctx.outputs[0].constant = nullptr;
+  ctx.outputs[0].scalar = false;
+  plan->infos.clear();
+  ctx.state = std::move(plan);
+  return absl::OkStatus();
+}
+
+absl::Status EvalSdpa(EvalContext& ctx) {
+  const auto& plan = *static_cast<const SdpaPlan*>(ctx.state);
+  char* ws = static_cast<char*>(ctx.workspace);
+  std::vector<Tensor> temps;
+  temps.reserve(plan.temps.size());
+  for (size_t i = 0; i < plan.temps.size(); ++i) {
+    const SdpaTemp& t = plan.temps[i];
+    void* data = t.info.constant != nullptr ? const_cast<void*>(t.info.constant->raw_data())
+                                            : ws + t.offset;
+    temps.push_back(Tensor::Wrap(t.info.dtype, t.info.dims, data));
+  }
+  auto operand = [&](int id) -> const Tensor* {
+    if (id < kSdpaInputs) return id < static_cast<int>(ctx.inputs.size()) ? ctx.inputs[id] : nullptr;
+    return &temps[id - kSdpaInputs];
+  };
+  for (const SdpaStep& step : plan.steps) {
+    EvalContext sub{step.node};
+    for (int id : step.inputs) sub.inputs.push_back(operand(id));
+    sub.outputs = {step.output == kSdpaOutput ? ctx.outputs[0] : &temps[step.output - kSdpaInputs]};
+    sub.workspace = ws + plan.step_workspace;
+    sub.state = step.state.get();
+    sub.num_threads = ctx.num_threads;
+    RETURN_IF_ERROR(step.kernel->eval(sub));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> AttentionKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kMultiHeadAttention, DType::kF32, PrepareAttention, EvalAttention<float>},
       {ir::OpKind::kMultiHeadAttention, DType::kF64, PrepareAttention, EvalAttention<double>},
+      // FP16 and BF16 run the FP32 kernel widened (widen.cc): rounded once, as
+      // PyTorch's fused attention kernels round.
+      {ir::OpKind::kScaledDotProductAttention, DType::kF32, PrepareSdpa, EvalSdpa},
+      {ir::OpKind::kScaledDotProductAttention, DType::kF64, PrepareSdpa, EvalSdpa},
   };
   return kKernels;
 }

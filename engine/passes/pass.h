@@ -26,6 +26,7 @@ std::unique_ptr<Pass> MakeResolveListsPass();
 std::unique_ptr<Pass> MakeEliminateIdentityPass();
 std::unique_ptr<Pass> MakeDeadCodeEliminationPass();
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
+std::unique_ptr<Pass> MakeFuseAttentionPass();
 
 // The clamp [lo, hi] a Relu (0, inf) or Clip (its min/max) node applies, as a
 // convolution's fused post_min/post_max; nullopt for other ops and for a NaN

@@ -15,6 +15,9 @@ std::vector<std::unique_ptr<Pass>> MakePipeline() {
   passes.push_back(MakeResolveListsPass());
   // Identities first: they hide producer/consumer pairs from later pattern passes.
   passes.push_back(MakeEliminateIdentityPass());
+  // MatMul -> scale -> mask -> Softmax -> MatMul (and the transpositions
+  // around it) into one ScaledDotProductAttention.
+  passes.push_back(MakeFuseAttentionPass());
   // Conv -> BatchNorm -> Relu/Clip into the convolution's epilogue.
   passes.push_back(MakeFuseConvEpiloguePass());
   // Last: clean up whatever earlier rewrites left unused.

@@ -218,7 +218,7 @@ namespace kiln::kernels {
 absl::Span<const KernelDef> ProviderKernels() {
   static const auto* all = [] {
     auto* v = new std::vector<KernelDef>{onednn::ConvKernel(), onednn::LinearKernel(),
-                                         onednn::MatMulKernel()};
+                                         onednn::MatMulKernel(), onednn::SdpaKernel()};
     for (const KernelDef& k : onednn::PoolKernels()) v->push_back(k);
     for (const KernelDef& k : onednn::NormKernels()) v->push_back(k);
     return v;

@@ -11,6 +11,7 @@ namespace kiln::kernels::onednn {
 KernelDef ConvKernel();                // conv.cc
 KernelDef LinearKernel();              // matmul.cc
 KernelDef MatMulKernel();              // matmul.cc: batched, rank 3 and 4
+KernelDef SdpaKernel();                // attention.cc: fused scaled dot-product attention
 std::vector<KernelDef> NormKernels();  // norm.cc: softmax, log-softmax, layer norm
 std::vector<KernelDef> PoolKernels();  // pool.cc
 

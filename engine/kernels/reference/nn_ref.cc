@@ -576,6 +576,97 @@ Outputs Rnn(const ir::Node& node, const std::vector<const Tensor*>& in) {
   return r;
 }
 
+// Values transposed by the node's attribute `attr` ([dim0, dim1]), if set.
+Values Transposed(const Values& x, const ir::Node& node, const char* attr) {
+  if (!node.attrs.Has(attr)) return x;
+  const std::vector<int64_t> p = node.attrs.GetInts(attr);
+  const int64_t rank = static_cast<int64_t>(x.dims.size());
+  const int64_t a = Axis(p[0], rank), b = Axis(p[1], rank);
+  Values y = x;
+  std::swap(y.dims[a], y.dims[b]);
+  ForEach(y.dims, [&](const Index& idx) {
+    Index src = idx;
+    std::swap(src[a], src[b]);
+    y.v[OffsetOf(idx, y.dims)] = x.v[OffsetOf(src, x.dims)];
+  });
+  return y;
+}
+
+// ScaledDotProductAttention, straight from its definition: for every output
+// row, the scaled scores against every key (plus the mask), a softmax, the
+// weighted sum of the values; batch dims broadcast right-aligned.
+Outputs ScaledDotProductAttention(const ir::Node& node, const std::vector<const Tensor*>& in) {
+  auto opt = [&](size_t i) { return in.size() > i && in[i] != nullptr; };
+  const Values q = Transposed(Read(*in[0]), node, "q_perm");
+  const Values k = Transposed(Read(*in[1]), node, "k_perm");
+  const Values v = Transposed(Read(*in[2]), node, "v_perm");
+  Values mask = opt(3) ? Read(*in[3]) : Values{};
+  const int64_t L = q.dims[q.dims.size() - 2], D = q.dims.back();
+  const int64_t S = k.dims[k.dims.size() - 2], Dv = v.dims.back();
+  double scale = node.attrs.Has("scale") ? node.attrs.GetFloat("scale") : 1.0 / std::sqrt(double(D));
+  bool divide = false;
+  if (opt(4)) {
+    scale = Read(*in[4]).v[0];
+    divide = node.attrs.GetString("scale_op", "mul") == "div";
+  }
+  const bool on_query = node.attrs.GetString("scale_on", "scores") == "query";
+  auto scaled = [&](double x) { return divide ? x / scale : x * scale; };
+  if (opt(3)) {
+    while (mask.dims.size() < 2) mask.dims.insert(mask.dims.begin(), 1);
+  }
+  // Broadcast batch dims.
+  std::vector<const Values*> all = {&q, &k, &v};
+  if (opt(3)) all.push_back(&mask);
+  size_t nb = 0;
+  for (const Values* x : all) nb = std::max(nb, x->dims.size() - 2);
+  Dims batch(nb, 1);
+  for (const Values* x : all) {
+    const size_t xb = x->dims.size() - 2;
+    for (size_t i = 0; i < xb; ++i) batch[nb - xb + i] = std::max(batch[nb - xb + i], x->dims[i]);
+  }
+  auto at = [&](const Values& x, const Index& b, int64_t r, int64_t c) {
+    const size_t xb = x.dims.size() - 2;
+    Index idx;
+    for (size_t i = 0; i < xb; ++i) idx.push_back(x.dims[i] == 1 ? 0 : b[nb - xb + i]);
+    idx.push_back(x.dims[xb] == 1 ? 0 : r);
+    idx.push_back(x.dims[xb + 1] == 1 ? 0 : c);
+    return x.v[OffsetOf(idx, x.dims)];
+  };
+  Dims out_dims = batch;
+  out_dims.push_back(L);
+  out_dims.push_back(Dv);
+  std::vector<double> out(NumElements(out_dims), 0.0);
+  ForEach(batch, [&](const Index& b) {
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> sc(S);
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < S; ++j) {
+        double acc = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          const double qv = at(q, b, i, d);
+          acc += (on_query ? scaled(qv) : qv) * at(k, b, j, d);
+        }
+        sc[j] = on_query ? acc : scaled(acc);
+        if (opt(3)) sc[j] += at(mask, b, i, j);
+        m = std::max(m, sc[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < S; ++j) sum += std::exp(sc[j] - m);
+      Index o = b;
+      o.push_back(i);
+      o.push_back(0);
+      const int64_t base = OffsetOf(o, out_dims);
+      for (int64_t j = 0; j < S; ++j) {
+        const double p = std::exp(sc[j] - m) / sum;
+        for (int64_t d = 0; d < Dv; ++d) out[base + d] += p * at(v, b, j, d);
+      }
+    }
+  });
+  Values result{out_dims, out};
+  result = Transposed(result, node, "out_perm");
+  return Outputs{Write(DType::kF32, result.dims, result.v)};
+}
+
 }  // namespace
 
 MaybeOutputs NnReference(const ir::Node& node, const std::vector<const Tensor*>& in) {
@@ -593,6 +684,7 @@ MaybeOutputs NnReference(const ir::Node& node, const std::vector<const Tensor*>&
     case OpKind::kResize: return Resize(node, in);
     case OpKind::kEinsum: return Einsum(node, in);
     case OpKind::kMultiHeadAttention: return Attention(node, in);
+    case OpKind::kScaledDotProductAttention: return ScaledDotProductAttention(node, in);
     case OpKind::kLSTM:
     case OpKind::kRNN:
       return Rnn(node, in);

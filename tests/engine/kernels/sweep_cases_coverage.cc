@@ -711,6 +711,65 @@ Case AttentionCase(Rng& rng, int i) {
   return c;
 }
 
+// q [batch..., L, D], k [batch..., S, D], v [batch..., S, Dv] (batch dims
+// broadcasting), given transposed now and then (q_perm, k_perm, v_perm,
+// out_perm), with or without a mask that broadcasts to the scores, the scale
+// as an attribute, the default or a number dividing or multiplying the scores
+// or the query.
+Case SdpaCase(Rng& rng, int i) {
+  const int64_t l = Uniform(rng, 1, Big(i) ? 70 : 6), s = Uniform(rng, 1, Big(i) ? 90 : 6);
+  const int64_t d = Uniform(rng, 1, Big(i) ? 32 : 5), dv = Uniform(rng, 1, 5);
+  Dims batch;
+  for (int64_t n = Uniform(rng, 0, 2); n > 0; --n) batch.push_back(Uniform(rng, 1, 3));
+  auto operand = [&](int64_t rows, int64_t cols) {
+    Dims dims(batch.begin() + Uniform(rng, 0, static_cast<int64_t>(batch.size())), batch.end());
+    for (int64_t& x : dims) {
+      if (Coin(rng, 0.3)) x = 1;
+    }
+    dims.push_back(rows);
+    dims.push_back(cols);
+    return dims;
+  };
+  ir::Attributes attrs;
+  auto maybe_transposed = [&](Dims logical, const char* attr) {
+    const int64_t rank = static_cast<int64_t>(logical.size());
+    if (Coin(rng, 0.4)) {
+      const int64_t a = Uniform(rng, 0, rank - 1), b = Uniform(rng, 0, rank - 1);
+      attrs.SetInts(attr, {a, b - rank});  // a negative dim now and then
+      std::swap(logical[a], logical[b]);
+    }
+    return RandomF32(logical, rng);
+  };
+  Case c{{maybe_transposed(operand(l, d), "q_perm"), maybe_transposed(operand(s, d), "k_perm"),
+          maybe_transposed(operand(s, dv), "v_perm")},
+         {},
+         {}};
+  c.attrs = attrs;
+  const int mask = static_cast<int>(Uniform(rng, 0, 2));
+  if (mask > 0) {
+    Dims m = operand(Coin(rng, 0.3) ? 1 : l, Coin(rng, 0.2) ? 1 : s);
+    if (mask == 2) m.erase(m.begin(), m.end() - 1);  // [S] or [1]
+    c.inputs.push_back(RandomF32(m, rng, -3, 3));
+  } else {
+    c.inputs.push_back(Absent());
+  }
+  switch (Uniform(rng, 0, 3)) {
+    case 0: break;  // 1/sqrt(D)
+    case 1: c.attrs.SetFloat("scale", 0.5 + Uniform(rng, 0, 4) * 0.25); break;
+    default:
+      c.inputs.push_back(Scalar(DType::kF32, 1 + Uniform(rng, 0, 8)));
+      c.attrs.SetString("scale_op", Coin(rng) ? "div" : "mul");
+      break;
+  }
+  if (Coin(rng, 0.3)) c.attrs.SetString("scale_on", "query");
+  if (Coin(rng, 0.3)) {
+    const int64_t rank = static_cast<int64_t>(std::max({c.inputs[0].rank(), c.inputs[1].rank(),
+                                                        c.inputs[2].rank()}));
+    c.attrs.SetInts("out_perm", {Uniform(rng, 0, rank - 1), Uniform(rng, 0, rank - 1)});
+  }
+  return c;
+}
+
 Case RnnCase(K op, Rng& rng, int) {
   const std::string cells[] = {"gru", "tanh", "relu"};
   const std::string cell = op == K::kLSTM ? "lstm" : cells[Uniform(rng, 0, 2)];
@@ -824,6 +883,7 @@ void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& m) {
   m[K::kTopK] = [](Rng& r, int i) { return SortCase(K::kTopK, r, i); };
   m[K::kSort] = [](Rng& r, int i) { return SortCase(K::kSort, r, i); };
   m[K::kMultiHeadAttention] = AttentionCase;
+  m[K::kScaledDotProductAttention] = SdpaCase;
   m[K::kLSTM] = [](Rng& r, int i) { return RnnCase(K::kLSTM, r, i); };
   m[K::kRNN] = [](Rng& r, int i) { return RnnCase(K::kRNN, r, i); };
 }

@@ -1,0 +1,364 @@
+// ScaledDotProductAttention in FP32, fused: softmax(scale(q k^T) + mask) v
+// one tile of query rows at a time. Per (batch index, row tile): the scores
+// of those rows against every key go to a per-thread tile (one GEMM), are
+// scaled and masked in place, go through oneDNN's softmax (the primitive
+// the unfused Softmax runs), and one more GEMM writes the rows' output. The
+// [L, S] score matrix of a head is never materialised, nor are the
+// transposed copies of q, k, v and the output that the unfused graph makes
+// (q_perm, k_perm, v_perm and out_perm are read as strides).
+//
+// The arithmetic is the unfused ops' in their order (the scale divides or
+// multiplies in float32 after the product, or the query before it; the mask
+// is added after); only the GEMMs' blocking differs. Shapes and errors are
+// the native kernel's (attention.cc): its Prepare runs first. Taken where
+// every operand is FP32 (the scale a number), q, k and v have at least two
+// dims and read their last dim with stride 1, the mask's last two dims are
+// 1 or the scores', and the output's last dim is contiguous; anything else
+// runs the native kernel.
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/common/status_macros.h"
+#include "engine/kernels/kernel_util.h"
+#include "engine/kernels/onednn/onednn.h"
+#include "engine/kernels/onednn/onednn_kernels.h"
+
+namespace kiln::kernels::onednn {
+namespace {
+
+using dnnl::memory;
+
+enum Input { kQ = 0, kK, kV, kMask, kScale };
+
+// An operand viewed as [batch..., rows, cols] with strides in elements.
+struct View {
+  Dims dims;
+  std::vector<int64_t> strides;
+};
+
+std::vector<int64_t> ContiguousStrides(const Dims& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  return s;
+}
+
+// The operand the node reads: the input, transposed by attribute `attr`.
+std::optional<View> Logical(const PrepareContext& ctx, size_t input, const char* attr) {
+  View v{ctx.inputs[input].dims, ContiguousStrides(ctx.inputs[input].dims)};
+  if (!ctx.node.attrs.Has(attr)) return v;
+  const std::vector<int64_t> p = ctx.node.attrs.GetInts(attr);
+  const int64_t rank = static_cast<int64_t>(v.dims.size());
+  if (p.size() != 2) return std::nullopt;
+  int64_t a = p[0] < 0 ? p[0] + rank : p[0], b = p[1] < 0 ? p[1] + rank : p[1];
+  if (a < 0 || b < 0 || a >= rank || b >= rank) return std::nullopt;
+  std::swap(v.dims[a], v.dims[b]);
+  std::swap(v.strides[a], v.strides[b]);
+  return v;
+}
+
+struct Geometry {
+  int64_t l = 0, s = 0, d = 0, dv = 0;
+  Dims batch;  // broadcast batch dims
+  // Per batch dim, the stride of q, k, v, mask and the output (0: broadcast).
+  std::vector<int64_t> qb, kb, vb, mb, ob;
+  int64_t q_ld = 0, k_ld = 0, v_ld = 0, o_ld = 0;  // row strides
+  int64_t m_l = 0, m_s = 0;                         // mask strides over L and S (0: broadcast)
+  bool has_mask = false;
+  Dims out_dims;  // the node's (physical) output dims
+};
+
+// Batch strides of `v` (dims before its last two) against `batch`, right-aligned.
+bool BatchStrides(const View& v, const Dims& batch, std::vector<int64_t>& out) {
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  const int64_t vb = static_cast<int64_t>(v.dims.size()) - 2;
+  out.assign(nb, 0);
+  for (int64_t i = 0; i < vb; ++i) {
+    const int64_t j = nb - vb + i;
+    if (v.dims[i] == batch[j]) {
+      out[j] = batch[j] == 1 ? 0 : v.strides[i];
+    } else if (v.dims[i] != 1) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<Geometry> FastGeometry(const PrepareContext& ctx) {
+  const size_t n = ctx.inputs.size();
+  for (size_t i : {kQ, kK, kV}) {
+    if (ctx.inputs[i].dtype != DType::kF32 || ctx.inputs[i].dims.size() < 2) return std::nullopt;
+  }
+  const bool has_mask = HasInput(ctx, kMask);
+  if (has_mask && ctx.inputs[kMask].dtype != DType::kF32) return std::nullopt;
+  if (n > kScale && ctx.inputs[kScale].present &&
+      (!ctx.inputs[kScale].scalar || !ctx.inputs[kScale].dims.empty())) {
+    return std::nullopt;
+  }
+  std::optional<View> q = Logical(ctx, kQ, "q_perm"), k = Logical(ctx, kK, "k_perm"),
+                      v = Logical(ctx, kV, "v_perm");
+  if (!q || !k || !v || q->strides.back() != 1 || k->strides.back() != 1 ||
+      v->strides.back() != 1) {
+    return std::nullopt;
+  }
+  Geometry g;
+  g.l = q->dims[q->dims.size() - 2];
+  g.d = q->dims.back();
+  g.s = k->dims[k->dims.size() - 2];
+  g.dv = v->dims.back();
+  if (k->dims.back() != g.d || v->dims[v->dims.size() - 2] != g.s) return std::nullopt;
+  g.q_ld = q->strides[q->strides.size() - 2];
+  g.k_ld = k->strides[k->strides.size() - 2];
+  g.v_ld = v->strides[v->strides.size() - 2];
+  // The mask as [batch..., L or 1, S or 1]; it may not widen the scores.
+  View m;
+  if (has_mask) {
+    m = View{ctx.inputs[kMask].dims, ContiguousStrides(ctx.inputs[kMask].dims)};
+    while (m.dims.size() < 2) {
+      m.dims.insert(m.dims.begin(), 1);
+      m.strides.insert(m.strides.begin(), 0);
+    }
+    const int64_t ml = m.dims[m.dims.size() - 2], ms = m.dims.back();
+    if ((ml != 1 && ml != g.l) || (ms != 1 && ms != g.s)) return std::nullopt;
+    g.m_l = ml == 1 ? 0 : m.strides[m.strides.size() - 2];
+    g.m_s = ms == 1 ? 0 : m.strides.back();
+    g.has_mask = true;
+  }
+  // Broadcast batch dims, as torch.matmul and the Add broadcast them.
+  std::vector<const View*> views = {&*q, &*k, &*v};
+  if (has_mask) views.push_back(&m);
+  size_t nb = 0;
+  for (const View* x : views) nb = std::max(nb, x->dims.size() - 2);
+  g.batch.assign(nb, 1);
+  for (const View* x : views) {
+    const size_t xb = x->dims.size() - 2;
+    for (size_t i = 0; i < xb; ++i) {
+      int64_t& d = g.batch[nb - xb + i];
+      if (d == 1) {
+        d = x->dims[i];
+      } else if (x->dims[i] != 1 && x->dims[i] != d) {
+        return std::nullopt;
+      }
+    }
+  }
+  if (!BatchStrides(*q, g.batch, g.qb) || !BatchStrides(*k, g.batch, g.kb) ||
+      !BatchStrides(*v, g.batch, g.vb) || (has_mask && !BatchStrides(m, g.batch, g.mb))) {
+    return std::nullopt;
+  }
+  if (!has_mask) g.mb.assign(nb, 0);
+  // The output [batch..., L, Dv], written through out_perm's transposition.
+  Dims logical = g.batch;
+  logical.push_back(g.l);
+  logical.push_back(g.dv);
+  View o{logical, ContiguousStrides(logical)};
+  if (ctx.node.attrs.Has("out_perm")) {
+    const std::vector<int64_t> p = ctx.node.attrs.GetInts("out_perm");
+    const int64_t rank = static_cast<int64_t>(logical.size());
+    if (p.size() != 2) return std::nullopt;
+    const int64_t a = p[0] < 0 ? p[0] + rank : p[0], b = p[1] < 0 ? p[1] + rank : p[1];
+    if (a < 0 || b < 0 || a >= rank || b >= rank) return std::nullopt;
+    Dims physical = logical;
+    std::swap(physical[a], physical[b]);
+    const std::vector<int64_t> ps = ContiguousStrides(physical);
+    o.strides = ps;
+    std::swap(o.strides[a], o.strides[b]);
+    g.out_dims = physical;
+  } else {
+    g.out_dims = logical;
+  }
+  if (o.strides.back() != 1) return std::nullopt;
+  g.o_ld = o.strides[o.strides.size() - 2];
+  g.ob.assign(o.strides.begin(), o.strides.end() - 2);
+  for (size_t i = 0; i < nb; ++i) {
+    if (g.batch[i] == 1) g.ob[i] = 0;
+  }
+  return g;
+}
+
+bool SupportsSdpa(const PrepareContext& ctx) {
+  return ctx.allow_layouts && FastGeometry(ctx).has_value();
+}
+
+struct SdpaState {
+  Geometry g;
+  int64_t tile_rows = 1;
+  bool on_query = false, divide = false;
+  float scale = 1.0f;  // when there is no scale input
+  // Softmax over [tile_rows, S] and over the last, shorter tile.
+  dnnl::primitive softmax_full, softmax_tail;
+  memory::desc full_desc, tail_desc, scratch_desc;
+  size_t slot_bytes = 0, tile_offset = 0, query_offset = 0, scratch_offset = 0;
+};
+
+absl::Status PrepareSdpa(PrepareContext& ctx) {
+  ASSIGN_OR_RETURN(Dims out_dims, NativeOutputDims(ctx));
+  std::optional<Geometry> g = FastGeometry(ctx);
+  if (!g || g->out_dims != out_dims) {
+    return Unimplemented(ctx.node, "not the fused kernel's shape");
+  }
+  auto st = std::make_shared<SdpaState>();
+  st->g = *g;
+  const ir::Attributes& attrs = ctx.node.attrs;
+  st->on_query = attrs.GetString("scale_on", "scores") == "query";
+  if (HasInput(ctx, kScale)) {
+    st->divide = attrs.GetString("scale_op", "mul") == "div";
+  } else {
+    st->scale = static_cast<float>(attrs.Has("scale") ? attrs.GetFloat("scale")
+                                                      : 1.0 / std::sqrt(static_cast<double>(g->d)));
+  }
+  // Row tiles: at most ~192 KB of scores, and enough tiles for every thread.
+  int64_t batches = NumElements(g->batch);
+  int64_t rows = std::max<int64_t>(1, std::min<int64_t>(g->l, 49152 / std::max<int64_t>(g->s, 1)));
+  const int64_t want = 2 * std::max(ctx.num_threads, 1);
+  if (batches * ((g->l + rows - 1) / rows) < want) {
+    const int64_t per_batch = (want + batches - 1) / batches;
+    rows = std::max<int64_t>(1, std::min(rows, (g->l + per_batch - 1) / per_batch));
+  }
+  st->tile_rows = std::max<int64_t>(1, rows);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  UseThreads(ctx.num_threads);
+  size_t scratch = 0;
+  try {
+    auto make = [&](int64_t r, memory::desc& desc, dnnl::primitive& prim) {
+      desc = memory::desc({std::max<int64_t>(r, 1), std::max<int64_t>(g->s, 1)},
+                          memory::data_type::f32, memory::format_tag::ab);
+      const dnnl::softmax_forward::primitive_desc pd(
+          {dnnl::prop_kind::forward_inference, desc, 1}, attr, Engine());
+      prim = dnnl::softmax_forward(pd);
+      scratch = std::max(scratch, pd.scratchpad_desc().get_size());
+    };
+    make(st->tile_rows, st->full_desc, st->softmax_full);
+    const int64_t tail = g->l % st->tile_rows;
+    if (tail != 0) make(tail, st->tail_desc, st->softmax_tail);
+  } catch (const dnnl::error& e) {
+    return Unimplemented(ctx.node, "oneDNN has no softmax for this shape: ", e.what());
+  }
+  st->scratch_desc = memory::desc({static_cast<int64_t>(scratch)}, memory::data_type::u8,
+                                  memory::format_tag::a);
+  WorkspaceLayout slot;
+  st->tile_offset = slot.Add(st->tile_rows * g->s * sizeof(float));
+  st->query_offset = slot.Add(st->on_query ? st->tile_rows * g->d * sizeof(float) : 0);
+  st->scratch_offset = slot.Add(scratch);
+  st->slot_bytes = slot.total();
+  ctx.workspace_bytes = st->slot_bytes * std::max(ctx.num_threads, 1);
+  ctx.outputs = {TensorInfo{DType::kF32, out_dims}};
+  ctx.state = std::move(st);
+  return absl::OkStatus();
+}
+
+double ScalarValue(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::kF32: return t.data<float>()[0];
+    case DType::kF64: return t.data<double>()[0];
+    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[0]);
+    case DType::kInt32: return static_cast<double>(t.data<int32_t>()[0]);
+    case DType::kBool: return t.data<bool>()[0] ? 1.0 : 0.0;
+    default: return 1.0;
+  }
+}
+
+absl::Status EvalSdpa(EvalContext& ctx) {
+  const auto& st = *static_cast<const SdpaState*>(ctx.state);
+  const Geometry& g = st.g;
+  UseThreads(ctx.num_threads);
+  const float* q = ctx.inputs[kQ]->data<float>();
+  const float* k = ctx.inputs[kK]->data<float>();
+  const float* v = ctx.inputs[kV]->data<float>();
+  const float* mask = g.has_mask ? ctx.inputs[kMask]->data<float>() : nullptr;
+  float* out = ctx.outputs[0]->data<float>();
+  const bool has_scale = ctx.inputs.size() > kScale && ctx.inputs[kScale] != nullptr;
+  // As the unfused Div/Mul computes a float32 tensor by a number: in float32.
+  const float scale = has_scale ? static_cast<float>(ScalarValue(*ctx.inputs[kScale])) : st.scale;
+  const bool divide = has_scale && st.divide;
+  const int64_t tiles = (g.l + st.tile_rows - 1) / st.tile_rows;
+  const int64_t batches = NumElements(g.batch);
+  const int64_t nb = static_cast<int64_t>(g.batch.size());
+  char* ws = static_cast<char*>(ctx.workspace);
+  ParallelFor(batches * tiles, ctx.num_threads, batches * g.l * g.s * (g.d + g.dv) * 2,
+              [&](int64_t begin, int64_t end) {
+    char* slot = ws + st.slot_bytes * static_cast<size_t>(omp_get_thread_num());
+    float* tile = reinterpret_cast<float*>(slot + st.tile_offset);
+    float* qbuf = reinterpret_cast<float*>(slot + st.query_offset);
+    dnnl::stream& stream = Stream();
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t bi = item / tiles, l0 = (item % tiles) * st.tile_rows;
+      const int64_t rows = std::min(st.tile_rows, g.l - l0);
+      int64_t qo = 0, ko = 0, vo = 0, mo = 0, oo = 0;
+      for (int64_t i = nb - 1, rest = bi; i >= 0; --i) {
+        const int64_t idx = rest % g.batch[i];
+        rest /= g.batch[i];
+        qo += idx * g.qb[i];
+        ko += idx * g.kb[i];
+        vo += idx * g.vb[i];
+        mo += idx * g.mb[i];
+        oo += idx * g.ob[i];
+      }
+      const float* qrows = q + qo + l0 * g.q_ld;
+      int64_t q_ld = g.q_ld;
+      if (st.on_query) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* src = qrows + r * g.q_ld;
+          float* dst = qbuf + r * g.d;
+          if (divide) {
+            for (int64_t c = 0; c < g.d; ++c) dst[c] = src[c] / scale;
+          } else {
+            for (int64_t c = 0; c < g.d; ++c) dst[c] = src[c] * scale;
+          }
+        }
+        qrows = qbuf;
+        q_ld = g.d;
+      }
+      // tile [rows, S] = qrows [rows, D] k^T (dnnl_sgemm is row-major; inside this
+      // parallel region it runs on the calling thread alone).
+      dnnl_sgemm('N', 'T', rows, g.s, g.d, 1.0f, qrows, q_ld, k + ko, g.k_ld, 0.0f, tile, g.s);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = tile + r * g.s;
+        if (!st.on_query) {
+          if (divide) {
+            for (int64_t c = 0; c < g.s; ++c) row[c] /= scale;
+          } else {
+            for (int64_t c = 0; c < g.s; ++c) row[c] *= scale;
+          }
+        }
+        if (mask != nullptr) {
+          const float* m = mask + mo + (l0 + r) * g.m_l;
+          if (g.m_s == 1) {
+            for (int64_t c = 0; c < g.s; ++c) row[c] += m[c];
+          } else {
+            for (int64_t c = 0; c < g.s; ++c) row[c] += m[c * g.m_s];
+          }
+        }
+      }
+      const bool full = rows == st.tile_rows;
+      const memory::desc& desc = full ? st.full_desc : st.tail_desc;
+      (full ? st.softmax_full : st.softmax_tail)
+          .execute(stream, {{DNNL_ARG_SRC, Wrap(desc, tile)},
+                            {DNNL_ARG_DST, Wrap(desc, tile)},
+                            {DNNL_ARG_SCRATCHPAD, Wrap(st.scratch_desc, slot + st.scratch_offset)}});
+      stream.wait();
+      // out rows [rows, Dv] = tile [rows, S] v [S, Dv].
+      dnnl_sgemm('N', 'N', rows, g.dv, g.s, 1.0f, tile, g.s, v + vo, g.v_ld, 0.0f,
+                 out + oo + l0 * g.o_ld, g.o_ld);
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+KernelDef SdpaKernel() {
+  KernelDef k{ir::OpKind::kScaledDotProductAttention, DType::kF32, PrepareSdpa, EvalSdpa};
+  k.provider = Provider::kOneDnn;
+  k.supports = SupportsSdpa;
+  k.name = "onednn.sdpa";
+  return k;
+}
+
+}  // namespace kiln::kernels::onednn

@@ -1,0 +1,218 @@
+// The fuse_attention pass: attention written out as ops (BERT's
+// heads-transposed MatMul / scale / mask / Softmax / MatMul, and torch 1.13's
+// multi_head_attention_forward with the query scaled first and sequence-first
+// heads) becomes one ScaledDotProductAttention node whose transpositions are
+// attributes. The fused graph gives the unfused graph's numbers: exactly with
+// Kiln's own kernel (which runs the ops one by one), within float rounding
+// with the oneDNN kernel (other GEMM blocking), on one and two threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "engine/ir/graph.h"
+#include "engine/runtime/executable.h"
+#include "engine/runtime/profiler.h"
+
+namespace kiln::runtime {
+namespace {
+
+using ir::OpKind;
+using ir::ValueId;
+
+Tensor Random(Dims dims, std::mt19937& rng, double lo, double hi) {
+  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = static_cast<float>(u(rng));
+  return t;
+}
+
+ValueId Out(ir::Graph& g, ir::NodeId n) { return g.node(n).outputs[0]; }
+
+ValueId Transpose(ir::Graph& g, ValueId x, int64_t a, int64_t b) {
+  ir::Attributes attrs;
+  attrs.SetInt("dim0", a);
+  attrs.SetInt("dim1", b);
+  return Out(g, g.AddNode(OpKind::kPermute, {x}, attrs, "aten::transpose"));
+}
+
+ValueId Number(ir::Graph& g, double v) {
+  Tensor t = Tensor::Zeros(DType::kF64, {});
+  t.data<double>()[0] = v;
+  return g.AddConstant(t, "", ir::ValueKind::kFloat);
+}
+
+ValueId Softmax(ir::Graph& g, ValueId x) {
+  ir::Attributes a;
+  a.SetInt("axis", -1);
+  return Out(g, g.AddNode(OpKind::kSoftmax, {x}, a, "aten::softmax"));
+}
+
+ValueId Op(ir::Graph& g, OpKind kind, ValueId a, ValueId b) {
+  return Out(g, g.AddNode(kind, {a, b}));
+}
+
+int Count(const ir::Graph& g, OpKind kind) {
+  int n = 0;
+  for (const ir::Node& node : g.nodes()) n += node.kind == kind;
+  return n;
+}
+
+struct Case {
+  ir::Graph graph;
+  std::vector<Tensor> inputs;
+  int fused = 0;  // ScaledDotProductAttention nodes expected
+};
+
+// BERT: q, k, v [B, L, H, D] -> transpose(1, 2); (q k^T) / sqrt(D) + mask;
+// softmax; x v; transpose(1, 2) back.
+Case Bert(bool with_mask, int64_t b, int64_t l, int64_t h, int64_t d) {
+  Case c;
+  ir::Graph& g = c.graph;
+  std::mt19937 rng(3);
+  std::vector<ValueId> qkv;
+  for (const char* name : {"q", "k", "v"}) {
+    qkv.push_back(g.AddInput(name, ir::TensorType{DType::kF32, Dims{b, l, h, d}}));
+    c.inputs.push_back(Random({b, l, h, d}, rng, -2, 2));
+  }
+  ValueId q = Transpose(g, qkv[0], 1, 2), k = Transpose(g, qkv[1], 1, 2),
+          v = Transpose(g, qkv[2], 1, 2);
+  ValueId s = Op(g, OpKind::kMatMul, q, Transpose(g, k, -1, -2));
+  s = Op(g, OpKind::kDiv, s, Number(g, std::sqrt(static_cast<double>(d))));
+  if (with_mask) {
+    ValueId mask = g.AddInput("mask", ir::TensorType{DType::kF32, Dims{b, 1, 1, l}});
+    Tensor m = Random({b, 1, 1, l}, rng, 0, 1);
+    for (int64_t i = 0; i < m.num_elements(); ++i) {
+      m.data<float>()[i] = m.data<float>()[i] < 0.3f ? -10000.0f : 0.0f;
+    }
+    c.inputs.push_back(m);
+    s = Op(g, OpKind::kAdd, mask, s);  // the mask first: either order fuses
+  }
+  ValueId y = Op(g, OpKind::kMatMul, Softmax(g, s), v);
+  g.AddOutput(Transpose(g, y, 1, 2), "y");
+  c.fused = 1;
+  return c;
+}
+
+// torch 1.13's multi_head_attention_forward: q, k, v [L, B*H, D] ->
+// transpose(0, 1); (q / sqrt(D)) k^T; softmax; x v; transpose(0, 1).
+Case SequenceFirst(int64_t l, int64_t bh, int64_t d) {
+  Case c;
+  ir::Graph& g = c.graph;
+  std::mt19937 rng(4);
+  std::vector<ValueId> qkv;
+  for (const char* name : {"q", "k", "v"}) {
+    qkv.push_back(g.AddInput(name, ir::TensorType{DType::kF32, Dims{l, bh, d}}));
+    c.inputs.push_back(Random({l, bh, d}, rng, -2, 2));
+  }
+  ValueId q = Transpose(g, qkv[0], 0, 1), k = Transpose(g, qkv[1], 0, 1),
+          v = Transpose(g, qkv[2], 0, 1);
+  q = Op(g, OpKind::kDiv, q, Number(g, std::sqrt(static_cast<double>(d))));
+  ValueId s = Op(g, OpKind::kMatMul, q, Transpose(g, k, -2, -1));
+  ValueId y = Op(g, OpKind::kMatMul, Softmax(g, s), v);
+  g.AddOutput(Transpose(g, y, 0, 1), "y");
+  c.fused = 1;
+  return c;
+}
+
+// No scale, no transpositions; and the same again with the probabilities also
+// a graph output, which keeps that one unfused.
+Case Plain(bool expose_probabilities) {
+  Case c;
+  ir::Graph& g = c.graph;
+  std::mt19937 rng(5);
+  const Dims qd{2, 7, 5}, kd{2, 9, 5}, vd{9, 3};  // v's batch broadcasts
+  ValueId q = g.AddInput("q", ir::TensorType{DType::kF32, qd});
+  ValueId k = g.AddInput("k", ir::TensorType{DType::kF32, kd});
+  ValueId v = g.AddInput("v", ir::TensorType{DType::kF32, vd});
+  c.inputs = {Random(qd, rng, -2, 2), Random(kd, rng, -2, 2), Random(vd, rng, -2, 2)};
+  ValueId p = Softmax(g, Op(g, OpKind::kMatMul, q, Transpose(g, k, -2, -1)));
+  g.AddOutput(Op(g, OpKind::kMatMul, p, v), "y");
+  if (expose_probabilities) g.AddOutput(p, "p");
+  c.fused = expose_probabilities ? 0 : 1;
+  return c;
+}
+
+void Check(const Case& c, const std::string& what) {
+  SCOPED_TRACE(what);
+  std::vector<kernels::TensorInfo> infos;
+  for (const Tensor& t : c.inputs) infos.push_back({DType::kF32, t.dims()});
+  for (int threads : {1, 2}) {
+    CompileOptions onednn, native, reference;
+    onednn.num_threads = native.num_threads = reference.num_threads = threads;
+    native.use_providers = reference.use_providers = false;
+    reference.run_passes = false;
+    auto a = Executable::Compile(c.graph, infos, onednn);
+    auto b = Executable::Compile(c.graph, infos, native);
+    auto r = Executable::Compile(c.graph, infos, reference);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const Executable* exe : {a->get(), b->get()}) {
+      const ir::Graph compiled = exe->graph().Compacted();
+      EXPECT_EQ(Count(compiled, OpKind::kScaledDotProductAttention), c.fused)
+          << ir::PrintGraph(compiled);
+      if (c.fused > 0) {
+        EXPECT_EQ(Count(compiled, OpKind::kSoftmax), 0) << ir::PrintGraph(compiled);
+        EXPECT_EQ(Count(compiled, OpKind::kPermute), 0) << ir::PrintGraph(compiled);
+      }
+    }
+    auto ra = (*a)->Run(c.inputs);
+    auto rb = (*b)->Run(c.inputs);
+    auto rr = (*r)->Run(c.inputs);
+    ASSERT_TRUE(ra.ok()) << ra.status();
+    ASSERT_TRUE(rb.ok()) << rb.status();
+    ASSERT_TRUE(rr.ok()) << rr.status();
+    for (size_t i = 0; i < rr->size(); ++i) {
+      const Tensor& want = (*rr)[i];
+      ASSERT_EQ((*ra)[i].dims(), want.dims());
+      ASSERT_EQ((*rb)[i].dims(), want.dims());
+      // Kiln's own kernel runs the very ops: the same bytes.
+      EXPECT_EQ(std::memcmp((*rb)[i].raw_data(), want.raw_data(), want.byte_size()), 0)
+          << "output " << i << " threads " << threads;
+      double diff = 0;
+      for (int64_t e = 0; e < want.num_elements(); ++e) {
+        diff = std::max(diff, std::fabs(double((*ra)[i].data<float>()[e]) - want.data<float>()[e]));
+      }
+      EXPECT_LE(diff, 2e-5) << "output " << i << " threads " << threads;
+    }
+  }
+}
+
+TEST(AttentionFusionTest, BertHeadsTransposedWithScaleAndMask) {
+  Check(Bert(/*with_mask=*/true, 2, 33, 3, 16), "bert, mask");
+  Check(Bert(/*with_mask=*/false, 1, 128, 4, 64), "bert, no mask");
+}
+
+TEST(AttentionFusionTest, SequenceFirstWithTheQueryScaled) {
+  Check(SequenceFirst(50, 6, 32), "sequence first");
+}
+
+TEST(AttentionFusionTest, UnscaledAndBroadcastAndSharedProbabilities) {
+  Check(Plain(false), "plain");
+  Check(Plain(true), "probabilities exposed");
+}
+
+// The kernel the compiler picks for the fused node is the oneDNN one where it
+// applies; the profile names it.
+TEST(AttentionFusionTest, TheFusedKernelRunsInThePlan) {
+  const Case c = Bert(true, 1, 16, 2, 8);
+  std::vector<kernels::TensorInfo> infos;
+  for (const Tensor& t : c.inputs) infos.push_back({DType::kF32, t.dims()});
+  auto exe = Executable::Compile(c.graph, infos, CompileOptions{});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Profiler profiler;
+  RunOptions run;
+  run.observer = &profiler;
+  std::vector<RunValue> values;
+  for (const Tensor& t : c.inputs) values.push_back(RunValue::Of(t));
+  ASSERT_TRUE((*exe)->RunValues(values, run).ok());
+  const Profile p = profiler.Finish();
+  bool found = false;
+  for (const ProfileNode& n : p.nodes) found = found || n.kernel == "onednn.sdpa";
+  EXPECT_TRUE(found) << p.FormatTable();
+}
+
+}  // namespace
+}  // namespace kiln::runtime
