@@ -310,8 +310,8 @@ class SdpaBuilder {
     return Step(ir::OpKind::kPermute, {operand}, std::move(attrs));
   }
 
-  // The scale as an operand: input 4, or a constant number.
-  int ScaleOperand(double value) {
+  // A constant number operand (a Python float).
+  int Number(double value) {
     auto t = std::make_unique<Tensor>(Tensor::Zeros(DType::kF64, {}));
     t->data<double>()[0] = value;
     TensorInfo info{DType::kF64, {}, t.get()};
@@ -353,7 +353,7 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
       if (qd.empty()) return InvalidArg(ctx.node, "query must have at least one dim");
       value = 1.0 / std::sqrt(static_cast<double>(qd.back()));
     }
-    scale = b.ScaleOperand(value);
+    scale = b.Number(value);
   }
   const bool on_query = attrs.GetString("scale_on", "scores") == "query";
   if (on_query) {
@@ -364,7 +364,13 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
     ASSIGN_OR_RETURN(scores, b.Step(scale_op, {scores, scale}));
   }
   if (HasInput(ctx, kSdpaMask)) {
-    ASSIGN_OR_RETURN(scores, b.Step(ir::OpKind::kAdd, {scores, kSdpaMask}));
+    int mask = kSdpaMask;
+    if (ctx.inputs[kSdpaMask].dtype == DType::kBool && attrs.GetString("bool_mask") == "keep") {
+      // aten::scaled_dot_product_attention's BOOL mask: true takes part.
+      const int zero = b.Number(0.0), minus_inf = b.Number(-std::numeric_limits<double>::infinity());
+      ASSIGN_OR_RETURN(mask, b.Step(ir::OpKind::kWhere, {mask, zero, minus_inf}));
+    }
+    ASSIGN_OR_RETURN(scores, b.Step(ir::OpKind::kAdd, {scores, mask}));
   }
   ir::Attributes softmax;
   softmax.SetInt("axis", -1);

@@ -63,6 +63,30 @@ class Encoder(torch.nn.Module):
         return self.head(x[:, 0])
 
 
+class SdpaAttention(torch.nn.Module):
+    """F.scaled_dot_product_attention as current models call it: heads split with
+    .transpose(1, 2), a BOOL key padding mask (true takes part), and a causal one with an
+    explicit scale; a float input [batch, seq, 32] and the mask [batch, seq]."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = (torch.nn.Linear(d, d) for _ in range(3))
+        self.proj = torch.nn.Linear(d, d)
+
+    def forward(self, x, keep):
+        b, s, d = x.shape
+
+        def split(t):
+            return t.view(b, s, self.heads, d // self.heads).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        F = torch.nn.functional
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+        y = y + F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)
+        return self.proj(y.transpose(1, 2).reshape(b, s, d))
+
+
 class DictHeads(torch.nn.Module):
     """Returns a dict: a small conv trunk with two heads."""
 
@@ -236,6 +260,14 @@ def Models():
     out.append(("bert_encoder", Encoder(), (ids(2, 8), mask(2, 8)),
                 ({0: batch, 1: seq}, {0: batch, 1: seq}),
                 [(ids(1, 5), mask(1, 5)), (ids(3, 12), mask(3, 12))], 1e-4))
+    def attend(b, s):  # the first position always takes part
+        keep = torch.rand(b, s) > 0.3
+        keep[:, 0] = True
+        return (torch.randn(b, s, 32), keep)
+
+    out.append(("sdpa_attention", SdpaAttention(), attend(2, 8),
+                ({0: batch, 1: seq}, {0: batch, 1: seq}),
+                [attend(1, 5), attend(3, 12)], 1e-4))
     out.append(("dict_heads", DictHeads(), (image(2, 16),), ({0: batch},),
                 [(image(1, 16),), (image(4, 16),)], 1e-4))
 

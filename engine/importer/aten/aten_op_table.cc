@@ -155,6 +155,8 @@ const AtenOpTable& Table() {
       {"aten::empty_like", ConvertFullLike},
       {"aten::arange", ConvertArange},
       {"aten::sym_size", ConvertSymSize},
+      // ---------- attention ----------
+      {"aten::scaled_dot_product_attention", ConvertScaledDotProductAttention},
       // ---------- transformer fast path (nested tensors held padded) ----------
       {"aten::_transformer_encoder_layer_fwd", ConvertTransformerEncoderLayer},
       {"aten::_nested_tensor_from_mask", ConvertNestedTensorFromMask},

@@ -106,6 +106,7 @@ ConvertResult ConvertSymSize(AtenCall& call, ConvertContext& cx);  // sym_size.i
 // convert_transformer.cc: the fused encoder layer and nested tensors (held
 // padded, see ConvertContext::Nested).
 ConvertResult ConvertTransformerEncoderLayer(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertScaledDotProductAttention(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertNestedTensorFromMask(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertToPaddedTensor(AtenCall& call, ConvertContext& cx);
 

@@ -100,6 +100,53 @@ ConvertResult ConvertToPaddedTensor(AtenCall& call, ConvertContext& cx) {
       cx.Emit(call, OpKind::kSlice, {filled, ir::kNoValue, end}, std::move(slice))};
 }
 
+// scaled_dot_product_attention(query, key, value, attn_mask=None,
+// dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False): one
+// ScaledDotProductAttention node. A BOOL mask (true: the position takes
+// part) and is_causal's lower-triangular one are turned by the kernel into
+// the additive mask PyTorch makes of them (0 or -inf); a float mask is added
+// as it is.
+ConvertResult ConvertScaledDotProductAttention(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId q, call.Tensor("query"));
+  ASSIGN_OR_RETURN(ir::ValueId k, call.Tensor("key"));
+  ASSIGN_OR_RETURN(ir::ValueId v, call.Tensor("value"));
+  ASSIGN_OR_RETURN(ir::ValueId mask, call.OptionalTensor("attn_mask"));
+  ASSIGN_OR_RETURN(double dropout, call.Double("dropout_p", 0.0));
+  ASSIGN_OR_RETURN(bool causal, call.Bool("is_causal", false));
+  ASSIGN_OR_RETURN(bool gqa, call.Bool("enable_gqa", false));
+  if (dropout != 0.0) return call.Unimplemented("dropout_p > 0 draws random numbers");
+  if (gqa) return call.Unimplemented("enable_gqa (grouped-query attention) is not translated");
+  if (causal && mask != ir::kNoValue) {
+    return call.InvalidArgument("an explicit attn_mask should not be set when is_causal=True");
+  }
+  ir::Attributes attrs;
+  if (call.Has("scale")) {
+    ASSIGN_OR_RETURN(double scale, call.Double("scale"));
+    attrs.SetFloat("scale", scale);
+  }
+  if (causal) {
+    // keep[i][j] = j <= i over [L, S].
+    auto positions = [&](ir::ValueId t, const char* suffix) {
+      const ir::ValueId n = EmitInt(call, cx, OpKind::kSize, {t}, AxisAttr("dim", -2), suffix);
+      ir::Attributes arange;
+      arange.SetString("dtype", DTypeName(DType::kInt64));
+      return cx.Emit(call, OpKind::kArange, {cx.AddInt(0), n, cx.AddInt(1)}, std::move(arange),
+                     suffix);
+    };
+    const ir::ValueId rows = cx.Emit(call, OpKind::kUnsqueeze, {positions(q, ".rows")},
+                                     AxisAttr("axis", 1), ".rows");
+    const ir::ValueId cols = positions(k, ".cols");
+    mask = cx.Emit(call, OpKind::kLessEqual, {cols, rows}, {}, ".causal");
+  }
+  // A BOOL mask (its dtype may be known only per signature) says which
+  // positions take part; the kernel makes PyTorch's 0 / -inf of it.
+  attrs.SetString("bool_mask", "keep");
+  std::vector<ir::ValueId> inputs = {q, k, v};
+  if (mask != ir::kNoValue) inputs.push_back(mask);
+  return std::vector<ir::ValueId>{
+      cx.Emit(call, OpKind::kScaledDotProductAttention, std::move(inputs), std::move(attrs))};
+}
+
 // _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight,
 // qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps, norm_weight_1,
 // norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1,

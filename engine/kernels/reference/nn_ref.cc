@@ -610,6 +610,8 @@ Outputs ScaledDotProductAttention(const ir::Node& node, const std::vector<const 
     divide = node.attrs.GetString("scale_op", "mul") == "div";
   }
   const bool on_query = node.attrs.GetString("scale_on", "scores") == "query";
+  const bool keep_mask = opt(3) && in[3]->dtype() == DType::kBool &&
+                         node.attrs.GetString("bool_mask") == "keep";
   auto scaled = [&](double x) { return divide ? x / scale : x * scale; };
   if (opt(3)) {
     while (mask.dims.size() < 2) mask.dims.insert(mask.dims.begin(), 1);
@@ -647,7 +649,10 @@ Outputs ScaledDotProductAttention(const ir::Node& node, const std::vector<const 
           acc += (on_query ? scaled(qv) : qv) * at(k, b, j, d);
         }
         sc[j] = on_query ? acc : scaled(acc);
-        if (opt(3)) sc[j] += at(mask, b, i, j);
+        if (opt(3)) {
+          const double mv = at(mask, b, i, j);
+          sc[j] += keep_mask ? (mv != 0 ? 0.0 : -std::numeric_limits<double>::infinity()) : mv;
+        }
         m = std::max(m, sc[j]);
       }
       double sum = 0;

@@ -749,7 +749,13 @@ Case SdpaCase(Rng& rng, int i) {
   if (mask > 0) {
     Dims m = operand(Coin(rng, 0.3) ? 1 : l, Coin(rng, 0.2) ? 1 : s);
     if (mask == 2) m.erase(m.begin(), m.end() - 1);  // [S] or [1]
-    c.inputs.push_back(RandomF32(m, rng, -3, 3));
+    if (Coin(rng, 0.3)) {
+      // aten's BOOL mask (true takes part), or added as 0 and 1 as Add does.
+      c.inputs.push_back(Bools(m, rng, 0.7));
+      if (Coin(rng)) c.attrs.SetString("bool_mask", "keep");
+    } else {
+      c.inputs.push_back(RandomF32(m, rng, -3, 3));
+    }
   } else {
     c.inputs.push_back(Absent());
   }
