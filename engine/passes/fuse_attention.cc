@@ -19,7 +19,9 @@
 // all in one block, and only ops without other attributes (a MatMul marked to
 // accumulate in float64 stays as it is). The last node of the chain becomes
 // the fused node, so it keeps its place and its output value; the rest is left
-// to dead-code elimination.
+// to dead-code elimination. A ScaledDotProductAttention the importer made
+// (aten::scaled_dot_product_attention) gets its transpositions absorbed the
+// same way.
 #include <optional>
 #include <string>
 #include <vector>
@@ -220,6 +222,47 @@ bool FuseAt(Graph& graph, const Matcher& m, NodeId id) {
   return true;
 }
 
+// A ScaledDotProductAttention the importer made (aten's) reads the
+// transpositions of its operands and of its result as strides too.
+bool AbsorbTranspositions(Graph& graph, const Matcher& m, NodeId id) {
+  const Node& node = graph.node(id);
+  if (node.attrs.Has("q_perm") || node.attrs.Has("k_perm") || node.attrs.Has("v_perm") ||
+      node.attrs.Has("out_perm")) {
+    return false;
+  }
+  ir::Attributes attrs = node.attrs;
+  std::vector<ValueId> inputs = node.inputs;
+  bool changed = false;
+  const char* names[] = {"q_perm", "k_perm", "v_perm"};
+  for (int i = 0; i < 3; ++i) {
+    const Node* p = nullptr;
+    if (std::optional<std::vector<int64_t>> t = m.Transposition(inputs[i], node.block, &p)) {
+      attrs.SetInts(names[i], *t);
+      inputs[i] = p->inputs[0];
+      changed = true;
+    }
+  }
+  NodeId target = id;
+  const NodeId consumer = m.SoleConsumer(node.outputs[0]);
+  if (consumer != ir::kNoNode && graph.node(consumer).kind == OpKind::kPermute) {
+    const Node* p = nullptr;
+    if (std::optional<std::vector<int64_t>> t =
+            m.Transposition(graph.node(consumer).outputs[0], node.block, &p);
+        t && p == &graph.node(consumer)) {
+      attrs.SetInts("out_perm", *t);
+      target = consumer;
+      changed = true;
+    }
+  }
+  if (!changed) return false;
+  Node& fused = graph.mutable_node(target);
+  fused.kind = OpKind::kScaledDotProductAttention;
+  fused.inputs = std::move(inputs);
+  fused.attrs = std::move(attrs);
+  fused.source_op = node.source_op;
+  return true;
+}
+
 class FuseAttentionPass : public Pass {
  public:
   std::string name() const override { return "fuse_attention"; }
@@ -231,9 +274,11 @@ class FuseAttentionPass : public Pass {
       again = false;
       const Matcher m(graph);
       for (size_t i = 0; i < graph.nodes().size(); ++i) {
-        if (graph.node(i).kind != OpKind::kMatMul) continue;
+        const OpKind kind = graph.node(i).kind;
+        if (kind != OpKind::kMatMul && kind != OpKind::kScaledDotProductAttention) continue;
         if (m.uses(graph.node(i).outputs[0]) == 0) continue;  // dead already
-        if (FuseAt(graph, m, static_cast<NodeId>(i))) {
+        const NodeId id = static_cast<NodeId>(i);
+        if (kind == OpKind::kMatMul ? FuseAt(graph, m, id) : AbsorbTranspositions(graph, m, id)) {
           changed = again = true;
           break;
         }

@@ -11,7 +11,8 @@
 // multiplies in float32 after the product, or the query before it; the mask
 // is added after); only the GEMMs' blocking differs. Shapes and errors are
 // the native kernel's (attention.cc): its Prepare runs first. Taken where
-// every operand is FP32 (the scale a number), q, k and v have at least two
+// every operand is FP32 (the mask may be aten's BOOL one; the scale a
+// number), q, k and v have at least two
 // dims and read their last dim with stride 1, the mask's last two dims are
 // 1 or the scores', and the output's last dim is contiguous; anything else
 // runs the native kernel.
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +73,7 @@ struct Geometry {
   int64_t q_ld = 0, k_ld = 0, v_ld = 0, o_ld = 0;  // row strides
   int64_t m_l = 0, m_s = 0;                         // mask strides over L and S (0: broadcast)
   bool has_mask = false;
+  bool keep_mask = false;  // a BOOL mask: true takes part (0), false does not (-inf)
   Dims out_dims;  // the node's (physical) output dims
 };
 
@@ -96,7 +99,9 @@ std::optional<Geometry> FastGeometry(const PrepareContext& ctx) {
     if (ctx.inputs[i].dtype != DType::kF32 || ctx.inputs[i].dims.size() < 2) return std::nullopt;
   }
   const bool has_mask = HasInput(ctx, kMask);
-  if (has_mask && ctx.inputs[kMask].dtype != DType::kF32) return std::nullopt;
+  const bool keep_mask = has_mask && ctx.inputs[kMask].dtype == DType::kBool &&
+                         ctx.node.attrs.GetString("bool_mask") == "keep";
+  if (has_mask && ctx.inputs[kMask].dtype != DType::kF32 && !keep_mask) return std::nullopt;
   if (n > kScale && ctx.inputs[kScale].present &&
       (!ctx.inputs[kScale].scalar || !ctx.inputs[kScale].dims.empty())) {
     return std::nullopt;
@@ -129,6 +134,7 @@ std::optional<Geometry> FastGeometry(const PrepareContext& ctx) {
     g.m_l = ml == 1 ? 0 : m.strides[m.strides.size() - 2];
     g.m_s = ms == 1 ? 0 : m.strides.back();
     g.has_mask = true;
+    g.keep_mask = keep_mask;
   }
   // Broadcast batch dims, as torch.matmul and the Add broadcast them.
   std::vector<const View*> views = {&*q, &*k, &*v};
@@ -271,7 +277,8 @@ absl::Status EvalSdpa(EvalContext& ctx) {
   const float* q = ctx.inputs[kQ]->data<float>();
   const float* k = ctx.inputs[kK]->data<float>();
   const float* v = ctx.inputs[kV]->data<float>();
-  const float* mask = g.has_mask ? ctx.inputs[kMask]->data<float>() : nullptr;
+  const float* mask = g.has_mask && !g.keep_mask ? ctx.inputs[kMask]->data<float>() : nullptr;
+  const bool* keep = g.keep_mask ? ctx.inputs[kMask]->data<bool>() : nullptr;
   float* out = ctx.outputs[0]->data<float>();
   const bool has_scale = ctx.inputs.size() > kScale && ctx.inputs[kScale] != nullptr;
   // As the unfused Div/Mul computes a float32 tensor by a number: in float32.
@@ -327,7 +334,12 @@ absl::Status EvalSdpa(EvalContext& ctx) {
             for (int64_t c = 0; c < g.s; ++c) row[c] *= scale;
           }
         }
-        if (mask != nullptr) {
+        if (keep != nullptr) {
+          const bool* m = keep + mo + (l0 + r) * g.m_l;
+          for (int64_t c = 0; c < g.s; ++c) {
+            if (!m[c * g.m_s]) row[c] = -std::numeric_limits<float>::infinity();
+          }
+        } else if (mask != nullptr) {
           const float* m = mask + mo + (l0 + r) * g.m_l;
           if (g.m_s == 1) {
             for (int64_t c = 0; c < g.s; ++c) row[c] += m[c];

@@ -134,10 +134,36 @@ Case Plain(bool expose_probabilities) {
   return c;
 }
 
+// aten::scaled_dot_product_attention as the importer makes it: one node on
+// transposed operands, a BOOL key padding mask (true takes part), its result
+// transposed back.
+Case Imported() {
+  Case c;
+  ir::Graph& g = c.graph;
+  std::mt19937 rng(6);
+  const int64_t b = 2, l = 11, h = 3, d = 8;
+  std::vector<ValueId> qkv;
+  for (const char* name : {"q", "k", "v"}) {
+    qkv.push_back(Transpose(g, g.AddInput(name, ir::TensorType{DType::kF32, Dims{b, l, h, d}}), 1, 2));
+    c.inputs.push_back(Random({b, l, h, d}, rng, -2, 2));
+  }
+  ValueId keep = g.AddInput("keep", ir::TensorType{DType::kBool, Dims{b, 1, 1, l}});
+  Tensor k = Tensor::Zeros(DType::kBool, {b, 1, 1, l});
+  for (int64_t i = 0; i < k.num_elements(); ++i) k.data<bool>()[i] = i % l == 0 || (i * 7) % 3 != 0;
+  c.inputs.push_back(k);
+  ir::Attributes attrs;
+  attrs.SetString("bool_mask", "keep");
+  ValueId y = Out(g, g.AddNode(OpKind::kScaledDotProductAttention, {qkv[0], qkv[1], qkv[2], keep},
+                               attrs, "aten::scaled_dot_product_attention"));
+  g.AddOutput(Transpose(g, y, 1, 2), "y");
+  c.fused = 1;
+  return c;
+}
+
 void Check(const Case& c, const std::string& what) {
   SCOPED_TRACE(what);
   std::vector<kernels::TensorInfo> infos;
-  for (const Tensor& t : c.inputs) infos.push_back({DType::kF32, t.dims()});
+  for (const Tensor& t : c.inputs) infos.push_back({t.dtype(), t.dims()});
   for (int threads : {1, 2}) {
     CompileOptions onednn, native, reference;
     onednn.num_threads = native.num_threads = reference.num_threads = threads;
@@ -189,6 +215,10 @@ TEST(AttentionFusionTest, SequenceFirstWithTheQueryScaled) {
   Check(SequenceFirst(50, 6, 32), "sequence first");
 }
 
+TEST(AttentionFusionTest, ImportedAttentionReadsItsTranspositionsInPlace) {
+  Check(Imported(), "imported");
+}
+
 TEST(AttentionFusionTest, UnscaledAndBroadcastAndSharedProbabilities) {
   Check(Plain(false), "plain");
   Check(Plain(true), "probabilities exposed");
@@ -197,21 +227,22 @@ TEST(AttentionFusionTest, UnscaledAndBroadcastAndSharedProbabilities) {
 // The kernel the compiler picks for the fused node is the oneDNN one where it
 // applies; the profile names it.
 TEST(AttentionFusionTest, TheFusedKernelRunsInThePlan) {
-  const Case c = Bert(true, 1, 16, 2, 8);
-  std::vector<kernels::TensorInfo> infos;
-  for (const Tensor& t : c.inputs) infos.push_back({DType::kF32, t.dims()});
-  auto exe = Executable::Compile(c.graph, infos, CompileOptions{});
-  ASSERT_TRUE(exe.ok()) << exe.status();
-  Profiler profiler;
-  RunOptions run;
-  run.observer = &profiler;
-  std::vector<RunValue> values;
-  for (const Tensor& t : c.inputs) values.push_back(RunValue::Of(t));
-  ASSERT_TRUE((*exe)->RunValues(values, run).ok());
-  const Profile p = profiler.Finish();
-  bool found = false;
-  for (const ProfileNode& n : p.nodes) found = found || n.kernel == "onednn.sdpa";
-  EXPECT_TRUE(found) << p.FormatTable();
+  for (const Case& c : {Bert(true, 1, 16, 2, 8), Imported()}) {
+    std::vector<kernels::TensorInfo> infos;
+    for (const Tensor& t : c.inputs) infos.push_back({t.dtype(), t.dims()});
+    auto exe = Executable::Compile(c.graph, infos, CompileOptions{});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    Profiler profiler;
+    RunOptions run;
+    run.observer = &profiler;
+    std::vector<RunValue> values;
+    for (const Tensor& t : c.inputs) values.push_back(RunValue::Of(t));
+    ASSERT_TRUE((*exe)->RunValues(values, run).ok());
+    const Profile p = profiler.Finish();
+    bool found = false;
+    for (const ProfileNode& n : p.nodes) found = found || n.kernel == "onednn.sdpa";
+    EXPECT_TRUE(found) << p.FormatTable();
+  }
 }
 
 }  // namespace
