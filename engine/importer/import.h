@@ -30,7 +30,9 @@ struct ImportOptions {
   std::vector<std::string> input_names;
   // Output names by position (empty: keep). By default outputs are named
   // after their place in forward()'s result: "output0", "output1", ...,
-  // "output1.0" for a nested position, a dict's keys for its values.
+  // "output1.0" for a nested position, a dict's keys for its values;
+  // "output" for a tensor list that is the whole result and whose length
+  // only a run tells (its elements come back as "output0", "output1", ...).
   std::vector<std::string> output_names;
   // Defaults of the inputs, by position (nullopt: none); ImportTorchScript
   // fills them from forward()'s int/float/bool parameters declared with one.

@@ -13,6 +13,7 @@
 #include "engine/kernels/movement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -621,9 +622,17 @@ absl::Status PreparePad(PrepareContext& ctx) {
     return InvalidArg(ctx.node, "pads [", absl::StrJoin(pads, ", "), "] do not fit the ", rank,
                       "-D input");
   }
-  // Pad value in the input's dtype.
+  // Pad value in the input's dtype, converted as libtorch's fill_ converts it:
+  // a fractional value truncated toward zero for an integer tensor (1.5 pads
+  // an INT64 tensor with 1), any nonzero value true for a BOOL one.
   Tensor value = Tensor::Zeros(DType::kF64, {});
-  *value.data<double>() = ctx.node.attrs.GetFloat("value", 0.0);
+  double v = ctx.node.attrs.GetFloat("value", 0.0);
+  if (ctx.inputs[0].dtype == DType::kBool) {
+    v = v != 0.0 ? 1.0 : 0.0;
+  } else if (IsIntegral(ctx.inputs[0].dtype) && std::isfinite(v)) {
+    v = std::trunc(v);
+  }
+  *value.data<double>() = v;
   ASSIGN_OR_RETURN(Tensor pad, WeakScalarAs(ctx.node, value, ctx.inputs[0].dtype));
   std::memcpy(&plan.pad_bits, pad.raw_data(), plan.elem_size);
   Dims out = ctx.inputs[0].dims;

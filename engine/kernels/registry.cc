@@ -85,6 +85,7 @@ bool IsNonTensorOp(ir::OpKind op) {
     case ir::OpKind::kListGetItem:
     case ir::OpKind::kListLen:
     case ir::OpKind::kListAppend:
+    case ir::OpKind::kSplitList:
     case ir::OpKind::kFallback:
       return true;
     default:

@@ -29,6 +29,67 @@ std::string OutputName(const ir::Graph& g, ir::NodeId n, size_t o) {
                       internal::NodeName(g, n));
 }
 
+// The pieces of `x` along `axis` that torch.split (split_size > 0), torch.chunk
+// (chunks > 0) or torch.unbind (neither) returns, as copies.
+absl::StatusOr<std::vector<Tensor>> SplitPieces(const Tensor& x, int64_t axis, int64_t split_size,
+                                                int64_t chunks) {
+  const int64_t rank = x.rank();
+  if (rank == 0) return absl::InvalidArgumentError("cannot split a 0-dim tensor");
+  if (axis < -rank || axis >= rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dim ", axis, " out of range for a tensor of rank ", rank));
+  }
+  if (axis < 0) axis += rank;
+  const int64_t size = x.dim(axis);
+  // (start, length) of each piece, as libtorch 1.13 computes them.
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  const bool unbind = split_size <= 0 && chunks <= 0;
+  if (unbind) {
+    for (int64_t i = 0; i < size; ++i) pieces.push_back({i, 1});
+  } else {
+    if (chunks > 0) {
+      split_size = (size + chunks - 1) / chunks;
+      if (split_size == 0 && size == 0) {  // chunk of an empty dim: `chunks` empty pieces
+        for (int64_t i = 0; i < chunks; ++i) pieces.push_back({0, 0});
+      }
+    }
+    if (pieces.empty()) {
+      if (split_size == 0 && size != 0) {
+        return absl::InvalidArgumentError("split_size can only be 0 if the dimension size is 0");
+      }
+      const int64_t n =
+          split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t start = i * split_size;
+        pieces.push_back({start, std::min(split_size, size - start)});
+      }
+    }
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x.dim(d);
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= x.dim(d);
+  const size_t element = DTypeSize(x.dtype());
+  const auto* src = static_cast<const uint8_t*>(x.raw_data());
+  std::vector<Tensor> out;
+  for (const auto& [start, length] : pieces) {
+    Dims dims = x.dims();
+    if (unbind) {
+      dims.erase(dims.begin() + axis);
+    } else {
+      dims[axis] = length;
+    }
+    Tensor piece = Tensor::Zeros(x.dtype(), dims);
+    const size_t row = static_cast<size_t>(length * inner) * element;
+    auto* dst = static_cast<uint8_t*>(piece.raw_data());
+    for (int64_t o = 0; o < outer && row > 0; ++o) {
+      std::memcpy(dst + o * row, src + (static_cast<size_t>((o * size + start) * inner)) * element,
+                  row);
+    }
+    out.push_back(std::move(piece));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Executable::Prepared>> Executable::PrepareAtRunTime(
@@ -294,6 +355,19 @@ absl::Status Executable::RunBuiltin(const Step& step, Arena& arena) const {
       auto longer = std::make_shared<std::vector<Tensor>>(*list);
       longer->push_back(element.tensor);
       values[node.outputs[0]] = RtValue{Tensor(), std::move(longer), false};
+      return absl::OkStatus();
+    }
+    case ir::OpKind::kSplitList: {
+      const RtValue& in = values[node.inputs[0]];
+      if (in.none || in.list != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "can only split a tensor"));
+      }
+      absl::StatusOr<std::vector<Tensor>> pieces =
+          SplitPieces(in.tensor, node.attrs.GetInt("axis", 0), node.attrs.GetInt("split_size", 0),
+                      node.attrs.GetInt("chunks", 0));
+      if (!pieces.ok()) return absl::InvalidArgumentError(absl::StrCat(where, pieces.status().message()));
+      values[node.outputs[0]] =
+          RtValue{Tensor(), std::make_shared<std::vector<Tensor>>(*std::move(pieces)), false};
       return absl::OkStatus();
     }
     default:

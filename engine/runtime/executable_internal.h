@@ -116,6 +116,8 @@ inline bool IsTensorListOp(const ir::Graph& g, const ir::Node& node) {
     case ir::OpKind::kListLen:
     case ir::OpKind::kListAppend:
       return g.value(node.inputs[0]).kind == ir::ValueKind::kTensorList;
+    case ir::OpKind::kSplitList:
+      return true;
     default:
       return false;
   }

@@ -50,6 +50,7 @@ std::string PathPart(absl::string_view part) {
 // Where the importer's output name puts the value in forward()'s result:
 // "output1.0" -> "result[1][0]", "logits" -> "result['logits']".
 std::string OutputPath(const std::string& name) {
+  if (name == "output") return "result";  // a list that is the whole result
   std::vector<absl::string_view> parts = absl::StrSplit(name, '.');
   std::string path = "result";
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -61,6 +62,13 @@ std::string OutputPath(const std::string& name) {
     absl::StrAppend(&path, PathPart(part));
   }
   return path;
+}
+
+// The name element `k` of tensor-list output `name` comes back as:
+// "<name>.<k>", or "output<k>" for "output", a result that is a list as a
+// whole (its elements are the result's positions, like a tuple's).
+std::string ListOutputElement(const std::string& name, size_t k) {
+  return name == "output" ? absl::StrCat(name, k) : absl::StrCat(name, ".", k);
 }
 
 // A flattened tuple parameter "pair.1" -> "pair[1]".
@@ -710,7 +718,7 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     } else if (out.kind == RunValue::Kind::kTensorList) {
       for (size_t k = 0; k < out.list.size(); ++k) {
         result.push_back(
-            NamedTensor{absl::StrCat(reply_names[i], ".", k), std::move(out.list[k])});
+            NamedTensor{ListOutputElement(reply_names[i], k), std::move(out.list[k])});
       }
     }
   }

@@ -162,7 +162,9 @@ class Model {
   // "xs.0" ... "xs.<n-1>" (a gap is InvalidArgument naming the missing
   // element) or "xs" whole (see TensorSpec::list), and each n compiles its
   // own executable. An output that is a tensor list
-  // comes back as "<name>.0", "<name>.1", ...; one that is None is left out.
+  // comes back as "<name>.0", "<name>.1", ... (a list that is forward()'s
+  // whole result, named "output" by the importer, as "output0", "output1",
+  // ..., the names a tuple's elements have); one that is None is left out.
   // `run` bounds the run (Executable::RunValues); the model's services join
   // it unless it brings its own.
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::vector<NamedTensor>& inputs,

@@ -19,7 +19,8 @@ INPLACE_ROWS = {"aten::square_", "aten::leaky_relu_", "aten::elu_", "aten::selu_
                 "aten::clamp_", "aten::clamp_min_", "aten::clamp_max_", "aten::clip_",
                 "aten::addcmul_", "aten::addcdiv_", "aten::lerp_", "aten::cumsum_",
                 "aten::cumprod_", "aten::t_", "aten::tril_", "aten::triu_", "aten::fill_",
-                "aten::copy_"}
+                "aten::copy_", "aten::bitwise_and_", "aten::bitwise_or_", "aten::bitwise_xor_",
+                "aten::bitwise_not_"}
 
 for name, dom in [("abs", "any"), ("neg", "any"), ("sign", "any"), ("sqrt", "pos"),
                   ("rsqrt", "pos"), ("exp", "small"), ("expm1", "small"), ("log", "pos"),

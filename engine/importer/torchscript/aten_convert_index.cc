@@ -8,6 +8,7 @@
 // need the input's rank; expand's size may also be an int list computed at
 // run time (vit_b_16's class token), which its kernel reads in Prepare.
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,21 +27,18 @@ std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
 std::string Kind(const TorchNode& node) { return node.kind().toUnqualString(); }
 
 // How many pieces a list-returning op must produce: the outputs of the
-// prim::ListUnpack that consumes it, or Unimplemented when the list is used
-// otherwise (its length would depend on the input's shape).
-absl::StatusOr<int64_t> UnpackedLength(const TorchNode& node, ImportContext& ctx) {
+// prim::ListUnpack nodes that consume it, or nullopt when the list is used
+// otherwise (returned, indexed, looped over): its length then depends on the
+// input's shape.
+std::optional<int64_t> UnpackedLength(const TorchNode& node) {
   int64_t n = -1;
   for (const torch::jit::Use& use : node.output()->uses()) {
-    if (use.user->kind() != c10::prim::ListUnpack) {
-      return ctx.Unimplemented(node, absl::StrCat("its list is used by ",
-                                                  use.user->kind().toQualString(),
-                                                  " (only unpacking is supported)"));
-    }
+    if (use.user->kind() != c10::prim::ListUnpack) return std::nullopt;
     const int64_t k = static_cast<int64_t>(use.user->outputs().size());
-    if (n >= 0 && n != k) return ctx.Unimplemented(node, "its list is unpacked to different lengths");
+    if (n >= 0 && n != k) return std::nullopt;
     n = k;
   }
-  if (n < 0) return ctx.Unimplemented(node, "its list is never unpacked");
+  if (n < 0) return std::nullopt;
   return n;
 }
 
@@ -141,20 +139,23 @@ ConvertResult ConvertStack(const TorchNode& node, ImportContext& ctx) {
 
 // split(self, split_size | split_sizes, dim), split_with_sizes, chunk(self,
 // chunks, dim), unbind(self, dim): one Slice, Chunk or Select per piece, as a
-// tensor list. The piece count comes from the prim::ListUnpack reading it.
+// tensor list. The piece count comes from the split sizes, or the
+// prim::ListUnpack reading the list; otherwise only the input's shape tells
+// it, and the list is one SplitList (its pieces made when the run has the
+// input: a list returned whole, indexed or looped over).
 ConvertResult ConvertSplit(const TorchNode& node, ImportContext& ctx) {
   const std::string kind = Kind(node);
+  const bool unbind = kind.rfind("unbind", 0) == 0;
   ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(int64_t pieces, UnpackedLength(node, ctx));
-  const size_t dim_i = kind.rfind("unbind", 0) == 0 ? 1 : 2;
+  const size_t dim_i = unbind ? 1 : 2;
   int64_t dim = 0;
   if (node.inputs().size() > dim_i) {
     ASSIGN_OR_RETURN(dim, ctx.ConstInt(node, dim_i));
   }
-  std::vector<ir::ValueId> parts;
   std::vector<int64_t> sizes;
   int64_t split_size = 0, chunks = 0;
-  if (kind.rfind("unbind", 0) == 0) {
+  bool by_sizes = false;
+  if (unbind) {
     // Select per piece.
   } else if (kind.find("chunk") != std::string::npos) {
     ASSIGN_OR_RETURN(chunks, ctx.ConstInt(node, 1));
@@ -164,25 +165,40 @@ ConvertResult ConvertSplit(const TorchNode& node, ImportContext& ctx) {
       split_size = c->toInt();
     } else {
       ASSIGN_OR_RETURN(sizes, ctx.ConstInts(node, 1));
-      if (static_cast<int64_t>(sizes.size()) != pieces) {
-        return ctx.InvalidArgument(node, absl::StrCat("split into ", sizes.size(),
-                                                      " sizes but unpacked into ", pieces));
-      }
+      by_sizes = true;
     }
   }
+  const std::optional<int64_t> unpacked = UnpackedLength(node);
+  if (by_sizes && unpacked.has_value() && static_cast<int64_t>(sizes.size()) != *unpacked) {
+    return ctx.InvalidArgument(node, absl::StrCat("split into ", sizes.size(),
+                                                  " sizes but unpacked into ", *unpacked));
+  }
+  if (!by_sizes && !unpacked.has_value()) {
+    if (!unbind && chunks <= 0 && split_size <= 0) {
+      return ctx.Unimplemented(node, absl::StrCat("split size ", split_size));
+    }
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    if (chunks > 0) attrs.SetInt("chunks", chunks);
+    if (split_size > 0) attrs.SetInt("split_size", split_size);
+    return One(ctx.EmitValue(node, OpKind::kSplitList, ir::ValueKind::kTensorList, {x},
+                             std::move(attrs)));
+  }
+  const int64_t pieces = by_sizes ? static_cast<int64_t>(sizes.size()) : *unpacked;
+  std::vector<ir::ValueId> parts;
   int64_t start = 0;
   for (int64_t k = 0; k < pieces; ++k) {
     ir::Attributes attrs;
     attrs.SetInt("axis", dim);
     OpKind op = OpKind::kSlice;
-    if (kind.rfind("unbind", 0) == 0) {
+    if (unbind) {
       op = OpKind::kSelect;
       attrs.SetInt("index", k);
     } else if (chunks > 0) {
       op = OpKind::kChunk;
       attrs.SetInt("chunks", chunks);
       attrs.SetInt("index", k);
-    } else if (!sizes.empty()) {
+    } else if (by_sizes) {
       attrs.SetInt("start", start);
       attrs.SetInt("length", sizes[k]);
       start += sizes[k];

@@ -76,9 +76,13 @@ ConvertResult ConvertBinaryOp(ir::OpKind op, const TorchNode& node, ImportContex
 }
 
 // __and__ / bitwise_and and friends, bitwise_not: logical on BOOL (the masks
-// models combine), bitwise on integers (attr bitwise).
+// models combine), bitwise on integers (attr bitwise). The in-place forms
+// (bitwise_and_, ..., bitwise_not_) keep the destination's dtype (attr
+// in_place); the translator rebinds the destination to the result.
 ConvertResult ConvertBitwise(const TorchNode& node, ImportContext& ctx) {
-  const std::string kind = node.kind().toUnqualString();
+  std::string kind = node.kind().toUnqualString();
+  const bool in_place = kind.size() > 1 && kind.back() == '_' && kind[kind.size() - 2] != '_';
+  if (in_place) kind.pop_back();
   if (kind == "bitwise_not") {
     ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
     ir::Attributes attrs;
@@ -92,6 +96,7 @@ ConvertResult ConvertBitwise(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(ir::ValueId b, Operand(node, ctx, 1));
   ir::Attributes attrs;
   attrs.SetBool("bitwise", true);
+  if (in_place) attrs.SetBool("in_place", true);
   return One(ctx.Emit(node, op, {a, b}, std::move(attrs)));
 }
 

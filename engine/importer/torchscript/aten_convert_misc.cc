@@ -194,9 +194,51 @@ ConvertResult ConvertNewFull(const TorchNode& node, ImportContext& ctx) {
   return One(ctx.Emit(node, OpKind::kFill, {like}, std::move(attrs)));
 }
 
-// linspace(start, end, steps, *, dtype) and eye(n[, m], *, dtype): constants.
+namespace {
+
+// eye(n[, m], *, dtype) whose sizes a run computes (x.size(1)): the positions
+// where arange(n)[:, None] == arange(m)[None, :], cast to the dtype. Arange
+// takes run-time ints, folded once a signature fixes them.
+ConvertResult EyeOfRunTimeSize(const TorchNode& node, ImportContext& ctx, bool has_m,
+                               std::optional<c10::ScalarType> dtype) {
+  ASSIGN_OR_RETURN(ir::ValueId n, ctx.ScalarInput(node, 0));
+  ir::ValueId m = n;
+  if (has_m) {
+    ASSIGN_OR_RETURN(m, ctx.ScalarInput(node, 1));
+  }
+  ASSIGN_OR_RETURN(DType d, DTypeFromTorch(dtype.value_or(c10::ScalarType::Float)));
+  const ir::ValueId zero = ctx.AddInt(0), one = ctx.AddInt(1);
+  ir::ValueId ranges[2];
+  for (int k = 0; k < 2; ++k) {
+    ir::Attributes arange;
+    arange.SetString("dtype", DTypeName(DType::kInt64));
+    const ir::ValueId r = ctx.Emit(node, OpKind::kArange, {zero, k == 0 ? n : m, one},
+                                   std::move(arange), k == 0 ? ".rows" : ".cols");
+    ir::Attributes unsqueeze;
+    unsqueeze.SetInt("axis", 1 - k);  // rows [n, 1], columns [1, m]
+    ranges[k] = ctx.Emit(node, OpKind::kUnsqueeze, {r}, std::move(unsqueeze),
+                         k == 0 ? ".rows2d" : ".cols2d");
+  }
+  const ir::ValueId diagonal =
+      ctx.Emit(node, OpKind::kEqual, {ranges[0], ranges[1]}, {}, d == DType::kBool ? "" : ".mask");
+  if (d == DType::kBool) return One(diagonal);
+  ir::Attributes cast;
+  cast.SetString("dtype", DTypeName(d));
+  return One(ctx.Emit(node, OpKind::kCast, {diagonal}, std::move(cast)));
+}
+
+}  // namespace
+
+// linspace(start, end, steps, *, dtype) and eye(n[, m], *, dtype): constants
+// (eye also of sizes a run computes).
 ConvertResult ConvertLinspaceEye(const TorchNode& node, ImportContext& ctx) {
   ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
+  if (Kind(node) == "eye") {
+    const bool has_m = node.maybeSchema() && node.maybeSchema()->overload_name() == "m";
+    const bool constant = ctx.ConstantOf(node.inputs()[0]).has_value() &&
+                          (!has_m || ctx.ConstantOf(node.inputs()[1]).has_value());
+    if (!constant) return EyeOfRunTimeSize(node, ctx, has_m, dtype);
+  }
   at::Tensor t;
   if (Kind(node) == "linspace") {
     ASSIGN_OR_RETURN(c10::Scalar start, ScalarArg(node, ctx, 0));

@@ -67,6 +67,10 @@ const AtenOpTable& Table() {
       {"aten::__xor__", ConvertBitwise},
       {"aten::bitwise_xor", ConvertBitwise},
       {"aten::bitwise_not", ConvertBitwise},  // ~mask
+      {"aten::bitwise_and_", ConvertBitwise},
+      {"aten::bitwise_or_", ConvertBitwise},
+      {"aten::bitwise_xor_", ConvertBitwise},
+      {"aten::bitwise_not_", ConvertBitwise},
       {"aten::greater", ConvertComparisonAlias},
       {"aten::greater_equal", ConvertComparisonAlias},
       {"aten::less", ConvertComparisonAlias},

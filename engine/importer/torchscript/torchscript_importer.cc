@@ -164,12 +164,20 @@ void FlattenedNames(const std::string& name, const c10::TypePtr& type,
 // that LowerAllTuples flattens the whole result into graph outputs, and every
 // leaf is named after its place: element i of the result is "output<i>", a
 // nested position appends ".<i>", and a dict's value takes its key (nested:
-// "<parent>.<key>"). A lone tensor is "output0".
+// "<parent>.<key>"). A lone tensor is "output0". A lone tensor list whose
+// length only a run tells (`return torch.split(x, 2)`) is "output": its
+// elements are the result's positions, so they come back as "output0",
+// "output1", ... like a tuple's (runtime::Model::Infer).
 
 std::string ChildName(const std::optional<std::string>& parent, const std::string& part,
                       bool positional) {
   if (!parent.has_value()) return positional ? absl::StrCat("output", part) : part;
   return absl::StrCat(*parent, ".", part);
+}
+
+bool IsTensorList(const c10::TypePtr& type) {
+  const auto* list = type->castRaw<c10::ListType>();
+  return list != nullptr && list->getElementType()->kind() == c10::TypeKind::TensorType;
 }
 
 void NamesOfType(const c10::TypePtr& type, const std::optional<std::string>& name,
@@ -178,6 +186,10 @@ void NamesOfType(const c10::TypePtr& type, const std::optional<std::string>& nam
     for (size_t i = 0; i < tuple->elements().size(); ++i) {
       NamesOfType(tuple->elements()[i], ChildName(name, std::to_string(i), true), out);
     }
+    return;
+  }
+  if (!name.has_value() && IsTensorList(type)) {
+    out.push_back("output");
     return;
   }
   out.push_back(name.value_or("output0"));

@@ -328,7 +328,32 @@ def forward(self, xs: Tuple[Tensor, Tensor, Tensor]):
                             {torch::randn({2, 3}), torch::randn({2, 3}), torch::randn({2, 3})})},
                         {}, &out);
   ASSERT_EQ(out.size(), 4u);
-  EXPECT_EQ(out[3].name, "output0.3");
+  // The list is the whole result: its elements are the result's positions,
+  // named like a tuple's.
+  EXPECT_EQ(out[3].name, "output3");
+}
+
+TEST_F(ScriptedModelsTest, SplitListOfARunTimeLengthIndexedLoopedOverAndReturned) {
+  // The pieces' count follows from x's width only: one SplitList each,
+  // whose uses (a loop, an index, len, the result itself) run natively.
+  const std::string src = R"PY(
+def forward(self, x):
+    pieces = torch.split(x, 2, 1)
+    total = torch.zeros_like(pieces[0])
+    for p in x.chunk(3, 1):
+        total = total + p.sum()
+    return torch.unbind(x, 0), pieces[-1] * len(pieces), total
+)PY";
+  absl::StatusOr<ir::Graph> graph = importer::ImportTorchScript(Archive(src));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_TRUE(importer::FallbackOps(*graph).empty()) << ir::PrintGraph(*graph);
+  for (int64_t width : {5, 6, 8}) {
+    std::vector<runtime::NamedTensor> out;
+    ExpectMatchesLibtorch(src, {torch::randn({2, width})}, {}, &out);
+    ASSERT_GE(out.size(), 4u);
+    EXPECT_EQ(out[0].name, "output0.0");
+    EXPECT_EQ(out[2].name, "output1");
+  }
 }
 
 TEST_F(ScriptedModelsTest, ListOfTensorsArgumentOfLengthOneTwoAndThree) {

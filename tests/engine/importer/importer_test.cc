@@ -766,6 +766,69 @@ def forward(self, x):
                                         Pair("ListConstruct", 1), Pair("Reshape", 1)));
 }
 
+TEST(ImporterScriptTest, ListReturnedWholeIsOneSplitListNamedAsTheResult) {
+  struct Case {
+    const char* body;
+    int64_t split_size, chunks;
+  };
+  for (const Case& c : {Case{"return torch.split(x, 2, 1)", 2, 0},
+                        Case{"return x.chunk(3, -1)", 0, 3},
+                        Case{"return torch.unbind(x, 1)", 0, 0}}) {
+    absl::StatusOr<ir::Graph> g =
+        ImportTorchScript(ScriptArchive(absl::StrCat("def forward(self, x):\n    ", c.body, "\n")));
+    ASSERT_TRUE(g.ok()) << c.body << ": " << g.status();
+    EXPECT_TRUE(FallbackOps(*g).empty()) << c.body;
+    EXPECT_THAT(g->output_names(), ElementsAre("output")) << c.body;
+    const ir::Value& list = g->value(g->outputs()[0]);
+    EXPECT_EQ(list.kind, ir::ValueKind::kTensorList);
+    const ir::Node& split = Producer(*g, g->outputs()[0]);
+    ASSERT_EQ(split.kind, ir::OpKind::kSplitList) << c.body;
+    EXPECT_EQ(split.attrs.GetInt("split_size"), c.split_size);
+    EXPECT_EQ(split.attrs.GetInt("chunks"), c.chunks);
+  }
+  // Sizes given: the length is known, the pieces are slices.
+  absl::StatusOr<ir::Graph> g = ImportTorchScript(ScriptArchive(R"PY(
+def forward(self, x):
+    return x, torch.split(x, [1, 3], 2)
+)PY"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_THAT(g->output_names(), ElementsAre("output0", "output1"));
+  EXPECT_EQ(Producer(*g, g->outputs()[1]).kind, ir::OpKind::kListConstruct);
+  EXPECT_EQ(OpHistogram(*g)["Slice"], 2);
+}
+
+TEST(ImporterScriptTest, EyeOfARunTimeSizeIsNative) {
+  absl::StatusOr<ir::Graph> g = ImportTorchScript(ScriptArchive(R"PY(
+def forward(self, x):
+    return torch.eye(x.size(1), dtype=3), torch.eye(3, x.size(0) + 2)  # 3: torch.int32
+)PY"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(FallbackOps(*g).empty());
+  std::map<std::string, int> ops = OpHistogram(*g);
+  EXPECT_EQ(ops["Arange"], 4);
+  EXPECT_EQ(ops["Equal"], 2);
+  EXPECT_EQ(ops["Cast"], 2);
+  EXPECT_EQ(Producer(*g, g->outputs()[0]).attrs.GetString("dtype"), "INT32");
+}
+
+TEST(ImporterScriptTest, InPlaceIntegerBitwiseOpsAreNative) {
+  absl::StatusOr<ir::Graph> g = ImportTorchScript(ScriptArchive(R"PY(
+def forward(self, x, y):
+    z = x.clone()
+    z.bitwise_and_(y)
+    z.bitwise_not_()
+    return z
+)PY"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(FallbackOps(*g).empty());
+  const ir::Node& bitwise_not = Producer(*g, g->outputs()[0]);
+  EXPECT_EQ(bitwise_not.kind, ir::OpKind::kLogicalNot);
+  const ir::Node& bitwise_and = Producer(*g, bitwise_not.inputs[0]);
+  EXPECT_EQ(bitwise_and.kind, ir::OpKind::kLogicalAnd);
+  EXPECT_TRUE(bitwise_and.attrs.GetBool("bitwise"));
+  EXPECT_TRUE(bitwise_and.attrs.GetBool("in_place"));
+}
+
 TEST(ImporterScriptTest, TupleParametersAreFlattenedAndNamed) {
   absl::StatusOr<ir::Graph> g = ImportTorchScript(ScriptArchive(R"PY(
 def forward(self, pair: Tuple[Tensor, Tensor], k: int):

@@ -192,6 +192,16 @@ TEST(CoverageOpsTest, PadModes) {
               ElementsAre(2, 3));
 }
 
+TEST(CoverageOpsTest, ConstantPadOfAnIntegerTensorTruncatesAFractionalValue) {
+  // libtorch fills with the value converted to the tensor's dtype, as fill_ does.
+  auto pad = [&](const Tensor& x, double value) {
+    return RunOp(SingleOpGraph(OpKind::kPad, {x}, Attrs().Ints("pads", {1, 1}).Float("value", value)))[0];
+  };
+  EXPECT_THAT(I64Values(pad(I64({2}, {5, 6}), 1.5)), ElementsAre(1, 5, 6, 1));
+  EXPECT_THAT(I64Values(pad(I64({1}, {5}), -2.7)), ElementsAre(-2, 5, -2));
+  EXPECT_THAT(BoolValues(pad(Bool({1}, {false}), 0.5)), ElementsAre(true, false, true));
+}
+
 TEST(CoverageOpsTest, ChunkPiecesFollowTorchChunk) {
   const Tensor x = F32({5}, {0, 1, 2, 3, 4});
   auto piece = [&](int64_t chunks, int64_t index) {

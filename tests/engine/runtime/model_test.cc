@@ -365,5 +365,79 @@ TEST(ModelTest, ListInputSentWholeIsItsElementsStackedOnANewFirstDim) {
   EXPECT_THAT(msg, HasSubstr("shape [0] for an empty list"));
 }
 
+
+// forward(self, x): return torch.split(x, split_size, 1) (or chunk, unbind):
+// a list whose length only x's shape tells, named as a whole result.
+ir::Graph SplitListGraph(const std::string& output_name, int64_t split_size, int64_t chunks) {
+  ir::Graph g;
+  ir::ValueId x = g.AddInput("x", {});
+  ir::Attributes attrs;
+  attrs.SetInt("axis", 1);
+  if (split_size > 0) attrs.SetInt("split_size", split_size);
+  if (chunks > 0) attrs.SetInt("chunks", chunks);
+  ir::NodeId split = g.AddNode(ir::OpKind::kSplitList, {x}, std::move(attrs), "aten::split");
+  g.mutable_value(g.node(split).outputs[0]).kind = ir::ValueKind::kTensorList;
+  g.AddOutput(g.node(split).outputs[0], output_name);
+  return g;
+}
+
+NamedTensor Iota(std::string name, DType dtype, Dims dims) {
+  Tensor t = Tensor::Zeros(dtype, std::move(dims));
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (dtype == DType::kInt64) {
+      t.data<int64_t>()[i] = i;
+    } else {
+      t.data<float>()[i] = static_cast<float>(i);
+    }
+  }
+  return NamedTensor{std::move(name), t};
+}
+
+TEST(ModelTest, ListReturnedWholeComesBackAsTheResultsPositions) {
+  ModelOptions opts;
+  opts.inputs = {TensorSpec{"", DType::kInt64, Dims{2, -1}}};
+  auto m = Model::Create(SplitListGraph("output", 2, 0), opts);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->outputs()[0].path, "result");
+  // x = [[0 1 2 3 4], [5 6 7 8 9]] split by 2 along dim 1: 3 pieces, the last one narrower.
+  auto out = (*m)->Infer({Iota("x", DType::kInt64, {2, 5})}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 3u);
+  EXPECT_EQ((*out)[0].name, "output0");
+  EXPECT_EQ((*out)[1].name, "output1");
+  EXPECT_EQ((*out)[2].name, "output2");
+  EXPECT_EQ((*out)[0].tensor.dims(), (Dims{2, 2}));
+  EXPECT_EQ((*out)[2].tensor.dims(), (Dims{2, 1}));
+  EXPECT_EQ((*out)[2].tensor.dtype(), DType::kInt64);
+  const int64_t* p1 = (*out)[1].tensor.data<int64_t>();
+  EXPECT_EQ(std::vector<int64_t>(p1, p1 + 4), (std::vector<int64_t>{2, 3, 7, 8}));
+  EXPECT_EQ((*out)[2].tensor.data<int64_t>()[1], 9);
+  // Another width, another length.
+  out = (*m)->Infer({Iota("x", DType::kInt64, {2, 8})}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->size(), 4u);
+}
+
+TEST(ModelTest, NestedListOutputElementsAppendTheirIndex) {
+  // chunk(x, 3, 1) of a width-4 input is 2 pieces of 2 (torch.chunk's rule).
+  auto m = Model::Create(SplitListGraph("output1", 0, 3), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto out = (*m)->Infer({Iota("x", DType::kF32, {1, 4})}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].name, "output1.0");
+  EXPECT_EQ((*out)[1].name, "output1.1");
+  EXPECT_EQ((*out)[1].tensor.dims(), (Dims{1, 2}));
+  EXPECT_EQ((*out)[1].tensor.data<float>()[0], 2.0f);
+  // unbind(x, 1): each column, the axis dropped.
+  m = Model::Create(SplitListGraph("output", 0, 0), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  out = (*m)->Infer({Iota("x", DType::kF32, {2, 3})}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 3u);
+  EXPECT_EQ((*out)[2].tensor.dims(), (Dims{2}));
+  EXPECT_EQ((*out)[2].tensor.data<float>()[1], 5.0f);
+}
+
 }  // namespace
 }  // namespace kiln::runtime
