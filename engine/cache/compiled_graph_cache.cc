@@ -244,6 +244,8 @@ std::string CompiledGraphCache::PlanKey(const std::string& model_key,
                       options.precision == Precision::kFp32 ? "" : ";precision=",
                       options.precision == Precision::kFp32 ? "" : PrecisionName(options.precision),
                       ";passes=", PassesText(),
+                      options.disabled_passes.empty() ? "" : ";disabled=",
+                      absl::StrJoin(options.disabled_passes, ","),
                       ";engine=", EngineVersion());
 }
 

@@ -95,7 +95,11 @@ absl::StatusOr<std::unique_ptr<Executable>> Executable::Compile(
                                                    " inputs, got ", inputs.size()));
   }
   RETURN_IF_ERROR(ir::VerifyGraph(g));
-  if (options.run_passes) RETURN_IF_ERROR(passes::RunPipeline(g));
+  if (options.run_passes) {
+    passes::PipelineOptions pipeline;
+    pipeline.disabled = options.disabled_passes;
+    RETURN_IF_ERROR(passes::RunPipeline(g, pipeline));
+  }
   kernels::UseThreads(options.num_threads);
   Compiler compiler(exe.get());
   RETURN_IF_ERROR(compiler.Run(inputs));

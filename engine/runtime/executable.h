@@ -38,6 +38,10 @@ struct CompileOptions {
   // bfloat16 operands for the oneDNN convolutions and linear layers
   // (engine/common/precision.h); part of the plan cache key.
   Precision precision = Precision::kFp32;
+  // Passes of the pipeline to skip, by name (passes::PipelinePassNames): for
+  // bisecting a pass and for measuring what it wins (kiln-bench
+  // --disable-pass); part of the plan cache key.
+  std::vector<std::string> disabled_passes;
   // Which of a model's graphs this is, for cache keys only: a model with
   // List[Tensor] inputs compiles one graph per list lengths ("lists=2,0").
   std::string graph_variant;

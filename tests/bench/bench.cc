@@ -134,7 +134,8 @@ class KilnTensorEngine : public Engine {
 
 class KilnEngine : public KilnTensorEngine {
  public:
-  KilnEngine(const std::string& path, int threads, kiln::Precision precision) {
+  KilnEngine(const std::string& path, int threads, kiln::Precision precision,
+             const std::vector<std::string>& disabled_passes) {
     auto graph = kiln::importer::ImportTorchScript(ReadFile(path));
     if (!graph.ok()) Fail("import: " + std::string(graph.status().message()));
     // From here on only Kiln's engine holds memory: count the peak from now.
@@ -142,6 +143,7 @@ class KilnEngine : public KilnTensorEngine {
     kiln::runtime::ModelOptions opts;
     opts.compile.num_threads = threads;
     opts.compile.precision = precision;
+    opts.compile.disabled_passes = disabled_passes;
     auto model = kiln::runtime::Model::Create(*std::move(graph), opts);
     if (!model.ok()) Fail(std::string(model.status().message()));
     model_ = *std::move(model);
@@ -333,6 +335,9 @@ int main(int argc, char** argv) {
   app.add_option("--blas-threads", blas_threads, "OpenBLAS threads of the torch worker (default: --threads)");
   app.add_option("--precision", precision, "the kiln worker's plan precision")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  std::vector<std::string> disabled_passes;
+  app.add_option("--disable-pass", disabled_passes,
+                 "the kiln worker compiles without this pass (repeatable): what a pass wins");
   app.add_flag("--shared-memory", shared_memory,
                "kilnd worker: pass the input through a registered shared-memory region");
   app.add_flag("--sgemm-peak", sgemm_peak, "print the sgemm GFLOP/s at --threads and exit");
@@ -348,7 +353,8 @@ int main(int argc, char** argv) {
   if (worker.empty() || model.empty()) Fail("--worker and --model are needed (or --sgemm-peak)");
   std::unique_ptr<Engine> engine;
   if (worker == "kiln") {
-    engine = std::make_unique<KilnEngine>(model, threads, *kiln::ParsePrecision(precision));
+    engine = std::make_unique<KilnEngine>(model, threads, *kiln::ParsePrecision(precision),
+                                          disabled_passes);
   } else if (worker == "kilnd") {
     engine = std::make_unique<KilndEngine>(server, model, shared_memory);
   } else {
