@@ -24,7 +24,7 @@ PACKAGES=(
   libcli11-dev                           # command-line parsing for kilnd and kiln
   libyaml-cpp-dev                        # kilnd --config FILE (YAML; JSON read as YAML)
   libssl-dev                             # SHA-256 of model bytes, TLS for HTTPS, token digests (OpenSSL)
-  libseccomp-dev                         # the import child's seccomp filter (server/sandbox.cc)
+  libseccomp-dev                         # the import child's seccomp filter (server/security/sandbox.cc)
   zlib1g-dev                             # inflating deflated entries of model archives (.pt2 importer)
   libgtest-dev libgmock-dev              # unit and integration tests
   clang                                  # libFuzzer targets (tests/fuzz; skipped without clang++)

@@ -96,7 +96,7 @@ class ExecutableProvider {
 class Model;
 
 // Sees every request's signature before it runs: kilnd's verification
-// against libtorch on a signature's first use (server/first_use_verifier.h).
+// against libtorch on a signature's first use (server/core/first_use_verifier.h).
 class SignatureGate {
  public:
   virtual ~SignatureGate() = default;

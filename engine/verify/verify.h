@@ -8,7 +8,7 @@
 // This is the comparing half, and it needs no libtorch: the libtorch half
 // (running the uploaded program on the samples) sits behind TorchReference,
 // which kilnd implements by running the program in the sandboxed worker
-// process (server/torch_reference_client.h) and tests in process
+// process (server/torch/torch_reference_client.h) and tests in process
 // (engine/fallback/torch_reference.h). Only plain tensors cross: the samples
 // go there, libtorch's outputs (and, when asked, its float64 outputs and the
 // traced intermediate values) come back. Nothing calls back.

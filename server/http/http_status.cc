@@ -4,7 +4,7 @@
 
 namespace kiln::server::http {
 
-// Spelled out, like server/grpc_status.cc: the table says which status each
+// Spelled out, like server/grpc/grpc_status.cc: the table says which status each
 // code is meant to send. Triton maps its codes in HttpCodeFromError
 // (src/http_server.cc); Kiln has more codes than Triton, and those follow
 // google/rpc/code.proto's "HTTP Mapping" comments.

@@ -1,5 +1,5 @@
 // The one place where Kiln's absl::Status becomes an HTTP status, as
-// server/grpc_status.h is for gRPC: both front ends map the same code, so a
+// server/grpc/grpc_status.h is for gRPC: both front ends map the same code, so a
 // client sees the same error whichever protocol it speaks.
 #pragma once
 

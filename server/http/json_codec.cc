@@ -270,7 +270,7 @@ absl::Status ParseInput(const json& in, int index, ModelInferRequest* request,
     RETURN_IF_ERROR(ParseParameters(in["parameters"], tensor, input->mutable_parameters()));
   }
   if (input->parameters().count("shared_memory_region") > 0) {
-    // The bytes wait in a registered region (server/shared_memory.h).
+    // The bytes wait in a registered region (server/core/shared_memory.h).
     if (in.contains("data") || input->parameters().count("binary_data_size") > 0) {
       return Invalid(tensor, "has shared_memory_region and data of its own");
     }

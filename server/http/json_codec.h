@@ -9,7 +9,7 @@
 // becomes raw bytes in raw_input_contents, whether it came as JSON "data"
 // (flat or nested; BOOL as true/false, integers and FP16/BF16/FP32/FP64 as
 // numbers, BYTES as strings, length-prefixed as on the wire) or as binary
-// data; the shared decoder (server/tensor_codec.h) then checks it exactly as
+// data; the shared decoder (server/core/tensor_codec.h) then checks it exactly as
 // it checks a gRPC request. Outputs go back as JSON "data" (flattened,
 // row-major) or, when asked with "binary_data" / "binary_data_output", in the
 // binary section with "binary_data_size". JSON has no NaN or infinity: such

@@ -14,8 +14,8 @@
 #include "inference/grpc_service.pb.h"
 #include "server/http/http_status.h"
 #include "server/http/json_codec.h"
-#include "server/infer_pipeline.h"
-#include "server/inference_service.h"
+#include "server/core/infer_pipeline.h"
+#include "server/grpc/inference_service.h"
 #include "server/security/access_policy.h"
 
 namespace kiln::server::http {
@@ -97,7 +97,7 @@ HttpResponse Infer(InferenceService* service, const HttpRequest& req) {
   absl::Status parsed = ParseInferRequest(req.body, header_length, &request, &format);
   if (!parsed.ok()) return Error(parsed, "infer", Name(req));
   inference::ModelInferResponse response;
-  // The inference path gRPC's ModelInfer takes (server/infer_pipeline.h); this
+  // The inference path gRPC's ModelInfer takes (server/core/infer_pipeline.h); this
   // thread waits for it. HTTP/1.1 has no deadline header: the time limits are
   // the server's --request-timeout-s and the request's "timeout" parameter. A
   // client that hangs up cancels the request (the engine looks between nodes).
@@ -274,7 +274,7 @@ std::vector<Route> KserveRoutes(InferenceService* service, const security::Authe
          return s.ok() ? Json(std::string()) : Error(s);
        });
 
-  // The system shared-memory extension (server/shared_memory.h), Triton's routes.
+  // The system shared-memory extension (server/core/shared_memory.h), Triton's routes.
   auto status = [service](const HttpRequest& req, const std::string& name) {
     inference::SystemSharedMemoryStatusRequest request;
     request.set_name(name);

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/metrics/prometheus_text.h"
-#include "server/model_registry.h"
+#include "server/core/model_registry.h"
 
 namespace kiln::server {
 namespace {

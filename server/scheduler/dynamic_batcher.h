@@ -1,6 +1,6 @@
 // One model version's dynamic batcher (Triton's semantics, configured by
 // "max_batch_size" and "dynamic_batching" in the model config): requests wait
-// in a per-model queue, and a compute thread (server/compute_pool.h) takes
+// in a per-model queue, and a compute thread (server/scheduler/compute_pool.h) takes
 // those of one signature apart from dim 0 as one batch (batch_planner.h),
 // joins their inputs on dim 0, runs the batch (its plan is compiled and
 // cached like any other signature's), and splits the outputs back.
@@ -40,8 +40,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/runtime/model.h"
-#include "server/compute_pool.h"
-#include "server/model_config.h"
+#include "server/scheduler/compute_pool.h"
+#include "server/core/model_config.h"
 #include "server/scheduler/batch_planner.h"
 
 namespace kiln::server {

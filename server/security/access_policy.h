@@ -1,7 +1,7 @@
 // Who may call what: the one table of Kiln's RPCs and the role each needs, and
 // the check both front ends run before a request does anything
 // (Authenticator::Check). gRPC handlers call it with the request's
-// "authorization" metadata (server/security/grpc_auth.h), the HTTP routes with
+// "authorization" metadata (server/grpc/grpc_auth.h), the HTTP routes with
 // the Authorization header of the request; each HTTP route names the RPC it
 // translates to, so one table serves both protocols.
 //

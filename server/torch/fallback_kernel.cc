@@ -13,7 +13,7 @@
 #include "engine/kernels/kernel.h"
 #include "kiln/v1/graph.pb.h"
 #include "server/torch/fallback_worker.h"
-#include "server/torch_backend.h"
+#include "server/torch/torch_backend.h"
 
 namespace kiln::server {
 namespace {

@@ -26,7 +26,7 @@
 #include "engine/common/status_macros.h"
 #include "kiln/v1/torch_worker.pb.h"
 #include "server/torch/fallback_protocol.h"
-#include "server/torch_reference_codec.h"
+#include "server/torch/torch_reference_codec.h"
 
 namespace kiln::server {
 namespace {

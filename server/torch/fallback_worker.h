@@ -6,7 +6,7 @@
 //   kilnd                                       kiln-torch-worker --fallback-worker
 //   Fallback kernel (fallback_kernel.cc)        (one per model) limits its
 //     -> FallbackWorker::Run                    address space, enters the sandbox of
-//        inputs copied into the arena ------->  server/sandbox.h, says FallbackReady;
+//        inputs copied into the arena ------->  server/security/sandbox.h, says FallbackReady;
 //        FallbackCall on the socket             per call: prepares the op the first time
 //        <------- FallbackReply                 (libtorch's own Fallback kernel,
 //        outputs copied out of the arena        engine/fallback), runs it on the arena's
@@ -40,7 +40,7 @@
 
 #include "absl/status/status.h"
 #include "engine/kernels/kernel.h"
-#include "server/import_worker.h"
+#include "server/torch/import_worker.h"
 
 namespace kiln::v1 {
 class Node;

@@ -22,11 +22,11 @@
 #include "engine/cache/graph_serializer.h"
 #include "engine/common/status_macros.h"
 #include "kiln/v1/torch_worker.pb.h"
-#include "server/import_worker.h"
+#include "server/torch/import_worker.h"
 #include "server/torch/fallback_protocol.h"
 #include "server/torch/fallback_worker.h"
-#include "server/torch_backend.h"
-#include "server/torch_reference_codec.h"
+#include "server/torch/torch_backend.h"
+#include "server/torch/torch_reference_codec.h"
 
 namespace kiln::server {
 namespace {

@@ -1,6 +1,6 @@
 // libFuzzer target for what kilnd does first with a ModelInfer request: parse
-// the message, check its parameters (server/request_parameters.h) and decode
-// its tensors (server/tensor_codec.h). The bytes are either a serialized
+// the message, check its parameters (server/core/request_parameters.h) and decode
+// its tensors (server/core/tensor_codec.h). The bytes are either a serialized
 // ModelInferRequest, as a client sends it, or, so that the fuzzer reaches the
 // decoder's checks instead of stopping at protobuf's, a request built from
 // them: datatype, shape, contents raw or typed, parameters. Anything is
@@ -14,8 +14,8 @@
 
 #include "google/protobuf/stubs/logging.h"
 #include "inference/grpc_service.pb.h"
-#include "server/request_parameters.h"
-#include "server/tensor_codec.h"
+#include "server/core/request_parameters.h"
+#include "server/core/tensor_codec.h"
 
 namespace {
 

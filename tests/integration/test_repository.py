@@ -227,7 +227,7 @@ class RepositoryTest(unittest.TestCase):
         self.assertEqual(stats.count("graph from disk-cache"), 5, stats)
         self.assertIn("disk hits 1", stats)
         self.assertNotIn("graph from import", stats)
-        # Nothing needed libtorch, so kilnd never loaded it (server/torch_backend.h).
+        # Nothing needed libtorch, so kilnd never loaded it (server/torch/torch_backend.h).
         with open(f"/proc/{second.proc.pid}/maps") as f:
             self.assertNotIn("libtorch_cpu", f.read())
         self.assertNotIn("loaded libtorch", second.text())

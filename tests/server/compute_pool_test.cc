@@ -2,7 +2,7 @@
 // each keeps its OpenMP team), at most `workers` at once, in order; what is
 // still queued when the pool ends is destroyed unrun. WaiterPool: grows a
 // thread per waiting task, runs what was queued before it ends.
-#include "server/compute_pool.h"
+#include "server/scheduler/compute_pool.h"
 
 #include <gtest/gtest.h>
 

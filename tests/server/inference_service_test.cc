@@ -16,7 +16,7 @@
 #include "client/inference_client.h"
 #include "client/npy.h"
 #include "inference/grpc_service.grpc.pb.h"
-#include "server/server.h"
+#include "server/app/server.h"
 
 namespace kiln {
 namespace {

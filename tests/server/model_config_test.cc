@@ -1,4 +1,4 @@
-#include "server/model_config.h"
+#include "server/core/model_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

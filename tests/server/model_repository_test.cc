@@ -1,4 +1,4 @@
-#include "server/model_repository.h"
+#include "server/core/model_repository.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -20,7 +20,7 @@
 #include "engine/common/sha256.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "kiln/v1/repository_service.grpc.pb.h"
-#include "server/server.h"
+#include "server/app/server.h"
 
 namespace kiln {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/request_parameters.h"
+#include "server/core/request_parameters.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "server/tensor_codec.h"
+#include "server/core/tensor_codec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "server/upload_store.h"
+#include "server/core/upload_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,12 +1,12 @@
 // kiln-torch-worker: the one program that links libtorch. kilnd starts it
-// (fork + exec, server/import_worker.h, StartWorkerProcess) for each piece of
+// (fork + exec, server/torch/import_worker.h, StartWorkerProcess) for each piece of
 // work that runs libtorch on an untrusted file, one role per process:
 //   kiln-torch-worker --import-worker ...    a TorchScript import, or the
 //       verified import's reference run (import_worker.h, ImportWorkerMain)
 //   kiln-torch-worker --fallback-worker ...  a model's libtorch fallback ops
 //       (torch/fallback_worker.h, FallbackWorkerMain)
 // libtorch and torchvision's operators load before the worker limits its
-// address space and enters its sandbox (server/sandbox.h), which then opens
+// address space and enters its sandbox (server/security/sandbox.h), which then opens
 // no file.
 //
 // libtorch's warnings (TORCH_WARN: deprecations, fallback ops' own notices)
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "engine/fallback/torch_extensions.h"
-#include "server/import_worker.h"
+#include "server/torch/import_worker.h"
 #include "server/torch/fallback_worker.h"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include "engine/common/half.h"
 #include "server/http/http_status.h"
-#include "server/tensor_codec.h"
+#include "server/core/tensor_codec.h"
 
 namespace kiln::server::http {
 namespace {

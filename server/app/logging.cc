@@ -1,0 +1,110 @@
+#include "server/app/logging.h"
+
+#include <grpc/support/log.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kiln::server {
+namespace {
+
+// ISO 8601 in UTC with milliseconds, the form log collectors parse without
+// configuration.
+std::string Timestamp(spdlog::log_clock::time_point t) {
+  const auto seconds = std::chrono::time_point_cast<std::chrono::seconds>(t);
+  const int millis = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(t - seconds).count());
+  const std::time_t tt = spdlog::log_clock::to_time_t(t);
+  std::tm tm = {};
+  ::gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  return absl::StrFormat("%s.%03dZ", buf, millis);
+}
+
+// A multi-line message (an import error quoting a traceback, say) must not
+// split into lines that a line-oriented collector would read as new events.
+std::string EscapeLineBreaks(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+class LineFormatter : public spdlog::formatter {
+ public:
+  explicit LineFormatter(bool json) : json_(json) {}
+
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const std::string text(msg.payload.data(), msg.payload.size());
+    const auto level_view = spdlog::level::to_string_view(msg.level);
+    const std::string level(level_view.data(), level_view.size());
+    std::string line;
+    if (json_) {
+      // ordered_json keeps time first, as people read it.
+      nlohmann::ordered_json event;
+      event["time"] = Timestamp(msg.time);
+      event["level"] = level;
+      event["logger"] = std::string(msg.logger_name.data(), msg.logger_name.size());
+      event["msg"] = text;
+      // Replace, never throw: a model or op name from a client may be bad UTF-8.
+      line = event.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+    } else {
+      line = absl::StrCat(Timestamp(msg.time), " ", level, " ", EscapeLineBreaks(text));
+    }
+    line.push_back('\n');
+    dest.append(line.data(), line.data() + line.size());
+  }
+
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<LineFormatter>(json_);
+  }
+
+ private:
+  bool json_;
+};
+
+// gRPC writes its own warnings to stderr in its own format; routed here they
+// follow --log-format too.
+void GrpcLog(gpr_log_func_args* args) {
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (args->severity == GPR_LOG_SEVERITY_DEBUG) level = spdlog::level::debug;
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) level = spdlog::level::err;
+  spdlog::log(level, "grpc: {} ({}:{})", args->message, args->file, args->line);
+}
+
+}  // namespace
+
+absl::Status SetUpLogging(const std::string& level, const std::string& format) {
+  if (format != "text" && format != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log format must be 'text' or 'json', got '", format, "'"));
+  }
+  const spdlog::level::level_enum parsed = spdlog::level::from_str(level);
+  if (parsed == spdlog::level::off && level != "off") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown log level '", level, "'"));
+  }
+  auto logger = spdlog::stderr_logger_mt("kilnd");
+  logger->set_formatter(std::make_unique<LineFormatter>(format == "json"));
+  logger->set_level(parsed);  // the stderr sink flushes every line itself
+  spdlog::set_default_logger(std::move(logger));
+  gpr_set_log_function(GrpcLog);
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,381 @@
+#include "server/app/server.h"
+
+#include <sys/stat.h>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/support/server_interceptor.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "server/http/http_server.h"
+#include "server/http/kserve_routes.h"
+#include "server/metrics/server_metrics.h"
+#include "server/grpc/inference_service.h"
+#include "server/core/model_registry.h"
+#include "server/core/model_repository.h"
+#include "server/grpc/repository_service.h"
+#include "server/security/access_policy.h"
+#include "server/security/tls.h"
+#include "server/core/upload_store.h"
+
+namespace kiln::server {
+namespace {
+
+// gRPC's default 4 MiB receive limit would reject any real model upload; a
+// 200 MB TorchScript file plus framing must fit, and so must the configured
+// upload limit (the handler enforces that limit with a clear message).
+constexpr int64_t kMinMessageBytes = int64_t{1} << 30;
+constexpr int64_t kMessageOverheadBytes = int64_t{16} << 20;
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+// Whether `host` only accepts connections from this machine.
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+// One debug line per RPC when it ends (method, status, time) and the count of
+// RPCs in flight, which shutdown reports while it drains. Health probes log at
+// trace level: an orchestrator sends one every few seconds.
+class RequestInterceptor : public grpc::experimental::Interceptor {
+ public:
+  RequestInterceptor(grpc::experimental::ServerRpcInfo* info, std::atomic<int>* in_flight)
+      : method_(info->method()),
+        in_flight_(in_flight),
+        level_(method_.rfind("/grpc.health.", 0) == 0 ? spdlog::level::trace
+                                                      : spdlog::level::debug) {}
+
+  ~RequestInterceptor() override {
+    if (started_) in_flight_->fetch_sub(1);
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using Hook = grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(Hook::POST_RECV_INITIAL_METADATA) && !started_) {
+      started_ = true;
+      start_ = std::chrono::steady_clock::now();
+      const int n = in_flight_->fetch_add(1) + 1;
+      spdlog::log(level_, "rpc {} started ({} in flight)", method_, n);
+    }
+    if (methods->QueryInterceptionHookPoint(Hook::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      const double ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start_)
+                            .count();
+      spdlog::log(level_, "rpc {} {} in {:.1f} ms", method_,
+                  status.ok() ? std::string("OK")
+                              : absl::StrCat("failed (code ", status.error_code(), ")"),
+                  ms);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string method_;
+  std::atomic<int>* const in_flight_;
+  const spdlog::level::level_enum level_;
+  bool started_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+class RequestInterceptorFactory
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RequestInterceptorFactory(std::atomic<int>* in_flight) : in_flight_(in_flight) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new RequestInterceptor(info, in_flight_);
+  }
+
+ private:
+  std::atomic<int>* const in_flight_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", options.port, " is out of range"));
+  }
+  if (options.http_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HTTP port ", options.http_port, " is out of range"));
+  }
+  if (options.metrics_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics port ", options.metrics_port, " is out of range"));
+  }
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("threads must be >= 1, got ", options.threads));
+  }
+
+  if (options.load_timeout_s < 1 || options.request_timeout_s < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("load and request timeouts must be >= 1 s, got ", options.load_timeout_s,
+                     " and ", options.request_timeout_s));
+  }
+  if (options.max_request_memory_bytes == 0) {
+    return absl::InvalidArgumentError("the per-request memory limit must be positive");
+  }
+
+  // Credentials first: a bad token file or certificate stops start-up before
+  // any model is loaded.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  ASSIGN_OR_RETURN(credentials, security::GrpcServerCredentials(options.tls));
+  std::unique_ptr<security::Authenticator> auth;
+  if (options.auth_tokens_file.empty()) {
+    auth = std::make_unique<security::Authenticator>();
+  } else {
+    ASSIGN_OR_RETURN(auth, security::Authenticator::FromFile(options.auth_tokens_file));
+  }
+
+  std::unique_ptr<Server> server(new Server());
+  server->host_ = options.host;
+  server->auth_ = std::move(auth);
+  RunLimits limits;
+  limits.request_timeout_s = options.request_timeout_s;
+  limits.load_timeout_s = options.load_timeout_s;
+  limits.max_request_memory_bytes = options.max_request_memory_bytes;
+  server->stopping_ = limits.stopping;
+  ASSIGN_OR_RETURN(server->repository_, ModelRepository::Open(options.model_repository));
+  cache::CacheOptions cache_options;
+  cache_options.dir = options.cache_dir;
+  cache_options.memory_bytes = options.cache_bytes;
+  RegistryOptions registry_options;
+  ASSIGN_OR_RETURN(registry_options.cache, cache::CompiledGraphCache::Create(cache_options));
+  registry_options.compile.num_threads = options.threads;
+  registry_options.torch_worker = options.torch_worker;
+  registry_options.import_worker = options.import_worker;
+  registry_options.import_limits.memory_bytes = options.import_memory_bytes;
+  registry_options.import_limits.timeout_s = options.load_timeout_s;
+  registry_options.import_limits.sandbox = options.import_sandbox;
+  if (options.import_sandbox && !options.torch_worker.empty()) {
+    // The sandboxed child's root: empty and read-only, on the repository's
+    // file system (kilnd may write there, so it can make the directory).
+    const std::string root = server->repository_->StagingDir() + "/.sandbox-root";
+    ::mkdir(root.c_str(), 0555);
+    registry_options.import_limits.sandbox_root = root;
+  }
+  registry_options.limits = limits;
+  registry_options.verify_on_first_use = options.verify_on_first_use;
+  spdlog::info("imports run {}",
+               options.torch_worker.empty()
+                   ? std::string("in this process")
+                   : absl::StrCat("in a child process (limits: ", options.import_memory_bytes >> 20,
+                                  " MiB, ", options.load_timeout_s, " s; ",
+                                  options.import_sandbox ? "sandboxed" : "not sandboxed", ")"));
+  spdlog::info("limits: {} per request, requests {} s, loads {} s",
+               BytesToString(options.max_request_memory_bytes), options.request_timeout_s,
+               options.load_timeout_s);
+  server->registry_ =
+      std::make_unique<ModelRegistry>(server->repository_.get(), std::move(registry_options));
+  // Load before listening, so ServerReady is true from the first request on.
+  server->registry_->LoadAll();
+
+  ServiceOptions service_options;
+  service_options.max_upload_bytes = options.max_upload_bytes;
+  service_options.limits = limits;
+  service_options.concurrent_inferences = options.concurrent_inferences > 0
+                                              ? options.concurrent_inferences
+                                              : ComputePool::DefaultWorkers(options.threads);
+  service_options.auth = server->auth_.get();
+  server->service_ = std::make_unique<InferenceService>(server->registry_.get(), service_options);
+  if (options.uploads.max_partial_uploads < 1 || options.uploads.max_partial_bytes == 0 ||
+      options.uploads.ttl.count() < 1) {
+    return absl::InvalidArgumentError(
+        "the partial-upload limits (count, bytes, TTL) must be positive");
+  }
+  server->uploads_ =
+      std::make_unique<UploadStore>(server->repository_->StagingDir(), options.uploads);
+  // Uploads abandoned while the server was down expire now.
+  server->uploads_->SweepExpired();
+  server->repository_service_ = std::make_unique<RepositoryService>(
+      server->registry_.get(), server->uploads_.get(), options.max_upload_bytes,
+      server->auth_.get());
+
+  const int64_t wanted = std::max<int64_t>(
+      kMinMessageBytes,
+      static_cast<int64_t>(std::min<uint64_t>(options.max_upload_bytes, INT_MAX)) +
+          kMessageOverheadBytes);
+  const int max_message = static_cast<int>(std::min<int64_t>(wanted, INT_MAX));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT on its listening sockets by default: another
+  // process could then bind the same port and take a share of the
+  // connections, and --port 0 could end up with more than the one port
+  // advertised. One socket, bound once.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(JoinHostPort(options.host, options.port), credentials,
+                           &server->port_);
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->repository_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<RequestInterceptorFactory>(server->in_flight_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", JoinHostPort(options.host, options.port)));
+  }
+  spdlog::info("serving on {} (threads={}, max upload {} bytes)", server->address(),
+               options.threads, options.max_upload_bytes);
+  if (options.http_port >= 0) {
+    // The same services over HTTP/REST, with the same message bound.
+    http::HttpServerOptions http_options;
+    http_options.host = options.host;
+    http_options.port = options.http_port;
+    http_options.threads = options.http_threads;
+    http_options.max_body_bytes = static_cast<uint64_t>(max_message);
+    http_options.in_flight = server->in_flight_.get();
+    http_options.tls = options.tls;
+    std::vector<http::Route> routes =
+        http::KserveRoutes(server->service_.get(), server->auth_.get());
+    ASSIGN_OR_RETURN(server->http_server_,
+                     http::HttpServer::Start(http_options, std::move(routes)));
+    server->http_port_ = server->http_server_->port();
+    spdlog::info("serving HTTP/REST on {} ({} threads)", server->http_address(),
+                 options.http_threads);
+  }
+  if (options.metrics_port >= 0) {
+    // Scrapes read the statistics the requests already record; two threads
+    // are plenty for a scraper or two.
+    http::HttpServerOptions metrics_options;
+    metrics_options.host = options.host;
+    metrics_options.port = options.metrics_port;
+    metrics_options.threads = 2;
+    metrics_options.max_body_bytes = 4096;
+    const ModelRegistry* registry = server->registry_.get();
+    std::vector<http::Route> routes;
+    routes.push_back({"GET", "/metrics", [registry](const http::HttpRequest&) {
+                        http::HttpResponse response;
+                        response.body = ScrapeMetrics(*registry);
+                        response.content_type = kMetricsContentType;
+                        return response;
+                      }});
+    ASSIGN_OR_RETURN(server->metrics_server_,
+                     http::HttpServer::Start(metrics_options, std::move(routes)));
+    server->metrics_port_ = server->metrics_server_->port();
+    spdlog::info("serving Prometheus metrics on http://{}/metrics", server->metrics_address());
+  }
+  spdlog::info("TLS: {}; authentication: {}",
+               !options.tls.enabled() ? std::string("off")
+               : options.tls.mutual()
+                   ? absl::StrCat("on, client certificates required (", options.tls.client_ca, ")")
+                   : std::string("on"),
+               server->auth_->enabled() ? "bearer tokens" : "off");
+  if (!IsLoopback(options.host)) {
+    if (!server->auth_->enabled()) {
+      spdlog::warn("listening on {} without authentication (--auth-tokens): anyone who reaches "
+                   "the ports may infer, upload, unload and delete models",
+                   options.host);
+    } else if (!options.tls.enabled()) {
+      spdlog::warn("listening on {} with bearer tokens but without TLS (--tls-cert, --tls-key): "
+                   "tokens travel in clear text unless a proxy in front terminates TLS",
+                   options.host);
+    }
+  }
+  spdlog::info("partial uploads: at most {}, {} declared together, expired after {} s idle",
+               options.uploads.max_partial_uploads,
+               BytesToString(options.uploads.max_partial_bytes), options.uploads.ttl.count());
+  server->StartSweeper();
+  return server;
+}
+
+Server::~Server() {
+  Shutdown(std::chrono::milliseconds(0));
+  StopSweeper();
+}
+
+void Server::StartSweeper() {
+  const auto interval = std::clamp<std::chrono::seconds>(
+      uploads_->limits().ttl / 4, std::chrono::seconds(1), std::chrono::seconds(60));
+  sweeper_ = std::thread([this, interval] {
+    std::unique_lock<std::mutex> lock(sweeper_mu_);
+    while (!sweeper_cv_.wait_for(lock, interval, [this] { return sweeper_stop_; })) {
+      lock.unlock();
+      uploads_->SweepExpired();
+      lock.lock();
+    }
+  });
+}
+
+void Server::StopSweeper() {
+  {
+    std::lock_guard<std::mutex> lock(sweeper_mu_);
+    sweeper_stop_ = true;
+  }
+  sweeper_cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+std::string Server::address() const { return JoinHostPort(host_, port_); }
+
+std::string Server::metrics_address() const {
+  return metrics_port_ < 0 ? std::string() : JoinHostPort(host_, metrics_port_);
+}
+
+std::string Server::http_address() const {
+  return http_port_ < 0 ? std::string() : JoinHostPort(host_, http_port_);
+}
+
+void Server::Wait() {
+  if (grpc_server_ != nullptr) grpc_server_->Wait();
+}
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+  if (grpc_server_ == nullptr || shut_down_.exchange(true)) return;
+  StopSweeper();
+  // Once the grace period has passed, what still runs is cancelled (the
+  // executor stops at its next step, an import child is killed), so the
+  // handlers gRPC's Shutdown waits for return soon after. gRPC's own
+  // cancellation of the calls comes a little later, as a backstop.
+  constexpr auto kBackstop = std::chrono::milliseconds(500);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool drained = false;
+  std::thread canceller([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, grace, [&] { return drained; })) {
+      if (const int n = in_flight(); n > 0) {
+        spdlog::warn("grace period over: cancelling {} request(s) still running", n);
+      }
+      stopping_->store(true);
+    }
+  });
+  // HTTP stops accepting at once and drains beside gRPC; its requests are
+  // cancelled by the same `stopping_` flag when the grace period ends.
+  std::thread http_stop([this] {
+    if (http_server_ != nullptr) http_server_->Stop();
+    if (metrics_server_ != nullptr) metrics_server_->Stop();
+  });
+  grpc_server_->Shutdown(std::chrono::system_clock::now() + grace + kBackstop);
+  http_stop.join();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    drained = true;
+  }
+  cv.notify_all();
+  canceller.join();
+}
+
+}  // namespace kiln::server

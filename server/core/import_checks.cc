@@ -1,0 +1,120 @@
+#include "server/core/import_checks.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
+#include "server/core/model_repository.h"
+#include "server/torch/torch_backend.h"
+
+namespace kiln::server {
+
+absl::Status CheckStrict(const ir::Graph& graph, const ModelConfig& config) {
+  if (!config.strict) return absl::OkStatus();
+  const std::vector<std::string> ops = torch::FallbackOps(graph);
+  if (ops.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat("unsupported ops: ", absl::StrJoin(ops, ", "),
+                                               " (the config is strict, so they may not run "
+                                               "through the libtorch fallback)"));
+}
+
+namespace {
+
+// A verified import stopped by the bounds of its runs (RunOptions): the
+// load's deadline, the server stopping, the per-request memory limit.
+bool IsRunBound(const absl::Status& s) {
+  return absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) || absl::IsResourceExhausted(s);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
+    const std::string& label, const std::string& model_path, const ModelConfig& config,
+    std::unique_ptr<runtime::Model> model, verify::TorchReference& reference,
+    const verify::ModelRebuilder& rebuild, bool verify, const runtime::RunOptions& run,
+    std::string* verified_signature) {
+  const std::vector<std::string> fallback_ops = torch::FallbackOps(model->graph());
+  if (!fallback_ops.empty()) {
+    spdlog::info("{}: ops running through the libtorch fallback: {}", label,
+                 absl::StrJoin(fallback_ops, ", "));
+  }
+  std::string verify_text = "disabled by the load config";
+  if (config.verify.enabled && !verify) {
+    verify_text = "skipped: graph read from the disk cache (verified when first imported)";
+  }
+  verify::VerifyReport report;
+  if (config.verify.enabled && verify) {
+    // Told from the zip's directory: reading the whole file here held a
+    // second copy of the model's bytes through the verification.
+    if (IsExportArchiveFile(model_path)) {
+      verify = false;
+      verify_text =
+          "not available for torch.export archives yet (the reference runs TorchScript)";
+    }
+  }
+  if (config.verify.enabled && verify) {
+    verify::VerifyOptions options;
+    options.tolerance = config.precision == Precision::kBf16
+                            ? std::max(config.verify.tolerance, kBf16Tolerance)
+                            : config.verify.tolerance;
+    // Kiln's side of the comparison runs the plan the model serves.
+    options.compile.precision = config.precision;
+    options.samples = config.verify.inputs;
+    // An input of open dtype takes what a request brings; the sample, unless
+    // the config gives one, uses PyTorch's default dtype.
+    for (const runtime::TensorSpec& in : model->inputs()) {
+      if (in.dtype != DType::kUnknown) continue;
+      bool given = false;
+      for (runtime::TensorSpec& sample : options.samples) {
+        if (sample.name != in.name) continue;
+        given = true;
+        if (sample.dtype == DType::kUnknown) sample.dtype = DType::kF32;
+      }
+      if (!given) options.samples.push_back(runtime::TensorSpec{in.name, DType::kF32});
+    }
+    options.fallback_on_mismatch = config.verify.fallback_on_mismatch ? 4 : 0;
+    options.run = run;
+    absl::StatusOr<verify::VerifiedModel> verified =
+        verify::VerifyModel(reference, config.import, std::move(model), rebuild, options);
+    if (!verified.ok()) {
+      spdlog::warn("{}: {}", label, std::string(verified.status().message()));
+      if (IsRunBound(verified.status())) {
+        return Annotate(verified.status(), "verified import: ");
+      }
+      return verified.status();
+    }
+    model = std::move(verified->model);
+    report = std::move(verified->report);
+    verify_text = report.Summary();
+    if (verified_signature != nullptr && !report.skipped && report.passed) {
+      *verified_signature = runtime::SignatureKey(report.signature);
+    }
+    spdlog::info("{}: verified import {}", label, verify_text);
+  }
+  model->set_property("fallback_ops", absl::StrJoin(torch::FallbackOps(model->graph()), ","));
+  model->set_property("accumulation",
+                      config.accumulate_float64
+                          ? "float64 (float32 convolutions, matmuls and linear layers accumulate "
+                            "in double)"
+                          : "float32");
+  model->set_property("precision",
+                      config.precision == Precision::kBf16
+                          ? "bf16 (convolutions and linear layers: bfloat16 operands, float32 "
+                            "accumulation; see verify.max_abs_diff.*)"
+                          : "fp32");
+  model->set_property("verify", verify_text);
+  for (const verify::OutputCheck& o : report.outputs) {
+    model->set_property(absl::StrCat("verify.max_abs_diff.", o.name),
+                        absl::StrFormat("%.3g", o.max_abs_diff));
+  }
+  if (!report.forced_fallback.empty()) {
+    model->set_property("verify.fallback_ops", absl::StrJoin(report.forced_fallback, ","));
+  }
+  return model;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,189 @@
+#include "server/core/infer_pipeline.h"
+
+#include <future>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/runtime/profiler.h"
+#include "server/core/request_parameters.h"
+#include "server/scheduler/dynamic_batcher.h"
+#include "server/core/tensor_codec.h"
+
+namespace kiln::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ModelInfer's request parameter "profile" (server/core/request_parameters.h): run
+// with the profiler and answer with the per-node profile, the JSON of
+// runtime::Profile, in the response parameter "profile" (`kiln profile`).
+constexpr char kProfileParam[] = "profile";
+
+// Requests waiting for their batch at once, across models, before further
+// ones queue for a waiting thread (each model's queue has its own bound).
+constexpr int kMaxWaiters = 1024;
+constexpr std::chrono::seconds kWaiterIdle(30);
+
+uint64_t ElapsedNs(Clock::time_point since) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count());
+}
+
+}  // namespace
+
+// One request from its decoding to its answer. Whoever holds it last answers:
+// a request the pools drop at shutdown (they destroy its task unrun) is
+// answered UNAVAILABLE by the destructor, so `done` always runs.
+struct InferPipeline::Pending {
+  const inference::ModelInferRequest* request = nullptr;
+  inference::ModelInferResponse* response = nullptr;
+  const SharedMemoryRegistry* shared_memory = nullptr;
+  Done done;
+  Clock::time_point start;
+  ServingModel serving;
+  InferParameters params;
+  std::vector<runtime::NamedTensor> inputs;
+  runtime::RunOptions run;
+  runtime::Profiler profiler;
+  InferTimings timings;
+  bool answered = false;
+  bool ran = false;  // the model started running it (for the failure's reason)
+
+  ~Pending() {
+    if (!answered) Fail(absl::UnavailableError("the server is shutting down"));
+  }
+
+  void Fail(const absl::Status& error) {
+    answered = true;
+    if (serving.stats != nullptr) {
+      serving.stats->RecordFailure(ElapsedNs(start), FailureReasonOf(error, ran));
+    }
+    done(error);
+  }
+
+  // Encodes the outputs and answers.
+  void Answer(absl::StatusOr<std::vector<runtime::NamedTensor>> outputs) {
+    if (!outputs.ok()) return Fail(outputs.status());
+    const Clock::time_point output_start = Clock::now();
+    response->set_model_name(request->model_name());
+    response->set_model_version(std::to_string(serving.version));
+    response->set_id(request->id());
+    if (absl::Status s = EncodeOutputs(*outputs, *request, shared_memory, response); !s.ok()) {
+      response->clear_outputs();
+      response->clear_raw_output_contents();
+      return Fail(s);
+    }
+    if (params.profile) {
+      (*response->mutable_parameters())[kProfileParam].set_string_param(
+          profiler.Finish().ToJson());
+    }
+    timings.output_ns = ElapsedNs(output_start);
+    serving.stats->RecordSuccess(timings);
+    answered = true;
+    done(absl::OkStatus());
+  }
+};
+
+InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, int concurrent_inferences)
+    : registry_(registry),
+      limits_(std::move(limits)),
+      compute_(std::make_unique<ComputePool>(concurrent_inferences)),
+      waiters_(std::make_unique<WaiterPool>(kMaxWaiters, kWaiterIdle)) {}
+
+InferPipeline::~InferPipeline() {
+  // Waiters first: a waiting request's batch runs on a compute thread.
+  waiters_.reset();
+  compute_.reset();
+}
+
+void InferPipeline::Infer(const inference::ModelInferRequest& request,
+                          inference::ModelInferResponse* response, InferCall call, Done done) {
+  auto pending = std::make_shared<Pending>();
+  pending->request = &request;
+  pending->response = response;
+  pending->shared_memory = &shared_memory_;
+  pending->done = std::move(done);
+  pending->start = Clock::now();
+  absl::StatusOr<ServingModel> serving = registry_->Get(request.model_name(), request.model_version());
+  if (!serving.ok()) return pending->Fail(serving.status());
+  pending->serving = *std::move(serving);
+  pending->serving.stats->RecordStart();
+
+  // Parameters first: one kilnd does not understand refuses the request.
+  absl::StatusOr<InferParameters> params = ParseInferParameters(request);
+  if (!params.ok()) return pending->Fail(params.status());
+  pending->params = *params;
+  absl::StatusOr<std::vector<runtime::NamedTensor>> inputs = DecodeInputs(request, &shared_memory_);
+  if (!inputs.ok()) return pending->Fail(inputs.status());
+  pending->inputs = *std::move(inputs);
+  pending->timings.input_ns = ElapsedNs(pending->start);
+
+  std::chrono::system_clock::time_point deadline = call.deadline;
+  if (pending->params.timeout.has_value()) {
+    deadline = std::min(deadline, std::chrono::system_clock::now() + *pending->params.timeout);
+  }
+  pending->run = limits_.ForRequest(deadline, std::move(call.cancelled));
+  if (pending->params.profile) pending->run.observer = &pending->profiler;
+
+  DynamicBatcher* batcher = pending->serving.batcher.get();
+  if (batcher != nullptr) {
+    absl::StatusOr<int64_t> rows = batcher->CheckRows(pending->inputs);
+    if (!rows.ok()) return pending->Fail(rows.status());
+    pending->timings.inferences = pending->timings.batch_size = static_cast<uint64_t>(*rows);
+  }
+  // A profiled request runs alone: its profile is of its own run.
+  if (batcher != nullptr && batcher->queues() && !pending->params.profile) {
+    RunBatched(pending);
+  } else {
+    RunDirect(pending);
+  }
+}
+
+void InferPipeline::RunDirect(const std::shared_ptr<Pending>& pending) {
+  const Clock::time_point queued = Clock::now();
+  const int workers = compute_->workers();
+  compute_->Submit([pending, queued, workers] {
+    pending->timings.queue_ns = ElapsedNs(queued);
+    // A request still queued at its deadline, or whose client has gone, never runs.
+    if (absl::Status check = pending->run.Check(); !check.ok()) {
+      if (absl::IsDeadlineExceeded(check)) {
+        check = absl::DeadlineExceededError(absl::StrCat(
+            "deadline exceeded while waiting for a compute thread (", workers,
+            " busy; --concurrent-inferences)"));
+      }
+      return pending->Fail(check);
+    }
+    const Clock::time_point infer_start = Clock::now();
+    pending->ran = true;
+    absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = pending->serving.model->Infer(
+        pending->inputs, RequestedOutputs(*pending->request), pending->run);
+    pending->timings.infer_ns = ElapsedNs(infer_start);
+    pending->inputs.clear();
+    pending->Answer(std::move(outputs));
+  });
+}
+
+void InferPipeline::RunBatched(const std::shared_ptr<Pending>& pending) {
+  waiters_->Submit([this, pending] {
+    DynamicBatcher::Result result = pending->serving.batcher->Infer(
+        std::move(pending->inputs), RequestedOutputs(*pending->request), pending->run, *compute_);
+    pending->timings.queue_ns = result.queue_ns;
+    pending->timings.infer_ns = result.infer_ns;
+    pending->timings.executions = result.executions;
+    pending->timings.batch_size = static_cast<uint64_t>(result.batch_rows);
+    pending->ran = result.infer_ns > 0;
+    pending->Answer(std::move(result.outputs));
+  });
+}
+
+absl::Status InferPipeline::InferSync(const inference::ModelInferRequest& request,
+                                      inference::ModelInferResponse* response, InferCall call) {
+  std::promise<absl::Status> answered;
+  std::future<absl::Status> status = answered.get_future();
+  Infer(request, response, std::move(call),
+        [&answered](absl::Status s) { answered.set_value(std::move(s)); });
+  return status.get();
+}
+
+}  // namespace kiln::server

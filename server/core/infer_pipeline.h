@@ -1,0 +1,79 @@
+// One inference, whichever protocol it came by: the model is looked up, the
+// request's parameters and tensors are checked and decoded, the engine runs
+// on a compute thread (compute_pool.h) or in the model's dynamic batcher
+// (server/scheduler/), and the response is encoded and counted in the model's
+// statistics. The gRPC front (inference_service.h) and the HTTP front call it
+// with the same protobuf messages, so both give the same answers and the same
+// error messages.
+//
+// Asynchronous: Infer returns as soon as the work is queued, and `done` runs
+// on the thread that finished it. On the direct path that is the compute
+// thread itself, so the answer leaves kilnd without waking another thread:
+// on a 2-core machine a woken serving thread could wait milliseconds for a
+// core while the OpenMP team of the finished run still spins on one
+// (docs/performance.md, kilnd's batch-1 overhead).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "inference/grpc_service.pb.h"
+#include "server/scheduler/compute_pool.h"
+#include "server/core/model_registry.h"
+#include "server/core/shared_memory.h"
+#include "server/core/run_limits.h"
+
+namespace kiln::server {
+
+// What the protocol knows of one call.
+struct InferCall {
+  // The client's deadline (system_clock max when it set none); the request
+  // also ends at --request-timeout-s and at its "timeout" parameter.
+  std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
+  // Whether the client has gone (may be empty). Polled between nodes.
+  std::function<bool()> cancelled;
+};
+
+class InferPipeline {
+ public:
+  using Done = std::function<void(absl::Status)>;
+
+  // `registry` must outlive the pipeline. `concurrent_inferences` compute
+  // threads run the engine.
+  InferPipeline(ModelRegistry* registry, RunLimits limits, int concurrent_inferences);
+  ~InferPipeline();  // finishes what runs; what is still queued is refused (UNAVAILABLE)
+  InferPipeline(const InferPipeline&) = delete;
+  InferPipeline& operator=(const InferPipeline&) = delete;
+
+  // Runs one inference. `done` is called exactly once, maybe on another
+  // thread, maybe before Infer returns; `response` is filled when it gets OK.
+  // `request`, `response` and whatever `call.cancelled` reads must stay alive
+  // until `done` has run. Errors carry the message the client is to see.
+  void Infer(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
+             InferCall call, Done done);
+
+  // Infer, waiting for its end on the calling thread.
+  absl::Status InferSync(const inference::ModelInferRequest& request,
+                         inference::ModelInferResponse* response, InferCall call);
+
+  // The regions of the system shared-memory extension both protocols
+  // register and the tensors of a request may name (server/core/shared_memory.h).
+  SharedMemoryRegistry& shared_memory() { return shared_memory_; }
+
+ private:
+  struct Pending;
+  void RunDirect(const std::shared_ptr<Pending>& pending);
+  void RunBatched(const std::shared_ptr<Pending>& pending);
+
+  ModelRegistry* registry_;
+  RunLimits limits_;
+  std::unique_ptr<ComputePool> compute_;
+  // Batched requests wait for their batch on threads of their own, so that no
+  // compute or serving thread blocks.
+  std::unique_ptr<WaiterPool> waiters_;
+  SharedMemoryRegistry shared_memory_;
+};
+
+}  // namespace kiln::server
