@@ -2,7 +2,8 @@
 // one tile of query rows at a time. Per (batch index, row tile): the scores
 // of those rows against every key go to a per-thread tile (one GEMM), are
 // scaled and masked in place, go through oneDNN's softmax (the primitive
-// the unfused Softmax runs), and one more GEMM writes the rows' output. The
+// the unfused Softmax runs), and one more GEMM writes the rows' output; the
+// GEMMs are oneDNN matmul primitives made for the tile's shape and strides. The
 // [L, S] score matrix of a head is never materialised, nor are the
 // transposed copies of q, k, v and the output that the unfused graph makes
 // (q_perm, k_perm, v_perm and out_perm are read as strides).
@@ -17,7 +18,6 @@
 // 1 or the scores', and the output's last dim is contiguous; anything else
 // runs the native kernel.
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cstring>
@@ -196,9 +196,15 @@ struct SdpaState {
   int64_t tile_rows = 1;
   bool on_query = false, divide = false;
   float scale = 1.0f;  // when there is no scale input
-  // Softmax over [tile_rows, S] and over the last, shorter tile.
-  dnnl::primitive softmax_full, softmax_tail;
-  memory::desc full_desc, tail_desc, scratch_desc;
+  // Per tile height (full, and the last, shorter tile): the scores' GEMM, the
+  // softmax over [rows, S] and the output's GEMM, each JIT-compiled for its
+  // shape and strides.
+  struct Tile {
+    dnnl::primitive scores, softmax, output;
+    memory::desc q, kt, s, v, o;
+  };
+  Tile full, tail;
+  memory::desc scratch_desc;
   size_t slot_bytes = 0, tile_offset = 0, query_offset = 0, scratch_offset = 0;
 };
 
@@ -231,20 +237,34 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   UseThreads(ctx.num_threads);
   size_t scratch = 0;
+  const int64_t q_ld = st->on_query ? g->d : g->q_ld;
   try {
-    auto make = [&](int64_t r, memory::desc& desc, dnnl::primitive& prim) {
-      desc = memory::desc({std::max<int64_t>(r, 1), std::max<int64_t>(g->s, 1)},
-                          memory::data_type::f32, memory::format_tag::ab);
-      const dnnl::softmax_forward::primitive_desc pd(
-          {dnnl::prop_kind::forward_inference, desc, 1}, attr, Engine());
-      prim = dnnl::softmax_forward(pd);
-      scratch = std::max(scratch, pd.scratchpad_desc().get_size());
+    auto make = [&](int64_t r, SdpaState::Tile& t) {
+      using tag = memory::format_tag;
+      const auto f32 = memory::data_type::f32;
+      t.q = memory::desc({r, g->d}, f32, memory::dims{q_ld, 1});
+      t.kt = memory::desc({g->d, g->s}, f32, memory::dims{1, g->k_ld});
+      t.s = memory::desc({r, g->s}, f32, tag::ab);
+      t.v = memory::desc({g->s, g->dv}, f32, memory::dims{g->v_ld, 1});
+      t.o = memory::desc({r, g->dv}, f32, memory::dims{g->o_ld, 1});
+      const dnnl::matmul::primitive_desc scores(dnnl::matmul::desc(t.q, t.kt, t.s), attr, Engine());
+      const dnnl::softmax_forward::primitive_desc softmax(
+          {dnnl::prop_kind::forward_inference, t.s, 1}, attr, Engine());
+      const dnnl::matmul::primitive_desc output(dnnl::matmul::desc(t.s, t.v, t.o), attr, Engine());
+      t.scores = dnnl::matmul(scores);
+      t.softmax = dnnl::softmax_forward(softmax);
+      t.output = dnnl::matmul(output);
+      for (size_t bytes : {scores.scratchpad_desc().get_size(), softmax.scratchpad_desc().get_size(),
+                           output.scratchpad_desc().get_size()}) {
+        scratch = std::max(scratch, bytes);
+      }
     };
-    make(st->tile_rows, st->full_desc, st->softmax_full);
+    make(st->tile_rows, st->full);
     const int64_t tail = g->l % st->tile_rows;
-    if (tail != 0) make(tail, st->tail_desc, st->softmax_tail);
+    if (tail != 0) make(tail, st->tail);
   } catch (const dnnl::error& e) {
-    return Unimplemented(ctx.node, "oneDNN has no softmax for this shape: ", e.what());
+    return Unimplemented(ctx.node, "oneDNN has no attention GEMM or softmax for this shape: ",
+                         e.what());
   }
   st->scratch_desc = memory::desc({static_cast<int64_t>(scratch)}, memory::data_type::u8,
                                   memory::format_tag::a);
@@ -308,7 +328,6 @@ absl::Status EvalSdpa(EvalContext& ctx) {
         oo += idx * g.ob[i];
       }
       const float* qrows = q + qo + l0 * g.q_ld;
-      int64_t q_ld = g.q_ld;
       if (st.on_query) {
         for (int64_t r = 0; r < rows; ++r) {
           const float* src = qrows + r * g.q_ld;
@@ -320,11 +339,15 @@ absl::Status EvalSdpa(EvalContext& ctx) {
           }
         }
         qrows = qbuf;
-        q_ld = g.d;
       }
-      // tile [rows, S] = qrows [rows, D] k^T (dnnl_sgemm is row-major; inside this
-      // parallel region it runs on the calling thread alone).
-      dnnl_sgemm('N', 'T', rows, g.s, g.d, 1.0f, qrows, q_ld, k + ko, g.k_ld, 0.0f, tile, g.s);
+      const SdpaState::Tile& t = rows == st.tile_rows ? st.full : st.tail;
+      const dnnl::memory scratch = Wrap(st.scratch_desc, slot + st.scratch_offset);
+      // tile [rows, S] = qrows [rows, D] k^T (inside this parallel region the
+      // primitives run on the calling thread alone).
+      t.scores.execute(stream, {{DNNL_ARG_SRC, Wrap(t.q, qrows)},
+                                {DNNL_ARG_WEIGHTS, Wrap(t.kt, k + ko)},
+                                {DNNL_ARG_DST, Wrap(t.s, tile)},
+                                {DNNL_ARG_SCRATCHPAD, scratch}});
       for (int64_t r = 0; r < rows; ++r) {
         float* row = tile + r * g.s;
         if (!st.on_query) {
@@ -348,16 +371,15 @@ absl::Status EvalSdpa(EvalContext& ctx) {
           }
         }
       }
-      const bool full = rows == st.tile_rows;
-      const memory::desc& desc = full ? st.full_desc : st.tail_desc;
-      (full ? st.softmax_full : st.softmax_tail)
-          .execute(stream, {{DNNL_ARG_SRC, Wrap(desc, tile)},
-                            {DNNL_ARG_DST, Wrap(desc, tile)},
-                            {DNNL_ARG_SCRATCHPAD, Wrap(st.scratch_desc, slot + st.scratch_offset)}});
-      stream.wait();
+      t.softmax.execute(stream, {{DNNL_ARG_SRC, Wrap(t.s, tile)},
+                                 {DNNL_ARG_DST, Wrap(t.s, tile)},
+                                 {DNNL_ARG_SCRATCHPAD, scratch}});
       // out rows [rows, Dv] = tile [rows, S] v [S, Dv].
-      dnnl_sgemm('N', 'N', rows, g.dv, g.s, 1.0f, tile, g.s, v + vo, g.v_ld, 0.0f,
-                 out + oo + l0 * g.o_ld, g.o_ld);
+      t.output.execute(stream, {{DNNL_ARG_SRC, Wrap(t.s, tile)},
+                                {DNNL_ARG_WEIGHTS, Wrap(t.v, v + vo)},
+                                {DNNL_ARG_DST, Wrap(t.o, out + oo + l0 * g.o_ld)},
+                                {DNNL_ARG_SCRATCHPAD, scratch}});
+      stream.wait();
     }
   });
   return absl::OkStatus();
