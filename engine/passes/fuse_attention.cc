@@ -38,20 +38,6 @@ using ir::NodeId;
 using ir::OpKind;
 using ir::ValueId;
 
-std::vector<int> CountUses(const Graph& graph) {
-  std::vector<int> uses(graph.values().size(), 0);
-  for (const Node& node : graph.nodes()) {
-    for (ValueId v : node.inputs) {
-      if (v != ir::kNoValue) ++uses[v];
-    }
-  }
-  for (const ir::Block& block : graph.blocks()) {
-    for (ValueId v : block.results) ++uses[v];
-  }
-  for (ValueId v : graph.outputs()) uses[v] += 2;  // never fused away
-  return uses;
-}
-
 // Whether `node` has no attributes but `allowed` (and a libtorch twin's).
 bool OnlyAttrs(const Node& node, std::initializer_list<const char*> allowed) {
   for (const auto& [name, value] : node.attrs.map()) {

@@ -37,21 +37,6 @@ using ir::NodeId;
 using ir::OpKind;
 using ir::ValueId;
 
-// Uses of each value: node inputs, block results and graph outputs.
-std::vector<int> CountUses(const Graph& graph) {
-  std::vector<int> uses(graph.values().size(), 0);
-  for (const Node& node : graph.nodes()) {
-    for (ValueId v : node.inputs) {
-      if (v != ir::kNoValue) ++uses[v];
-    }
-  }
-  for (const ir::Block& block : graph.blocks()) {
-    for (ValueId v : block.results) ++uses[v];
-  }
-  for (ValueId v : graph.outputs()) uses[v] += 2;  // never fused away
-  return uses;
-}
-
 // The Conv (or, with `linear_too`, Linear) that produces `v` alone for this
 // consumer, or kNoNode.
 NodeId SoleConvProducer(const Graph& graph, const std::vector<int>& uses, ValueId v,
@@ -190,6 +175,20 @@ std::optional<std::pair<double, double>> ClampBounds(const ir::Node& node) {
 
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass() {
   return std::make_unique<FuseConvEpiloguePass>();
+}
+
+std::vector<int> CountUses(const ir::Graph& graph) {
+  std::vector<int> uses(graph.values().size(), 0);
+  for (const ir::Node& node : graph.nodes()) {
+    for (ir::ValueId v : node.inputs) {
+      if (v != ir::kNoValue) ++uses[v];
+    }
+  }
+  for (const ir::Block& block : graph.blocks()) {
+    for (ir::ValueId v : block.results) ++uses[v];
+  }
+  for (ir::ValueId v : graph.outputs()) uses[v] += 2;  // never fused away
+  return uses;
 }
 
 }  // namespace kiln::passes

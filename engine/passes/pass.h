@@ -28,6 +28,10 @@ std::unique_ptr<Pass> MakeDeadCodeEliminationPass();
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 std::unique_ptr<Pass> MakeFuseAttentionPass();
 
+// Uses of each value: node inputs, block results, and graph outputs counted
+// twice, so that a pattern pass's "one consumer" test never fuses one away.
+std::vector<int> CountUses(const ir::Graph& graph);
+
 // The clamp [lo, hi] a Relu (0, inf) or Clip (its min/max) node applies, as a
 // convolution's fused post_min/post_max; nullopt for other ops and for a NaN
 // bound (the Clip kernel's error stays).
