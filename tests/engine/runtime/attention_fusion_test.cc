@@ -224,6 +224,98 @@ TEST(AttentionFusionTest, UnscaledAndBroadcastAndSharedProbabilities) {
   Check(Plain(true), "probabilities exposed");
 }
 
+// Random uses of the node itself: batch dims broadcast between q, k, v and
+// the mask, transposed operands and results, float and BOOL masks broadcast
+// over rows or keys, every scale form. The oneDNN kernel (where its shape
+// rules hold) against Kiln's own, which runs the unfused ops.
+TEST(AttentionFusionTest, FusedKernelMatchesTheOpsOnRandomUses) {
+  std::mt19937 rng(11);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int fast = 0;
+  for (int i = 0; i < 60; ++i) {
+    const int64_t l = uniform(1, 40), s = uniform(1, 40), d = uniform(1, 24), dv = uniform(1, 9);
+    Dims batch;
+    for (int64_t n = uniform(0, 2); n > 0; --n) batch.push_back(uniform(1, 3));
+    auto operand = [&](int64_t rows, int64_t cols) {
+      Dims dims(batch.begin() + uniform(0, static_cast<int64_t>(batch.size())), batch.end());
+      for (int64_t& x : dims) {
+        if (uniform(0, 9) < 3) x = 1;
+      }
+      dims.push_back(rows);
+      dims.push_back(cols);
+      return dims;
+    };
+    ir::Graph g;
+    ir::Attributes attrs;
+    std::vector<Tensor> inputs;
+    std::vector<ValueId> values;
+    auto add = [&](Tensor t, const char* perm) {
+      if (perm != nullptr && uniform(0, 9) < 4) {
+        const int64_t rank = t.rank(), a = uniform(0, rank - 1), b = uniform(0, rank - 1);
+        attrs.SetInts(perm, {a, b - rank});
+        Dims swapped = t.dims();
+        std::swap(swapped[a], swapped[b]);
+        t = Random(swapped, rng, -2, 2);
+      }
+      values.push_back(g.AddInput("in" + std::to_string(values.size()),
+                                  ir::TensorType{t.dtype(), t.dims()}));
+      inputs.push_back(std::move(t));
+    };
+    add(Random(operand(l, d), rng, -2, 2), "q_perm");
+    add(Random(operand(s, d), rng, -2, 2), "k_perm");
+    add(Random(operand(s, dv), rng, -2, 2), "v_perm");
+    if (uniform(0, 2) > 0) {
+      Dims m = operand(uniform(0, 2) == 0 ? 1 : l, uniform(0, 4) == 0 ? 1 : s);
+      if (uniform(0, 1) == 0) {
+        Tensor keep = Tensor::Zeros(DType::kBool, m);
+        for (int64_t e = 0; e < keep.num_elements(); ++e) keep.data<bool>()[e] = uniform(0, 9) < 8;
+        attrs.SetString("bool_mask", "keep");
+        add(std::move(keep), nullptr);
+      } else {
+        add(Random(m, rng, -3, 3), nullptr);
+      }
+    }
+    if (uniform(0, 1) == 0) attrs.SetFloat("scale", 0.25 * uniform(1, 8));
+    if (uniform(0, 2) == 0) attrs.SetString("scale_on", "query");
+    if (uniform(0, 2) == 0) {
+      const int64_t rank = static_cast<int64_t>(batch.size()) + 2;
+      attrs.SetInts("out_perm", {uniform(0, rank - 1), uniform(0, rank - 1)});
+    }
+    g.AddOutput(Out(g, g.AddNode(OpKind::kScaledDotProductAttention, values, attrs)), "y");
+    std::vector<kernels::TensorInfo> infos;
+    for (const Tensor& t : inputs) infos.push_back({t.dtype(), t.dims()});
+    CompileOptions onednn, native;
+    onednn.num_threads = native.num_threads = 2;
+    native.use_providers = false;
+    auto a = Executable::Compile(g, infos, onednn);
+    auto b = Executable::Compile(g, infos, native);
+    SCOPED_TRACE(ir::PrintGraph(g));
+    ASSERT_EQ(a.ok(), b.ok()) << a.status() << " / " << b.status();
+    if (!a.ok()) continue;  // operands the ops refuse (a transposition that breaks the shapes)
+    Profiler profiler;
+    RunOptions run;
+    run.observer = &profiler;
+    std::vector<RunValue> rv;
+    for (const Tensor& t : inputs) rv.push_back(RunValue::Of(t));
+    auto ra = (*a)->RunValues(rv, run);
+    auto rb = (*b)->Run(inputs);
+    ASSERT_TRUE(ra.ok()) << ra.status();
+    ASSERT_TRUE(rb.ok()) << rb.status();
+    for (const ProfileNode& n : profiler.Finish().nodes) fast += n.kernel == "onednn.sdpa";
+    const Tensor& got = (*ra)[0].tensor;
+    const Tensor& want = (*rb)[0];
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t e = 0; e < want.num_elements(); ++e) {
+      const double x = got.data<float>()[e], y = want.data<float>()[e];
+      if (std::isnan(x) && std::isnan(y)) continue;
+      ASSERT_LE(std::fabs(x - y), 2e-5 * std::max(1.0, std::fabs(y))) << "case " << i << " element " << e;
+    }
+  }
+  EXPECT_GT(fast, 20);  // the fused kernel took most of them
+}
+
 // The kernel the compiler picks for the fused node is the oneDNN one where it
 // applies; the profile names it.
 TEST(AttentionFusionTest, TheFusedKernelRunsInThePlan) {
