@@ -90,9 +90,14 @@ TEST(ProfilerTest, StaticPlanGivesOneEntryPerNodeAndSharesAddUp) {
   EXPECT_EQ(c->step, "static");
   EXPECT_THAT(c->outputs, HasSubstr("FP32[1, 8, 16, 16]"));
   EXPECT_GT(c->self_ns, 0);
-  // Whatever else the compiler made of relu and add (fused, or their own
-  // steps), the conv is the costliest node here.
-  EXPECT_EQ(p.Sorted().front()->op, "Conv") << p.FormatTable();
+  // Sorted by self time, longest first. (Which node is longest is the
+  // machine's to say: a step of 0.05 ms loses its core now and then on a
+  // shared machine, so the test does not name one.)
+  const std::vector<const ProfileNode*> sorted = p.Sorted();
+  ASSERT_EQ(sorted.size(), p.nodes.size());
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    EXPECT_GE(sorted[i - 1]->self_ns, sorted[i]->self_ns) << p.FormatTable();
+  }
 
   // The profiler is reusable and a run without an observer still runs.
   EXPECT_EQ(profiler.Finish().runs, 0);
