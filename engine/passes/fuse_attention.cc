@@ -114,6 +114,47 @@ class Matcher {
   std::vector<int> uses_;
 };
 
+// Reads the transpositions that make q, k and v (inputs[0..2]) in place:
+// each becomes attribute q_perm / k_perm / v_perm and the operand its input.
+// Returns whether any did.
+bool StripTranspositions(const Matcher& m, ir::BlockId block, std::vector<ValueId>& inputs,
+                         ir::Attributes& attrs) {
+  bool stripped = false;
+  const char* names[] = {"q_perm", "k_perm", "v_perm"};
+  for (int i = 0; i < 3; ++i) {
+    const Node* p = nullptr;
+    if (std::optional<std::vector<int64_t>> t = m.Transposition(inputs[i], block, &p)) {
+      attrs.SetInts(names[i], *t);
+      inputs[i] = p->inputs[0];
+      stripped = true;
+    }
+  }
+  return stripped;
+}
+
+// The transposition that is the only consumer of `out`, as attribute
+// out_perm: returns that node (which becomes the fused one), or kNoNode.
+NodeId AbsorbOutTransposition(const Graph& graph, const Matcher& m, ValueId out,
+                              ir::BlockId block, ir::Attributes& attrs) {
+  const NodeId consumer = m.SoleConsumer(out);
+  if (consumer == ir::kNoNode || graph.node(consumer).kind != OpKind::kPermute) return ir::kNoNode;
+  const Node* p = nullptr;
+  std::optional<std::vector<int64_t>> t = m.Transposition(graph.node(consumer).outputs[0], block, &p);
+  if (!t || p != &graph.node(consumer)) return ir::kNoNode;
+  attrs.SetInts("out_perm", *t);
+  return consumer;
+}
+
+// Makes node `target` the fused node, keeping its place and its output value.
+void Rewrite(Graph& graph, NodeId target, std::vector<ValueId> inputs, ir::Attributes attrs,
+             std::string source_op) {
+  Node& fused = graph.mutable_node(target);
+  fused.kind = OpKind::kScaledDotProductAttention;
+  fused.inputs = std::move(inputs);
+  fused.attrs = std::move(attrs);
+  fused.source_op = std::move(source_op);
+}
+
 // Fuses the attention ending in MatMul `id`, if it is one. Returns whether it fused.
 bool FuseAt(Graph& graph, const Matcher& m, NodeId id) {
   const Node& out_mm = graph.node(id);
@@ -171,40 +212,13 @@ bool FuseAt(Graph& graph, const Matcher& m, NodeId id) {
       attrs.SetFloat("scale", 1.0);
     }
   }
-  ValueId v = out_mm.inputs[1];
-  // Transposed operands are read in place.
-  auto strip = [&](ValueId& operand, const char* attr) {
-    const Node* p = nullptr;
-    if (std::optional<std::vector<int64_t>> t = m.Transposition(operand, block, &p)) {
-      attrs.SetInts(attr, *t);
-      operand = p->inputs[0];
-    }
-  };
-  strip(q, "q_perm");
-  strip(k, "k_perm");
-  strip(v, "v_perm");
-  // The node that becomes the fused one: the MatMul, or the transposition of
-  // its result.
-  NodeId target = id;
-  const NodeId consumer = m.SoleConsumer(out_mm.outputs[0]);
-  if (consumer != ir::kNoNode) {
-    const Node* p = nullptr;
-    std::optional<std::vector<int64_t>> t =
-        graph.node(consumer).kind == OpKind::kPermute
-            ? m.Transposition(graph.node(consumer).outputs[0], block, &p)
-            : std::nullopt;
-    if (t && p == &graph.node(consumer)) {
-      attrs.SetInts("out_perm", *t);
-      target = consumer;
-    }
-  }
-  std::vector<ValueId> inputs = {q, k, v, mask, scale};
+  std::vector<ValueId> inputs = {q, k, out_mm.inputs[1], mask, scale};
+  // Transposed operands are read in place; the node that becomes the fused
+  // one is the MatMul, or the transposition of its result.
+  StripTranspositions(m, block, inputs, attrs);
+  const NodeId out = AbsorbOutTransposition(graph, m, out_mm.outputs[0], block, attrs);
   while (inputs.size() > 3 && inputs.back() == ir::kNoValue) inputs.pop_back();
-  Node& fused = graph.mutable_node(target);
-  fused.kind = OpKind::kScaledDotProductAttention;
-  fused.inputs = std::move(inputs);
-  fused.attrs = std::move(attrs);
-  fused.source_op.clear();
+  Rewrite(graph, out != ir::kNoNode ? out : id, std::move(inputs), std::move(attrs), "");
   return true;
 }
 
@@ -218,34 +232,11 @@ bool AbsorbTranspositions(Graph& graph, const Matcher& m, NodeId id) {
   }
   ir::Attributes attrs = node.attrs;
   std::vector<ValueId> inputs = node.inputs;
-  bool changed = false;
-  const char* names[] = {"q_perm", "k_perm", "v_perm"};
-  for (int i = 0; i < 3; ++i) {
-    const Node* p = nullptr;
-    if (std::optional<std::vector<int64_t>> t = m.Transposition(inputs[i], node.block, &p)) {
-      attrs.SetInts(names[i], *t);
-      inputs[i] = p->inputs[0];
-      changed = true;
-    }
-  }
-  NodeId target = id;
-  const NodeId consumer = m.SoleConsumer(node.outputs[0]);
-  if (consumer != ir::kNoNode && graph.node(consumer).kind == OpKind::kPermute) {
-    const Node* p = nullptr;
-    if (std::optional<std::vector<int64_t>> t =
-            m.Transposition(graph.node(consumer).outputs[0], node.block, &p);
-        t && p == &graph.node(consumer)) {
-      attrs.SetInts("out_perm", *t);
-      target = consumer;
-      changed = true;
-    }
-  }
-  if (!changed) return false;
-  Node& fused = graph.mutable_node(target);
-  fused.kind = OpKind::kScaledDotProductAttention;
-  fused.inputs = std::move(inputs);
-  fused.attrs = std::move(attrs);
-  fused.source_op = node.source_op;
+  const bool stripped = StripTranspositions(m, node.block, inputs, attrs);
+  const NodeId out = AbsorbOutTransposition(graph, m, node.outputs[0], node.block, attrs);
+  if (!stripped && out == ir::kNoNode) return false;
+  Rewrite(graph, out != ir::kNoNode ? out : id, std::move(inputs), std::move(attrs),
+          node.source_op);
   return true;
 }
 

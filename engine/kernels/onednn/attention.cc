@@ -25,9 +25,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/common/status_macros.h"
+#include "engine/kernels/convert.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/onednn/onednn.h"
 #include "engine/kernels/onednn/onednn_kernels.h"
@@ -51,17 +53,25 @@ std::vector<int64_t> ContiguousStrides(const Dims& dims) {
   return s;
 }
 
+// The two dims a transposition attribute names, counted from 0 in `rank`
+// dims; nullopt when they are not two dims of it.
+std::optional<std::pair<int64_t, int64_t>> TransposedDims(const ir::Node& node, const char* attr,
+                                                          int64_t rank) {
+  const std::vector<int64_t> p = node.attrs.GetInts(attr);
+  if (p.size() != 2) return std::nullopt;
+  const int64_t a = p[0] < 0 ? p[0] + rank : p[0], b = p[1] < 0 ? p[1] + rank : p[1];
+  if (a < 0 || b < 0 || a >= rank || b >= rank) return std::nullopt;
+  return std::make_pair(a, b);
+}
+
 // The operand the node reads: the input, transposed by attribute `attr`.
 std::optional<View> Logical(const PrepareContext& ctx, size_t input, const char* attr) {
   View v{ctx.inputs[input].dims, ContiguousStrides(ctx.inputs[input].dims)};
   if (!ctx.node.attrs.Has(attr)) return v;
-  const std::vector<int64_t> p = ctx.node.attrs.GetInts(attr);
-  const int64_t rank = static_cast<int64_t>(v.dims.size());
-  if (p.size() != 2) return std::nullopt;
-  int64_t a = p[0] < 0 ? p[0] + rank : p[0], b = p[1] < 0 ? p[1] + rank : p[1];
-  if (a < 0 || b < 0 || a >= rank || b >= rank) return std::nullopt;
-  std::swap(v.dims[a], v.dims[b]);
-  std::swap(v.strides[a], v.strides[b]);
+  const auto ab = TransposedDims(ctx.node, attr, static_cast<int64_t>(v.dims.size()));
+  if (!ab) return std::nullopt;
+  std::swap(v.dims[ab->first], v.dims[ab->second]);
+  std::swap(v.strides[ab->first], v.strides[ab->second]);
   return v;
 }
 
@@ -164,11 +174,9 @@ std::optional<Geometry> FastGeometry(const PrepareContext& ctx) {
   logical.push_back(g.dv);
   View o{logical, ContiguousStrides(logical)};
   if (ctx.node.attrs.Has("out_perm")) {
-    const std::vector<int64_t> p = ctx.node.attrs.GetInts("out_perm");
-    const int64_t rank = static_cast<int64_t>(logical.size());
-    if (p.size() != 2) return std::nullopt;
-    const int64_t a = p[0] < 0 ? p[0] + rank : p[0], b = p[1] < 0 ? p[1] + rank : p[1];
-    if (a < 0 || b < 0 || a >= rank || b >= rank) return std::nullopt;
+    const auto ab = TransposedDims(ctx.node, "out_perm", static_cast<int64_t>(logical.size()));
+    if (!ab) return std::nullopt;
+    const auto [a, b] = *ab;
     Dims physical = logical;
     std::swap(physical[a], physical[b]);
     const std::vector<int64_t> ps = ContiguousStrides(physical);
@@ -279,17 +287,6 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
   return absl::OkStatus();
 }
 
-double ScalarValue(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::kF32: return t.data<float>()[0];
-    case DType::kF64: return t.data<double>()[0];
-    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[0]);
-    case DType::kInt32: return static_cast<double>(t.data<int32_t>()[0]);
-    case DType::kBool: return t.data<bool>()[0] ? 1.0 : 0.0;
-    default: return 1.0;
-  }
-}
-
 absl::Status EvalSdpa(EvalContext& ctx) {
   const auto& st = *static_cast<const SdpaState*>(ctx.state);
   const Geometry& g = st.g;
@@ -302,7 +299,8 @@ absl::Status EvalSdpa(EvalContext& ctx) {
   float* out = ctx.outputs[0]->data<float>();
   const bool has_scale = ctx.inputs.size() > kScale && ctx.inputs[kScale] != nullptr;
   // As the unfused Div/Mul computes a float32 tensor by a number: in float32.
-  const float scale = has_scale ? static_cast<float>(ScalarValue(*ctx.inputs[kScale])) : st.scale;
+  const float scale = has_scale ? static_cast<float>(
+      LoadAnyAsDouble(ctx.inputs[kScale]->raw_data(), ctx.inputs[kScale]->dtype(), 0)) : st.scale;
   const bool divide = has_scale && st.divide;
   const int64_t tiles = (g.l + st.tile_rows - 1) / st.tile_rows;
   const int64_t batches = NumElements(g.batch);
