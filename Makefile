@@ -49,10 +49,11 @@ serve: build example-model
 # Kiln in process, Kiln through kilnd, libtorch (its best setting per model) and ONNX Runtime 1.21,
 # side by side in one run, interleaved call by call (tests/bench/peer_bench.py). Needs root: ONNX
 # Runtime runs in a Debian trixie chroot made on first use and cached, with the models, under
-# $(BUILD)/peers. A quick subset: make bench BENCH_ARGS='--models resnet18 --batch 1 --rounds 5'
+# $(BUILD)/peers. The pt2 column is Kiln on each model's torch.export archive (written with torch 2.14
+# in the sid chroot the .pt2 tests use, $(BUILD)/pt2/sid). A quick subset: make bench BENCH_ARGS='--models resnet18 --batch 1 --rounds 5'
 bench: build
 	$(PYTHON) tests/bench/peer_bench.py --bin $(BUILD)/bin --work $(BUILD)/peers \
-	  --threads $(THREADS) $(BENCH_ARGS)
+	  --export-chroot $(BUILD)/pt2/sid --threads $(THREADS) $(BENCH_ARGS)
 
 # Closed-loop clients on loopback at concurrency 1, 4, 16 and 64 against an MLP, mobilenet_v2 and a
 # small BERT-shaped encoder, without and with dynamic batching (tests/bench/load_bench.py): requests/s,

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """`make bench`: Kiln next to its peers, side by side in one run.
 
-    peer_bench.py --bin build/bin --work build/peers [--threads 2] [--batch 1 --batch 8]
-                  [--rounds 20] [--models resnet18,bert_like]
+    peer_bench.py --bin build/bin --work build/peers [--export-chroot build/pt2/sid]
+                  [--threads 2] [--batch 1 --batch 8] [--rounds 20] [--models resnet18,bert_like]
 
 Engines, each in its own long-lived process that loads the model once (so thread pools never mix
 and the peak RSS is the engine's own):
@@ -17,6 +17,10 @@ and the peak RSS is the engine's own):
           interleaved calibration in the same run, and named in the table
   ort     ONNX Runtime 1.21 from a Debian trixie chroot (made on first use, cached in --work)
           on the .onnx export (opset 14) of the same traced file
+  pt2     Kiln in process again, on the torch.export archive (.pt2) of the same weights, written by
+          torch 2.14 in the Debian sid chroot of --export-chroot (export_pt2.py; made on first
+          use, cached); pt2/k is its median per-round ratio to the kiln column. Left out when
+          --export-chroot is not given or that chroot cannot be made here
 
 Per model and batch: a warm-up, a parity check of every engine's output against libtorch's, then
 --rounds rounds in which each engine runs once (the order rotates every round), with --gap-ms of
@@ -50,6 +54,9 @@ from bench_models import MODELS, input_spec  # noqa: E402
 from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
 ENGINES = ["kiln", "kilnd", "kdshm", "ort", "torch"]
+# Kiln in process on the torch.export archive of the same weights (--export-chroot; export_pt2.py):
+# timed with the others when the archive could be made.
+PT2 = "pt2"
 CHROOT_MOUNT = "/kiln-bench"  # where --work/models appears inside the chroot
 # libtorch's settings: (libgomp's wait policy or None for its default, OpenBLAS threads or None
 # for --threads).
@@ -285,6 +292,7 @@ class Bench:
         self.args = args
         self.models_dir = os.path.join(args.work, "models")
         self.chroot = os.path.join(args.work, "trixie")
+        self.export_chroot = args.export_chroot  # None: no .pt2 column
         self.kiln_bench = os.path.join(args.bin, "kiln-bench")
         self.ensure_mounts = None  # set while the chroot's mounts are held (run())
 
@@ -302,6 +310,23 @@ class Bench:
                         *models], check=True)
         shutil.copy(os.path.join(HERE, "chroot_worker.py"), self.models_dir)
         os.makedirs(os.path.join(self.models_dir, "io"), exist_ok=True)
+        if self.export_chroot:
+            self.export_pt2(models)
+
+    def export_pt2(self, models):
+        """The .pt2 of each model (the same weights, torch.export of torch 2.14 in a Debian sid
+        chroot, export_pt2.py); where that chroot cannot be made, the table has no pt2 column."""
+        made = subprocess.run([os.path.join(ROOT, "scripts", "make-export-chroot.sh"),
+                               self.export_chroot], stdout=sys.stderr)
+        if made.returncode != 0:
+            log(f"no .pt2 column: the export chroot could not be made (exit {made.returncode})")
+            self.export_chroot = None
+            return
+        for script in ("export_pt2.py", "bench_models.py"):
+            shutil.copy(os.path.join(HERE, script), self.models_dir)
+        with mounted_chroot(self.export_chroot, self.models_dir):
+            subprocess.run(["chroot", self.export_chroot, "env", "OMP_NUM_THREADS=2", "python3",
+                            f"{CHROOT_MOUNT}/export_pt2.py", CHROOT_MOUNT, *models], check=True)
 
     def flops(self, name, batch):
         """FLOPs of one call, counted once in the chroot and cached next to the model."""
@@ -343,6 +368,11 @@ class Bench:
         engines.append(engines[-1].shared_memory_client(self.args.bin, log % "kdshm"))
         engines.append(Worker("ort", self.in_chroot("ort", f"{CHROOT_MOUNT}/{name}.onnx", t),
                               log % "ort", path_map=self.inside))
+        pt2 = os.path.join(self.models_dir, f"{name}.pt2")
+        if self.export_chroot and os.path.exists(pt2):
+            engines.append(Worker(PT2, [self.kiln_bench, "--worker", "kiln", "--model", pt2,
+                                        "--threads", t, "--precision", self.args.precision],
+                                  log % PT2))
         for i, setting in enumerate(TORCH_SETTINGS):
             wait, blas = setting
             torch.append(Worker(torch_setting_label(setting, t),
@@ -379,8 +409,9 @@ class Bench:
         calib = dict(zip(labels, map(statistics.median,
                                      interleave(torch, args.calib_rounds, args.gap_ms))))
         best = min(range(len(torch)), key=lambda i: calib[labels[i]])
-        timed = dict(zip(ENGINES, engines + [torch[best]]))
-        times = dict(zip(ENGINES, interleave(list(timed.values()), args.rounds, args.gap_ms)))
+        timed = {e.name: e for e in engines}
+        timed["torch"] = torch[best]
+        times = dict(zip(timed, interleave(list(timed.values()), args.rounds, args.gap_ms)))
         # Where the kiln worker's time went: one call after the timed rounds, given the idle a timed
         # call gets (the last call may have been libtorch's, whose threads still spin).
         time.sleep((args.gap_ms + max(e.settle_ms for e in torch)) / 1e3)
@@ -397,6 +428,9 @@ class Bench:
         row["kilnd/ort"] = median_ratio(times["kilnd"], times["ort"])
         row["kdshm/kiln"] = median_ratio(times["kdshm"], times["kiln"])
         row["kdshm-kiln"] = statistics.median(a - b for a, b in zip(times["kdshm"], times["kiln"]))
+        # The .pt2 against the TorchScript of the same weights, both Kiln in process.
+        row["pt2/kiln"] = (median_ratio(times[PT2], times["kiln"]) if PT2 in times
+                           else float("nan"))
         peer = "torch" if row["torch_ms"] < row["ort_ms"] else "ort"
         row["best_peer"] = peer
         row["kiln/best"] = row[f"kiln/{peer}"]
@@ -438,6 +472,7 @@ COLUMNS = [  # (header, unit, width, format of a row)
     ("k/torch", "", 7, lambda r: f"{r['kiln/torch']:.2f}"),
     ("kd/ort", "", 6, lambda r: f"{r['kilnd/ort']:.2f}"),
     ("shm-k", "ms", 6, lambda r: f"{r['kdshm-kiln']:+.2f}"),
+    ("pt2/k", "", 6, lambda r: f"{r['pt2/kiln']:.2f}"),
     ("kiln", "GF/s", 6, lambda r: f"{r['kiln_gflops']:.0f}"),
     ("kilnd", "GF/s", 6, lambda r: f"{r['kilnd_gflops']:.0f}"),
     ("torch", "GF/s", 6, lambda r: f"{r['torch_gflops']:.0f}"),
@@ -498,6 +533,9 @@ def main():
                     help="Kiln's plan precision, in process and in kilnd (the load config's "
                          "\"precision\"); the peers run float32")
     ap.add_argument("--models", help=f"comma-separated subset of {','.join(MODELS)}")
+    ap.add_argument("--export-chroot",
+                    help="the Debian sid chroot of scripts/make-export-chroot.sh (made when "
+                         "missing): adds the pt2 column, Kiln in process on each model's .pt2")
     args = ap.parse_args()
     args.batch = args.batch or [1, 8]
     if os.geteuid() != 0:
