@@ -1,6 +1,6 @@
 // kiln-bench: the native side of `make bench` (tests/bench/peer_bench.py drives it).
 //
-//   kiln-bench --worker kiln  --model M.pt --threads N [--precision bf16]
+//   kiln-bench --worker kiln  --model M.pt|M.pt2 --threads N [--precision bf16]
 //   kiln-bench --worker torch --model M.pt --threads N [--blas-threads B]
 //   kiln-bench --worker kilnd --server HOST:PORT --model NAME [--shared-memory]
 //   kiln-bench --sgemm-peak --threads N
@@ -42,6 +42,8 @@
 #include "CLI/CLI.hpp"
 #include "client/inference_client.h"
 #include "client/shared_memory.h"
+#include "engine/importer/export/exported_program_importer.h"
+#include "engine/importer/import.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/runtime/model.h"
 #include "engine/runtime/profiler.h"
@@ -136,7 +138,14 @@ class KilnEngine : public KilnTensorEngine {
  public:
   KilnEngine(const std::string& path, int threads, kiln::Precision precision,
              const std::vector<std::string>& disabled_passes) {
-    auto graph = kiln::importer::ImportTorchScript(ReadFile(path));
+    // The format from the file's content, as kilnd tells it: a torch.export archive through
+    // the export front, anything else as TorchScript.
+    const std::string bytes = ReadFile(path);
+    const kiln::importer::ModelFormat format = kiln::importer::DetectFormat(bytes);
+    auto graph = format == kiln::importer::ModelFormat::kExportedProgram ||
+                         format == kiln::importer::ModelFormat::kLegacyExportedProgram
+                     ? kiln::importer::ImportExportedProgram(bytes)
+                     : kiln::importer::ImportTorchScript(bytes);
     if (!graph.ok()) Fail("import: " + std::string(graph.status().message()));
     // From here on only Kiln's engine holds memory: count the peak from now.
     std::ofstream("/proc/self/clear_refs") << "5";
