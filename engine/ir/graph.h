@@ -118,6 +118,7 @@ class Attributes {
   void SetInts(const std::string& name, std::vector<int64_t> v) { map_[name] = std::move(v); }
   void SetFloats(const std::string& name, std::vector<double> v) { map_[name] = std::move(v); }
   void SetTensor(const std::string& name, Tensor v) { map_[name] = std::move(v); }
+  void Set(const std::string& name, AttrValue v) { map_[name] = std::move(v); }
 
   bool Has(const std::string& name) const { return map_.count(name) > 0; }
   // The getters return `def` when the attribute is missing or has another type.

@@ -134,6 +134,7 @@ absl::Span<const KernelDef> CastKernels();        // cast.cc: casts and fills
 absl::Span<const KernelDef> ResizeKernels();      // resize.cc: interpolation
 absl::Span<const KernelDef> SortKernels();        // sort.cc: topk, sort
 absl::Span<const KernelDef> AttentionKernels();   // attention.cc: multi-head attention
+absl::Span<const KernelDef> ElementwiseChainKernels();  // elementwise_chain.cc: fused elementwise runs
 absl::Span<const KernelDef> RecurrentKernels();   // recurrent.cc: LSTM, GRU, RNN
 absl::Span<const KernelDef> LayoutKernels();     // layout.cc: Reorder
 absl::Span<const KernelDef> VisionKernels();     // vision.cc: nms, roi_align

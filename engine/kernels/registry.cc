@@ -18,7 +18,8 @@ const std::vector<KernelDef>& AllKernels() {
                         PoolKernels(), NormKernels(), ShapeKernels(), ReduceKernels(),
                         ScalarKernels(), UnaryKernels(), MovementKernels(), IndexingKernels(),
                         CastKernels(), ResizeKernels(), SortKernels(), AttentionKernels(),
-                        RecurrentKernels(), LayoutKernels(), VisionKernels()}) {
+                        RecurrentKernels(), LayoutKernels(), VisionKernels(),
+                        ElementwiseChainKernels()}) {
       v->insert(v->end(), family.begin(), family.end());
     }
     return v;

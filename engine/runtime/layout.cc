@@ -20,7 +20,7 @@ bool IsElementwise(ir::OpKind op) {
     case K::kSilu: case K::kHardSigmoid: case K::kHardSwish: case K::kNeg: case K::kAbs:
     case K::kSqrt: case K::kRsqrt: case K::kExp: case K::kLog: case K::kErf:
     case K::kReciprocal: case K::kLeakyRelu: case K::kElu: case K::kMish: case K::kSoftplus:
-    case K::kMaximum: case K::kMinimum: case K::kPow:
+    case K::kMaximum: case K::kMinimum: case K::kPow: case K::kElementwiseChain:
       return true;
     default:
       return false;

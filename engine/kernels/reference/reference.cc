@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/elementwise_chain.h"
 
 namespace kiln::kernels::reference {
 namespace {
@@ -544,6 +545,29 @@ absl::StatusOr<std::vector<Tensor>> Concat(const Node& node, const std::vector<c
   return std::vector<Tensor>{out};
 }
 
+// ElementwiseChain: its steps' references, one after another.
+absl::StatusOr<std::vector<Tensor>> Chain(const ir::Node& node,
+                                          const std::vector<const Tensor*>& inputs) {
+  ASSIGN_OR_RETURN(std::vector<ChainStep> steps, DecodeChain(node));
+  const int n = static_cast<int>(inputs.size());
+  std::vector<Tensor> results;
+  results.reserve(steps.size());
+  for (const ChainStep& s : steps) {
+    ir::Node step;
+    step.kind = s.kind;
+    step.attrs = s.attrs;
+    step.outputs = {0};
+    std::vector<const Tensor*> in;
+    for (int id : s.operands) {
+      step.inputs.push_back(static_cast<ir::ValueId>(in.size()));
+      in.push_back(id < n ? inputs[id] : &results[id - n]);
+    }
+    ASSIGN_OR_RETURN(std::vector<Tensor> out, RunReference(step, in));
+    results.push_back(std::move(out[0]));
+  }
+  return std::vector<Tensor>{std::move(results.back())};
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Tensor>> RunReference(const ir::Node& node,
@@ -569,6 +593,8 @@ absl::StatusOr<std::vector<Tensor>> RunReference(const ir::Node& node,
       return Concat(node, inputs);
     case OpKind::kConstant:
       return absl::UnimplementedError("reference: Constant is handled by the runtime");
+    case OpKind::kElementwiseChain:
+      return Chain(node, inputs);
     default:
       break;
   }

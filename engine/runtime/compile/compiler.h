@@ -9,6 +9,8 @@
 //                      (Reorder nodes) where an op or a dynamic step needs them
 //   fuse_post_ops.cc   a residual Add or a clamp into the convolution just
 //                      compiled (needs the operands' types, so not a graph pass)
+//   fuse_elementwise.cc  an elementwise op into the elementwise op (or chain)
+//                      just compiled: one ElementwiseChain
 //   memory_planner.cc  lifetimes of the arena's buffers and their offsets
 // Internal to engine/runtime: only executable.cc creates one.
 #pragma once
@@ -69,6 +71,11 @@ class Executable::Compiler {
   // ---- fuse_post_ops.cc ----
   absl::StatusOr<bool> FuseIntoConv(ir::NodeId id, Program& program);
 
+  // ---- fuse_elementwise.cc ----
+  // After node `id` was compiled into the last step: joins it with the
+  // elementwise step before it. Returns whether it did.
+  absl::StatusOr<bool> FuseIntoChain(ir::NodeId id, Program& program);
+
   // ---- memory_planner.cc ----
   void ReuseInputBuffers(std::vector<int>& buffer_of, std::vector<compile::Buffer>& buffers) const;
   void Plan();
@@ -81,6 +88,7 @@ class Executable::Compiler {
   Cursor cursor_;
   std::vector<int> uses_;  // per value: node inputs, block results, graph outputs (2)
   std::map<std::pair<ir::ValueId, ir::BlockId>, ir::ValueId> twins_;
+  bool no_chain_ = false;  // FuseIntoChain is putting back what it could not fuse
 };
 
 }  // namespace kiln::runtime

@@ -249,6 +249,12 @@ absl::Status Executable::Compiler::CompileKernelNode(ir::NodeId id, Program& pro
     return absl::OkStatus();
   }
 
+  // An elementwise node whose result nothing reads: one a fusion replaced
+  // (its node stays in the compiled graph, whose ids a cached plan keeps),
+  // now compiled again from that graph without the passes.
+  if (layout::IsElementwise(node.kind) && node.outputs.size() == 1 && uses_[node.outputs[0]] == 0) {
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(const bool fused, FuseIntoConv(id, program));
   if (fused) return absl::OkStatus();
 
@@ -377,6 +383,7 @@ absl::Status Executable::Compiler::CompileKernelNode(ir::NodeId id, Program& pro
   step.kernel = kernel;
   step.state = std::move(ctx.state);
   program.steps.push_back(std::move(step));
+  if (!no_chain_) RETURN_IF_ERROR(FuseIntoChain(id, program).status());
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "engine/kernels/elementwise_chain.h"
 #include "tests/engine/kernels/single_op_graph.h"
 #include "tests/engine/kernels/sweep_case.h"
 
@@ -716,6 +717,50 @@ Case AttentionCase(Rng& rng, int i) {
 // out_perm), with or without a mask that broadcasts to the scores, the scale
 // as an attribute, the default or a number dividing or multiplying the scores
 // or the query.
+// A chain of 1 to 6 elementwise steps over 1 to 3 inputs: the output's shape,
+// operands that broadcast to it, single elements and 0-dim tensors; a big case
+// (every 6th) of one shape throughout, which runs tile by tile.
+Case ChainCase(Rng& rng, int i) {
+  static const K kUnary[] = {K::kRelu, K::kSigmoid, K::kTanh, K::kGelu, K::kSilu,
+                             K::kNeg,  K::kAbs,     K::kExp,  K::kErf,  K::kHardSwish};
+  static const K kBinary[] = {K::kAdd, K::kSub, K::kMul, K::kMaximum, K::kMinimum};
+  const Dims out = Big(i) ? Dims{3, Uniform(rng, 400, 900)} : RandomDims(rng, 0, 3, 4);
+  Case c;
+  const int64_t inputs = Uniform(rng, 1, 3);
+  for (int64_t k = 0; k < inputs; ++k) {
+    Dims d = out;
+    if (k > 0 && !Big(i) && Coin(rng, 0.4)) d = BroadcastOperand(rng, out);
+    if (k > 0 && Coin(rng, 0.2)) d = Coin(rng) ? Dims{} : Dims{1};
+    c.inputs.push_back(RandomF32(d, rng, -2, 2));
+  }
+  if (c.inputs[0].dims() != out) c.inputs[0] = RandomF32(out, rng, -2, 2);
+  std::vector<kernels::ChainStep> steps;
+  int64_t available = inputs;  // operand ids so far
+  for (int64_t s = Uniform(rng, 1, 6); s > 0; --s) {
+    kernels::ChainStep step;
+    const int last = static_cast<int>(available - 1);
+    if (Coin(rng)) {
+      step.kind = kUnary[Uniform(rng, 0, static_cast<int64_t>(std::size(kUnary)) - 1)];
+      step.operands = {last};
+    } else {
+      step.kind = kBinary[Uniform(rng, 0, static_cast<int64_t>(std::size(kBinary)) - 1)];
+      step.operands = {last, static_cast<int>(Uniform(rng, 0, available - 1))};
+      if (Coin(rng)) std::swap(step.operands[0], step.operands[1]);
+    }
+    if (step.kind == K::kGelu && Coin(rng)) step.attrs.SetString("approximate", "tanh");
+    if (step.kind == K::kExp) {
+      // exp of an exp overflows: clamp the operand first.
+      kernels::ChainStep tanh{K::kTanh, step.operands, {}};
+      steps.push_back(tanh);
+      step.operands = {static_cast<int>(available++)};
+    }
+    steps.push_back(std::move(step));
+    ++available;
+  }
+  kernels::EncodeChain(steps, c.attrs);
+  return c;
+}
+
 Case SdpaCase(Rng& rng, int i) {
   const int64_t l = Uniform(rng, 1, Big(i) ? 70 : 6), s = Uniform(rng, 1, Big(i) ? 90 : 6);
   const int64_t d = Uniform(rng, 1, Big(i) ? 32 : 5), dv = Uniform(rng, 1, 5);
@@ -890,6 +935,7 @@ void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& m) {
   m[K::kSort] = [](Rng& r, int i) { return SortCase(K::kSort, r, i); };
   m[K::kMultiHeadAttention] = AttentionCase;
   m[K::kScaledDotProductAttention] = SdpaCase;
+  m[K::kElementwiseChain] = ChainCase;
   m[K::kLSTM] = [](Rng& r, int i) { return RnnCase(K::kLSTM, r, i); };
   m[K::kRNN] = [](Rng& r, int i) { return RnnCase(K::kRNN, r, i); };
 }
