@@ -142,10 +142,13 @@ FirstUseVerifier::FirstUseVerifier(FirstUseOptions options) : options_(std::move
     if (sig.remembered) ++fell_back;
   }
   if (!signatures_.empty()) {
-    spdlog::info(
-        "{}: {} signature(s) verified on first use by an earlier run are not verified again "
-        "({} of them served with ops forced onto the libtorch fallback)",
-        options_.label, signatures_.size(), fell_back);
+    spdlog::info("{}: {} signature(s) verified on first use by an earlier run are not verified "
+                 "again{}",
+                 options_.label, signatures_.size(),
+                 fell_back == 0 ? ""
+                                : absl::StrCat(" (", fell_back,
+                                               " of them served with ops forced onto the "
+                                               "libtorch fallback)"));
   }
 }
 

@@ -105,6 +105,24 @@ class VerifyFirstUseTest(unittest.TestCase):
             want = self.list_reference([torch.from_numpy(x) for x in xs]).numpy()
         return np.load(os.path.join(out_dir, "output0.npy")), want
 
+    def restart_and_request(self, repo, name, x, signatures, env=None):
+        """A new kilnd on `repo`: model `name` shows `signatures` remembered, before and after a
+        request of that signature (x * 2), which is answered as libtorch answers it without
+        being verified again. Returns the new kilnd."""
+        again = Kilnd(repo, env=env)
+        self.servers.append(again)
+        props = self.metadata(name, again)
+        self.assertEqual(props["verify.signatures"], signatures)
+        key = signatures.split(": ")[0]
+        self.assertIn("remembered from an earlier run",
+                      props["verify.signature." + key.replace(" ", "").rstrip(";")])
+        got, want = self.infer(name, again, x * 2)
+        assert_close(self, got, want)
+        props = self.metadata(name, again)
+        self.assertEqual(props["verify.first_use.count"], "0")
+        self.assertEqual(props["verify.signatures"], signatures)
+        return again
+
     def assert_serving(self, server):
         self.assertTrue(server.alive(), "".join(server.lines[-30:]))
 
@@ -152,15 +170,7 @@ class VerifyFirstUseTest(unittest.TestCase):
         server.stop()
 
         # The same repository, a new kilnd: the signature is not verified again.
-        again = Kilnd(repo)
-        self.servers.append(again)
-        props = self.metadata("kept", again)
-        self.assertEqual(props["verify.signatures"], "FP32[3, 8];: passed")
-        self.assertIn("remembered from an earlier run", props["verify.signature.FP32[3,8]"])
-        got, want = self.infer("kept", again, x * 2)
-        assert_close(self, got, want)
-        props = self.metadata("kept", again)
-        self.assertEqual(props["verify.first_use.count"], "0")
+        again = self.restart_and_request(repo, "kept", x, "FP32[3, 8];: passed")
         # A new signature still is.
         y = np.random.default_rng(4).standard_normal((5, 8)).astype(np.float32)
         got, want = self.infer("kept", again, y)
@@ -228,16 +238,8 @@ class VerifyFirstUseTest(unittest.TestCase):
 
         # A new kilnd on the same repository: served with gelu through the fallback again
         # (libtorch's numbers, not the perturbed ones), without verifying the signature again.
-        again = Kilnd(repo, env=env)
-        self.servers.append(again)
-        props = self.metadata("repaired", again)
-        self.assertEqual(props["verify.signatures"], "FP32[4, 16];: fallback (aten::gelu)")
-        self.assertIn("remembered from an earlier run", props["verify.signature.FP32[4,16]"])
-        got, want = self.infer("repaired", again, x * 2)
-        assert_close(self, got, want)
-        props = self.metadata("repaired", again)
-        self.assertEqual(props["verify.first_use.count"], "0")
-        self.assertEqual(props["verify.signatures"], "FP32[4, 16];: fallback (aten::gelu)")
+        again = self.restart_and_request(repo, "repaired", x, "FP32[4, 16];: fallback (aten::gelu)",
+                                         env=env)
         self.assertIn("signature FP32[4, 16]; served with aten::gelu through the libtorch "
                       "fallback, as an earlier run of kilnd found", "".join(again.lines))
         self.assert_serving(again)
