@@ -15,6 +15,15 @@
 // The resampling is separable: Prepare computes, per dim and output index,
 // the source taps and their weights; Eval sums the tensor product of taps
 // (1, 2^k or 4^k per output element), in parallel over planes.
+//
+// BF16 cubic has its own row, because libtorch 1.13 computes it in BFloat16
+// arithmetic, and its rounding moves the result by several units in the last
+// place (3e-2 relative) from the FP32 result rounded once: the scale is
+// computed in BF16, the source index in float from it, the Keys coefficients
+// in BF16 with every operation rounded, and the sum of the 4 x 4 taps rounds
+// each product and each partial sum, width taps first, then the height taps
+// over the width sums. Its other modes run the FP32 kernel widened, as every
+// op without a BF16 kernel does.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -24,6 +33,7 @@
 
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/half.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/typed.h"
@@ -152,17 +162,60 @@ void BuildAxis(Axis& ax, const std::string& mode, bool align_corners, double sca
   }
 }
 
+float RoundBF16(float v) { return BF16ToFloat(FloatToBF16(v)); }
+
+// A cubic axis for BF16 input, as libtorch 1.13's compute_indices_weights
+// computes it for BFloat16: the scale in BF16 (in / out as two BF16 values,
+// (in - 1) / (out - 1) with align_corners, or 1 / scale rounded), the source
+// index and its fraction in float, then the coefficients in BF16 arithmetic
+// (each operation rounded) from the fraction rounded to BF16.
+void BuildCubicAxisBF16(Axis& ax, bool align_corners, double scale) {
+  const int64_t in = ax.in, out = ax.out;
+  float s;
+  if (align_corners) {
+    s = out > 1 ? RoundBF16(RoundBF16(static_cast<float>(in - 1)) /
+                            RoundBF16(static_cast<float>(out - 1)))
+                : 0.0f;
+  } else if (scale > 0) {
+    s = RoundBF16(static_cast<float>(1.0 / scale));
+  } else {
+    s = RoundBF16(RoundBF16(static_cast<float>(in)) / RoundBF16(static_cast<float>(out)));
+  }
+  auto r = RoundBF16;
+  constexpr float kA = -0.75f;  // kA + 2, kA + 3, 4, 5 and 8 times kA are exact in BF16
+  auto cubic1 = [&](float v) { return r(r(r(r(r((kA + 2) * v) - (kA + 3)) * v) * v) + 1); };
+  auto cubic2 = [&](float v) {
+    return r(r(r(r(r(r(kA * v) - 5 * kA) * v) + 8 * kA) * v) - 4 * kA);
+  };
+  ax.taps = 4;
+  for (int64_t i = 0; i < out; ++i) {
+    const float real = SourceIndex<float>(s, i, align_corners, /*cubic=*/true);
+    const int64_t i0 = static_cast<int64_t>(std::floor(real));
+    const float t = r(real - static_cast<float>(i0));
+    const float t1 = r(1 - t);
+    const float w[4] = {cubic2(r(t + 1)), cubic1(t), cubic1(t1), cubic2(r(t1 + 1))};
+    for (int k = 0; k < 4; ++k) {
+      ax.index.push_back(std::clamp<int64_t>(i0 - 1 + k, 0, in - 1));
+      ax.weight.push_back(w[k]);
+    }
+  }
+}
+
 absl::Status PrepareResize(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 2));
-  const DType t = ctx.inputs[0].dtype;  // FP32, or FP64 (its own table row)
-  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
-  const bool f64 = t == DType::kF64;
   const ir::Attributes& attrs = ctx.node.attrs;
-  const Dims& x = ctx.inputs[0].dims;
   const std::string mode = attrs.GetString("mode", "nearest");
   if (mode != "nearest" && mode != "nearest_exact" && mode != "linear" && mode != "cubic") {
     return InvalidArg(ctx.node, "unknown mode '", mode, "'");
   }
+  // FP32; FP64 and BF16 cubic have their own table rows.
+  const DType t = ctx.inputs[0].dtype;
+  if (t == DType::kBF16 && mode != "cubic") {
+    return Unimplemented(ctx.node, "BF16 ", mode, " runs the FP32 kernel widened");
+  }
+  if (t != DType::kF64 && t != DType::kBF16) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  const bool f64 = t == DType::kF64;
+  const Dims& x = ctx.inputs[0].dims;
   const bool align_corners = attrs.GetBool("align_corners", false);
   ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, IntsAttrOrInput(ctx, "sizes", 1));
   const std::vector<double> scales = attrs.GetFloats("scales");
@@ -191,6 +244,8 @@ absl::Status PrepareResize(PrepareContext& ctx) {
     }
     if (f64) {
       BuildAxis<double>(ax, mode, align_corners, scale);
+    } else if (t == DType::kBF16) {
+      BuildCubicAxisBF16(ax, align_corners, scale);
     } else {
       BuildAxis<float>(ax, mode, align_corners, scale);
     }
@@ -251,12 +306,48 @@ absl::Status EvalResize(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// BF16 cubic (2-D only), rounding as libtorch does (see the top of the file).
+absl::Status EvalCubicBF16(EvalContext& ctx) {
+  const ResizePlan& p = StateAs<ResizePlan>(ctx);
+  const Axis& ay = p.axes[1];
+  const Axis& ax = p.axes[2];
+  const uint16_t* x = ctx.inputs[0]->data<uint16_t>();
+  uint16_t* y = ctx.outputs[0]->data<uint16_t>();
+  const int64_t in_plane = ay.in * ax.in;
+  const int64_t out_plane = ay.out * ax.out;
+  ParallelFor(p.planes, ctx.num_threads, p.planes * out_plane * 16, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const uint16_t* src = x + q * in_plane;
+      uint16_t* dst = y + q * out_plane;
+      for (int64_t r = 0; r < ay.out; ++r) {
+        for (int64_t c = 0; c < ax.out; ++c) {
+          float sum = 0;
+          for (int b = 0; b < 4; ++b) {
+            const uint16_t* row = src + ay.index[r * 4 + b] * ax.in;
+            float acc = 0;
+            for (int k = 0; k < 4; ++k) {
+              const float term =
+                  RoundBF16(BF16ToFloat(row[ax.index[c * 4 + k]]) * ax.weight[c * 4 + k]);
+              acc = k == 0 ? term : RoundBF16(acc + term);
+            }
+            const float term = RoundBF16(acc * ay.weight[r * 4 + b]);
+            sum = b == 0 ? term : RoundBF16(sum + term);
+          }
+          dst[r * ax.out + c] = FloatToBF16(sum);
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> ResizeKernels() {
   static const KernelDef kKernels[] = {
       {ir::OpKind::kResize, DType::kF32, PrepareResize, EvalResize<float>},
       {ir::OpKind::kResize, DType::kF64, PrepareResize, EvalResize<double>},
+      {ir::OpKind::kResize, DType::kBF16, PrepareResize, EvalCubicBF16},
   };
   return kKernels;
 }

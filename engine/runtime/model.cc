@@ -188,6 +188,24 @@ std::optional<size_t> ListElement(absl::string_view name, const std::string& lis
   return k;
 }
 
+// Per argument: a list's length, nullopt for any other value.
+std::vector<std::optional<size_t>> ListLengths(const std::vector<RunValue>& args) {
+  std::vector<std::optional<size_t>> lengths;
+  for (const RunValue& a : args) {
+    lengths.push_back(a.kind == RunValue::Kind::kTensorList ? std::optional<size_t>(a.list.size())
+                                                            : std::nullopt);
+  }
+  return lengths;
+}
+
+// The prefix that tells the graphs of list lengths apart in plan and
+// signature keys: "lists=2,-;".
+std::string ListVariant(const std::vector<std::optional<size_t>>& lengths) {
+  std::vector<std::string> shown;
+  for (const auto& n : lengths) shown.push_back(n ? absl::StrCat(*n) : "-");
+  return absl::StrCat("lists=", absl::StrJoin(shown, ","), ";");
+}
+
 }  // namespace
 
 std::string SignatureKey(const std::vector<kernels::TensorInfo>& sig) {
@@ -449,8 +467,24 @@ absl::StatusOr<std::vector<RunValue>> Model::RunOn(const Executable& exe,
 absl::StatusOr<std::vector<RunValue>> Model::RunMatched(
     const std::vector<kernels::TensorInfo>& signature, const std::vector<RunValue>& args,
     const RunOptions& run) const {
-  ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe, GetExecutable(signature));
-  return RunOn(*exe, args, run);
+  const std::vector<std::optional<size_t>> lengths = ListLengths(args);
+  if (std::none_of(lengths.begin(), lengths.end(), [](const auto& n) { return n.has_value(); })) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe, GetExecutable(signature));
+    return RunOn(*exe, args, run);
+  }
+  // The graph with its list inputs expanded runs the lists' elements in their place.
+  ASSIGN_OR_RETURN(std::shared_ptr<const ir::Graph> graph, GraphForLengths(lengths));
+  std::vector<RunValue> elements;
+  for (const RunValue& a : args) {
+    if (a.kind != RunValue::Kind::kTensorList) {
+      elements.push_back(a);
+      continue;
+    }
+    for (const Tensor& t : a.list) elements.push_back(RunValue::Of(t));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe,
+                   GetExecutableOf(*graph, ListVariant(lengths), signature));
+  return RunOn(*exe, elements, run);
 }
 
 size_t Model::num_compiled() const {
@@ -661,13 +695,15 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
   for (size_t i = 0; i < bound.size(); ++i) {
     const Tensor* t = bound[i];
     if (!inputs_[i].list.empty() && (whole_list[i] || !elements[i].empty())) {
-      // The list's elements in place of the list (see ExpandListInputs).
+      // One value, the list; the signature has an entry per element (see RunMatched).
       has_list = true;
       lengths[i] = elements[i].size();
+      std::vector<Tensor> list;
       for (const auto& [index, e] : elements[i]) {
         signature.push_back(kernels::TensorInfo{e->dtype(), e->dims(), nullptr, true});
-        args.push_back(RunValue::Of(*e));
+        list.push_back(*e);
       }
+      args.push_back(RunValue::List(std::move(list)));
       continue;
     }
     if (t == nullptr) {
@@ -683,28 +719,18 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     args.push_back(RunValue::Of(*t));
   }
   std::vector<RunValue> outs;
-  if (has_list) {
-    ASSIGN_OR_RETURN(std::shared_ptr<const ir::Graph> graph, GraphForLengths(lengths));
-    std::vector<std::string> shown;
-    for (const auto& n : lengths) shown.push_back(n ? absl::StrCat(*n) : "-");
-    const std::string variant = absl::StrCat("lists=", absl::StrJoin(shown, ","), ";");
-    ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe,
-                     GetExecutableOf(*graph, variant, signature));
-    ASSIGN_OR_RETURN(outs, RunOn(*exe, args, run));
+  std::optional<std::vector<RunValue>> gated;
+  if (options_.gate != nullptr) {
+    // The gate's own runs of the model need its services too.
+    RunOptions gate_run = run;
+    if (gate_run.services == nullptr) gate_run.services = options_.services;
+    const std::string key = (has_list ? ListVariant(lengths) : "") + SignatureKey(signature);
+    ASSIGN_OR_RETURN(gated, options_.gate->Admit(*this, key, signature, args, gate_run));
+  }
+  if (gated.has_value()) {
+    outs = *std::move(gated);
   } else {
-    std::optional<std::vector<RunValue>> gated;
-    if (options_.gate != nullptr) {
-      // The gate's own runs of the model need its services too.
-      RunOptions gate_run = run;
-      if (gate_run.services == nullptr) gate_run.services = options_.services;
-      ASSIGN_OR_RETURN(gated, options_.gate->Admit(*this, SignatureKey(signature), signature,
-                                                   args, gate_run));
-    }
-    if (gated.has_value()) {
-      outs = *std::move(gated);
-    } else {
-      ASSIGN_OR_RETURN(outs, RunMatched(signature, args, run));
-    }
+    ASSIGN_OR_RETURN(outs, RunMatched(signature, args, run));
   }
   if (outs.size() != names.size()) {
     return absl::InternalError(absl::StrCat("the run gave ", outs.size(), " outputs for ",

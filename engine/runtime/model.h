@@ -101,10 +101,11 @@ class SignatureGate {
  public:
   virtual ~SignatureGate() = default;
   // Called by Model::Infer with the request matched to the graph's inputs
-  // (one value per graph input; requests with List[Tensor] inputs are not
-  // shown) and its signature (SignatureKey). Returns nullopt to run it on
-  // `model` as usual, or the values to answer with instead (one per graph
-  // output); a failure fails the request.
+  // (one value per graph input, a List[Tensor] input as a list), its
+  // signature (an entry per list element) and the signature's key
+  // (SignatureKey, after "lists=<lengths>;" when it has lists). Returns
+  // nullopt to run it on `model` as usual, or the values to answer with
+  // instead (one per graph output); a failure fails the request.
   virtual absl::StatusOr<std::optional<std::vector<RunValue>>> Admit(
       const Model& model, const std::string& key,
       const std::vector<kernels::TensorInfo>& signature, const std::vector<RunValue>& args,
@@ -171,9 +172,10 @@ class Model {
                                                  const std::vector<std::string>& requested,
                                                  const RunOptions& run = {}) const;
 
-  // Runs values already matched to the graph's inputs (one per graph input,
-  // no List[Tensor] input) on the executable of `signature`, compiled on
-  // first use, without the signature gate: one value per graph output.
+  // Runs values already matched to the graph's inputs (one per graph input;
+  // a List[Tensor] input as a list, with an entry per element in
+  // `signature`) on the executable of `signature`, compiled on first use,
+  // without the signature gate: one value per graph output.
   absl::StatusOr<std::vector<RunValue>> RunMatched(const std::vector<kernels::TensorInfo>& signature,
                                                    const std::vector<RunValue>& args,
                                                    const RunOptions& run = {}) const;

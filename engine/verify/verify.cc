@@ -146,7 +146,24 @@ absl::StatusOr<Samples> RequestSamples(const runtime::Model& model, const ir::Gr
     const std::string& name =
         i < model.inputs().size() ? model.inputs()[i].name : graph.value(graph.inputs()[i]).name;
     if (v.kind == runtime::RunValue::Kind::kTensorList) {
-      return absl::UnimplementedError("a List[Tensor] input is not verified on first use");
+      // Kiln's side runs the elements in place of the list (as MakeSamples'
+      // lists do); libtorch's gets the list.
+      s.lengths.push_back(v.list.size());
+      s.has_list = true;
+      std::vector<Tensor> list;
+      std::vector<std::string> shown;
+      for (const Tensor& e : v.list) {
+        s.signature.push_back(kernels::TensorInfo{e.dtype(), e.dims(), nullptr, true});
+        s.kiln.push_back(runtime::RunValue::Of(e));
+        list.push_back(Copy(e));
+        shown.push_back(absl::StrCat(DTypeName(e.dtype()), DimsToString(e.dims())));
+      }
+      s.torch.push_back(ReferenceInput{runtime::RunValue::List(std::move(list)), false});
+      const std::string& list_name =
+          i < model.inputs().size() && !model.inputs()[i].list.empty() ? model.inputs()[i].list
+                                                                       : name;
+      text.push_back(absl::StrCat(list_name, "=[", absl::StrJoin(shown, ", "), "]"));
+      continue;
     }
     s.lengths.push_back(std::nullopt);
     if (v.kind == runtime::RunValue::Kind::kNone) {

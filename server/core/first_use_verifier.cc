@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
 #include "server/core/model_repository.h"
 
@@ -67,70 +69,153 @@ void FirstUseVerifier::set_model_path(std::string path) {
   path_ = std::move(path);
 }
 
-// The record: a header line, then one "KEY<TAB>SUMMARY" line per signature
-// that passed. Small (a line per signature); a larger or malformed file is
-// read as far as it makes sense and otherwise ignored.
-constexpr char kRecordHeader[] = "kiln verified signatures 1";
+// The record: a header line, then one line per signature: "KEY<TAB>SUMMARY"
+// for one that passed, "KEY<TAB>SUMMARY<TAB>fallback=OP,OP" for one served
+// with those ops forced onto the fallback. Format 1 had only the first kind
+// (its header is still read); a kilnd that knows only format 1 ignores a
+// format 2 record, so it never takes a fallen-back signature for a passed
+// one. Small (a line per signature); a larger or malformed file is read as
+// far as it makes sense and otherwise ignored.
+constexpr char kRecordHeader1[] = "kiln verified signatures 1";
+constexpr char kRecordHeader[] = "kiln verified signatures 2";
+constexpr char kFallbackField[] = "fallback=";
 constexpr size_t kMaxRecordBytes = 1 << 20;
 constexpr char kRemembered[] = " (remembered from an earlier run of kilnd)";
 
-// The record's (key, summary) lines, in file order; none when it is missing,
-// unreadable or not a record.
-static std::vector<std::pair<std::string, std::string>> ReadRecord(const std::string& path) {
-  std::vector<std::pair<std::string, std::string>> entries;
+std::vector<RecordedSignature> ReadSignatureRecord(const std::string& path) {
+  std::vector<RecordedSignature> entries;
   std::ifstream in(path);
   std::string line;
-  if (!in || !std::getline(in, line) || line != kRecordHeader) return entries;
+  if (!in || !std::getline(in, line)) return entries;
+  const bool format1 = line == kRecordHeader1;
+  if (!format1 && line != kRecordHeader) return entries;
   size_t bytes = line.size();
   while (std::getline(in, line) && (bytes += line.size() + 1) <= kMaxRecordBytes) {
-    const size_t tab = line.find('\t');
-    if (tab == std::string::npos || tab == 0) continue;
-    entries.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+    std::vector<std::string> fields = absl::StrSplit(line, '\t');
+    if (fields[0].empty() || fields.size() < 2) continue;
+    RecordedSignature entry{fields[0], fields[1], {}};
+    if (format1) {
+      // Its summary was the rest of the line.
+      entry.summary = line.substr(line.find('\t') + 1);
+    } else if (fields.size() > 3) {
+      continue;
+    } else if (fields.size() == 3) {
+      if (!absl::StartsWith(fields[2], kFallbackField)) continue;
+      entry.forced = absl::StrSplit(fields[2].substr(strlen(kFallbackField)), ',',
+                                    absl::SkipEmpty());
+      if (entry.forced.empty()) continue;
+    }
+    entries.push_back(std::move(entry));
   }
   return entries;
 }
 
+std::string FormatSignatureRecord(const std::vector<RecordedSignature>& signatures) {
+  // One line each: no tab or newline inside a field.
+  auto flat = [](std::string v) {
+    for (char& c : v) {
+      if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+    }
+    return v;
+  };
+  std::string text = absl::StrCat(kRecordHeader, "\n");
+  for (const RecordedSignature& s : signatures) {
+    absl::StrAppend(&text, flat(s.key), "\t", flat(s.summary));
+    if (!s.forced.empty()) {
+      absl::StrAppend(&text, "\t", kFallbackField, flat(absl::StrJoin(s.forced, ",")));
+    }
+    absl::StrAppend(&text, "\n");
+  }
+  return text;
+}
+
 FirstUseVerifier::FirstUseVerifier(FirstUseOptions options) : options_(std::move(options)) {
   if (options_.record_path.empty()) return;
-  for (auto& [key, summary] : ReadRecord(options_.record_path)) {
-    Signature& sig = signatures_[key];
-    sig.state = State::kPassed;
-    sig.summary = std::move(summary);
+  size_t fell_back = 0;
+  for (RecordedSignature& entry : ReadSignatureRecord(options_.record_path)) {
+    Signature& sig = signatures_[entry.key];
+    sig.state = entry.forced.empty() ? State::kPassed : State::kFallback;
+    sig.summary = std::move(entry.summary);
     if (!absl::EndsWith(sig.summary, kRemembered)) sig.summary += kRemembered;
+    sig.forced = std::move(entry.forced);
+    sig.remembered = sig.state == State::kFallback;
+    if (sig.remembered) ++fell_back;
   }
   if (!signatures_.empty()) {
-    spdlog::info("{}: {} signature(s) verified on first use by an earlier run are not verified again",
-                 options_.label, signatures_.size());
+    spdlog::info("{}: {} signature(s) verified on first use by an earlier run are not verified "
+                 "again{}",
+                 options_.label, signatures_.size(),
+                 fell_back == 0 ? ""
+                                : absl::StrCat(" (", fell_back,
+                                               " of them served with ops forced onto the "
+                                               "libtorch fallback)"));
   }
 }
 
 void FirstUseVerifier::SaveRecordLocked() const {
   if (options_.record_path.empty()) return;
-  std::string text = absl::StrCat(kRecordHeader, "\n");
+  std::vector<RecordedSignature> kept;
   // Lines another served copy of the same file wrote (another name, same
   // content and settings) stay.
-  for (const auto& [key, summary] : ReadRecord(options_.record_path)) {
-    if (signatures_.count(key) == 0) absl::StrAppend(&text, key, "\t", summary, "\n");
+  for (RecordedSignature& entry : ReadSignatureRecord(options_.record_path)) {
+    if (signatures_.count(entry.key) == 0) kept.push_back(std::move(entry));
   }
   for (const auto& [key, sig] : signatures_) {
-    if (sig.state != State::kPassed || absl::StartsWith(sig.summary, "verified at load")) continue;
-    // One line each: no tab or newline inside a field.
-    auto flat = [](std::string v) {
-      for (char& c : v) {
-        if (c == '\t' || c == '\n' || c == '\r') c = ' ';
-      }
-      return v;
-    };
-    absl::StrAppend(&text, flat(key), "\t", flat(sig.summary), "\n");
+    const bool passed =
+        sig.state == State::kPassed && !absl::StartsWith(sig.summary, "verified at load");
+    // Only a repair can be rebuilt: a signature no forced op repaired is
+    // verified again after a restart.
+    const bool repaired = sig.state == State::kFallback && !sig.forced.empty() &&
+                          (sig.repaired != nullptr || sig.remembered);
+    if (passed || repaired) {
+      kept.push_back(RecordedSignature{key, sig.summary,
+                                       repaired ? sig.forced : std::vector<std::string>{}});
+    }
   }
   const std::string dir = std::filesystem::path(options_.record_path).parent_path().string();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (absl::Status s = WriteFileAtomically(options_.record_path, text); !s.ok()) {
+  if (absl::Status s = WriteFileAtomically(options_.record_path, FormatSignatureRecord(kept));
+      !s.ok()) {
     // Only costs verifying again after a restart.
     spdlog::warn("{}: cannot remember the verified signatures: {}", options_.label,
                  std::string(s.message()));
   }
+}
+
+absl::Status FirstUseVerifier::RebuildRemembered(std::unique_lock<std::mutex>& lock,
+                                                 const std::string& key,
+                                                 const runtime::RunOptions& run) const {
+  Signature& sig = signatures_[key];
+  sig.rebuilding = true;
+  importer::ImportOptions import = options_.import;
+  import.force_fallback.insert(import.force_fallback.end(), sig.forced.begin(), sig.forced.end());
+  const std::string path = path_;
+  lock.unlock();
+  const auto deadline =
+      std::min(run.deadline, std::chrono::steady_clock::now() + options_.timeout);
+  absl::StatusOr<std::unique_ptr<runtime::Model>> rebuilt =
+      absl::FailedPreconditionError("this server cannot rebuild a model");
+  if (options_.rebuild) rebuilt = options_.rebuild(path, import, deadline);
+  lock.lock();
+  verified_.notify_all();
+  Signature& s = signatures_[key];
+  s.rebuilding = false;
+  if (rebuilt.ok()) {
+    s.repaired = *std::move(rebuilt);
+    s.remembered = false;
+    spdlog::info("{}: signature {} served with {} through the libtorch fallback, as an earlier "
+                 "run of kilnd found; not verified again",
+                 options_.label, key, absl::StrJoin(s.forced, ", "));
+    return absl::OkStatus();
+  }
+  if (StoppedByRequest(rebuilt.status(), run)) return rebuilt.status();
+  spdlog::warn("{}: signature {}: cannot rebuild the model with {} forced onto the fallback as "
+               "an earlier run of kilnd did ({}); verifying it again",
+               options_.label, key, absl::StrJoin(s.forced, ", "),
+               std::string(rebuilt.status().message()));
+  signatures_.erase(key);
+  return absl::OkStatus();
 }
 
 void FirstUseVerifier::MarkVerified(const std::string& key, std::string how) {
@@ -146,13 +231,20 @@ absl::StatusOr<std::optional<std::vector<runtime::RunValue>>> FirstUseVerifier::
     const runtime::RunOptions& run) const {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = signatures_.find(key);
-  // Another request of the signature is verifying it: wait for its outcome.
-  while (it != signatures_.end() && it->second.state == State::kVerifying) {
+  // Another request of the signature is verifying it, or rebuilding its
+  // remembered repair: wait for its outcome.
+  while (it != signatures_.end() &&
+         (it->second.state == State::kVerifying || it->second.rebuilding)) {
     if (std::chrono::steady_clock::now() >= run.deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           run.deadline_name, " passed while the signature was verified against libtorch"));
     }
     verified_.wait_for(lock, std::chrono::milliseconds(50));
+    it = signatures_.find(key);
+  }
+  if (it != signatures_.end() && it->second.remembered) {
+    // Repaired by an earlier run of kilnd: the same repair, without libtorch.
+    RETURN_IF_ERROR(RebuildRemembered(lock, key, run));
     it = signatures_.find(key);
   }
   if (it != signatures_.end()) {
@@ -204,7 +296,7 @@ absl::StatusOr<std::optional<std::vector<runtime::RunValue>>> FirstUseVerifier::
   }
   s = outcome->signature;
   if (s.state == State::kFallback) ++fallbacks_;
-  if (s.state == State::kPassed) SaveRecordLocked();
+  if (s.state == State::kPassed || s.repaired != nullptr) SaveRecordLocked();
   verified_.notify_all();
   return std::move(outcome->answer);
 }

@@ -13,6 +13,10 @@
 //             is answered with libtorch's result, and later requests of the
 //             signature run on the repaired model
 //
+// Both outcomes are remembered across restarts (FirstUseOptions::record_path):
+// after one, a passed signature runs natively at once, and a repaired one on
+// the model rebuilt with the same ops forced, without libtorch's run.
+//
 // A signature is verified once per served model version: concurrent first
 // requests of one signature wait for the one verification. What was found is
 // logged and published in the model's metadata (Properties()). libtorch never
@@ -50,11 +54,12 @@ struct FirstUseOptions {
   std::function<std::unique_ptr<verify::TorchReference>(
       const std::string& path, std::chrono::steady_clock::time_point deadline)>
       reference;
-  // Where the signatures that passed are remembered across restarts: a file
-  // whose name the caller derives from everything that decides a
-  // verification's outcome (the model's content, the load settings, the
-  // tolerance and precision, the engine version), rewritten whole and
-  // atomically after each signature that passes. Empty: kept in memory only.
+  // Where the signatures that passed, and those repaired with ops forced onto
+  // the fallback, are remembered across restarts: a file whose name the
+  // caller derives from everything that decides a verification's outcome
+  // (the model's content, the load settings, the tolerance and precision, the
+  // engine version), rewritten whole and atomically after each signature
+  // decided so. Empty: kept in memory only.
   std::string record_path;
   // The model of the file at `path` imported again with ops forced onto the
   // fallback, without a gate of its own (set_rebuild).
@@ -64,10 +69,33 @@ struct FirstUseOptions {
       rebuild;
 };
 
+// A signature FirstUseOptions::record_path remembers: one that passed (no
+// forced ops), or one served with `forced` on the libtorch fallback.
+struct RecordedSignature {
+  std::string key;
+  std::string summary;
+  std::vector<std::string> forced;
+
+  bool operator==(const RecordedSignature& o) const {
+    return key == o.key && summary == o.summary && forced == o.forced;
+  }
+};
+
+// The signatures of the record at `path`, in file order: none when it is
+// missing, unreadable or not a record. Reads both formats: 1 (kilnd before
+// the fallen-back signatures were kept: every line passed) and 2.
+std::vector<RecordedSignature> ReadSignatureRecord(const std::string& path);
+// The record of `signatures`, in format 2 (tabs and newlines inside a field
+// become spaces).
+std::string FormatSignatureRecord(const std::vector<RecordedSignature>& signatures);
+
 class FirstUseVerifier : public runtime::SignatureGate {
  public:
   // Reads the signatures options.record_path remembers (a missing or
-  // unreadable record is an empty one) as passed.
+  // unreadable record is an empty one): those that passed are not verified
+  // again, and those that fell back are served by the model rebuilt with
+  // the same ops forced (options.rebuild, on their first request) without
+  // libtorch verifying them again.
   explicit FirstUseVerifier(FirstUseOptions options);
 
   // The model file the verifications run (it moves once an upload is served).
@@ -85,7 +113,7 @@ class FirstUseVerifier : public runtime::SignatureGate {
       const std::vector<runtime::RunValue>& args, const runtime::RunOptions& run) const override;
 
   // verify.first_use ("on"), verify.first_use.count (verifications run),
-  // verify.first_use.fallbacks (signatures that fell back),
+  // verify.first_use.fallbacks (signatures that fell back in those runs),
   // verify.signatures ("FP32[1, 5];: passed; FP32[3, 5];: fallback
   // (aten::gelu)"), and verify.signature.<key> with each one's summary (the
   // key without spaces or its last ';': "verify.signature.FP32[3,5]").
@@ -98,6 +126,10 @@ class FirstUseVerifier : public runtime::SignatureGate {
     std::string summary;
     std::vector<std::string> forced;
     std::shared_ptr<const runtime::Model> repaired;  // kFallback
+    // kFallback read from the record: `repaired` is built on first use.
+    bool remembered = false;
+    // Its rebuild is under way: other requests of it wait.
+    bool rebuilding = false;
   };
   struct Outcome {
     Signature signature;
@@ -114,8 +146,14 @@ class FirstUseVerifier : public runtime::SignatureGate {
                                  const std::vector<runtime::RunValue>& args,
                                  const runtime::RunOptions& run) const;
 
-  // Rewrites options_.record_path with the signatures that passed (mu_ held).
+  // Rewrites options_.record_path with the signatures that passed or were
+  // repaired (mu_ held).
   void SaveRecordLocked() const;
+  // Builds `key`'s remembered repair (options_.rebuild with its forced ops);
+  // on a failure not the request's, forgets the signature so that it is
+  // verified afresh. `lock` holds mu_, and is released while building.
+  absl::Status RebuildRemembered(std::unique_lock<std::mutex>& lock, const std::string& key,
+                                 const runtime::RunOptions& run) const;
 
   FirstUseOptions options_;
   mutable std::mutex mu_;

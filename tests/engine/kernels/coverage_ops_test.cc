@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/common/half.h"
 #include "engine/kernels/kernel.h"
 #include "tests/engine/kernels/single_op_graph.h"
 
@@ -20,6 +21,7 @@ namespace {
 
 using ir::OpKind;
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using testing::Absent;
 using testing::Attrs;
@@ -272,6 +274,42 @@ TEST(CoverageOpsTest, ResizeCoordinateRules) {
               ElementsAre(0, 1.0f / 3, 2.0f / 3, 1));
   // Half-pixel centres, clamped at the border.
   EXPECT_THAT(resize(Attrs().Str("mode", "linear").Ints("sizes", {4})), ElementsAre(0, 0.25, 0.75, 1));
+}
+
+// BF16 bicubic rounds at every step as libtorch 1.13 does: the expected
+// values are libtorch's own (F.interpolate of this BF16 input), and each
+// case differs from the FP32 result rounded once in most elements.
+TEST(CoverageOpsTest, BicubicInBFloat16RoundsAsLibtorch) {
+  const std::vector<float> in = {-2.5, 1.25, 3.0, -0.75, 0.5, 4.5, -3.25, 2.0, 1.75, -1.5, 0.25, 5.0};
+  Tensor x = Tensor::Zeros(DType::kBF16, {1, 1, 3, 4});
+  for (size_t i = 0; i < in.size(); ++i) x.data<uint16_t>()[i] = FloatToBF16(in[i]);
+  auto resize = [&](Attrs attrs) {
+    const Tensor y = RunOp(SingleOpGraph(OpKind::kResize, {x}, attrs.Str("mode", "cubic")))[0];
+    EXPECT_EQ(y.dtype(), DType::kBF16);
+    std::vector<float> v;
+    for (int64_t i = 0; i < y.num_elements(); ++i) v.push_back(BF16ToFloat(y.data<uint16_t>()[i]));
+    return v;
+  };
+  EXPECT_THAT(resize(Attrs().Ints("sizes", {5, 6})),
+              ElementsAreArray<float>(
+                  {-3.171875,  -1.2109375, 1.6640625,   3.625,      1.5078125,  -1.390625,
+                   -1.734375,  1.03125,    2.859375,    0.6484375,  0.048828125, 0.326171875,
+                   0.14453125, 3.21875,    3.625,       -2.5625,    -1.3046875, 2.40625,
+                   1.5390625,  1.484375,   0.494140625, -1.6328125, 1.0625,     4.40625,
+                   2.28125,    -0.392578125, -2.234375, -0.2001953125, 3.21875, 5.5625}));
+  EXPECT_THAT(resize(Attrs().Bool("align_corners", true).Ints("sizes", {4, 7})),
+              ElementsAreArray<float>(
+                  {-2.5,       -0.7890625, 1.25,      2.8125,       3.0,         1.2890625,
+                   -0.75,      -0.6328125, 2.296875,  4.15625,      1.5,         -1.609375,
+                   -0.9453125, 0.796875,   1.2109375, 2.625,        2.96875,     -0.33203125,
+                   -2.828125,  -0.345703125, 3.21875, 1.7578125,    -0.039306640625, -1.5078125,
+                   -1.3828125, 0.25,       2.796875,  5.03125}));
+  EXPECT_THAT(resize(Attrs().Floats("scales", {1.5, 1.5})),
+              ElementsAreArray<float>(
+                  {-3.265625, -1.1875,   1.765625,     3.65625,  1.53125,   -1.3828125,
+                   -1.5703125, 1.515625, 3.25,         0.049072265625, -0.416015625, 0.404296875,
+                   0.6328125, 3.09375,   3.046875,     -2.703125, -0.9609375, 3.03125,
+                   1.7578125, 0.458984375, -0.81640625, -0.72265625, 2.203125, 4.875}));
 }
 
 TEST(CoverageOpsTest, ConvTransposeScattersEachInput) {

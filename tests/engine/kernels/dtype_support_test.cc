@@ -249,6 +249,11 @@ TEST(DTypeSupportTest, OtherFloatKernelsAgreeWithFloat32) {
             c.inputs[0].dtype() != DType::kF32) {
           continue;
         }
+        // BF16 bicubic rounds at every step, as libtorch does (CoverageOpsTest
+        // checks it against libtorch's values), not once.
+        if (d == DType::kBF16 && op == OpKind::kResize && c.attrs.GetString("mode", "") == "cubic") {
+          continue;
+        }
         // `typed`: the FP32 inputs converted to d. `widened`: the same values
         // in FP32 (the originals for FP64, which holds them exactly; FP16/BF16
         // rounded values widened back), so only the computation differs.

@@ -97,6 +97,10 @@ class Attrs {
     a_.SetInts(name, std::move(v));
     return *this;
   }
+  Attrs& Floats(const std::string& name, std::vector<double> v) {
+    a_.SetFloats(name, std::move(v));
+    return *this;
+  }
   operator ir::Attributes() const { return a_; }  // NOLINT: builder converts implicitly
 
  private:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
 
 namespace kiln::runtime {
 namespace {
@@ -250,6 +251,41 @@ TEST(ModelTest, ListInputIsSentAsNumberedElements) {
   // The same length again reuses its executable.
   ASSERT_TRUE((*m)->Infer({F32("xs.0", {1, 2}), F32("bias", {2})}, {}).ok());
   EXPECT_EQ((*m)->num_compiled(), 2u);
+}
+
+// A gate that records what it is shown, and runs the request itself.
+class RecordingGate : public SignatureGate {
+ public:
+  absl::StatusOr<std::optional<std::vector<RunValue>>> Admit(
+      const Model& model, const std::string& key, const std::vector<kernels::TensorInfo>& signature,
+      const std::vector<RunValue>& args, const RunOptions& run) const override {
+    keys.push_back(key);
+    shown.push_back(args);
+    ASSIGN_OR_RETURN(std::vector<RunValue> outs, model.RunMatched(signature, args, run));
+    return std::optional<std::vector<RunValue>>(std::move(outs));
+  }
+  std::map<std::string, std::string> Properties() const override { return {}; }
+
+  mutable std::vector<std::string> keys;
+  mutable std::vector<std::vector<RunValue>> shown;
+};
+
+TEST(ModelTest, GateSeesAListInputAsAListAndRunsIt) {
+  auto gate = std::make_shared<RecordingGate>();
+  ModelOptions opts;
+  opts.gate = gate;
+  auto m = Model::Create(ListInputGraph(), opts);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto out = (*m)->Infer({F32("xs.0", {1, 2}), F32("xs.1", {2, 2}), F32("bias", {2})}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].tensor.dims(), (Dims{3, 2}));
+  ASSERT_EQ(gate->keys.size(), 1u);
+  // The list lengths keep two lists of other lengths but the same elements apart.
+  EXPECT_EQ(gate->keys[0], "lists=2,-;FP32[1, 2];FP32[2, 2];FP32[2];");
+  ASSERT_EQ(gate->shown[0].size(), 2u);  // one value per graph input
+  EXPECT_EQ(gate->shown[0][0].kind, RunValue::Kind::kTensorList);
+  EXPECT_EQ(gate->shown[0][0].list.size(), 2u);
+  EXPECT_EQ(gate->shown[0][1].kind, RunValue::Kind::kTensor);
 }
 
 TEST(ModelTest, ListInputWithAGapOrNoElementIsRefusedNamingTheMissingOne) {
