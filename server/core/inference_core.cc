@@ -15,6 +15,7 @@
 #include "server/core/model_contract.h"
 #include "server/core/request_parameters.h"
 #include "server/core/tensor_codec.h"
+#include "server/scheduler/dynamic_batcher.h"
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "unknown"
