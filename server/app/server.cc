@@ -1,7 +1,8 @@
 #include "server/app/server.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
