@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -36,7 +38,8 @@ HttpResponse Json(std::string body, int status = 200) {
 }
 
 // A failed request: its HTTP status and {"error": ...}. Failures inside the
-// core are logged there; the ones found here are logged here.
+// core are logged there; the ones found here, and an inference's, are logged
+// here under HTTP's name.
 HttpResponse Error(const absl::Status& status, absl::string_view what = {},
                    absl::string_view model = {}) {
   if (!what.empty()) LogFailedCall(absl::StrCat("HTTP ", what), model, status);
