@@ -2,9 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/support/server_interceptor.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -19,16 +16,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "server/core/inference_core.h"
+#include "server/core/model_registry.h"
+#include "server/core/model_repository.h"
+#include "server/core/repository_core.h"
+#include "server/core/upload_store.h"
+#include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
 #include "server/http/kserve_routes.h"
 #include "server/metrics/server_metrics.h"
-#include "server/grpc/inference_service.h"
-#include "server/core/model_registry.h"
-#include "server/core/model_repository.h"
-#include "server/grpc/repository_service.h"
 #include "server/security/access_policy.h"
 #include "server/security/tls.h"
-#include "server/core/upload_store.h"
 
 namespace kiln::server {
 namespace {
@@ -50,63 +48,6 @@ std::string JoinHostPort(const std::string& host, int port) {
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
-
-// One debug line per RPC when it ends (method, status, time) and the count of
-// RPCs in flight, which shutdown reports while it drains. Health probes log at
-// trace level: an orchestrator sends one every few seconds.
-class RequestInterceptor : public grpc::experimental::Interceptor {
- public:
-  RequestInterceptor(grpc::experimental::ServerRpcInfo* info, std::atomic<int>* in_flight)
-      : method_(info->method()),
-        in_flight_(in_flight),
-        level_(method_.rfind("/grpc.health.", 0) == 0 ? spdlog::level::trace
-                                                      : spdlog::level::debug) {}
-
-  ~RequestInterceptor() override {
-    if (started_) in_flight_->fetch_sub(1);
-  }
-
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    using Hook = grpc::experimental::InterceptionHookPoints;
-    if (methods->QueryInterceptionHookPoint(Hook::POST_RECV_INITIAL_METADATA) && !started_) {
-      started_ = true;
-      start_ = std::chrono::steady_clock::now();
-      const int n = in_flight_->fetch_add(1) + 1;
-      spdlog::log(level_, "rpc {} started ({} in flight)", method_, n);
-    }
-    if (methods->QueryInterceptionHookPoint(Hook::PRE_SEND_STATUS)) {
-      const grpc::Status status = methods->GetSendStatus();
-      const double ms = std::chrono::duration<double, std::milli>(
-                            std::chrono::steady_clock::now() - start_)
-                            .count();
-      spdlog::log(level_, "rpc {} {} in {:.1f} ms", method_,
-                  status.ok() ? std::string("OK")
-                              : absl::StrCat("failed (code ", status.error_code(), ")"),
-                  ms);
-    }
-    methods->Proceed();
-  }
-
- private:
-  const std::string method_;
-  std::atomic<int>* const in_flight_;
-  const spdlog::level::level_enum level_;
-  bool started_ = false;
-  std::chrono::steady_clock::time_point start_;
-};
-
-class RequestInterceptorFactory
-    : public grpc::experimental::ServerInterceptorFactoryInterface {
- public:
-  explicit RequestInterceptorFactory(std::atomic<int>* in_flight) : in_flight_(in_flight) {}
-  grpc::experimental::Interceptor* CreateServerInterceptor(
-      grpc::experimental::ServerRpcInfo* info) override {
-    return new RequestInterceptor(info, in_flight_);
-  }
-
- private:
-  std::atomic<int>* const in_flight_;
-};
 
 }  // namespace
 
@@ -137,8 +78,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   // Credentials first: a bad token file or certificate stops start-up before
   // any model is loaded.
-  std::shared_ptr<grpc::ServerCredentials> credentials;
-  ASSIGN_OR_RETURN(credentials, security::GrpcServerCredentials(options.tls));
+  if (options.tls.enabled()) RETURN_IF_ERROR(security::ValidateTlsFiles(options.tls));
   std::unique_ptr<security::Authenticator> auth;
   if (options.auth_tokens_file.empty()) {
     auth = std::make_unique<security::Authenticator>();
@@ -189,14 +129,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // Load before listening, so ServerReady is true from the first request on.
   server->registry_->LoadAll();
 
-  ServiceOptions service_options;
-  service_options.max_upload_bytes = options.max_upload_bytes;
-  service_options.limits = limits;
-  service_options.concurrent_inferences = options.concurrent_inferences > 0
-                                              ? options.concurrent_inferences
-                                              : ComputePool::DefaultWorkers(options.threads);
-  service_options.auth = server->auth_.get();
-  server->service_ = std::make_unique<InferenceService>(server->registry_.get(), service_options);
+  InferenceCoreOptions core_options;
+  core_options.max_upload_bytes = options.max_upload_bytes;
+  core_options.limits = limits;
+  core_options.concurrent_inferences = options.concurrent_inferences > 0
+                                           ? options.concurrent_inferences
+                                           : ComputePool::DefaultWorkers(options.threads);
+  server->inference_core_ = std::make_unique<InferenceCore>(server->registry_.get(), core_options);
   if (options.uploads.max_partial_uploads < 1 || options.uploads.max_partial_bytes == 0 ||
       options.uploads.ttl.count() < 1) {
     return absl::InvalidArgumentError(
@@ -206,9 +145,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       std::make_unique<UploadStore>(server->repository_->StagingDir(), options.uploads);
   // Uploads abandoned while the server was down expire now.
   server->uploads_->SweepExpired();
-  server->repository_service_ = std::make_unique<RepositoryService>(
-      server->registry_.get(), server->uploads_.get(), options.max_upload_bytes,
-      server->auth_.get());
+  server->repository_core_ = std::make_unique<RepositoryCore>(
+      server->registry_.get(), server->uploads_.get(), options.max_upload_bytes);
 
   const int64_t wanted = std::max<int64_t>(
       kMinMessageBytes,
@@ -216,27 +154,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
           kMessageOverheadBytes);
   const int max_message = static_cast<int>(std::min<int64_t>(wanted, INT_MAX));
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  // gRPC sets SO_REUSEPORT on its listening sockets by default: another
-  // process could then bind the same port and take a share of the
-  // connections, and --port 0 could end up with more than the one port
-  // advertised. One socket, bound once.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(JoinHostPort(options.host, options.port), credentials,
-                           &server->port_);
-  builder.SetMaxReceiveMessageSize(max_message);
-  builder.SetMaxSendMessageSize(max_message);
-  builder.RegisterService(server->service_.get());
-  builder.RegisterService(server->repository_service_.get());
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<RequestInterceptorFactory>(server->in_flight_.get()));
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  server->grpc_server_ = builder.BuildAndStart();
-  if (server->grpc_server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", JoinHostPort(options.host, options.port)));
-  }
+  GrpcServerOptions grpc_options;
+  grpc_options.address = JoinHostPort(options.host, options.port);
+  grpc_options.max_message_bytes = max_message;
+  grpc_options.in_flight = server->in_flight_.get();
+  grpc_options.tls = options.tls;
+  ASSIGN_OR_RETURN(server->grpc_server_,
+                   GrpcServer::Start(grpc_options, server->inference_core_.get(),
+                                     server->repository_core_.get(), server->auth_.get()));
+  server->port_ = server->grpc_server_->port();
   spdlog::info("serving on {} (threads={}, max upload {} bytes)", server->address(),
                options.threads, options.max_upload_bytes);
   if (options.http_port >= 0) {
@@ -249,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     http_options.in_flight = server->in_flight_.get();
     http_options.tls = options.tls;
     std::vector<http::Route> routes =
-        http::KserveRoutes(server->service_.get(), server->auth_.get());
+        http::KserveRoutes(server->inference_core_.get(), server->auth_.get());
     ASSIGN_OR_RETURN(server->http_server_,
                      http::HttpServer::Start(http_options, std::move(routes)));
     server->http_port_ = server->http_server_->port();

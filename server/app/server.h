@@ -1,8 +1,9 @@
 // The Kiln server as a library: opens the model repository and the
 // compiled-graph cache, loads the models, and serves GRPCInferenceService and
-// Kiln's ModelRepositoryService on HOST:PORT, and the same protocol over
-// HTTP/REST on HOST:HTTP_PORT and Prometheus metrics on HOST:METRICS_PORT
-// (server/metrics/) when asked. kilnd's main() is flag parsing
+// Kiln's ModelRepositoryService on HOST:PORT (server/grpc/grpc_server.h), and
+// the same protocol over HTTP/REST on HOST:HTTP_PORT (server/http/) and
+// Prometheus metrics on HOST:METRICS_PORT (server/metrics/) when asked, all
+// over one core (server/core/inference_core.h). kilnd's main() is flag parsing
 // around this class; tests run it in-process on 127.0.0.1:0.
 #pragma once
 
@@ -20,16 +21,13 @@
 #include "server/security/tls.h"
 #include "server/core/upload_store.h"
 
-namespace grpc {
-class Server;
-}  // namespace grpc
-
 namespace kiln::server {
 
-class InferenceService;
+class GrpcServer;
+class InferenceCore;
 class ModelRegistry;
 class ModelRepository;
-class RepositoryService;
+class RepositoryCore;
 namespace http {
 class HttpServer;
 }  // namespace http
@@ -140,14 +138,15 @@ class Server {
   std::unique_ptr<ModelRegistry> registry_;
   std::unique_ptr<security::Authenticator> auth_;
   std::unique_ptr<UploadStore> uploads_;
-  std::unique_ptr<InferenceService> service_;
-  std::unique_ptr<RepositoryService> repository_service_;
+  // What both front ends call (server/core/inference_core.h, repository_core.h).
+  std::unique_ptr<InferenceCore> inference_core_;
+  std::unique_ptr<RepositoryCore> repository_core_;
   // Counted by an interceptor; heap-held so its address is stable for it.
   std::unique_ptr<std::atomic<int>> in_flight_ = std::make_unique<std::atomic<int>>(0);
   // Set at the end of Shutdown's grace period: RunLimits::stopping.
   std::shared_ptr<std::atomic<bool>> stopping_;
   std::atomic<bool> shut_down_{false};  // Shutdown has been called
-  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<GrpcServer> grpc_server_;
   int http_port_ = -1;
   std::unique_ptr<http::HttpServer> http_server_;
   int metrics_port_ = -1;

@@ -2,7 +2,7 @@
 // request's parameters and tensors are checked and decoded, the engine runs
 // on a compute thread (compute_pool.h) or in the model's dynamic batcher
 // (server/scheduler/), and the response is encoded and counted in the model's
-// statistics. The gRPC front (inference_service.h) and the HTTP front call it
+// statistics. InferenceCore (inference_core.h) runs it for both front ends
 // with the same protobuf messages, so both give the same answers and the same
 // error messages.
 //

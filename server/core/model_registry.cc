@@ -33,6 +33,7 @@
 #include "server/core/import_checks.h"
 #include "server/core/model_contract.h"
 #include "server/core/model_warmup.h"
+#include "server/scheduler/dynamic_batcher.h"
 #include "server/torch/torch_backend.h"
 #include "server/torch/torch_reference_client.h"
 

@@ -26,14 +26,17 @@
 #include "engine/cache/graph_serializer.h"
 #include "engine/runtime/model.h"
 #include "server/core/first_use_verifier.h"
+#include "server/core/histogram.h"
 #include "server/torch/import_worker.h"
-#include "server/metrics/prometheus_text.h"
 #include "server/core/model_config.h"
 #include "server/core/model_repository.h"
 #include "server/core/run_limits.h"
-#include "server/scheduler/dynamic_batcher.h"
 
 namespace kiln::server {
+
+// A model's request queue (server/scheduler/dynamic_batcher.h). Declared only:
+// the scheduler builds on the core, not the other way round.
+class DynamicBatcher;
 
 enum class ModelState { kReady, kUnavailable };
 
@@ -82,7 +85,7 @@ struct StatsSnapshot {
   Duration compute_output;  // encoding the response
   std::map<uint64_t, BatchStats> batches;  // by the executions' batch size
   // Successful requests' whole durations (`success`), in microseconds.
-  metrics::HistogramCounts success_us{metrics::LatencyBoundsUs()};
+  HistogramCounts success_us{LatencyBoundsUs()};
   // Requests started and not yet answered: queued, running or encoding.
   uint64_t pending = 0;
 };

@@ -1,47 +1,22 @@
 #include "server/grpc/inference_service.h"
 
-#include <spdlog/spdlog.h>
+#include <string>
+#include <utility>
 
-#include <algorithm>
-#include <chrono>
-#include <cstring>
-#include <filesystem>
-#include <map>
-#include <optional>
-
-#include "absl/strings/match.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/string_view.h"
-#include "engine/cache/file_io.h"
-#include "engine/common/sha256.h"
-#include "engine/common/status_macros.h"
-#include "server/grpc/grpc_status.h"
-#include "server/core/model_config.h"
-#include "server/core/model_contract.h"
-#include "server/core/request_parameters.h"
+#include "server/core/call_log.h"
 #include "server/grpc/grpc_auth.h"
-#include "server/core/tensor_codec.h"
-
-#ifndef KILN_VERSION
-#define KILN_VERSION "unknown"
-#endif
+#include "server/grpc/grpc_status.h"
 
 namespace kiln::server {
 namespace {
 
-constexpr char kPlatform[] = "pytorch_torchscript";
-// Triton's file override: "file:<version>/model.pt" (or model.pt2) carries the
-// model file; its format is told by content, whichever name it comes under.
-constexpr char kFilePrefix[] = "file:";
-constexpr char kFileSuffix[] = "/model.pt";
-constexpr char kExportFileSuffix[] = "/model.pt2";
-constexpr char kConfigParam[] = "config";
-// Optional: the SHA-256 (hex) the uploaded bytes must have.
-constexpr char kSha256Param[] = "sha256";
+using security::Caller;
+using security::Rpc;
+
 // The load answer: RepositoryModelLoadResponse has no fields, so the derived
-// contract (server/core/model_contract.h) travels as trailing metadata.
+// contract (server/core/model_contract.h) travels as trailing metadata
+// (the `kiln` CLI and Python clients read it).
 constexpr char kContractTrailer[] = "kiln-contract";
 // gRPC peers refuse metadata above 8 KiB by default.
 constexpr size_t kMaxTrailerBytes = 7 << 10;
@@ -57,374 +32,128 @@ void AddContractTrailer(grpc::ServerContext* context, const std::string& contrac
   context->AddTrailingMetadata(kContractTrailer, contract);
 }
 
-using Clock = std::chrono::steady_clock;
-
-uint64_t ElapsedNs(Clock::time_point since) {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count());
-}
-
-// Logs a failed RPC (one line per failure) and converts the status.
-grpc::Status Reply(absl::string_view rpc, absl::string_view model, const absl::Status& status) {
-  if (!status.ok()) {
-    // The name is the client's: escaped, so it cannot forge log lines.
-    spdlog::warn("{} '{}' failed: {}: {}", std::string(rpc), absl::CHexEscape(model),
-                 absl::StatusCodeToString(status.code()), std::string(status.message()));
-  }
-  return ToGrpcStatus(status);
-}
-
-// A request's version field: empty means "let the server choose".
-absl::StatusOr<int64_t> RequestVersion(absl::string_view version) {
-  if (version.empty()) return 0;
-  return ParseVersion(version);
-}
-
-// Fills one ModelMetadata tensor entry. A spec without a known rank is sent as
-// shape [-1] and flagged in the model's properties as "<input|output>.<name>.rank"
-// = "dynamic", since the protocol has no way to say "any rank".
-void FillTensorMetadata(const runtime::TensorSpec& spec, absl::string_view kind,
-                        inference::ModelMetadataResponse::TensorMetadata* out,
-                        inference::ModelMetadataResponse* response) {
-  out->set_name(spec.name);
-  out->set_datatype(ContractDatatype(spec));
-  if (spec.dims.has_value()) {
-    for (int64_t d : *spec.dims) out->add_shape(d);
-  } else {
-    out->add_shape(-1);
-    (*response->mutable_properties())[absl::StrCat(kind, ".", spec.name, ".rank")] = "dynamic";
-  }
-}
-
-void FillDuration(const Duration& d, inference::StatisticDuration* out) {
-  out->set_count(d.count);
-  out->set_ns(d.ns);
-}
-
-// Reads the upload parameters of RepositoryModelLoad.
-struct LoadParams {
-  std::optional<absl::string_view> file;
-  int64_t version = 0;
-  std::optional<std::string> config;
-  std::optional<std::string> sha256;
-};
-
-absl::StatusOr<LoadParams> ParseLoadParams(const inference::RepositoryModelLoadRequest& request,
-                                           uint64_t max_upload_bytes) {
-  LoadParams params;
-  for (const auto& [key, value] : request.parameters()) {
-    if (key == kConfigParam) {
-      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam) {
-        return absl::InvalidArgumentError("parameter 'config' must be a string_param (JSON)");
-      }
-      params.config = value.string_param();
-    } else if (key == kSha256Param) {
-      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam ||
-          !cache::IsSha256Hex(value.string_param())) {
-        return absl::InvalidArgumentError(
-            "parameter 'sha256' must be a string_param of 64 lowercase hex digits");
-      }
-      params.sha256 = value.string_param();
-    } else if (absl::StartsWith(key, kFilePrefix)) {
-      // Only "file:<version>/model.pt[2]": anything else could name a path.
-      absl::string_view rest = absl::string_view(key).substr(strlen(kFilePrefix));
-      absl::StatusOr<int64_t> version = absl::InvalidArgumentError("");
-      for (absl::string_view suffix : {kFileSuffix, kExportFileSuffix}) {
-        if (absl::EndsWith(rest, suffix)) {
-          version = ParseVersion(rest.substr(0, rest.size() - suffix.size()));
-        }
-      }
-      if (!version.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "unsupported file parameter '", key,
-            "'; Kiln accepts only 'file:<version>/model.pt2' or 'file:<version>/model.pt', "
-            "e.g. 'file:1/model.pt2'"));
-      }
-      if (params.file.has_value()) {
-        return absl::InvalidArgumentError("only one file parameter per load");
-      }
-      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBytesParam) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("parameter '", key, "' must be a bytes_param"));
-      }
-      if (value.bytes_param().size() > max_upload_bytes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "model upload of ", value.bytes_param().size(), " bytes exceeds the server's limit of ",
-            max_upload_bytes, " bytes (--max-upload-bytes)"));
-      }
-      params.file = value.bytes_param();
-      params.version = *version;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown load parameter '", key, "'"));
-    }
-  }
-  if (params.sha256.has_value() && !params.file.has_value()) {
-    return absl::InvalidArgumentError("parameter 'sha256' needs a file parameter");
-  }
-  return params;
-}
-
 }  // namespace
 
-InferenceService::InferenceService(ModelRegistry* registry, ServiceOptions options)
-    : registry_(registry),
-      options_(options),
-      pipeline_(std::make_unique<InferPipeline>(registry, options_.limits,
-                                                options_.concurrent_inferences)) {}
-
-grpc::Status InferenceService::Authorize(const grpc::ServerContextBase& context,
-                                         security::Rpc rpc) const {
-  return security::Authorize(options_.auth, context, rpc);
-}
+InferenceService::InferenceService(InferenceCore* core, const security::Authenticator* auth)
+    : core_(core), auth_(auth) {}
 
 grpc::Status InferenceService::ServerLive(grpc::ServerContext* context,
                                           const inference::ServerLiveRequest*,
                                           inference::ServerLiveResponse* response) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kServerLive); !s.ok()) return s;
-  response->set_live(true);
-  return grpc::Status::OK;
+  return security::Serve(auth_, *context, Rpc::kServerLive,
+                         [&](const Caller& caller) { return core_->ServerLive(caller, response); });
 }
 
 grpc::Status InferenceService::ServerReady(grpc::ServerContext* context,
                                            const inference::ServerReadyRequest*,
                                            inference::ServerReadyResponse* response) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kServerReady); !s.ok()) return s;
-  // The repository was loaded before the server started listening, so once
-  // requests arrive the server is ready, even with no (or failed) models.
-  response->set_ready(true);
-  return grpc::Status::OK;
+  return security::Serve(auth_, *context, Rpc::kServerReady, [&](const Caller& caller) {
+    return core_->ServerReady(caller, response);
+  });
 }
 
 grpc::Status InferenceService::ModelReady(grpc::ServerContext* context,
                                           const inference::ModelReadyRequest* request,
                                           inference::ModelReadyResponse* response) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kModelReady); !s.ok()) return s;
-  response->set_ready(registry_->IsReady(request->name(), request->version()));
-  return grpc::Status::OK;
+  return security::Serve(auth_, *context, Rpc::kModelReady, [&](const Caller& caller) {
+    return core_->ModelReady(caller, *request, response);
+  });
 }
 
 grpc::Status InferenceService::ServerMetadata(grpc::ServerContext* context,
                                               const inference::ServerMetadataRequest*,
                                               inference::ServerMetadataResponse* response) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kServerMetadata); !s.ok()) return s;
-  response->set_name("kiln");
-  response->set_version(KILN_VERSION);
-  for (const char* extension :
-       {"model_repository", "statistics", "binary_tensor_data", "system_shared_memory"}) {
-    response->add_extensions(extension);
-  }
-  return grpc::Status::OK;
+  return security::Serve(auth_, *context, Rpc::kServerMetadata, [&](const Caller& caller) {
+    return core_->ServerMetadata(caller, response);
+  });
 }
 
 grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
                                              const inference::ModelMetadataRequest* request,
                                              inference::ModelMetadataResponse* response) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kModelMetadata); !s.ok()) return s;
-  const std::string& name = request->name();
-  absl::StatusOr<ServingModel> serving = registry_->Get(name, request->version());
-  if (!serving.ok()) return Reply("ModelMetadata", name, serving.status());
-  response->set_name(name);
-  for (int64_t v : serving->ready_versions) response->add_versions(std::to_string(v));
-  response->set_platform(std::string(kPlatform));
-  // The version described, and its file's content identity.
-  (*response->mutable_properties())["version"] = std::to_string(serving->version);
-  (*response->mutable_properties())["sha256"] = serving->sha256;
-  // What the load found: fallback ops, the verified import; and the imported
-  // graph as text (what `kiln inspect` prints).
-  for (const auto& [key, value] : serving->model->properties()) {
-    (*response->mutable_properties())[key] = value;
-  }
-  (*response->mutable_properties())["graph"] = ir::PrintGraph(serving->model->graph());
-  // Whether requests are batched, and why not (server/scheduler/dynamic_batcher.h).
-  (*response->mutable_properties())["dynamic_batching"] =
-      serving->batcher != nullptr ? serving->batcher->Describe() : "off: no max_batch_size in the config";
-  // Which dtypes and dims are fixed, aliases, and where each tensor sits in
-  // forward()'s arguments and result.
-  std::map<std::string, std::string> contract;
-  AddContractProperties(*serving->model, contract);
-  for (auto& [key, value] : contract) (*response->mutable_properties())[key] = std::move(value);
-  for (const runtime::TensorSpec& spec : serving->model->inputs()) {
-    FillTensorMetadata(spec, "input", response->add_inputs(), response);
-  }
-  for (const runtime::TensorSpec& spec : serving->model->outputs()) {
-    FillTensorMetadata(spec, "output", response->add_outputs(), response);
-  }
-  return grpc::Status::OK;
+  return security::Serve(auth_, *context, Rpc::kModelMetadata, [&](const Caller& caller) {
+    return core_->ModelMetadata(caller, *request, response);
+  });
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (grpc::Status s = Authorize(*context, security::Rpc::kModelInfer); !s.ok()) {
-    reactor->Finish(s);
+  absl::StatusOr<Caller> caller = security::Authenticate(auth_, *context, Rpc::kModelInfer);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
   InferCall call;
   call.deadline = context->deadline();
   call.cancelled = [context] { return context->IsCancelled(); };
-  pipeline_->Infer(*request, response, std::move(call),
-                   [reactor, request](const absl::Status& status) {
-                     reactor->Finish(Reply("ModelInfer", request->model_name(), status));
-                   });
+  core_->ModelInfer(*caller, *request, response, std::move(call),
+                    [reactor, request](const absl::Status& status) {
+                      if (!status.ok()) LogFailedCall("ModelInfer", request->model_name(), status);
+                      reactor->Finish(ToGrpcStatus(status));
+                    });
   return reactor;
 }
 
 grpc::Status InferenceService::ModelStatistics(grpc::ServerContext* context,
                                                const inference::ModelStatisticsRequest* request,
                                                inference::ModelStatisticsResponse* response) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kModelStatistics); !s.ok()) return s;
-  const std::string& name = request->name();
-  absl::StatusOr<int64_t> version = RequestVersion(request->version());
-  auto stats = version.ok() ? registry_->Statistics(name, *version) : version.status();
-  if (!stats.ok()) return Reply("ModelStatistics", name, stats.status());
-  for (const VersionStatistics& v : *stats) {
-    const StatsSnapshot& s = v.infer;
-    inference::ModelStatistics* out = response->add_model_stats();
-    out->set_name(v.name);
-    out->set_version(std::to_string(v.version));
-    out->set_last_inference(s.last_inference_ms);
-    out->set_inference_count(s.inference_count);
-    out->set_execution_count(s.execution_count);
-    inference::InferStatistics* infer = out->mutable_inference_stats();
-    FillDuration(s.success, infer->mutable_success());
-    FillDuration(s.fail, infer->mutable_fail());
-    // Waiting for a compute thread (compute_pool.h), or in the batcher's queue.
-    FillDuration(s.queue, infer->mutable_queue());
-    FillDuration(s.compute_input, infer->mutable_compute_input());
-    FillDuration(s.compute_infer, infer->mutable_compute_infer());
-    FillDuration(s.compute_output, infer->mutable_compute_output());
-    for (const auto& [size, batch] : s.batches) {
-      inference::InferBatchStatistics* out_batch = out->add_batch_stats();
-      out_batch->set_batch_size(size);
-      FillDuration(batch.compute_input, out_batch->mutable_compute_input());
-      FillDuration(batch.compute_infer, out_batch->mutable_compute_infer());
-      FillDuration(batch.compute_output, out_batch->mutable_compute_output());
-    }
-    // Kiln has no response cache; these two count its compiled-plan cache:
-    // hits in memory (and the time to answer them), and misses, which were
-    // loaded from the disk cache or compiled (and the time that took).
-    // kiln.v1 CacheStatistics breaks them down.
-    FillDuration(Duration{v.plans.memory_hits, v.plans.hit_ns}, infer->mutable_cache_hit());
-    FillDuration(Duration{v.plans.disk_hits + v.plans.misses, v.plans.compile_ns},
-                 infer->mutable_cache_miss());
-    inference::MemoryUsage* memory = out->add_memory_usage();
-    memory->set_type("CPU");
-    memory->set_id(0);
-    memory->set_byte_size(v.weight_bytes + v.plans.bytes_held);
-  }
-  return grpc::Status::OK;
+  return security::Serve(auth_, *context, Rpc::kModelStatistics, [&](const Caller& caller) {
+    return core_->ModelStatistics(caller, *request, response);
+  });
 }
 
 grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext* context,
                                                const inference::RepositoryIndexRequest* request,
                                                inference::RepositoryIndexResponse* response) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kRepositoryIndex); !s.ok()) return s;
-  for (const ModelIndexEntry& entry : registry_->Index()) {
-    if (request->ready() && entry.state != ModelState::kReady) continue;
-    auto* model = response->add_models();
-    model->set_name(entry.name);
-    model->set_version(std::to_string(entry.version));
-    model->set_state(std::string(ModelStateName(entry.state)));
-    model->set_reason(entry.reason);
-  }
-  return grpc::Status::OK;
+  return security::Serve(auth_, *context, Rpc::kRepositoryIndex, [&](const Caller& caller) {
+    return core_->RepositoryIndex(caller, *request, response);
+  });
 }
 
 grpc::Status InferenceService::RepositoryModelLoad(
     grpc::ServerContext* context, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse*) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kRepositoryModelLoad); !s.ok()) return s;
-  const std::string& name = request->model_name();
-  absl::StatusOr<LoadParams> params = ParseLoadParams(*request, options_.max_upload_bytes);
-  if (!params.ok()) return Reply("RepositoryModelLoad", name, params.status());
-  // The registry logs every load, failed or not.
-  if (!params->file.has_value()) {
-    bool dry_run = false;
-    if (params->config.has_value()) {
-      absl::StatusOr<ModelConfig> config = ParseModelConfig(*params->config);
-      dry_run = config.ok() && config->dry_run;  // a bad config fails in the load below
-    }
-    if (dry_run) {
-      absl::StatusOr<std::string> contract = registry_->DryRunLoad(name, params->config);
-      if (!contract.ok()) return Reply("RepositoryModelLoad", name, contract.status());
-      AddContractTrailer(context, *contract);
-      return grpc::Status::OK;
-    }
-    absl::Status loaded = registry_->Load(name, std::move(params->config));
-    if (loaded.ok()) {
-      absl::StatusOr<std::string> contract = registry_->Contract(name);
-      if (contract.ok()) AddContractTrailer(context, *contract);
-    }
-    return ToGrpcStatus(loaded);
-  }
-  absl::Status status = ValidateModelName(name);
-  if (!status.ok()) return Reply("RepositoryModelLoad", name, status);
-  const std::string sha256 = Sha256Hex(*params->file);
-  if (params->sha256.has_value() && *params->sha256 != sha256) {
-    return Reply("RepositoryModelLoad", name,
-                 absl::InvalidArgumentError(absl::StrCat(
-                     "the uploaded file's SHA-256 is ", sha256, ", the 'sha256' parameter says ",
-                     *params->sha256, " (corrupted in transit?)")));
-  }
-  // Staged as a file first: the import runs on a file, and installing it is
-  // then one rename.
-  const std::string staged = (std::filesystem::path(registry_->repository().StagingDir()) /
-                              absl::StrCat(cache::kTempPrefix, "load-", cache::UniqueSuffix()))
-                                 .string();
-  status = cache::WriteFileAtomically(staged, *params->file);
-  if (!status.ok()) return Reply("RepositoryModelLoad", name, status);
-  UploadRequest upload{name, params->version, staged, sha256, std::move(params->config)};
-  absl::StatusOr<UploadResult> uploaded = registry_->Upload(std::move(upload));
-  if (uploaded.ok()) AddContractTrailer(context, uploaded->contract_json);
-  return ToGrpcStatus(uploaded.status());
+  return security::Serve(auth_, *context, Rpc::kRepositoryModelLoad, [&](const Caller& caller) {
+    absl::StatusOr<ModelLoadResult> loaded = core_->RepositoryModelLoad(caller, *request);
+    if (!loaded.ok()) return loaded.status();
+    if (loaded->contract_json.has_value()) AddContractTrailer(context, *loaded->contract_json);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status InferenceService::RepositoryModelUnload(
     grpc::ServerContext* context, const inference::RepositoryModelUnloadRequest* request,
     inference::RepositoryModelUnloadResponse*) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kRepositoryModelUnload); !s.ok()) return s;
-  return Reply("RepositoryModelUnload", request->model_name(),
-               registry_->Unload(request->model_name()));
+  return security::Serve(auth_, *context, Rpc::kRepositoryModelUnload, [&](const Caller& caller) {
+    return core_->RepositoryModelUnload(caller, *request);
+  });
 }
 
 grpc::Status InferenceService::SystemSharedMemoryStatus(
     grpc::ServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
     inference::SystemSharedMemoryStatusResponse* response) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kSystemSharedMemoryStatus); !s.ok()) {
-    return s;
-  }
-  auto regions = pipeline_->shared_memory().Status(request->name());
-  if (!regions.ok()) return Reply("SystemSharedMemoryStatus", request->name(), regions.status());
-  for (const auto& region : *regions) {
-    auto& out = (*response->mutable_regions())[region->name()];
-    out.set_name(region->name());
-    out.set_key(region->key());
-    out.set_offset(region->offset());
-    out.set_byte_size(region->byte_size());
-  }
-  return grpc::Status::OK;
+  return security::Serve(auth_, *context, Rpc::kSystemSharedMemoryStatus,
+                         [&](const Caller& caller) {
+                           return core_->SystemSharedMemoryStatus(caller, *request, response);
+                         });
 }
 
 grpc::Status InferenceService::SystemSharedMemoryRegister(
     grpc::ServerContext* context, const inference::SystemSharedMemoryRegisterRequest* request,
     inference::SystemSharedMemoryRegisterResponse*) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kSystemSharedMemoryRegister); !s.ok()) {
-    return s;
-  }
-  return Reply("SystemSharedMemoryRegister", request->name(),
-               pipeline_->shared_memory().Register(request->name(), request->key(),
-                                                   request->offset(), request->byte_size()));
+  return security::Serve(
+      auth_, *context, Rpc::kSystemSharedMemoryRegister,
+      [&](const Caller& caller) { return core_->SystemSharedMemoryRegister(caller, *request); });
 }
 
 grpc::Status InferenceService::SystemSharedMemoryUnregister(
     grpc::ServerContext* context, const inference::SystemSharedMemoryUnregisterRequest* request,
     inference::SystemSharedMemoryUnregisterResponse*) {
-  if (grpc::Status s = Authorize(*context, security::Rpc::kSystemSharedMemoryUnregister); !s.ok()) {
-    return s;
-  }
-  return Reply("SystemSharedMemoryUnregister", request->name(),
-               pipeline_->shared_memory().Unregister(request->name()));
+  return security::Serve(
+      auth_, *context, Rpc::kSystemSharedMemoryUnregister,
+      [&](const Caller& caller) { return core_->SystemSharedMemoryUnregister(caller, *request); });
 }
 
 }  // namespace kiln::server

@@ -1,31 +1,14 @@
-// The GRPCInferenceService handlers. They only translate between protobuf and
-// the registry/engine types and turn the result into a gRPC status through
-// ToGrpcStatus(); all behaviour lives in ModelRegistry and the engine.
+// The GRPCInferenceService handlers. Each authenticates the call from its
+// metadata (server/grpc/grpc_auth.h), calls the operation of InferenceCore
+// (server/core/inference_core.h) and turns its result into a gRPC status
+// through ToGrpcStatus(); all behaviour lives in the core.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <string>
-
 #include "inference/grpc_service.grpc.pb.h"
-#include "server/core/infer_pipeline.h"
-#include "server/core/model_registry.h"
-#include "server/core/run_limits.h"
+#include "server/core/inference_core.h"
 #include "server/security/access_policy.h"
 
 namespace kiln::server {
-
-struct ServiceOptions {
-  // Uploads (the "file:1/model.pt" parameter) above this are RESOURCE_EXHAUSTED.
-  uint64_t max_upload_bytes = 512ull << 20;
-  // Each ModelInfer's memory and time.
-  RunLimits limits;
-  // Compute threads ModelInfer runs the engine on (compute_pool.h).
-  int concurrent_inferences = 1;
-  // Who may call what (server/security/); null: everyone may call anything.
-  // Must outlive the service.
-  const security::Authenticator* auth = nullptr;
-};
 
 // ModelInfer uses gRPC's callback API: the call is answered from the thread
 // that finishes the inference (infer_pipeline.h), the others are synchronous.
@@ -33,8 +16,9 @@ class InferenceService final
     : public inference::GRPCInferenceService::WithCallbackMethod_ModelInfer<
           inference::GRPCInferenceService::Service> {
  public:
-  // `registry` must outlive the service.
-  InferenceService(ModelRegistry* registry, ServiceOptions options);
+  // `core` must outlive the service; so must `auth`, who may call what (null:
+  // everyone may call anything).
+  InferenceService(InferenceCore* core, const security::Authenticator* auth);
 
   grpc::Status ServerLive(grpc::ServerContext* context, const inference::ServerLiveRequest* request,
                           inference::ServerLiveResponse* response) override;
@@ -74,17 +58,9 @@ class InferenceService final
       grpc::ServerContext* context, const inference::SystemSharedMemoryUnregisterRequest* request,
       inference::SystemSharedMemoryUnregisterResponse* response) override;
 
-  // The protocol-independent inference path (the HTTP front calls it too).
-  InferPipeline& pipeline() { return *pipeline_; }
-
  private:
-  // The caller's right to `rpc` (server/grpc/grpc_auth.h).
-  grpc::Status Authorize(const grpc::ServerContextBase& context, security::Rpc rpc) const;
-
-  ModelRegistry* registry_;
-  ServiceOptions options_;
-  // Inference itself, shared with the HTTP front.
-  std::unique_ptr<InferPipeline> pipeline_;
+  InferenceCore* core_;
+  const security::Authenticator* auth_;
 };
 
 }  // namespace kiln::server

@@ -1,7 +1,8 @@
 // The JSON side of the Open Inference Protocol over HTTP/REST: translates
-// request bodies into the protobuf messages the gRPC service takes, and its
-// protobuf answers back into JSON, so both protocols share one implementation
-// and one set of validation messages (server/http/kserve_routes.cc calls it).
+// request bodies into the protobuf messages the core takes
+// (server/core/inference_core.h), and its protobuf answers back into JSON, so
+// both protocols share one implementation and one set of validation messages
+// (server/http/kserve_routes.cc calls it).
 //
 // Infer bodies follow the KServe v2 REST protocol with Triton's binary tensor
 // data extension: the JSON header, then (when the Inference-Header-Content-Length

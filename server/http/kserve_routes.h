@@ -1,10 +1,10 @@
 // The routes of the Open Inference Protocol's HTTP/REST binding (KServe v2
 // REST, with Triton's binary tensor data, model repository and statistics
 // extensions). Each handler only translates: the HTTP request becomes the
-// protobuf request the gRPC service takes (server/http/json_codec.h), the
-// shared implementation answers it, and its answer or its status goes back as
-// JSON (server/http/http_status.h). So both protocols serve the same models
-// with the same validation and the same messages.
+// protobuf request of the operation (server/http/json_codec.h), the core both
+// protocols share answers it (server/core/inference_core.h), and its answer or
+// its status goes back as JSON (server/http/http_status.h). So both protocols
+// serve the same models with the same validation and the same messages.
 //
 //   GET  /v2/health/live                                   200 {"live": true}
 //   GET  /v2/health/ready                                  200 {"ready": true}, else 503
@@ -18,7 +18,8 @@
 //   POST /v2/repository/models/NAME/load                   load, or upload a model file
 //   POST /v2/repository/models/NAME/unload                 unload
 //
-// An upload sends the model file either as the whole body (Content-Type
+// A load answers the model's contract (server/core/model_contract.h) as its
+// body. An upload sends the model file either as the whole body (Content-Type
 // application/octet-stream; query parameters version (default 1), config and
 // sha256), or, as Triton's clients do, in a JSON body
 // {"parameters": {"file:1/model.pt": "<base64>", "config": "<json>"}}.
@@ -27,7 +28,7 @@
 // request's Authorization header is checked for that RPC by the policy both
 // protocols share (server/security/access_policy.h): 401 without a valid
 // bearer token (with WWW-Authenticate: Bearer), 403 when the token's role may
-// not make the call.
+// not make the call. The caller it finds is what the core is told.
 #pragma once
 
 #include <vector>
@@ -35,7 +36,7 @@
 #include "server/http/http_server.h"
 
 namespace kiln::server {
-class InferenceService;
+class InferenceCore;
 namespace security {
 class Authenticator;
 }  // namespace security
@@ -43,9 +44,8 @@ class Authenticator;
 
 namespace kiln::server::http {
 
-// The routes above over `service`, checked by `auth` (null: no checks); both
+// The routes above over `core`, checked by `auth` (null: no checks); both
 // must outlive the HTTP server.
-std::vector<Route> KserveRoutes(InferenceService* service,
-                                const security::Authenticator* auth = nullptr);
+std::vector<Route> KserveRoutes(InferenceCore* core, const security::Authenticator* auth = nullptr);
 
 }  // namespace kiln::server::http

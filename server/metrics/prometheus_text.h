@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "server/core/histogram.h"
 
 namespace kiln::server::metrics {
 
@@ -26,22 +27,8 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 enum class MetricType { kCounter, kGauge, kHistogram };
 
-// Counts of observations per bucket, as a recorder keeps them: `buckets[i]`
-// counts the values <= bounds[i] (and > bounds[i-1]); the last entry those
-// above every bound. Rendering makes them cumulative. Not thread-safe: its
-// owner locks.
-struct HistogramCounts {
-  std::vector<double> bounds;     // ascending upper bounds; +Inf is implied
-  std::vector<uint64_t> buckets;  // bounds.size() + 1 entries
-  double sum = 0;
-  uint64_t count = 0;
-
-  explicit HistogramCounts(std::vector<double> upper_bounds = {});
-  void Observe(double value);
-};
-
-// Upper bounds in microseconds for request latencies: 100 us to 60 s.
-std::vector<double> LatencyBoundsUs();
+// HistogramCounts and LatencyBoundsUs() are the core's (server/core/histogram.h):
+// the model statistics record them, Registry::Histogram renders them.
 
 // "a\"b" for a"b: the escaping of a label value.
 std::string EscapeLabelValue(absl::string_view value);

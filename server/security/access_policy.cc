@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cache/file_io.h"
+#include "engine/common/status_macros.h"
 
 namespace kiln::server::security {
 namespace {
@@ -108,16 +109,30 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::FromFile(const std
   return std::make_unique<Authenticator>(*std::move(tokens));
 }
 
-absl::Status Authenticator::Check(Rpc rpc, absl::string_view authorization) const {
+absl::Status Authorize(const Caller& caller, Rpc rpc) {
   const Access access = RequiredAccess(rpc);
-  if (!enabled_ || access == Access::kPublic) return absl::OkStatus();
-  authorization = absl::StripAsciiWhitespace(authorization);
-  if (authorization.empty()) {
+  if (!caller.checked() || access == Access::kPublic) return absl::OkStatus();
+  if (!caller.role().has_value()) {
     return absl::UnauthenticatedError(
         absl::StrCat(RpcName(rpc),
                      " needs a bearer token: send 'authorization: Bearer TOKEN' (kilnd runs "
                      "with --auth-tokens)"));
   }
+  if (!Allows(*caller.role(), access)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(RpcName(rpc), " needs the role 'admin'; this token's role is '",
+                     RoleName(*caller.role()), "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Caller> Authenticator::Authenticate(Rpc rpc, absl::string_view authorization) const {
+  if (!enabled_) return Caller::Unchecked();
+  // Probes need no credentials, and whatever they send is not looked at.
+  if (RequiredAccess(rpc) == Access::kPublic) return Caller::Anonymous();
+  authorization = absl::StripAsciiWhitespace(authorization);
+  // Authorize words the refusal of a missing token.
+  if (authorization.empty()) return Authorize(Caller::Anonymous(), rpc);
   constexpr absl::string_view kScheme = "bearer ";
   if (authorization.size() <= kScheme.size() ||
       !absl::StartsWithIgnoreCase(authorization, kScheme)) {
@@ -131,11 +146,9 @@ absl::Status Authenticator::Check(Rpc rpc, absl::string_view authorization) cons
     return absl::UnauthenticatedError(
         absl::StrCat(RpcName(rpc), ": the bearer token is not valid"));
   }
-  if (!Allows(*role, access)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        RpcName(rpc), " needs the role 'admin'; this token's role is '", RoleName(*role), "'"));
-  }
-  return absl::OkStatus();
+  const Caller caller = Caller::WithRole(*role);
+  RETURN_IF_ERROR(Authorize(caller, rpc));
+  return caller;
 }
 
 }  // namespace kiln::server::security

@@ -1,9 +1,10 @@
 // Who may call what: the one table of Kiln's RPCs and the role each needs, and
 // the check both front ends run before a request does anything
-// (Authenticator::Check). gRPC handlers call it with the request's
+// (Authenticator::Authenticate). gRPC handlers call it with the request's
 // "authorization" metadata (server/grpc/grpc_auth.h), the HTTP routes with
 // the Authorization header of the request; each HTTP route names the RPC it
-// translates to, so one table serves both protocols.
+// translates to, so one table serves both protocols. What it returns, the
+// Caller, is all the core (server/core/inference_core.h) knows of who asks.
 //
 //   public  liveness and readiness (probes), and /metrics on its own port
 //   infer   server and model metadata, statistics, inference, the status of
@@ -19,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -61,6 +63,32 @@ Access RequiredAccess(Rpc rpc);
 // The RPC whose full method name is `method`; NotFound for any other.
 absl::StatusOr<Rpc> RpcForMethod(absl::string_view method);
 
+// Who makes a call, as authenticating its credentials found: the role of its
+// bearer token, no role for a public call (no token is looked at), or
+// unchecked when the server runs without authentication.
+class Caller {
+ public:
+  // A caller of a server without --auth-tokens: may make every call.
+  static Caller Unchecked() { return Caller(/*checked=*/false, std::nullopt); }
+  // A caller whose token was not looked at: may make public calls.
+  static Caller Anonymous() { return Caller(/*checked=*/true, std::nullopt); }
+  // A caller with a valid token of `role`.
+  static Caller WithRole(Role role) { return Caller(/*checked=*/true, role); }
+
+  bool checked() const { return checked_; }
+  const std::optional<Role>& role() const { return role_; }
+
+ private:
+  Caller(bool checked, std::optional<Role> role) : checked_(checked), role_(role) {}
+
+  bool checked_;
+  std::optional<Role> role_;
+};
+
+// OK when `caller` may make `rpc`: Unauthenticated for an anonymous caller of
+// a call that is not public, PermissionDenied when its role lacks the right.
+absl::Status Authorize(const Caller& caller, Rpc rpc);
+
 class Authenticator {
  public:
   // Checks nothing: every call is allowed (no --auth-tokens).
@@ -74,11 +102,16 @@ class Authenticator {
   // Whether tokens are checked at all.
   bool enabled() const { return enabled_; }
 
-  // OK when `authorization` (the header's or metadata entry's value; empty
-  // when absent) allows `rpc`. Unauthenticated without a valid bearer token,
-  // PermissionDenied when its role may not make the call. The messages never
-  // quote the token.
-  absl::Status Check(Rpc rpc, absl::string_view authorization) const;
+  // The caller `authorization` (the header's or metadata entry's value; empty
+  // when absent) identifies, when it may make `rpc` (Authorize).
+  // Unauthenticated without a valid bearer token, PermissionDenied when its
+  // role may not make the call. The messages never quote the token.
+  absl::StatusOr<Caller> Authenticate(Rpc rpc, absl::string_view authorization) const;
+
+  // Authenticate's verdict alone.
+  absl::Status Check(Rpc rpc, absl::string_view authorization) const {
+    return Authenticate(rpc, authorization).status();
+  }
 
  private:
   bool enabled_ = false;

@@ -125,5 +125,36 @@ TEST(AccessPolicyTest, RolesGrantWhatTheTableSays) {
   EXPECT_TRUE(open.Check(Rpc::kDeleteModel, "").ok());
 }
 
+// The caller Authenticate returns is what the core checks each call against
+// again: its token's role, none for a public call, unchecked without tokens.
+TEST(AccessPolicyTest, AuthenticateReturnsTheCallerTheCoreChecks) {
+  absl::StatusOr<TokenTable> tokens =
+      TokenTable::Parse(std::string("infer ") + kInferToken + "\nadmin " + kAdminToken + "\n");
+  ASSERT_TRUE(tokens.ok());
+  const Authenticator auth(*std::move(tokens));
+  absl::StatusOr<Caller> infer =
+      auth.Authenticate(Rpc::kModelInfer, std::string("Bearer ") + kInferToken);
+  ASSERT_TRUE(infer.ok());
+  EXPECT_TRUE(infer->checked());
+  EXPECT_EQ(infer->role(), Role::kInfer);
+  EXPECT_TRUE(Authorize(*infer, Rpc::kModelMetadata).ok());
+  EXPECT_EQ(Authorize(*infer, Rpc::kRepositoryModelLoad).code(),
+            absl::StatusCode::kPermissionDenied);
+
+  absl::StatusOr<Caller> probe = auth.Authenticate(Rpc::kServerReady, "Bearer nonsense");
+  ASSERT_TRUE(probe.ok());
+  EXPECT_FALSE(probe->role().has_value());
+  EXPECT_TRUE(Authorize(*probe, Rpc::kModelReady).ok());
+  absl::Status anonymous = Authorize(*probe, Rpc::kModelInfer);
+  EXPECT_EQ(anonymous.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(anonymous.message()), HasSubstr("ModelInfer needs a bearer token"));
+
+  absl::StatusOr<Caller> open = Authenticator().Authenticate(Rpc::kDeleteModel, "");
+  ASSERT_TRUE(open.ok());
+  EXPECT_FALSE(open->checked());
+  EXPECT_TRUE(Authorize(*open, Rpc::kDeleteModel).ok());
+  EXPECT_TRUE(Authorize(Caller::Unchecked(), Rpc::kSystemSharedMemoryRegister).ok());
+}
+
 }  // namespace
 }  // namespace kiln::server::security
