@@ -85,6 +85,20 @@ ConvertResult EmitWithDType(OpKind op, AtenCall& call, ConvertContext& cx, ir::V
   return One(cast(cx.Emit(call, op, {x}, std::move(attrs), ".wide"), ""));
 }
 
+// A reduction's dim (absent or None: every dim) and keepdim=False, as attrs
+// axes and keepdim.
+absl::StatusOr<ir::Attributes> AxesAttrs(const AtenCall& call) {
+  std::vector<int64_t> axes;
+  if (call.Has("dim")) {
+    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
+  }
+  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
+  ir::Attributes attrs;
+  attrs.SetInts("axes", std::move(axes));
+  attrs.SetBool("keepdim", keepdim);
+  return attrs;
+}
+
 ConvertResult ConvertSoftmaxLike(OpKind op, AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
@@ -368,14 +382,7 @@ ConvertResult ConvertLogSoftmax(AtenCall& call, ConvertContext& cx) {
 // mean(self, dtype=None) over everything, or mean.dim(self, dim?, keepdim=False, dtype=None).
 ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  std::vector<int64_t> axes;
-  if (call.Has("dim")) {
-    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
-  }
-  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
-  ir::Attributes attrs;
-  attrs.SetInts("axes", std::move(axes));
-  attrs.SetBool("keepdim", keepdim);
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
   return EmitWithDType(OpKind::kMean, call, cx, x, std::move(attrs));
 }
 
@@ -383,14 +390,7 @@ ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx) {
 // everything, or (self, dim, keepdim[, dtype]).
 ConvertResult ConvertReduce(OpKind op, AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  std::vector<int64_t> axes;
-  if (call.Has("dim")) {
-    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
-  }
-  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
-  ir::Attributes attrs;
-  attrs.SetInts("axes", std::move(axes));
-  attrs.SetBool("keepdim", keepdim);
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
   return EmitWithDType(op, call, cx, x, std::move(attrs));
 }
 
@@ -499,11 +499,7 @@ ConvertResult ConvertArgMaxMin(OpKind op, AtenCall& call, ConvertContext& cx) {
 // keepdim=False) or .correction(self, dim=None, *, correction=None, keepdim=False).
 ConvertResult ConvertVarStd(OpKind op, AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  std::vector<int64_t> axes;
-  if (call.Has("dim")) {
-    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
-  }
-  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
   double correction = 1.0;
   if (call.Has("unbiased")) {
     ASSIGN_OR_RETURN(bool unbiased, call.Bool("unbiased"));
@@ -511,9 +507,6 @@ ConvertResult ConvertVarStd(OpKind op, AtenCall& call, ConvertContext& cx) {
   } else if (call.Has("correction")) {
     ASSIGN_OR_RETURN(correction, call.Double("correction"));
   }
-  ir::Attributes attrs;
-  attrs.SetInts("axes", std::move(axes));
-  attrs.SetBool("keepdim", keepdim);
   attrs.SetFloat("correction", correction);
   return One(cx.Emit(call, op, {x}, std::move(attrs)));
 }
@@ -523,18 +516,11 @@ ConvertResult ConvertVarStd(OpKind op, AtenCall& call, ConvertContext& cx) {
 ConvertResult ConvertNorm(AtenCall& call, ConvertContext& cx) {
   const std::string_view op = call.op();
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  std::vector<int64_t> axes;
-  if (call.Has("dim")) {
-    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
-  }
-  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
   double p = 2.0;
   if (op != "aten::frobenius_norm") {
     ASSIGN_OR_RETURN(p, call.Double(op == "aten::linalg_vector_norm" ? "ord" : "p", 2.0));
   }
-  ir::Attributes attrs;
-  attrs.SetInts("axes", std::move(axes));
-  attrs.SetBool("keepdim", keepdim);
   attrs.SetFloat("p", p);
   return EmitWithDType(OpKind::kNorm, call, cx, x, std::move(attrs));
 }
