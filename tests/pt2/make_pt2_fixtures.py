@@ -306,11 +306,51 @@ def Models():
 
     out.append(("while_model", WhileModel(), loop(2, 2), ({0: batch}, None),
                 [loop(1, 0), loop(1, 3), loop(4, 7)], 1e-5))
+    out.append(("shape_lists", ShapeLists(), (torch.randn(2, 6, 12),), ({0: batch},),
+                [(torch.randn(1, 6, 12),), (torch.randn(5, 6, 12),)], 1e-5))
+    out.append(("activations", Activations(), (torch.randn(2, 4, 6),), ({0: batch},),
+                [(torch.randn(1, 4, 6),), (torch.randn(5, 4, 6),)], 1e-5))
     # (bfloat16 has no .npy form for the CLI to send.)
     half = torch.float16
     out.append(("float16_mlp", HalfMlp(half), (torch.randn(2, 8, dtype=half),), ({0: batch},),
                 [(torch.randn(1, 8, dtype=half),), (torch.randn(6, 8, dtype=half),)], 1e-2))
     return out
+
+
+class ShapeLists(torch.nn.Module):
+    """The list-returning shape ops as models call them: q, k, v = qkv(x).chunk(3, -1)
+    (bert_like), unflatten of a packed projection (vit_b_16's attention), split by a size that
+    leaves a shorter last piece and by sizes, unbind; x [batch, 6, 12]."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(12, 36)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        packed = self.qkv(x).unflatten(-1, (3, 12))
+        head, tail = torch.split(x, 4, dim=1)
+        first, rest = x.split([1, 5], dim=1)
+        rows = x.unbind(1)
+        return (q * k + v + packed[:, :, 1], head.sum(1) - tail.sum(1),
+                first.squeeze(1) * rows[3] + rows[5])
+
+
+class Activations(torch.nn.Module):
+    """The parameterised activations with arguments off their defaults (elu's alpha, softplus's
+    beta and threshold, the shrinks' lambd) and at them, PReLU per channel, GLU; x [batch, 4, 6]."""
+
+    def __init__(self):
+        super().__init__()
+        self.prelu = torch.nn.PReLU(4)
+        with torch.no_grad():
+            self.prelu.weight.uniform_(0.05, 0.5)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        return (F.leaky_relu(x, 0.2) + F.leaky_relu(x), F.elu(x, 0.7) + F.selu(x) + F.celu(x, 1.3),
+                F.softplus(x, 2.0, 1.5) + F.softplus(x), F.hardshrink(x, 0.4) + F.softshrink(x),
+                F.threshold(x, 0.1, -2.0), self.prelu(x), F.glu(x, -1))
 
 
 class SmallCnn(torch.nn.Module):

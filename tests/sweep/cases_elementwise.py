@@ -14,13 +14,9 @@ def unary(name, dom="any", inplace=True, fn=None, dtypes=ALL):
             [T(BASE, dom)], ["f32", "i32"], kind=ip)
 
 
-INPLACE_ROWS = {"aten::square_", "aten::leaky_relu_", "aten::elu_", "aten::selu_",
-                "aten::celu_", "aten::threshold_", "aten::true_divide_", "aten::floor_divide_",
-                "aten::clamp_", "aten::clamp_min_", "aten::clamp_max_", "aten::clip_",
-                "aten::addcmul_", "aten::addcdiv_", "aten::lerp_", "aten::cumsum_",
-                "aten::cumprod_", "aten::t_", "aten::tril_", "aten::triu_", "aten::fill_",
-                "aten::copy_", "aten::bitwise_and_", "aten::bitwise_or_", "aten::bitwise_xor_",
-                "aten::bitwise_not_"}
+# In-place forms with a row of their own (TorchScript's table); the others count in the
+# functional op's row, which translates them.
+INPLACE_ROWS = {"aten::floor_divide_", "aten::t_", "aten::fill_", "aten::copy_"}
 
 for name, dom in [("abs", "any"), ("neg", "any"), ("sign", "any"), ("sqrt", "pos"),
                   ("rsqrt", "pos"), ("exp", "small"), ("expm1", "small"), ("log", "pos"),
@@ -58,13 +54,13 @@ for name, expr in [("gelu", "F.gelu(x0, approximate='tanh')"),
                    ("softshrink", "F.softshrink(x0, lambd=0.3)")]:
     add(f"aten::{name}", "kw", expr, [T(BASE)], FLOAT + ["i64"])
 for name in ["leaky_relu", "elu", "selu", "celu"]:
-    add(f"aten::{name}_", "inplace", f"F.{name}(x0.clone(), inplace=True)", [T(BASE)],
-        ["f32", "f64"])
+    add(f"aten::{name}", "inplace", f"F.{name}(x0.clone(), inplace=True)", [T(BASE)],
+        ["f32", "f64"], kind=f"aten::{name}_")
 add("aten::hardtanh", "inplace", "F.hardtanh(x0.clone(), inplace=True)", [T(BASE)], ["f32"],
     kind="aten::hardtanh_")
 std_variants("aten::threshold", "F.threshold(x0, 0.1, 20.0)", ["any"])
-add("aten::threshold_", "inplace", "F.threshold(x0.clone(), 0.1, 20.0, inplace=True)",
-    [T(BASE)], ["f32", "i64"])
+add("aten::threshold", "inplace", "F.threshold(x0.clone(), 0.1, 20.0, inplace=True)",
+    [T(BASE)], ["f32", "i64"], kind="aten::threshold_")
 add("aten::prelu", "dtypes", "F.prelu(x0, x1)", [T((2, 3, 4)), T((3,), "small")], ALL)
 add("aten::prelu", "single", "F.prelu(x0, x1)", [T((2, 3, 4, 5)), T((1,), "small")], FLOAT)
 add("aten::prelu", "module", "self.m(x0)", [T((2, 3, 4))], FLOAT,
@@ -189,8 +185,8 @@ for name, expr in [("clamp", "torch.clamp(x0, -0.5, 0.7)"), ("clip", "torch.clip
                    ("clamp_min", "torch.clamp_min(x0, 0.25)"),
                    ("clamp_max", "torch.clamp_max(x0, 1)")]:
     std_variants(f"aten::{name}", expr, ["any"])
-    add(f"aten::{name}_", "inplace", expr.replace(f"torch.{name}(x0, ", f"x0.clone().{name}_("),
-        [T(BASE)], ["f32", "i64"])
+    add(f"aten::{name}", "inplace", expr.replace(f"torch.{name}(x0, ", f"x0.clone().{name}_("),
+        [T(BASE)], ["f32", "i64"], kind=f"aten::{name}_")
 add("aten::clamp", "kw_min", "torch.clamp(x0, min=1)", [T(BASE)], ALL)
 add("aten::clamp", "kw_max", "torch.clamp(x0, max=0.5)", [T(BASE)], ["f32", "i64", "u8"])
 add("aten::clamp", "tensor", "torch.clamp(x0, x1, x2)", [T(BASE), T((4,)), T((3, 1), "pos")],
@@ -203,10 +199,11 @@ for name, val in [("addcmul", "0.5"), ("addcdiv", "2")]:
         [T(BASE, d) for d in doms], ["f32", "f64", "i64"])
     add(f"aten::{name}", "bcast", f"torch.{name}(x0, x1, x2)",
         [T((2, 1, 4)), T((3, 1)), T((4,), "pos")], ["f32"])
-    add(f"aten::{name}_", "inplace", f"x0.clone().{name}_(x1, x2)",
-        [T(BASE, d) for d in doms], ["f32"])
+    add(f"aten::{name}", "inplace", f"x0.clone().{name}_(x1, x2)",
+        [T(BASE, d) for d in doms], ["f32"], kind=f"aten::{name}_")
 std_variants("aten::lerp", "torch.lerp(x0, x1, 0.3)", ["any", "any"])
 add("aten::lerp", "tensor_weight", "torch.lerp(x0, x1, x2)", [T(BASE), T(BASE), T((4,), "unit")],
     FLOAT)
 add("aten::lerp", "bcast", "torch.lerp(x0, x1, 0.75)", [T((2, 1, 4)), T((3, 1))], ["f32"])
-add("aten::lerp_", "inplace", "x0.clone().lerp_(x1, 0.3)", [T(BASE), T(BASE)], ["f32"])
+add("aten::lerp", "inplace", "x0.clone().lerp_(x1, 0.3)", [T(BASE), T(BASE)], ["f32"],
+    kind="aten::lerp_")

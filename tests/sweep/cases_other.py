@@ -85,7 +85,7 @@ for name, dom in [("cumsum", "any"), ("cumprod", "unit")]:
         add(op, f"rank{r}", f"torch.{name}(x0, 0)", [T(RANK[r], dom)])
     add(op, "empty", f"torch.{name}(x0, 0)", [T((0, 3), dom)])
     add(op, "noncontig", f"torch.{name}(x0.transpose(0, 2), 1)", [T(BASE, dom)])
-    add(f"aten::{name}_", "inplace", f"x0.clone().{name}_(1)", [T(BASE, dom)], F32_I64)
+    add(op, "inplace", f"x0.clone().{name}_(1)", [T(BASE, dom)], F32_I64, kind=f"aten::{name}_")
 for variant, expr, dtypes in [("k2", "torch.topk(x0, 2)", ALL),
                               ("smallest", "torch.topk(x0, 3, dim=1, largest=False)", F32_I64),
                               ("unsorted_values", "torch.topk(x0, 4, sorted=True)[0]", ["f32"]),
@@ -217,7 +217,7 @@ shape_op("flipud", [("dtypes", "torch.flipud(x0)", X, ALL)])
 for name in ["tril", "triu"]:
     shape_op(name, [("dtypes", f"torch.{name}(x0)", X, ALL), ("diag", f"torch.{name}(x0, -1)", [T((4, 5))], F),
                     ("diag_pos", f"x0.{name}(2)", X5, F)])
-    add(f"aten::{name}_", "inplace", f"x0.clone().{name}_(1)", X, F32_I64)
+    add(f"aten::{name}", "inplace", f"x0.clone().{name}_(1)", X, F32_I64, kind=f"aten::{name}_")
 shape_op("pixel_shuffle", [("dtypes", "F.pixel_shuffle(x0, 2)", [T((1, 8, 2, 3))], ALL),
                            ("rank5", "F.pixel_shuffle(x0, 2)", [T((2, 1, 4, 2, 2))], F)])
 shape_op("pixel_unshuffle", [("dtypes", "F.pixel_unshuffle(x0, 2)", [T((1, 2, 4, 6))], ALL)])

@@ -55,6 +55,12 @@ class AtenCall {
   // (ir values made for it are named after it).
   virtual size_t num_outputs() const = 0;
   virtual std::string OutputName(size_t i) const = 0;
+  // How many tensors result `i` holds when it is a tensor list of a length the
+  // front can tell (export lists each element of an "as_tensors" output;
+  // TorchScript, when every use of the list is a ListUnpack); nullopt otherwise.
+  // A split into pieces of a size needs it: the count depends on the input's
+  // shape, which an import may not know.
+  virtual std::optional<size_t> ListLength(size_t i) const = 0;
 
   // Whether the argument is given and is not None.
   virtual bool Has(std::string_view name) const = 0;

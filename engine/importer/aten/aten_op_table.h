@@ -59,25 +59,43 @@ ConvertResult BinaryOp(AtenCall& call, ConvertContext& cx) {
 }
 ConvertResult ConvertRsub(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertRound(AtenCall& call, ConvertContext& cx);  // decimals too
+// &, |, ^ (dunder and bitwise_* names), bitwise_not: logical on BOOL, bitwise on integers.
+ConvertResult ConvertBitwise(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertClamp(AtenCall& call, ConvertContext& cx);  // clamp, clamp_min/max, clip
+ConvertResult ConvertAddcmulDiv(AtenCall& call, ConvertContext& cx);  // addcmul, addcdiv
+ConvertResult ConvertLerp(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSquare(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertMaskedFill(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertRelu6(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertGelu(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertLeakyRelu(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertElu(AtenCall& call, ConvertContext& cx);  // elu, selu, celu
+ConvertResult ConvertSoftplus(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertShrink(AtenCall& call, ConvertContext& cx);  // hardshrink, softshrink
+ConvertResult ConvertThreshold(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertPrelu(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertGlu(AtenCall& call, ConvertContext& cx);
 // dropout (inference), contiguous, detach, clone, alias: the output is the input.
 ConvertResult PassThrough(AtenCall& call, ConvertContext& cx);
 
 // convert_nn.cc
-ConvertResult ConvertConv(AtenCall& call, ConvertContext& cx);  // conv1d/2d/3d, _convolution
+// convNd, conv_transposeNd, _convolution, convolution, _convolution_mode.
+ConvertResult ConvertConv(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertLinear(AtenCall& call, ConvertContext& cx);
-ConvertResult ConvertAddmm(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertAddmm(AtenCall& call, ConvertContext& cx);  // addmm, baddbmm
 ConvertResult ConvertMatMul(AtenCall& call, ConvertContext& cx);  // matmul, mm, bmm
+ConvertResult ConvertEinsum(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertVectorProduct(AtenCall& call, ConvertContext& cx);  // mv, dot, outer, ger
 ConvertResult ConvertMaxPool(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertAvgPool(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertAdaptivePool(AtenCall& call, ConvertContext& cx);
 // batch_norm and _native_batch_norm_legit_no_training (export's eval form).
 ConvertResult ConvertBatchNorm(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertGroupNorm(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertInstanceNorm(AtenCall& call, ConvertContext& cx);  // input statistics only
 ConvertResult ConvertSoftmax(AtenCall& call, ConvertContext& cx);  // softmax, _softmax
 ConvertResult ConvertLogSoftmax(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx);
@@ -86,20 +104,57 @@ template <ir::OpKind kOp>
 ConvertResult Reduce(AtenCall& call, ConvertContext& cx) {
   return ConvertReduce(kOp, call, cx);
 }
+// max, min: the whole tensor, elementwise (other) or over a dim (values, indices).
+ConvertResult ConvertMaxMin(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertArgMaxMin(ir::OpKind op, AtenCall& call, ConvertContext& cx);
+template <ir::OpKind kOp>
+ConvertResult ArgMaxMin(AtenCall& call, ConvertContext& cx) {
+  return ConvertArgMaxMin(kOp, call, cx);
+}
+ConvertResult ConvertVarStd(ir::OpKind op, AtenCall& call, ConvertContext& cx);
+template <ir::OpKind kOp>
+ConvertResult VarStd(AtenCall& call, ConvertContext& cx) {
+  return ConvertVarStd(kOp, call, cx);
+}
+ConvertResult ConvertNorm(AtenCall& call, ConvertContext& cx);  // norm, frobenius, linalg_vector
+ConvertResult ConvertCumulative(ir::OpKind op, AtenCall& call, ConvertContext& cx);
+template <ir::OpKind kOp>
+ConvertResult Cumulative(AtenCall& call, ConvertContext& cx) {
+  return ConvertCumulative(kOp, call, cx);
+}
+ConvertResult ConvertTopK(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSort(AtenCall& call, ConvertContext& cx);  // sort, argsort
+ConvertResult ConvertKthvalue(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertEmbedding(AtenCall& call, ConvertContext& cx);
 
 // convert_shape.cc
 ConvertResult ConvertFlatten(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertReshape(AtenCall& call, ConvertContext& cx);  // view, reshape, _unsafe_view
 ConvertResult ConvertCat(AtenCall& call, ConvertContext& cx);
-ConvertResult ConvertPermute(AtenCall& call, ConvertContext& cx);  // permute, transpose
+ConvertResult ConvertPermute(AtenCall& call, ConvertContext& cx);  // permute, transpose, movedim
 ConvertResult ConvertUnsqueeze(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSqueeze(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertExpand(AtenCall& call, ConvertContext& cx);
+// split, split_with_sizes, chunk, unbind and their unsafe_ forms: a tensor list.
+ConvertResult ConvertSplit(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertUnflatten(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSelect(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertExpandAs(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertViewAs(AtenCall& call, ConvertContext& cx);  // view_as, reshape_as
+ConvertResult ConvertRepeat(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertRoll(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertFlip(AtenCall& call, ConvertContext& cx);  // flip, fliplr, flipud
+// pad, constant_pad_nd, reflection_padNd, replication_padNd.
+ConvertResult ConvertPad(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertTriangle(AtenCall& call, ConvertContext& cx);  // tril, triu
+ConvertResult ConvertPixelShuffle(AtenCall& call, ConvertContext& cx);  // and pixel_unshuffle
+ConvertResult ConvertIndexSelect(AtenCall& call, ConvertContext& cx);  // index_select, gather
+ConvertResult ConvertSliceScatter(AtenCall& call, ConvertContext& cx);  // and select_scatter
+ConvertResult ConvertNarrow(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx);
-ConvertResult ConvertToCopy(AtenCall& call, ConvertContext& cx);  // _to_copy, to.dtype
+ConvertResult ConvertToCopy(AtenCall& call, ConvertContext& cx);  // _to_copy, to, type_as
 ConvertResult ConvertFullLike(AtenCall& call, ConvertContext& cx);  // zeros_like, ones_like, full_like
+ConvertResult ConvertNewFull(AtenCall& call, ConvertContext& cx);  // new_zeros, new_ones, new_full
 ConvertResult ConvertArange(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSymSize(AtenCall& call, ConvertContext& cx);  // sym_size.int
 

@@ -146,6 +146,124 @@ ConvertResult ConvertRsub(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kSub, {other, self}));
 }
 
+// __and__ / bitwise_and and friends, bitwise_not: logical on BOOL (the masks
+// models combine), bitwise on integers (attr bitwise). The in-place forms
+// (bitwise_and_, ...) keep the destination's dtype (attr in_place).
+ConvertResult ConvertBitwise(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = OutOfPlaceOp(call.op());
+  ir::Attributes attrs = InPlaceAttrs(call);
+  attrs.SetBool("bitwise", true);
+  if (op == "aten::bitwise_not") {
+    ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+    return One(cx.Emit(call, OpKind::kLogicalNot, {x}, std::move(attrs)));
+  }
+  const OpKind kind = op.find("and") != std::string_view::npos   ? OpKind::kLogicalAnd
+                      : op.find("xor") != std::string_view::npos ? OpKind::kLogicalXor
+                                                                 : OpKind::kLogicalOr;
+  ASSIGN_OR_RETURN(ir::ValueId a, Operand(call, "self"));
+  ASSIGN_OR_RETURN(ir::ValueId b, Operand(call, "other"));
+  return One(cx.Emit(call, kind, {a, b}, std::move(attrs)));
+}
+
+// clamp / clip(self, min=None, max=None), clamp_min(self, min), clamp_max(self,
+// max): Clip with constant bounds, Maximum/Minimum with tensor bounds.
+ConvertResult ConvertClamp(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  const char* const names[] = {"min", "max"};
+  bool tensor_bound = false;
+  for (const char* name : names) {
+    tensor_bound |= call.Has(name) && !call.IsScalar(name) && !call.ConstNumber(name).has_value();
+  }
+  if (tensor_bound) {
+    ir::ValueId y = x;
+    if (call.Has("min")) {
+      ASSIGN_OR_RETURN(ir::ValueId lo, Operand(call, "min"));
+      y = cx.Emit(call, OpKind::kMaximum, {y, lo}, {}, call.Has("max") ? ".lower" : "");
+    }
+    if (call.Has("max")) {
+      ASSIGN_OR_RETURN(ir::ValueId hi, Operand(call, "max"));
+      y = cx.Emit(call, OpKind::kMinimum, {y, hi});
+    }
+    return One(y);
+  }
+  // Python int bounds keep an integer tensor integer; a float bound makes the
+  // result float (PyTorch's promotion), which the Clip kernel needs to know.
+  ir::Attributes attrs;
+  bool integer_bounds = true;
+  for (const char* name : names) {
+    if (!call.Has(name)) continue;
+    std::optional<Number> n = call.ConstNumber(name);
+    if (!n.has_value()) return call.Unimplemented(absl::StrCat(name, " known only at run time"));
+    integer_bounds &= n->IsIntegral();
+    attrs.SetFloat(name, n->ToDouble());
+  }
+  if (integer_bounds) attrs.SetBool("integer_bounds", true);
+  return One(cx.Emit(call, OpKind::kClip, {x}, std::move(attrs)));
+}
+
+// addcmul(self, tensor1, tensor2, *, value=1) = self + value * tensor1 * tensor2;
+// addcdiv with tensor1 / tensor2.
+ConvertResult ConvertAddcmulDiv(AtenCall& call, ConvertContext& cx) {
+  const bool div = OutOfPlaceOp(call.op()) == "aten::addcdiv";
+  ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId t1, call.Tensor("tensor1"));
+  ASSIGN_OR_RETURN(ir::ValueId t2, call.Tensor("tensor2"));
+  ASSIGN_OR_RETURN(double value, call.Double("value", 1.0));
+  ir::ValueId p = cx.Emit(call, div ? OpKind::kDiv : OpKind::kMul, {t1, t2}, {}, ".product");
+  if (value != 1.0) {
+    // libtorch converts value to self's dtype (an integer tensor's 0.5 is 0,
+    // and the result stays integer): never a Python float that would promote.
+    const std::string name = call.OutputName(0) + ".value";
+    ir::ValueId v;
+    if (value == std::trunc(value) && std::abs(value) < 9.0e15) {
+      v = cx.AddInt(static_cast<int64_t>(value), name);
+    } else {
+      v = cx.Emit(call, OpKind::kCast, {cx.AddFloat(value, name), self}, {}, ".value_cast");
+    }
+    p = cx.Emit(call, OpKind::kMul, {p, v}, {}, ".scaled");
+  }
+  return One(cx.Emit(call, OpKind::kAdd, {self, p}));
+}
+
+// lerp(self, end, weight): PyTorch's two-sided form, exact at both ends:
+// weight < 0.5 ? self + weight * (end - self) : end - (end - self) * (1 - weight).
+ConvertResult ConvertLerp(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId end, call.Tensor("end"));
+  const std::string name = call.OutputName(0);
+  const ir::ValueId diff = cx.Emit(call, OpKind::kSub, {end, self}, {}, ".diff");
+  std::optional<Number> weight = call.ConstNumber("weight");
+  if (!weight.has_value()) {
+    // A tensor weight: the same two sides, chosen per element by |weight| < 0.5.
+    ASSIGN_OR_RETURN(ir::ValueId w, Operand(call, "weight"));
+    const ir::ValueId mag = cx.Emit(call, OpKind::kAbs, {w}, {}, ".abs");
+    const ir::ValueId small =
+        cx.Emit(call, OpKind::kLess, {mag, cx.AddFloat(0.5, name + ".half")}, {}, ".small");
+    const ir::ValueId step = cx.Emit(call, OpKind::kMul, {w, diff}, {}, ".step");
+    const ir::ValueId near = cx.Emit(call, OpKind::kAdd, {self, step}, {}, ".from_self");
+    const ir::ValueId rest =
+        cx.Emit(call, OpKind::kSub, {cx.AddFloat(1.0, name + ".one"), w}, {}, ".rest");
+    const ir::ValueId back = cx.Emit(call, OpKind::kMul, {diff, rest}, {}, ".back");
+    const ir::ValueId far = cx.Emit(call, OpKind::kSub, {end, back}, {}, ".from_end");
+    return One(cx.Emit(call, OpKind::kWhere, {small, near, far}));
+  }
+  const double w = weight->ToDouble();
+  const bool from_self = std::abs(w) < 0.5;
+  const ir::ValueId s = cx.Emit(
+      call, OpKind::kMul, {diff, cx.AddFloat(from_self ? w : 1.0 - w, name + ".weight")}, {},
+      ".step");
+  return One(cx.Emit(call, from_self ? OpKind::kAdd : OpKind::kSub, {from_self ? self : end, s}));
+}
+
+// square(self) = pow(self, 2), as libtorch computes it: a bool tensor squares
+// to INT64 (bool and a Python int promote to int64), where self * self would
+// stay BOOL. Pow by 2 is self * self for the float kernels (elementwise.cc).
+ConvertResult ConvertSquare(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  const ir::ValueId two = cx.AddInt(2, call.OutputName(0) + ".exponent");
+  return One(cx.Emit(call, OpKind::kPow, {x, two}, InPlaceAttrs(call)));
+}
+
 // where(condition, self, other); self and other may be numbers.
 ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx) {
   if (!call.Has("self")) {
@@ -204,6 +322,98 @@ ConvertResult ConvertGelu(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetString("approximate", approximate);
   return One(cx.Emit(call, OpKind::kGelu, {x}, std::move(attrs)));
+}
+
+// ---------------------------------------------------------------- parameterised activations
+
+// leaky_relu(self, negative_slope=0.01).
+ConvertResult ConvertLeakyRelu(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(double slope, call.Double("negative_slope", 0.01));
+  ir::Attributes attrs;
+  attrs.SetFloat("negative_slope", slope);
+  return One(cx.Emit(call, OpKind::kLeakyRelu, {x}, std::move(attrs)));
+}
+
+// elu(self, alpha=1, scale=1, input_scale=1), selu(self), celu(self, alpha=1):
+// all one Elu, scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1)).
+ConvertResult ConvertElu(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = OutOfPlaceOp(call.op());
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  double alpha = 1.0, scale = 1.0, input_scale = 1.0;
+  if (op == "aten::selu") {
+    // The constants of torch.nn.SELU (Klambauer et al., 2017).
+    alpha = 1.6732632423543772848170429916717;
+    scale = 1.0507009873554804934193349852946;
+  } else if (op == "aten::celu") {
+    ASSIGN_OR_RETURN(alpha, call.Double("alpha", 1.0));
+    input_scale = 1.0 / alpha;
+  } else {
+    ASSIGN_OR_RETURN(alpha, call.Double("alpha", 1.0));
+    ASSIGN_OR_RETURN(scale, call.Double("scale", 1.0));
+    ASSIGN_OR_RETURN(input_scale, call.Double("input_scale", 1.0));
+  }
+  ir::Attributes attrs;
+  attrs.SetFloat("alpha", alpha);
+  attrs.SetFloat("scale", scale);
+  attrs.SetFloat("input_scale", input_scale);
+  return One(cx.Emit(call, OpKind::kElu, {x}, std::move(attrs)));
+}
+
+// softplus(self, beta=1, threshold=20).
+ConvertResult ConvertSoftplus(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(double beta, call.Double("beta", 1.0));
+  ASSIGN_OR_RETURN(double threshold, call.Double("threshold", 20.0));
+  ir::Attributes attrs;
+  attrs.SetFloat("beta", beta);
+  attrs.SetFloat("threshold", threshold);
+  return One(cx.Emit(call, OpKind::kSoftplus, {x}, std::move(attrs)));
+}
+
+// hardshrink / softshrink(self, lambd=0.5).
+ConvertResult ConvertShrink(AtenCall& call, ConvertContext& cx) {
+  const bool hard = OutOfPlaceOp(call.op()) == "aten::hardshrink";
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(double lambd, call.Double("lambd", 0.5));
+  ir::Attributes attrs;
+  attrs.SetFloat("lambd", lambd);
+  return One(cx.Emit(call, hard ? OpKind::kHardShrink : OpKind::kSoftShrink, {x},
+                     std::move(attrs)));
+}
+
+// threshold(self, threshold, value): x <= threshold becomes value.
+ConvertResult ConvertThreshold(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(double threshold, call.Double("threshold"));
+  ASSIGN_OR_RETURN(double value, call.Double("value"));
+  ir::Attributes attrs;
+  attrs.SetFloat("threshold", threshold);
+  attrs.SetFloat("value", value);
+  return One(cx.Emit(call, OpKind::kThreshold, {x}, std::move(attrs)));
+}
+
+// prelu(self, weight), and _prelu_kernel, what export records for it.
+ConvertResult ConvertPrelu(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId w, call.Tensor("weight"));
+  return One(cx.Emit(call, OpKind::kPRelu, {x, w}));
+}
+
+// glu(self, dim=-1) = a * sigmoid(b) for the two halves a, b along dim.
+ConvertResult ConvertGlu(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", -1));
+  ir::ValueId half[2];
+  for (int64_t k = 0; k < 2; ++k) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    attrs.SetInt("chunks", 2);
+    attrs.SetInt("index", k);
+    half[k] = cx.Emit(call, OpKind::kChunk, {x}, std::move(attrs), k == 0 ? ".a" : ".b");
+  }
+  const ir::ValueId gate = cx.Emit(call, OpKind::kSigmoid, {half[1]}, {}, ".gate");
+  return One(cx.Emit(call, OpKind::kMul, {half[0], gate}));
 }
 
 ConvertResult PassThrough(AtenCall& call, ConvertContext& cx) {

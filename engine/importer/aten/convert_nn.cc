@@ -85,6 +85,20 @@ ConvertResult EmitWithDType(OpKind op, AtenCall& call, ConvertContext& cx, ir::V
   return One(cast(cx.Emit(call, op, {x}, std::move(attrs), ".wide"), ""));
 }
 
+// A reduction's dim (absent or None: every dim) and keepdim=False, as attrs
+// axes and keepdim.
+absl::StatusOr<ir::Attributes> AxesAttrs(const AtenCall& call) {
+  std::vector<int64_t> axes;
+  if (call.Has("dim")) {
+    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
+  }
+  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
+  ir::Attributes attrs;
+  attrs.SetInts("axes", std::move(axes));
+  attrs.SetBool("keepdim", keepdim);
+  return attrs;
+}
+
 ConvertResult ConvertSoftmaxLike(OpKind op, AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
@@ -100,7 +114,9 @@ ConvertResult ConvertSoftmaxLike(OpKind op, AtenCall& call, ConvertContext& cx) 
 }  // namespace
 
 // conv{1,2,3}d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1),
-// padding also "valid"/"same" (the .padding overloads); and
+// padding also "valid"/"same" (the .padding overloads);
+// conv_transpose{1,2,3}d(input, weight, bias=None, stride=1, padding=0,
+// output_padding=0, groups=1, dilation=1); and
 // _convolution(input, weight, bias, stride, padding, dilation, transposed,
 //              output_padding, groups, ...) as tracing records every nn.ConvNd.
 ConvertResult ConvertConv(AtenCall& call, ConvertContext& cx) {
@@ -122,6 +138,13 @@ ConvertResult ConvertConv(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(std::vector<int64_t> stride, IntsPerDim(call, "stride", spatial, 1));
   ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(call, "dilation", spatial, 1));
   ASSIGN_OR_RETURN(int64_t groups, call.Int("groups", 1));
+  if (call.op().rfind("aten::conv_transpose", 0) == 0) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(call, "padding", spatial, 0));
+    ASSIGN_OR_RETURN(std::vector<int64_t> output_padding,
+                     IntsPerDim(call, "output_padding", spatial, 0));
+    return EmitConv(call, cx, std::move(stride), std::move(padding), std::move(dilation), groups,
+                    /*transposed=*/true, std::move(output_padding));
+  }
   if (underscore) {
     ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(call, "padding", spatial, 0));
     ASSIGN_OR_RETURN(std::vector<int64_t> output_padding,
@@ -179,27 +202,33 @@ ConvertResult ConvertLinear(AtenCall& call, ConvertContext& cx) {
 }
 
 // addmm(self, mat1, mat2, beta=1, alpha=1) = beta * self + alpha * (mat1 @ mat2),
-// decomposed into MatMul, optional scaling Muls and an Add.
+// decomposed into MatMul, optional scaling Muls and an Add; baddbmm(self,
+// batch1, batch2, *, beta=1, alpha=1) the same with a batched product. addmm's
+// factors are 0-dim tensors of the operands' dtype, baddbmm's Python numbers,
+// which is how each promotes an integer operand in libtorch.
 ConvertResult ConvertAddmm(AtenCall& call, ConvertContext& cx) {
+  const bool batched = call.op() == "aten::baddbmm";
   ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
-  ASSIGN_OR_RETURN(ir::ValueId mat1, call.Tensor("mat1"));
-  ASSIGN_OR_RETURN(ir::ValueId mat2, call.Tensor("mat2"));
+  ASSIGN_OR_RETURN(ir::ValueId a, call.Tensor(batched ? "batch1" : "mat1"));
+  ASSIGN_OR_RETURN(ir::ValueId b, call.Tensor(batched ? "batch2" : "mat2"));
   ASSIGN_OR_RETURN(double beta, call.Double("beta", 1.0));
   ASSIGN_OR_RETURN(double alpha, call.Double("alpha", 1.0));
   const std::string name = call.OutputName(0);
-  auto dtype_of = [&](ir::ValueId v) {
-    return cx.DTypeOf(v) == DType::kUnknown ? DType::kF32 : cx.DTypeOf(v);
+  auto factor = [&](double v, ir::ValueId like, const char* suffix) -> absl::StatusOr<ir::ValueId> {
+    if (batched) return cx.AddFloat(v, name + suffix);
+    const DType d = cx.DTypeOf(like) == DType::kUnknown ? DType::kF32 : cx.DTypeOf(like);
+    return cx.AddScalarConstant(v, d, name + suffix);
   };
-  ir::ValueId product = cx.Emit(call, OpKind::kMatMul, {mat1, mat2}, {}, ".mm");
+  ir::ValueId product = cx.Emit(call, OpKind::kMatMul, {a, b}, {}, batched ? ".bmm" : ".mm");
   if (alpha != 1.0) {
-    ASSIGN_OR_RETURN(ir::ValueId a, cx.AddScalarConstant(alpha, dtype_of(mat1), name + ".alpha"));
-    product = cx.Emit(call, OpKind::kMul, {product, a}, {}, ".mm_scaled");
+    ASSIGN_OR_RETURN(ir::ValueId f, factor(alpha, a, ".alpha"));
+    product = cx.Emit(call, OpKind::kMul, {product, f}, {}, batched ? ".bmm_scaled" : ".mm_scaled");
   }
   // PyTorch ignores `self` entirely (even NaNs) when beta == 0.
   if (beta == 0.0) return One(cx.Emit(call, OpKind::kIdentity, {product}));
   if (beta != 1.0) {
-    ASSIGN_OR_RETURN(ir::ValueId b, cx.AddScalarConstant(beta, dtype_of(self), name + ".beta"));
-    self = cx.Emit(call, OpKind::kMul, {self, b}, {}, ".self_scaled");
+    ASSIGN_OR_RETURN(ir::ValueId f, factor(beta, self, ".beta"));
+    self = cx.Emit(call, OpKind::kMul, {self, f}, {}, ".self_scaled");
   }
   return One(cx.Emit(call, OpKind::kAdd, {product, self}));
 }
@@ -353,14 +382,7 @@ ConvertResult ConvertLogSoftmax(AtenCall& call, ConvertContext& cx) {
 // mean(self, dtype=None) over everything, or mean.dim(self, dim?, keepdim=False, dtype=None).
 ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  std::vector<int64_t> axes;
-  if (call.Has("dim")) {
-    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
-  }
-  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
-  ir::Attributes attrs;
-  attrs.SetInts("axes", std::move(axes));
-  attrs.SetBool("keepdim", keepdim);
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
   return EmitWithDType(OpKind::kMean, call, cx, x, std::move(attrs));
 }
 
@@ -368,15 +390,215 @@ ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx) {
 // everything, or (self, dim, keepdim[, dtype]).
 ConvertResult ConvertReduce(OpKind op, AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  std::vector<int64_t> axes;
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
+  return EmitWithDType(op, call, cx, x, std::move(attrs));
+}
+
+// einsum(equation, tensors, path=None).
+ConvertResult ConvertEinsum(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(std::string equation, call.String("equation"));
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> inputs, call.Tensors("tensors"));
+  ir::Attributes attrs;
+  attrs.SetString("equation", equation);
+  return One(cx.Emit(call, OpKind::kEinsum, std::move(inputs), std::move(attrs)));
+}
+
+// mv(self, vec), dot(self, tensor): MatMul of 1-D operands; outer / ger(self,
+// vec2) = self[:, None] * vec2.
+ConvertResult ConvertVectorProduct(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = call.op();
+  const bool outer = op == "aten::outer" || op == "aten::ger";
+  ASSIGN_OR_RETURN(ir::ValueId a, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId b,
+                   call.Tensor(outer ? "vec2" : op == "aten::dot" ? "tensor" : "vec"));
+  if (outer) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", 1);
+    const ir::ValueId column = cx.Emit(call, OpKind::kUnsqueeze, {a}, std::move(attrs), ".column");
+    return One(cx.Emit(call, OpKind::kMul, {column, b}));
+  }
+  return One(cx.Emit(call, OpKind::kMatMul, {a, b}));
+}
+
+// group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True).
+ConvertResult ConvertGroupNorm(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+  ASSIGN_OR_RETURN(int64_t groups, call.Int("num_groups"));
+  ASSIGN_OR_RETURN(ir::ValueId weight, call.OptionalTensor("weight"));
+  ASSIGN_OR_RETURN(ir::ValueId bias, call.OptionalTensor("bias"));
+  ASSIGN_OR_RETURN(double eps, call.Double("eps", 1e-5));
+  ir::Attributes attrs;
+  attrs.SetInt("groups", groups);
+  attrs.SetFloat("eps", eps);
+  std::vector<ir::ValueId> inputs = {x, weight, bias};
+  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  return One(cx.Emit(call, OpKind::kGroupNorm, std::move(inputs), std::move(attrs)));
+}
+
+// instance_norm(input, weight, bias, running_mean, running_var,
+// use_input_stats, momentum, eps, cudnn_enabled): with input statistics it is a
+// GroupNorm with one group per channel (the group count comes from the
+// weight, or from the input's channels, which only the kernel knows).
+ConvertResult ConvertInstanceNorm(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(bool use_input_stats, call.Bool("use_input_stats"));
+  if (!use_input_stats) return call.Unimplemented("instance_norm with running statistics");
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+  ASSIGN_OR_RETURN(ir::ValueId weight, call.OptionalTensor("weight"));
+  ASSIGN_OR_RETURN(ir::ValueId bias, call.OptionalTensor("bias"));
+  ASSIGN_OR_RETURN(double eps, call.Double("eps"));
+  ir::Attributes attrs;
+  attrs.SetInt("groups", -1);  // one per channel
+  attrs.SetFloat("eps", eps);
+  std::vector<ir::ValueId> inputs = {x, weight, bias};
+  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  return One(cx.Emit(call, OpKind::kGroupNorm, std::move(inputs), std::move(attrs)));
+}
+
+// max / min: (self) the extreme of everything; max.other(self, other)
+// elementwise; max.dim(self, dim, keepdim=False) -> (values, indices), a
+// ReduceMax/Min and an ArgMax/Min over the same axis: both pick the first
+// extreme (or the first NaN), so values and indices agree.
+ConvertResult ConvertMaxMin(AtenCall& call, ConvertContext& cx) {
+  const bool max = OutOfPlaceOp(call.op()) == "aten::max";
+  if (call.Has("other")) {
+    return ConvertBinaryOp(max ? OpKind::kMaximum : OpKind::kMinimum, call, cx);
+  }
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  if (!call.Has("dim")) {
+    return One(cx.Emit(call, max ? OpKind::kReduceMax : OpKind::kReduceMin, {x}));
+  }
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
+  ir::Attributes values;
+  values.SetInts("axes", {dim});
+  values.SetBool("keepdim", keepdim);
+  ir::Attributes indices;
+  indices.SetInt("axis", dim);
+  indices.SetBool("keepdim", keepdim);
+  const ir::ValueId v =
+      cx.Emit(call, max ? OpKind::kReduceMax : OpKind::kReduceMin, {x}, std::move(values));
+  const ir::ValueId i = cx.Emit(call, max ? OpKind::kArgMax : OpKind::kArgMin, {x},
+                                std::move(indices), ".indices");
+  return std::vector<ir::ValueId>{v, i};
+}
+
+// argmax / argmin(self, dim=None, keepdim=False).
+ConvertResult ConvertArgMaxMin(OpKind op, AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ir::Attributes attrs;
   if (call.Has("dim")) {
-    ASSIGN_OR_RETURN(axes, call.Ints("dim"));
+    ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+    attrs.SetInt("axis", dim);
   }
   ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
-  ir::Attributes attrs;
-  attrs.SetInts("axes", std::move(axes));
   attrs.SetBool("keepdim", keepdim);
+  return One(cx.Emit(call, op, {x}, std::move(attrs)));
+}
+
+// std / var: (self, unbiased=True), .dim(self, dim, unbiased=True,
+// keepdim=False) or .correction(self, dim=None, *, correction=None, keepdim=False).
+ConvertResult ConvertVarStd(OpKind op, AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
+  double correction = 1.0;
+  if (call.Has("unbiased")) {
+    ASSIGN_OR_RETURN(bool unbiased, call.Bool("unbiased"));
+    correction = unbiased ? 1.0 : 0.0;
+  } else if (call.Has("correction")) {
+    ASSIGN_OR_RETURN(correction, call.Double("correction"));
+  }
+  attrs.SetFloat("correction", correction);
+  return One(cx.Emit(call, op, {x}, std::move(attrs)));
+}
+
+// norm(self, p=2[, dim, keepdim][, dtype]), frobenius_norm(self[, dim, keepdim]),
+// linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None).
+ConvertResult ConvertNorm(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = call.op();
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
+  double p = 2.0;
+  if (op != "aten::frobenius_norm") {
+    ASSIGN_OR_RETURN(p, call.Double(op == "aten::linalg_vector_norm" ? "ord" : "p", 2.0));
+  }
+  attrs.SetFloat("p", p);
+  return EmitWithDType(OpKind::kNorm, call, cx, x, std::move(attrs));
+}
+
+// cumsum / cumprod(self, dim, *, dtype=None).
+ConvertResult ConvertCumulative(OpKind op, AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
   return EmitWithDType(op, call, cx, x, std::move(attrs));
+}
+
+// topk(self, k, dim=-1, largest=True, sorted=True) -> (values, indices).
+ConvertResult ConvertTopK(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t k, call.Int("k"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", -1));
+  ASSIGN_OR_RETURN(bool largest, call.Bool("largest", true));
+  ir::Attributes attrs;
+  attrs.SetInt("k", k);
+  attrs.SetInt("axis", dim);
+  attrs.SetBool("largest", largest);
+  const ir::NodeId n = cx.graph().AddNode(OpKind::kTopK, {x}, std::move(attrs),
+                                          std::string(call.op()),
+                                          {call.OutputName(0), call.OutputName(1)});
+  return cx.graph().node(n).outputs;
+}
+
+// sort(self, dim=-1, descending=False), sort.stable(self, *, stable, dim=-1,
+// descending=False) -> (values, indices); argsort takes the indices. Kiln's
+// sort is always stable, which is one of the orders an unstable sort may return.
+ConvertResult ConvertSort(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", -1));
+  ASSIGN_OR_RETURN(bool descending, call.Bool("descending", false));
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  attrs.SetBool("descending", descending);
+  const std::string base = call.OutputName(0);
+  const ir::NodeId n = cx.graph().AddNode(OpKind::kSort, {x}, std::move(attrs),
+                                          std::string(call.op()), {base + ".values", base});
+  const std::vector<ir::ValueId>& outs = cx.graph().node(n).outputs;
+  if (call.op() == "aten::argsort") return One(outs[1]);
+  return outs;
+}
+
+// kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices): the k-th
+// smallest, from a TopK of the k smallest.
+ConvertResult ConvertKthvalue(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t k, call.Int("k"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", -1));
+  ASSIGN_OR_RETURN(bool keepdim, call.Bool("keepdim", false));
+  if (k < 1) return call.InvalidArgument(absl::StrCat("k must be positive, got ", k));
+  ir::Attributes attrs;
+  attrs.SetInt("k", k);
+  attrs.SetInt("axis", dim);
+  attrs.SetBool("largest", false);
+  const std::string base = call.OutputName(0);
+  const ir::NodeId n = cx.graph().AddNode(OpKind::kTopK, {x}, std::move(attrs),
+                                          std::string(call.op()),
+                                          {base + ".smallest", base + ".at"});
+  std::vector<ir::ValueId> result;
+  for (ir::ValueId v : std::vector<ir::ValueId>(cx.graph().node(n).outputs)) {
+    ir::Attributes pick;
+    pick.SetInt("axis", dim);
+    const char* suffix = result.empty() ? "" : ".indices";
+    if (keepdim) {
+      pick.SetInt("start", k - 1);
+      pick.SetInt("end", k);
+      result.push_back(cx.Emit(call, OpKind::kSlice, {v}, std::move(pick), suffix));
+    } else {
+      pick.SetInt("index", k - 1);
+      result.push_back(cx.Emit(call, OpKind::kSelect, {v}, std::move(pick), suffix));
+    }
+  }
+  return result;
 }
 
 // embedding(weight, indices, padding_idx=-1, scale_grad_by_freq, sparse) =

@@ -1,6 +1,8 @@
 // Converters for shape and indexing aten ops with constant arguments
-// (flatten, view/reshape, cat, permute/transpose, (un)squeeze, expand, select,
-// slice), casts, the *_like fills, arange, and torch.export's sym_size.
+// (flatten, view/reshape, cat, permute/transpose/movedim, (un)squeeze, expand,
+// split/chunk/unbind, unflatten, repeat, roll, flip, pad, tril/triu,
+// pixel_shuffle, select, slice/narrow, index_select/gather, the scatters),
+// casts, the *_like fills, arange, and torch.export's sym_size.
 //
 // A shape made of sizes known only at run time (a dynamic batch: sym_size
 // results in export, aten::size in TorchScript) becomes an int[] input of the
@@ -70,13 +72,25 @@ ConvertResult ConvertCat(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kConcat, std::move(inputs), std::move(attrs)));
 }
 
-// permute(self, dims), transpose(self, dim0, dim1).
+// permute(self, dims), transpose / swapdims(self, dim0, dim1),
+// swapaxes(self, axis0, axis1), movedim / moveaxis(self, source, destination).
 ConvertResult ConvertPermute(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = OutOfPlaceOp(call.op());
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ir::Attributes attrs;
-  if (OutOfPlaceOp(call.op()) == "aten::permute") {
+  if (op == "aten::permute") {
     ASSIGN_OR_RETURN(std::vector<int64_t> perm, call.Ints("dims"));
     attrs.SetInts("perm", std::move(perm));
+  } else if (op == "aten::movedim" || op == "aten::moveaxis") {
+    ASSIGN_OR_RETURN(std::vector<int64_t> source, call.Ints("source"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> destination, call.Ints("destination"));
+    attrs.SetInts("source", std::move(source));
+    attrs.SetInts("destination", std::move(destination));
+  } else if (op == "aten::swapaxes") {
+    ASSIGN_OR_RETURN(int64_t d0, call.Int("axis0"));
+    ASSIGN_OR_RETURN(int64_t d1, call.Int("axis1"));
+    attrs.SetInt("dim0", d0);
+    attrs.SetInt("dim1", d1);
   } else {
     ASSIGN_OR_RETURN(int64_t d0, call.Int("dim0"));
     ASSIGN_OR_RETURN(int64_t d1, call.Int("dim1"));
@@ -113,6 +127,230 @@ ConvertResult ConvertExpand(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetInts("shape", *std::move(size.values));
   return One(cx.Emit(call, OpKind::kExpand, {x}, std::move(attrs)));
+}
+
+// split.Tensor / unsafe_split.Tensor(self, split_size, dim=0),
+// split_with_sizes / split.sizes(self, split_sizes, dim=0),
+// chunk / unsafe_chunk(self, chunks, dim=0), unbind.int(self, dim=0): a tensor
+// list. When the number of pieces is known (always in export; in TorchScript
+// when the list is unpacked) each piece is its own Slice, Chunk or Select, so
+// later ops read them without a run-time list; otherwise one SplitList.
+ConvertResult ConvertSplit(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = OutOfPlaceOp(call.op());
+  const bool unbind = op == "aten::unbind";
+  const bool chunk = op == "aten::chunk" || op == "aten::unsafe_chunk";
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", 0));
+  std::vector<int64_t> sizes;
+  int64_t split_size = 0, chunks = 0;
+  bool by_sizes = false;
+  if (chunk) {
+    ASSIGN_OR_RETURN(chunks, call.Int("chunks"));
+    if (chunks <= 0) return call.InvalidArgument(absl::StrCat("chunks ", chunks));
+  } else if (!unbind) {
+    // split.Tensor takes one size, the other overloads a list ("split_sizes",
+    // or "split_size" in TorchScript's split.sizes).
+    const char* name = call.Has("split_sizes") ? "split_sizes" : "split_size";
+    if (call.overload() == "Tensor") {
+      std::optional<Number> n = call.ConstNumber(name);
+      if (!n.has_value() || n->kind != Number::kInt) {
+        return call.Unimplemented("a split size known only at run time");
+      }
+      split_size = n->i;
+      if (split_size <= 0) return call.Unimplemented(absl::StrCat("split size ", split_size));
+    } else {
+      ASSIGN_OR_RETURN(sizes, call.Ints(name));
+      by_sizes = true;
+    }
+  }
+  const std::optional<size_t> listed = call.ListLength(0);
+  if (by_sizes && listed.has_value() && sizes.size() != *listed) {
+    return call.InvalidArgument(
+        absl::StrCat("split into ", sizes.size(), " sizes but unpacked into ", *listed));
+  }
+  if (!by_sizes && !listed.has_value()) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    if (chunks > 0) attrs.SetInt("chunks", chunks);
+    if (split_size > 0) attrs.SetInt("split_size", split_size);
+    return One(cx.EmitValue(call, OpKind::kSplitList, ir::ValueKind::kTensorList, {x},
+                            std::move(attrs)));
+  }
+  const int64_t pieces = by_sizes ? static_cast<int64_t>(sizes.size()) : *listed;
+  std::vector<ir::ValueId> parts;
+  int64_t start = 0;
+  for (int64_t k = 0; k < pieces; ++k) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    OpKind piece = OpKind::kSlice;
+    if (unbind) {
+      piece = OpKind::kSelect;
+      attrs.SetInt("index", k);
+    } else if (chunks > 0) {
+      piece = OpKind::kChunk;
+      attrs.SetInt("chunks", chunks);
+      attrs.SetInt("index", k);
+    } else if (by_sizes) {
+      attrs.SetInt("start", start);
+      attrs.SetInt("length", sizes[k]);
+      start += sizes[k];
+    } else {
+      attrs.SetInt("start", k * split_size);
+      attrs.SetInt("end", (k + 1) * split_size);
+    }
+    parts.push_back(cx.Emit(call, piece, {x}, std::move(attrs), absl::StrCat(".", k)));
+  }
+  return One(cx.MakeTensorList(call, std::move(parts)));
+}
+
+// unflatten.int(self, dim, sizes): one size may be -1.
+ConvertResult ConvertUnflatten(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> sizes, call.Ints("sizes"));
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  attrs.SetInts("sizes", std::move(sizes));
+  return One(cx.Emit(call, OpKind::kUnflatten, {x}, std::move(attrs)));
+}
+
+// expand_as(self, other): the shape is other's, read when the model runs.
+ConvertResult ConvertExpandAs(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId like, call.Tensor("other"));
+  ir::Attributes attrs;
+  attrs.SetBool("like", true);
+  return One(cx.Emit(call, OpKind::kExpand, {x, like}, std::move(attrs)));
+}
+
+// view_as / reshape_as(self, other).
+ConvertResult ConvertViewAs(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId like, call.Tensor("other"));
+  return One(cx.Emit(call, OpKind::kReshapeLike, {x, like}));
+}
+
+// repeat(self, repeats) -> Tile.
+ConvertResult ConvertRepeat(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> repeats, call.Ints("repeats"));
+  ir::Attributes attrs;
+  attrs.SetInts("repeats", std::move(repeats));
+  return One(cx.Emit(call, OpKind::kTile, {x}, std::move(attrs)));
+}
+
+// roll(self, shifts, dims=[]).
+ConvertResult ConvertRoll(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> shifts, call.Ints("shifts"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, call.Ints("dims", std::vector<int64_t>{}));
+  ir::Attributes attrs;
+  attrs.SetInts("shifts", std::move(shifts));
+  attrs.SetInts("axes", std::move(dims));
+  return One(cx.Emit(call, OpKind::kRoll, {x}, std::move(attrs)));
+}
+
+// flip(self, dims), fliplr(self) (dim 1), flipud(self) (dim 0).
+ConvertResult ConvertFlip(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = call.op();
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  std::vector<int64_t> dims;
+  if (op == "aten::fliplr") {
+    dims = {1};
+  } else if (op == "aten::flipud") {
+    dims = {0};
+  } else {
+    ASSIGN_OR_RETURN(dims, call.Ints("dims"));
+  }
+  ir::Attributes attrs;
+  attrs.SetInts("axes", std::move(dims));
+  return One(cx.Emit(call, OpKind::kFlip, {x}, std::move(attrs)));
+}
+
+// pad(self, pad, mode="constant", value=None), constant_pad_nd(self, pad, value=0),
+// reflection_padNd / replication_padNd(self, padding). Pad amounts may be
+// computed from the input's shape (swin_t pads to whole windows).
+ConvertResult ConvertPad(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = call.op();
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(IntsArg pads, call.IntsOrValue(call.Has("padding") ? "padding" : "pad"));
+  std::string mode = "constant";
+  double value = 0.0;
+  if (op == "aten::pad") {
+    ASSIGN_OR_RETURN(mode, call.String("mode", "constant"));
+    ASSIGN_OR_RETURN(value, call.Double("value", 0.0));
+  } else if (op == "aten::constant_pad_nd") {
+    ASSIGN_OR_RETURN(value, call.Double("value", 0.0));
+  } else {
+    mode = op.rfind("aten::reflection", 0) == 0 ? "reflect" : "replicate";
+  }
+  if (mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "circular") {
+    return call.InvalidArgument(absl::StrCat("unknown padding mode '", mode, "'"));
+  }
+  ir::Attributes attrs;
+  attrs.SetString("mode", mode);
+  attrs.SetFloat("value", value);
+  if (!pads.values.has_value()) {
+    return One(cx.Emit(call, OpKind::kPad, {x, pads.value}, std::move(attrs)));
+  }
+  attrs.SetInts("pads", *std::move(pads.values));
+  return One(cx.Emit(call, OpKind::kPad, {x}, std::move(attrs)));
+}
+
+// tril / triu(self, diagonal=0).
+ConvertResult ConvertTriangle(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t diagonal, call.Int("diagonal", 0));
+  ir::Attributes attrs;
+  attrs.SetInt("diagonal", diagonal);
+  const OpKind op = OutOfPlaceOp(call.op()) == "aten::tril" ? OpKind::kTril : OpKind::kTriu;
+  return One(cx.Emit(call, op, {x}, std::move(attrs)));
+}
+
+// pixel_shuffle(self, upscale_factor) / pixel_unshuffle(self, downscale_factor).
+ConvertResult ConvertPixelShuffle(AtenCall& call, ConvertContext& cx) {
+  const bool inverse = call.op() == "aten::pixel_unshuffle";
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t factor, call.Int(inverse ? "downscale_factor" : "upscale_factor"));
+  ir::Attributes attrs;
+  attrs.SetInt("factor", factor);
+  attrs.SetBool("inverse", inverse);
+  return One(cx.Emit(call, OpKind::kPixelShuffle, {x}, std::move(attrs)));
+}
+
+// index_select(self, dim, index); gather(self, dim, index, sparse_grad=False).
+ConvertResult ConvertIndexSelect(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  ASSIGN_OR_RETURN(ir::ValueId index, call.Tensor("index"));
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  const OpKind op = call.op() == "aten::gather" ? OpKind::kGather : OpKind::kIndexSelect;
+  return One(cx.Emit(call, op, {x, index}, std::move(attrs)));
+}
+
+// slice_scatter(self, src, dim=0, start=None, end=None, step=1) and
+// select_scatter(self, src, dim, index): self with the slice (or select)
+// replaced by src, which is how torch.export writes x[:, 1:3] = v.
+ConvertResult ConvertSliceScatter(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::ValueId src, call.Tensor("src"));
+  ir::Attributes attrs;
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", 0));
+  attrs.SetInt("axis", dim);
+  if (call.op() == "aten::select_scatter") {
+    ASSIGN_OR_RETURN(int64_t index, call.Int("index"));
+    attrs.SetInt("index", index);
+  } else {
+    for (const char* name : {"start", "end"}) {
+      if (!call.Has(name)) continue;
+      ASSIGN_OR_RETURN(int64_t bound, call.Int(name));
+      attrs.SetInt(name, bound);
+    }
+    ASSIGN_OR_RETURN(int64_t step, call.Int("step", 1));
+    attrs.SetInt("step", step);
+  }
+  return One(cx.Emit(call, OpKind::kSliceScatter, {self, src}, std::move(attrs)));
 }
 
 // select(self, dim, index).
@@ -159,11 +397,29 @@ ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kSlice, std::move(inputs), std::move(attrs)));
 }
 
+// narrow(self, dim, start, length).
+ConvertResult ConvertNarrow(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  ASSIGN_OR_RETURN(int64_t start, call.Int("start"));
+  ASSIGN_OR_RETURN(int64_t length, call.Int("length"));
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  attrs.SetInt("start", start);
+  attrs.SetInt("length", length);
+  return One(cx.Emit(call, OpKind::kSlice, {x}, std::move(attrs)));
+}
+
 // _to_copy(self, *, dtype=None, ...), to.dtype(self, dtype, ...): a Cast, or
 // the input itself when no dtype is given (device and layout moves are no-ops
-// on a CPU-only runtime).
+// on a CPU-only runtime); to.other(self, other, ...) and type_as(self, other):
+// a Cast to other's dtype.
 ConvertResult ConvertToCopy(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  if (call.op() == "aten::type_as" || call.overload() == "other") {
+    ASSIGN_OR_RETURN(ir::ValueId like, call.Tensor("other"));
+    return One(cx.Emit(call, OpKind::kCast, {x, like}));
+  }
   ASSIGN_OR_RETURN(std::optional<DType> dtype, call.ScalarType("dtype"));
   if (!dtype) return One(x);
   ir::Attributes attrs;
@@ -182,6 +438,28 @@ ConvertResult ConvertFullLike(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetFloat("value", value);
   if (dtype) attrs.SetString("dtype", DTypeName(*dtype));
+  return One(cx.Emit(call, OpKind::kFill, {like}, std::move(attrs)));
+}
+
+// new_zeros / new_ones / new_empty(self, size, *, dtype=None, ...),
+// new_full(self, size, fill_value, *, dtype=None, ...): self's dtype unless
+// given, the given size (which may be computed at run time).
+ConvertResult ConvertNewFull(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = call.op();
+  ASSIGN_OR_RETURN(ir::ValueId like, call.Tensor("self"));
+  ASSIGN_OR_RETURN(std::optional<DType> dtype, call.ScalarType("dtype"));
+  double value = op == "aten::new_ones" ? 1.0 : 0.0;
+  if (op == "aten::new_full") {
+    ASSIGN_OR_RETURN(value, call.Double("fill_value"));
+  }
+  ir::Attributes attrs;
+  attrs.SetFloat("value", value);
+  if (dtype) attrs.SetString("dtype", DTypeName(*dtype));
+  ASSIGN_OR_RETURN(IntsArg size, call.IntsOrValue("size"));
+  if (!size.values.has_value()) {
+    return One(cx.Emit(call, OpKind::kFill, {like, size.value}, std::move(attrs)));
+  }
+  attrs.SetInts("shape", *std::move(size.values));
   return One(cx.Emit(call, OpKind::kFill, {like}, std::move(attrs)));
 }
 

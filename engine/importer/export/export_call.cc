@@ -46,8 +46,10 @@ ExportCall::ExportCall(const json& node, int index, std::string op, std::string 
   if (auto it = node.find("outputs"); it != node.end() && it->is_array()) {
     for (const json& out : *it) {
       std::string name = node_name;
+      std::optional<size_t> list_length;
       if (out.is_object() && out.size() == 1) {
         const json& v = out.begin().value();
+        if (out.contains("as_tensors") && v.is_array()) list_length = v.size();
         if (out.contains("as_tensor") && v.is_object() && v.contains("name") &&
             v["name"].is_string()) {
           name = v["name"].get<std::string>();
@@ -57,6 +59,7 @@ ExportCall::ExportCall(const json& node, int index, std::string op, std::string 
         }
       }
       output_names_.push_back(std::move(name));
+      list_lengths_.push_back(list_length);
     }
   }
 }

@@ -40,6 +40,9 @@ class ExportCall final : public AtenCall {
   std::string OutputName(size_t i) const override {
     return i < output_names_.size() ? output_names_[i] : std::string();
   }
+  std::optional<size_t> ListLength(size_t i) const override {
+    return i < list_lengths_.size() ? list_lengths_[i] : std::nullopt;
+  }
   bool Has(std::string_view name) const override;
 
   absl::StatusOr<ir::ValueId> Tensor(std::string_view name) override;
@@ -70,6 +73,7 @@ class ExportCall final : public AtenCall {
 
   std::map<std::string, const nlohmann::json*, std::less<>> args_;
   std::vector<std::string> output_names_;
+  std::vector<std::optional<size_t>> list_lengths_;  // per output: an "as_tensors" length
   int index_;
   std::string op_;
   std::string overload_;

@@ -1,12 +1,12 @@
-// Converters for creation ops (folded to constants when their sizes are
-// constant), casts, einsum and the small linear-algebra helpers, group and
-// instance norm, interpolation, the recurrent layers and the fused attention
-// ops that freezing leaves in transformer models.
+// TorchScript-only converters for creation ops (folded to constants with
+// libtorch when their sizes are constant; dtype=x.dtype read through
+// prim::dtype), interpolation (scale lists), the recurrent layers (their
+// weights a TorchScript list) and the fused attention op that freezing leaves
+// in transformer models.
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include <ATen/ops/arange.h>
 #include <ATen/ops/eye.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/linspace.h>
@@ -69,50 +69,6 @@ at::TensorOptions Options(const std::optional<c10::ScalarType>& dtype) {
 
 // ---------------------------------------------------------------- creation
 
-// arange(end | start, end[, step], *, dtype, ...).
-ConvertResult ConvertArange(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
-  const std::string overload = node.maybeSchema() ? node.maybeSchema()->overload_name() : "";
-  const size_t n_args = overload.empty() ? 1 : overload == "start" ? 2 : 3;
-  bool constant = true;
-  for (size_t i = 0; i < n_args; ++i) constant &= ctx.ConstantOf(node.inputs()[i]).has_value();
-  if (!constant) {
-    // A bound computed at run time (arange(x.size(1))): an Arange node; the
-    // result is int64 unless a float is involved, as in PyTorch.
-    std::vector<ir::ValueId> args;
-    bool floating = false;
-    for (size_t i = 0; i < n_args; ++i) {
-      ASSIGN_OR_RETURN(ir::ValueId a, ctx.ScalarInput(node, i));
-      floating |= ctx.KindOf(a) == ir::ValueKind::kFloat;
-      args.push_back(a);
-    }
-    if (n_args == 1) args.insert(args.begin(), ctx.AddInt(0));
-    if (n_args < 3) args.push_back(ctx.AddInt(1));
-    DType d = floating ? DType::kF32 : DType::kInt64;
-    if (dtype) {
-      ASSIGN_OR_RETURN(d, DTypeFromTorch(*dtype));
-    }
-    ir::Attributes attrs;
-    attrs.SetString("dtype", DTypeName(d));
-    return One(ctx.Emit(node, OpKind::kArange, std::move(args), std::move(attrs)));
-  }
-  at::Tensor t;
-  if (overload.empty()) {
-    ASSIGN_OR_RETURN(c10::Scalar end, ScalarArg(node, ctx, 0));
-    t = at::arange(end, Options(dtype));
-  } else {
-    ASSIGN_OR_RETURN(c10::Scalar start, ScalarArg(node, ctx, 0));
-    ASSIGN_OR_RETURN(c10::Scalar end, ScalarArg(node, ctx, 1));
-    c10::Scalar step(1);
-    if (overload == "start_step") {
-      ASSIGN_OR_RETURN(step, ScalarArg(node, ctx, 2));
-    }
-    t = at::arange(start, end, step, Options(dtype));
-  }
-  ASSIGN_OR_RETURN(ir::ValueId id, Folded(node, ctx, t));
-  return One(id);
-}
-
 // zeros / ones / full / empty(size[, fill_value], *, dtype, ...): a constant.
 // empty is zero-filled (its contents are unspecified).
 ConvertResult ConvertFull(const TorchNode& node, ImportContext& ctx) {
@@ -150,48 +106,6 @@ ConvertResult ConvertFull(const TorchNode& node, ImportContext& ctx) {
   }
   ASSIGN_OR_RETURN(ir::ValueId id, Folded(node, ctx, at::full(*size.values, value, at::TensorOptions().dtype(st))));
   return One(id);
-}
-
-// zeros_like / ones_like / full_like / empty_like / rand-free *_like(self[, fill], *, dtype).
-ConvertResult ConvertFullLike(const TorchNode& node, ImportContext& ctx) {
-  const std::string kind = Kind(node);
-  ASSIGN_OR_RETURN(ir::ValueId like, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
-  double value = kind == "ones_like" ? 1.0 : 0.0;
-  if (kind == "full_like") {
-    ASSIGN_OR_RETURN(value, ctx.ConstDouble(node, 1));
-  }
-  ir::Attributes attrs;
-  attrs.SetFloat("value", value);
-  if (dtype) {
-    ASSIGN_OR_RETURN(DType d, DTypeFromTorch(*dtype));
-    attrs.SetString("dtype", DTypeName(d));
-  }
-  return One(ctx.Emit(node, OpKind::kFill, {like}, std::move(attrs)));
-}
-
-// new_zeros / new_ones / new_full / new_empty(self, size[, fill], *, dtype):
-// self's dtype unless given, the given size.
-ConvertResult ConvertNewFull(const TorchNode& node, ImportContext& ctx) {
-  const std::string kind = Kind(node);
-  ASSIGN_OR_RETURN(ir::ValueId like, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
-  double value = kind == "new_ones" ? 1.0 : 0.0;
-  if (kind == "new_full") {
-    ASSIGN_OR_RETURN(value, ctx.ConstDouble(node, 2));
-  }
-  ir::Attributes attrs;
-  attrs.SetFloat("value", value);
-  if (dtype) {
-    ASSIGN_OR_RETURN(DType d, DTypeFromTorch(*dtype));
-    attrs.SetString("dtype", DTypeName(d));
-  }
-  ASSIGN_OR_RETURN(IntsArg size, ctx.IntsInput(node, 1));
-  if (!size.values.has_value()) {
-    return One(ctx.Emit(node, OpKind::kFill, {like, size.value}, std::move(attrs)));
-  }
-  attrs.SetInts("shape", *std::move(size.values));
-  return One(ctx.Emit(node, OpKind::kFill, {like}, std::move(attrs)));
 }
 
 namespace {
@@ -256,114 +170,6 @@ ConvertResult ConvertLinspaceEye(const TorchNode& node, ImportContext& ctx) {
   }
   ASSIGN_OR_RETURN(ir::ValueId id, Folded(node, ctx, t));
   return One(id);
-}
-
-// ---------------------------------------------------------------- casts
-
-// to(self, dtype | other | device, ...): a Cast, or the input itself when no
-// dtype is given (device moves); type_as(self, other).
-ConvertResult ConvertTo(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  const std::string overload = node.maybeSchema() ? node.maybeSchema()->overload_name() : "";
-  if (Kind(node) == "type_as" || overload == "other") {
-    ASSIGN_OR_RETURN(ir::ValueId like, ctx.Input(node, 1));
-    return One(ctx.Emit(node, OpKind::kCast, {x, like}));
-  }
-  ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype, ScalarTypeArg(node, ctx, "dtype"));
-  if (!dtype) return One(x);
-  ASSIGN_OR_RETURN(DType d, DTypeFromTorch(*dtype));
-  ir::Attributes attrs;
-  attrs.SetString("dtype", DTypeName(d));
-  return One(ctx.Emit(node, OpKind::kCast, {x}, std::move(attrs)));
-}
-
-// ---------------------------------------------------------------- linear algebra
-
-// einsum(equation, tensors, path=None).
-ConvertResult ConvertEinsum(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(std::string equation, ctx.ConstString(node, 0));
-  ASSIGN_OR_RETURN(std::vector<ir::ValueId> inputs, ctx.TensorListInput(node, 1));
-  ir::Attributes attrs;
-  attrs.SetString("equation", equation);
-  return One(ctx.Emit(node, OpKind::kEinsum, std::move(inputs), std::move(attrs)));
-}
-
-// baddbmm(self, batch1, batch2, beta=1, alpha=1) = beta * self + alpha * bmm.
-ConvertResult ConvertBaddbmm(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId self, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(ir::ValueId a, ctx.Input(node, 1));
-  ASSIGN_OR_RETURN(ir::ValueId b, ctx.Input(node, 2));
-  double beta = 1.0, alpha = 1.0;
-  if (node.inputs().size() > 3) {
-    ASSIGN_OR_RETURN(beta, ctx.ConstDouble(node, 3));
-  }
-  if (node.inputs().size() > 4) {
-    ASSIGN_OR_RETURN(alpha, ctx.ConstDouble(node, 4));
-  }
-  const std::string name = node.output()->debugName();
-  ir::ValueId product = ctx.Emit(node, OpKind::kMatMul, {a, b}, {}, ".bmm");
-  if (alpha != 1.0) {
-    product = ctx.Emit(node, OpKind::kMul, {product, ctx.AddFloat(alpha, name + ".alpha")}, {},
-                       ".bmm_scaled");
-  }
-  if (beta == 0.0) return One(ctx.Emit(node, OpKind::kIdentity, {product}));
-  if (beta != 1.0) {
-    self = ctx.Emit(node, OpKind::kMul, {self, ctx.AddFloat(beta, name + ".beta")}, {},
-                    ".self_scaled");
-  }
-  return One(ctx.Emit(node, OpKind::kAdd, {product, self}));
-}
-
-// mv, dot: MatMul (1-D operands); outer(a, b) = a[:, None] * b.
-ConvertResult ConvertVectorProduct(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId a, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(ir::ValueId b, ctx.Input(node, 1));
-  const std::string kind = Kind(node);
-  if (kind == "outer" || kind == "ger") {
-    ir::Attributes attrs;
-    attrs.SetInt("axis", 1);
-    ir::ValueId column = ctx.Emit(node, OpKind::kUnsqueeze, {a}, std::move(attrs), ".column");
-    return One(ctx.Emit(node, OpKind::kMul, {column, b}));
-  }
-  return One(ctx.Emit(node, OpKind::kMatMul, {a, b}));
-}
-
-// ---------------------------------------------------------------- normalization
-
-// group_norm(input, num_groups, weight?, bias?, eps, cudnn_enabled).
-ConvertResult ConvertGroupNorm(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(int64_t groups, ctx.ConstInt(node, 1));
-  ASSIGN_OR_RETURN(ir::ValueId weight, ctx.OptionalInput(node, 2));
-  ASSIGN_OR_RETURN(ir::ValueId bias, ctx.OptionalInput(node, 3));
-  ASSIGN_OR_RETURN(double eps, ctx.ConstDouble(node, 4));
-  ir::Attributes attrs;
-  attrs.SetInt("groups", groups);
-  attrs.SetFloat("eps", eps);
-  std::vector<ir::ValueId> inputs = {x, weight, bias};
-  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
-  return One(ctx.Emit(node, OpKind::kGroupNorm, std::move(inputs), std::move(attrs)));
-}
-
-// instance_norm(input, weight?, bias?, running_mean?, running_var?,
-// use_input_stats, momentum, eps, cudnn_enabled): with input statistics it is a
-// GroupNorm with one group per channel (the group count comes from the
-// weight, or from the input's channels, which only the kernel knows).
-ConvertResult ConvertInstanceNorm(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(bool use_input_stats, ctx.ConstBool(node, 5));
-  if (!use_input_stats) {
-    return ctx.Unimplemented(node, "instance_norm with running statistics");
-  }
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ASSIGN_OR_RETURN(ir::ValueId weight, ctx.OptionalInput(node, 1));
-  ASSIGN_OR_RETURN(ir::ValueId bias, ctx.OptionalInput(node, 2));
-  ASSIGN_OR_RETURN(double eps, ctx.ConstDouble(node, 7));
-  ir::Attributes attrs;
-  attrs.SetInt("groups", -1);  // one per channel
-  attrs.SetFloat("eps", eps);
-  std::vector<ir::ValueId> inputs = {x, weight, bias};
-  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
-  return One(ctx.Emit(node, OpKind::kGroupNorm, std::move(inputs), std::move(attrs)));
 }
 
 // ---------------------------------------------------------------- interpolation

@@ -1,6 +1,6 @@
-// TorchScript-only converters for neural-network ops: conv_transpose{1,2,3}d
-// as scripted modules call them and adaptive pools (a scripted Optional list
-// of output sizes). The shared ones are in engine/importer/aten/convert_nn.cc.
+// TorchScript-only converters for neural-network ops: adaptive pools, whose
+// output size may be a scripted Optional[int] list (None keeps that input
+// size). The shared ones are in engine/importer/aten/convert_nn.cc.
 #include <string>
 #include <vector>
 
@@ -27,28 +27,7 @@ absl::StatusOr<std::vector<int64_t>> IntsPerDim(const ImportContext& ctx, const 
 
 std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
 
-ConvertResult EmitConv(const TorchNode& node, ImportContext& ctx, std::vector<int64_t> stride,
-                       std::vector<int64_t> padding, std::vector<int64_t> dilation,
-                       int64_t groups, bool transposed = false,
-                       std::vector<int64_t> output_padding = {}, ir::ValueId x = ir::kNoValue) {
-  if (x == ir::kNoValue) {
-    ASSIGN_OR_RETURN(x, ctx.Input(node, 0));
-  }
-  ASSIGN_OR_RETURN(ir::ValueId w, ctx.Input(node, 1));
-  ASSIGN_OR_RETURN(ir::ValueId b, ctx.OptionalInput(node, 2));
-  std::vector<ir::ValueId> inputs = {x, w};
-  if (b != ir::kNoValue) inputs.push_back(b);
-  ir::Attributes attrs;
-  attrs.SetInts("stride", std::move(stride));
-  attrs.SetInts("padding", std::move(padding));
-  attrs.SetInts("dilation", std::move(dilation));
-  attrs.SetInt("groups", groups);
-  if (transposed) attrs.SetInts("output_padding", std::move(output_padding));
-  return One(ctx.Emit(node, transposed ? OpKind::kConvTranspose : OpKind::kConv, std::move(inputs),
-                      std::move(attrs)));
-}
-
-// The number of spatial dims of a conv or pool: from the op's name
+// The number of spatial dims of a pool: from the op's name
 // (max_pool3d), else from a constant weight's rank, else from `fallback`.
 size_t SpatialDims(const TorchNode& node, const ImportContext& ctx, size_t fallback) {
   const std::string kind = node.kind().toUnqualString();
@@ -63,19 +42,6 @@ size_t SpatialDims(const TorchNode& node, const ImportContext& ctx, size_t fallb
 
 
 }  // namespace
-
-// conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding,
-// groups, dilation), as scripted modules call them.
-ConvertResult ConvertConvTransposeNd(const TorchNode& node, ImportContext& ctx) {
-  const size_t spatial = SpatialDims(node, ctx, 2);
-  ASSIGN_OR_RETURN(std::vector<int64_t> stride, IntsPerDim(ctx, node, 3, spatial));
-  ASSIGN_OR_RETURN(std::vector<int64_t> padding, IntsPerDim(ctx, node, 4, spatial));
-  ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, IntsPerDim(ctx, node, 5, spatial));
-  ASSIGN_OR_RETURN(int64_t groups, ctx.ConstInt(node, 6));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dilation, IntsPerDim(ctx, node, 7, spatial));
-  return EmitConv(node, ctx, std::move(stride), std::move(padding), std::move(dilation), groups,
-                  /*transposed=*/true, std::move(output_padding));
-}
 
 // adaptive_{avg,max}_pool{1,2,3}d(self, output_size).
 ConvertResult ConvertAdaptiveAvgPool2d(const TorchNode& node, ImportContext& ctx) {

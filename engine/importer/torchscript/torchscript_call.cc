@@ -29,6 +29,19 @@ std::string TorchScriptCall::OutputName(size_t i) const {
   return i < node_.outputs().size() ? node_.outputs()[i]->debugName() : std::string();
 }
 
+std::optional<size_t> TorchScriptCall::ListLength(size_t i) const {
+  if (i >= node_.outputs().size()) return std::nullopt;
+  // Every use unpacks the list into the same number of values (q, k, v = x.chunk(3)).
+  std::optional<size_t> n;
+  for (const torch::jit::Use& use : node_.outputs()[i]->uses()) {
+    if (use.user->kind() != c10::prim::ListUnpack) return std::nullopt;
+    const size_t k = use.user->outputs().size();
+    if (n.has_value() && *n != k) return std::nullopt;
+    n = k;
+  }
+  return n;
+}
+
 int TorchScriptCall::Index(std::string_view name) const {
   if (schema_ == nullptr) return -1;
   c10::optional<int> i = schema_->argumentIndexWithName(c10::string_view(name.data(), name.size()));

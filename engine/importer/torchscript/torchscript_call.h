@@ -23,6 +23,7 @@ class TorchScriptCall final : public AtenCall {
   std::string Where() const override { return ctx_.Where(node_); }
   size_t num_outputs() const override { return node_.outputs().size(); }
   std::string OutputName(size_t i) const override;
+  std::optional<size_t> ListLength(size_t i) const override;
   bool Has(std::string_view name) const override;
 
   absl::StatusOr<ir::ValueId> Tensor(std::string_view name) override;

@@ -412,6 +412,70 @@ TEST(ExportImporterTest, WhileLoopBecomesALoop) {
   }
 }
 
+// A node whose output is {"as_tensors": [...]}: each listed name is bound to its piece. x is
+// [batch, 6]; chunk into 3, split by 4 (a shorter last piece), unbind a unflattened [2, 3].
+TEST(ExportImporterTest, ListResultsBindEachPiece) {
+  Program p;
+  auto list_node = [](const std::string& target, std::vector<json> inputs,
+                      std::vector<std::string> outs) {
+    json n = Node(target, std::move(inputs), outs[0]);
+    n["outputs"] = json::array({Tensors(outs)});
+    n["name"] = outs[0] + "_list";
+    return n;
+  };
+  json nodes = json::array(
+      {list_node("torch.ops.aten.chunk.default",
+                 {Arg("self", T("x")), Arg("chunks", {{"as_int", 3}}),
+                  Arg("dim", {{"as_int", -1}})},
+                 {"c0", "c1", "c2"}),
+       list_node("torch.ops.aten.split.Tensor",
+                 {Arg("self", T("x")), Arg("split_size", {{"as_int", 4}}),
+                  Arg("dim", {{"as_int", 1}})},
+                 {"s0", "s1"}),
+       Node("torch.ops.aten.unflatten.int",
+            {Arg("self", T("s0")), Arg("dim", {{"as_int", 1}}),
+             Arg("sizes", {{"as_ints", {2, -1}}})},
+            "u"),
+       list_node("torch.ops.aten.unbind.int", {Arg("self", T("u")), Arg("dim", {{"as_int", 1}})},
+                 {"r0", "r1"}),
+       // c2 * s1 + r1[:, 0:2] - c0  (all [batch, 2])
+       Node("torch.ops.aten.mul.Tensor", {Arg("self", T("c2")), Arg("other", T("s1"))}, "m"),
+       Node("torch.ops.aten.slice.Tensor",
+            {Arg("self", T("r1")), Arg("dim", {{"as_int", 1}}), Arg("start", {{"as_int", 0}}),
+             Arg("end", {{"as_int", 2}})},
+            "r1s"),
+       Node("torch.ops.aten.add.Tensor", {Arg("self", T("m")), Arg("other", T("r1s"))}, "a"),
+       Node("torch.ops.aten.sub.Tensor", {Arg("self", T("a")), Arg("other", T("c0"))}, "out")});
+  json tv;
+  for (const char* name : {"c0", "c1", "c2", "s1", "m", "r1s", "a", "out"}) {
+    tv[name] = Meta({Sym("s0"), 2});
+  }
+  tv["s0"] = Meta({Sym("s0"), 4});
+  tv["u"] = Meta({Sym("s0"), 2, 2});
+  tv["r0"] = Meta({Sym("s0"), 2});
+  tv["r1"] = Meta({Sym("s0"), 2});
+  SetGraph(p, {{"x", Meta({Sym("s0"), 6})}}, nodes, "out", tv);
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(p.Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<float> x;
+  for (int i = 0; i < 12; ++i) x.push_back(static_cast<float>(i * i % 7) - 3.0f);
+  absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+      (*model)->Infer({{"x", Floats({2, 6}, x)}}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& y = (*out)[0].tensor;
+  ASSERT_EQ(y.dims(), (Dims{2, 2}));
+  for (int r = 0; r < 2; ++r) {
+    const float* row = &x[r * 6];
+    for (int c = 0; c < 2; ++c) {
+      // c2 = row[4:6], s1 = row[4:6], r1 = s0 viewed [2, 2] row 1 = row[2:4], c0 = row[0:2].
+      const float want = row[4 + c] * row[4 + c] + row[2 + c] - row[c];
+      EXPECT_FLOAT_EQ(y.data<float>()[r * 2 + c], want) << "row " << r << " col " << c;
+    }
+  }
+}
+
 TEST(ExportImporterTest, UnsupportedOpsInsideSubgraphsAreListed) {
   Program p = CondProgram();
   json& branch = p.ep["graph_module"]["graph"]["nodes"][2]["inputs"][2]["arg"]["as_graph"]["graph"];
