@@ -140,12 +140,15 @@ class KilnEngine : public KilnTensorEngine {
              const std::vector<std::string>& disabled_passes) {
     // The format from the file's content, as kilnd tells it: a torch.export archive through
     // the export front, anything else as TorchScript.
-    const std::string bytes = ReadFile(path);
-    const kiln::importer::ModelFormat format = kiln::importer::DetectFormat(bytes);
-    auto graph = format == kiln::importer::ModelFormat::kExportedProgram ||
-                         format == kiln::importer::ModelFormat::kLegacyExportedProgram
-                     ? kiln::importer::ImportExportedProgram(bytes)
-                     : kiln::importer::ImportTorchScript(bytes);
+    // The file's bytes are freed before the peak is reset below.
+    auto graph = [&] {
+      const std::string bytes = ReadFile(path);
+      const kiln::importer::ModelFormat format = kiln::importer::DetectFormat(bytes);
+      return format == kiln::importer::ModelFormat::kExportedProgram ||
+                     format == kiln::importer::ModelFormat::kLegacyExportedProgram
+                 ? kiln::importer::ImportExportedProgram(bytes)
+                 : kiln::importer::ImportTorchScript(bytes);
+    }();
     if (!graph.ok()) Fail("import: " + std::string(graph.status().message()));
     // From here on only Kiln's engine holds memory: count the peak from now.
     std::ofstream("/proc/self/clear_refs") << "5";

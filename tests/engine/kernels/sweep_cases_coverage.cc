@@ -724,7 +724,7 @@ Case ChainCase(Rng& rng, int i) {
   static const K kUnary[] = {K::kRelu, K::kSigmoid, K::kTanh, K::kGelu, K::kSilu,
                              K::kNeg,  K::kAbs,     K::kExp,  K::kErf,  K::kHardSwish};
   static const K kBinary[] = {K::kAdd, K::kSub, K::kMul, K::kMaximum, K::kMinimum};
-  const Dims out = Big(i) ? Dims{3, Uniform(rng, 400, 900)} : RandomDims(rng, 0, 3, 4);
+  const Dims out = Big(i) ? Dims{3, Uniform(rng, 2800, 6000)} : RandomDims(rng, 0, 3, 4);
   Case c;
   const int64_t inputs = Uniform(rng, 1, 3);
   for (int64_t k = 0; k < inputs; ++k) {

@@ -216,7 +216,7 @@ TEST(ElementwiseFusionTest, RandomChainsGiveTheUnfusedBytes) {
   for (int i = 0; i < 30; ++i) {
     Case c;
     ir::Graph& g = c.graph;
-    const Dims dims = i % 3 == 0 ? Dims{2, 3, 700} : Dims{pick(4) + 1, pick(40) + 1};
+    const Dims dims = i % 3 == 0 ? Dims{2, 3, 3000} : Dims{pick(4) + 1, pick(40) + 1};
     std::vector<ValueId> values;
     const int inputs = pick(3) + 1;
     for (int k = 0; k < inputs; ++k) {
