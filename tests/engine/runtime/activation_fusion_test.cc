@@ -10,21 +10,15 @@
 #include <random>
 
 #include "engine/runtime/executable.h"
+#include "tests/engine/runtime/graph_test_util.h"
 
 namespace kiln::runtime {
 namespace {
 
 using ir::OpKind;
 using ir::ValueId;
-
-Tensor Random(Dims dims, std::mt19937& rng, double lo, double hi) {
-  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = static_cast<float>(u(rng));
-  return t;
-}
-
-ValueId Out(ir::Graph& g, ir::NodeId n) { return g.node(n).outputs[0]; }
+using testing::Random;
+using testing::Out;
 
 ValueId Linear(ir::Graph& g, std::mt19937& rng, ValueId x, int64_t k, int64_t n, bool bias) {
   std::vector<ValueId> in = {x, g.AddConstant(Random({n, k}, rng, -0.5, 0.5))};

@@ -13,6 +13,7 @@
 
 #include "engine/ir/graph.h"
 #include "engine/runtime/executable.h"
+#include "tests/engine/runtime/graph_test_util.h"
 #include "engine/runtime/profiler.h"
 
 namespace kiln::runtime {
@@ -20,15 +21,8 @@ namespace {
 
 using ir::OpKind;
 using ir::ValueId;
-
-Tensor Random(Dims dims, std::mt19937& rng, double lo, double hi) {
-  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = static_cast<float>(u(rng));
-  return t;
-}
-
-ValueId Out(ir::Graph& g, ir::NodeId n) { return g.node(n).outputs[0]; }
+using testing::Random;
+using testing::Out;
 
 ValueId Transpose(ir::Graph& g, ValueId x, int64_t a, int64_t b) {
   ir::Attributes attrs;

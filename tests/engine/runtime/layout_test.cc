@@ -11,19 +11,14 @@
 #include <random>
 
 #include "engine/runtime/executable.h"
+#include "tests/engine/runtime/graph_test_util.h"
 
 namespace kiln::runtime {
 namespace {
 
 using ir::OpKind;
 using ir::ValueId;
-
-Tensor Random(Dims dims, std::mt19937& rng, double lo, double hi) {
-  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = static_cast<float>(u(rng));
-  return t;
-}
+using testing::Random;
 
 class Builder {
  public:

@@ -1,0 +1,23 @@
+// Helpers the runtime tests share to build graphs and their inputs.
+#pragma once
+
+#include <random>
+#include <utility>
+
+#include "engine/common/tensor.h"
+#include "engine/ir/graph.h"
+
+namespace kiln::runtime::testing {
+
+// A float32 tensor of uniform values in [lo, hi).
+inline Tensor Random(Dims dims, std::mt19937& rng, double lo, double hi) {
+  Tensor t = Tensor::Zeros(DType::kF32, std::move(dims));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = static_cast<float>(u(rng));
+  return t;
+}
+
+// The one output of node `n`.
+inline ir::ValueId Out(ir::Graph& g, ir::NodeId n) { return g.node(n).outputs[0]; }
+
+}  // namespace kiln::runtime::testing
