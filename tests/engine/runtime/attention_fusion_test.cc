@@ -21,6 +21,7 @@ namespace {
 
 using ir::OpKind;
 using ir::ValueId;
+using testing::Count;
 using testing::Random;
 using testing::Out;
 
@@ -45,12 +46,6 @@ ValueId Softmax(ir::Graph& g, ValueId x) {
 
 ValueId Op(ir::Graph& g, OpKind kind, ValueId a, ValueId b) {
   return Out(g, g.AddNode(kind, {a, b}));
-}
-
-int Count(const ir::Graph& g, OpKind kind) {
-  int n = 0;
-  for (const ir::Node& node : g.nodes()) n += node.kind == kind;
-  return n;
 }
 
 struct Case {

@@ -36,10 +36,7 @@ ValueId Number(ir::Graph& g, double v) {
 
 // Nodes of `kind` the compiled graph still runs (its blocks' nodes).
 int Count(const Executable& exe, OpKind kind) {
-  const ir::Graph g = exe.graph().Compacted();
-  int n = 0;
-  for (const ir::Node& node : g.nodes()) n += node.kind == kind;
-  return n;
+  return testing::Count(exe.graph().Compacted(), kind);
 }
 
 struct Case {

@@ -17,6 +17,13 @@ inline Tensor Random(Dims dims, std::mt19937& rng, double lo, double hi) {
   return t;
 }
 
+// How many nodes of `kind` graph `g` holds.
+inline int Count(const ir::Graph& g, ir::OpKind kind) {
+  int n = 0;
+  for (const ir::Node& node : g.nodes()) n += node.kind == kind;
+  return n;
+}
+
 // The one output of node `n`.
 inline ir::ValueId Out(ir::Graph& g, ir::NodeId n) { return g.node(n).outputs[0]; }
 
