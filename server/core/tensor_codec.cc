@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/common/status_macros.h"
+#include "server/core/input_buffer_pool.h"
 #include "server/core/request_parameters.h"
 
 namespace kiln::server {
@@ -168,9 +169,10 @@ absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dim
                                    expected, " (shape ", DimsToString(dims), " x ",
                                    DTypeSize(dtype), "-byte ", std::string(DTypeName(dtype)), ")"));
   }
-  // Allocate, not Zeros: whatever a client sends, a failure is a status.
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, std::move(dims),
-                                               absl::StrCat("input '", input.name(), "'")));
+  // Allocated, never assumed: whatever a client sends, a failure is a status.
+  // Uninitialized: every byte is written just below.
+  ASSIGN_OR_RETURN(Tensor t, InputBufferPool::ForRequests().Allocate(
+                                 dtype, std::move(dims), absl::StrCat("input '", input.name(), "'")));
   if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);
   if (dtype == DType::kBool) {
     // Kernels may rely on bools being exactly 0 or 1; raw bytes can be anything.
