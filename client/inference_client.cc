@@ -353,7 +353,9 @@ absl::StatusOr<CacheStatistics> InferenceClient::GetCacheStatistics(const std::s
   stats.totals = CacheTotals{t.memory_limit_bytes(), t.memory_bytes(),     t.memory_entries(),
                              t.evictions(),          t.disk_dir(),         t.disk_graph_hits(),
                              t.disk_graph_misses(),  t.disk_plan_hits(),   t.disk_plan_misses(),
-                             t.disk_corrupt(),       t.disk_writes()};
+                             t.disk_corrupt(),       t.disk_writes(),      t.packed_hits(),
+                             t.packed_writes(),      t.disk_bytes(),       t.disk_limit_bytes(),
+                             t.disk_evictions()};
   return stats;
 }
 

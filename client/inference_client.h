@@ -164,6 +164,11 @@ struct CacheTotals {
   uint64_t disk_plan_misses = 0;
   uint64_t disk_corrupt = 0;
   uint64_t disk_writes = 0;
+  uint64_t packed_hits = 0;
+  uint64_t packed_writes = 0;
+  uint64_t disk_bytes = 0;
+  uint64_t disk_limit_bytes = 0;  // 0: no bound
+  uint64_t disk_evictions = 0;
 };
 
 struct CacheStatistics {

@@ -423,14 +423,21 @@ absl::Status Stats(InferenceClient& client, const std::string& name) {
                 static_cast<unsigned long long>(t.evictions),
                 t.disk_dir.empty() ? "off" : t.disk_dir.c_str());
     if (!t.disk_dir.empty()) {
-      std::printf(": graphs %llu hits / %llu misses, plans %llu hits / %llu misses, %llu writes, "
-                  "%llu corrupt removed",
+      std::printf(": graphs %llu hits / %llu misses, plans %llu hits / %llu misses, "
+                  "prepacked weights %llu mapped / %llu written, %llu writes, "
+                  "%llu corrupt removed; %.1f MB",
                   static_cast<unsigned long long>(t.disk_graph_hits),
                   static_cast<unsigned long long>(t.disk_graph_misses),
                   static_cast<unsigned long long>(t.disk_plan_hits),
                   static_cast<unsigned long long>(t.disk_plan_misses),
+                  static_cast<unsigned long long>(t.packed_hits),
+                  static_cast<unsigned long long>(t.packed_writes),
                   static_cast<unsigned long long>(t.disk_writes),
-                  static_cast<unsigned long long>(t.disk_corrupt));
+                  static_cast<unsigned long long>(t.disk_corrupt), Mb(t.disk_bytes));
+      if (t.disk_limit_bytes > 0) {
+        std::printf(" of %.1f (%llu evicted)", Mb(t.disk_limit_bytes),
+                    static_cast<unsigned long long>(t.disk_evictions));
+      }
     }
     std::printf("\n");
   }

@@ -120,7 +120,10 @@ absl::StatusOr<std::shared_ptr<CompiledGraphCache>> CompiledGraphCache::Create(
 
 CompiledGraphCache::CompiledGraphCache(CacheOptions options) : options_(std::move(options)) {
   if (!options_.dir.empty()) {
-    packed_ = std::make_shared<PackedWeightFiles>((fs::path(options_.dir) / "packed").string());
+    disk_ = std::make_shared<DiskBudget>(options_.dir, options_.disk_bytes);
+    disk_->Enforce();  // counts what is there, and applies a bound lowered since
+    packed_ = std::make_shared<PackedWeightFiles>((fs::path(options_.dir) / "packed").string(),
+                                                  disk_);
   }
 }
 
@@ -249,6 +252,12 @@ std::string CompiledGraphCache::PlanKey(const std::string& model_key,
                       ";engine=", EngineVersion());
 }
 
+void CompiledGraphCache::AddedFile(const std::string& path) {
+  std::error_code ec;
+  const uint64_t bytes = fs::file_size(path, ec);
+  if (!ec) disk_->Added(bytes);
+}
+
 void CompiledGraphCache::DropBadEntry(const std::string& path, const absl::Status& why) {
   disk_corrupt_++;
   std::error_code ec;
@@ -274,6 +283,7 @@ std::optional<ir::Graph> CompiledGraphCache::LoadGraph(const std::string& graph_
     return std::nullopt;
   }
   disk_graph_hits_++;
+  DiskBudget::Touch(path);
   return *std::move(graph);
 }
 
@@ -289,6 +299,7 @@ void CompiledGraphCache::AdoptGraphFile(const std::string& graph_id, const std::
     return;
   }
   disk_writes_++;
+  AddedFile(GraphPath(graph_id));
   absl::Status s = FsyncDirectory(GraphDir());
   if (!s.ok()) spdlog::warn("cache: {}", std::string(s.message()));
 }
@@ -300,6 +311,7 @@ void CompiledGraphCache::StoreGraph(const std::string& graph_id,
       WriteCacheFile(GraphPath(graph_id), kGraphKind, GraphKey(graph_id), serialized_graph);
   if (s.ok()) {
     disk_writes_++;
+    AddedFile(GraphPath(graph_id));
   } else {
     spdlog::warn("cache: cannot store the imported graph: {}", std::string(s.message()));
   }
@@ -339,6 +351,7 @@ std::optional<std::shared_ptr<const runtime::Executable>> CompiledGraphCache::Lo
   absl::StatusOr<std::unique_ptr<runtime::Executable>> exe =
       runtime::Executable::Compile(*optimized, signature, prepared);
   if (!exe.ok()) return bad(exe.status());
+  DiskBudget::Touch(path);
   return std::shared_ptr<const runtime::Executable>(*std::move(exe));
 }
 
@@ -372,6 +385,7 @@ void CompiledGraphCache::StorePlan(const std::string& key, const std::string& la
   s = WriteCacheFile(PlanPath(key), kPlanKind, key, bytes);
   if (s.ok()) {
     disk_writes_++;
+    AddedFile(PlanPath(key));
   } else {
     spdlog::warn("cache: cannot store the plan of {}: {}", label, std::string(s.message()));
   }
@@ -509,6 +523,11 @@ CacheTotals CompiledGraphCache::Totals() const {
   t.disk_plan_misses = disk_plan_misses_;
   t.disk_corrupt = disk_corrupt_;
   t.disk_writes = disk_writes_;
+  if (disk_ != nullptr) {
+    t.disk_bytes = disk_->bytes();
+    t.disk_limit_bytes = disk_->limit_bytes();
+    t.disk_evictions = disk_->evictions();
+  }
   if (packed_ != nullptr) {
     t.disk_corrupt += packed_->corrupt();
     t.packed_hits = packed_->hits();

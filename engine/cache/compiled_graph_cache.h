@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/cache/file_io.h"
+#include "engine/cache/disk_budget.h"
 #include "engine/cache/packed_weight_files.h"
 #include "engine/ir/graph.h"
 #include "engine/runtime/model.h"
@@ -50,6 +51,8 @@ struct CacheOptions {
   uint64_t memory_bytes = 1ull << 30;
   // Directory for the disk cache (created if missing); empty: memory only.
   std::string dir;
+  // Bound on the bytes of the disk cache's entries (disk_budget.h); 0: none.
+  uint64_t disk_bytes = 0;
 };
 
 // One model version's use of the cache. The cache writes, statistics read.
@@ -78,6 +81,9 @@ struct CacheTotals {
   uint64_t disk_writes = 0;   // graphs and plans
   uint64_t packed_hits = 0;   // packed weights mapped from packed/
   uint64_t packed_writes = 0;
+  uint64_t disk_bytes = 0;        // entries on disk, as last counted plus writes since
+  uint64_t disk_limit_bytes = 0;  // 0: no bound
+  uint64_t disk_evictions = 0;    // entries removed by the bound
 };
 
 class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCache> {
@@ -182,6 +188,8 @@ class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCach
   void StorePlan(const std::string& key, const std::string& label, const ir::Graph& graph,
                  const std::vector<kernels::TensorInfo>& signature, const runtime::Executable& exe);
   std::string DigestMemoPath(const std::string& identity) const;
+  // Counts a disk entry just written against the bound.
+  void AddedFile(const std::string& path);
   // Logs, removes and counts a bad disk entry.
   void DropBadEntry(const std::string& path, const absl::Status& why);
   void Insert(Entry entry);  // mu_ held
@@ -189,6 +197,8 @@ class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCach
   void EvictOne(std::list<Entry>::iterator it, bool evicted);
 
   const CacheOptions options_;
+  // The bound on the disk entries; null without a disk cache.
+  std::shared_ptr<DiskBudget> disk_;
   // The store of prepacked weights under packed/; null without a disk cache.
   std::shared_ptr<PackedWeightFiles> packed_;
 

@@ -42,6 +42,7 @@ std::shared_ptr<const void> PackedWeightFiles::GetOrPack(const std::string& key,
   absl::StatusOr<std::shared_ptr<const void>> stored = map();
   if (stored.ok()) {
     hits_++;
+    DiskBudget::Touch(path);
     return *std::move(stored);
   }
   if (!absl::IsNotFound(stored.status())) {
@@ -66,6 +67,11 @@ std::shared_ptr<const void> PackedWeightFiles::GetOrPack(const std::string& key,
     return buffer;
   }
   writes_++;
+  if (disk_ != nullptr) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (!ec) disk_->Added(size);
+  }
   // This process too runs on the file's pages, shared with every other
   // process that maps it, rather than on a private copy.
   stored = map();

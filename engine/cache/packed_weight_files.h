@@ -16,14 +16,17 @@
 #include <memory>
 #include <string>
 
+#include "engine/cache/disk_budget.h"
 #include "engine/kernels/packed_weight_store.h"
 
 namespace kiln::cache {
 
 class PackedWeightFiles final : public kernels::PackedWeightStore {
  public:
-  // Keeps its files in `dir`, which must exist.
-  explicit PackedWeightFiles(std::string dir) : dir_(std::move(dir)) {}
+  // Keeps its files in `dir`, which must exist; `disk` (optional) bounds them
+  // with the cache's other entries.
+  explicit PackedWeightFiles(std::string dir, std::shared_ptr<DiskBudget> disk = nullptr)
+      : dir_(std::move(dir)), disk_(std::move(disk)) {}
 
   std::shared_ptr<const void> GetOrPack(const std::string& key, size_t bytes,
                                         const std::function<void(void*)>& pack) override;
@@ -38,6 +41,7 @@ class PackedWeightFiles final : public kernels::PackedWeightStore {
 
  private:
   const std::string dir_;
+  const std::shared_ptr<DiskBudget> disk_;
   std::atomic<uint64_t> hits_{0};
   std::atomic<uint64_t> packs_{0};
   std::atomic<uint64_t> writes_{0};

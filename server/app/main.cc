@@ -120,6 +120,10 @@ int main(int argc, char** argv) {
   app.add_option("--cache-bytes", options.cache_bytes,
                  "Memory bound of the compiled-plan cache (LRU), in bytes")
       ->capture_default_str();
+  app.add_option("--cache-disk-bytes", options.cache_disk_bytes,
+                 "Bound on the bytes of the --cache-dir entries (graphs, plans, prepacked "
+                 "weights): past it the least recently used go. 0: no bound")
+      ->capture_default_str();
   std::string isolation = "process";
   app.add_option("--import-isolation", isolation,
                  "How the children that run libtorch (kiln-torch-worker: imports, the verified "

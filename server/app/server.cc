@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   cache::CacheOptions cache_options;
   cache_options.dir = options.cache_dir;
   cache_options.memory_bytes = options.cache_bytes;
+  cache_options.disk_bytes = options.cache_disk_bytes;
   RegistryOptions registry_options;
   ASSIGN_OR_RETURN(registry_options.cache, cache::CompiledGraphCache::Create(cache_options));
   registry_options.compile.num_threads = options.threads;

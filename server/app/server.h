@@ -50,6 +50,7 @@ struct ServerOptions {
   // Compiled-graph cache: disk directory (empty: none) and memory bound.
   std::string cache_dir;
   uint64_t cache_bytes = 1ull << 30;
+  uint64_t cache_disk_bytes = 0;  // 0: no bound
   int threads = 1;  // intra-op threads per request
   // Requests computing at once (compute threads, compute_pool.h); 0: as many
   // as the cores hold requests of `threads` threads.

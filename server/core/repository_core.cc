@@ -168,6 +168,11 @@ absl::Status RepositoryCore::CacheStatistics(const Caller& caller,
   totals->set_disk_plan_misses(t.disk_plan_misses);
   totals->set_disk_corrupt(t.disk_corrupt);
   totals->set_disk_writes(t.disk_writes);
+  totals->set_packed_hits(t.packed_hits);
+  totals->set_packed_writes(t.packed_writes);
+  totals->set_disk_bytes(t.disk_bytes);
+  totals->set_disk_limit_bytes(t.disk_limit_bytes);
+  totals->set_disk_evictions(t.disk_evictions);
   return absl::OkStatus();
 }
 

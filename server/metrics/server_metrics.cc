@@ -112,6 +112,19 @@ void AddCacheTotals(Registry& r, const cache::CacheTotals& t) {
             {{"kind", "graph"}}, static_cast<double>(t.disk_graph_misses));
   r.Counter("kiln_plan_cache_disk_misses_total", "", {{"kind", "plan"}},
             static_cast<double>(t.disk_plan_misses));
+  r.Counter("kiln_plan_cache_disk_hits_total", "", {{"kind", "packed_weight"}},
+            static_cast<double>(t.packed_hits));
+  r.Counter("kiln_plan_cache_disk_writes_total", "Entries written to the disk cache",
+            {{"kind", "graph_or_plan"}}, static_cast<double>(t.disk_writes));
+  r.Counter("kiln_plan_cache_disk_writes_total", "", {{"kind", "packed_weight"}},
+            static_cast<double>(t.packed_writes));
+  r.Gauge("kiln_plan_cache_disk_bytes", "Bytes of the disk cache's entries", {},
+          static_cast<double>(t.disk_bytes));
+  r.Gauge("kiln_plan_cache_disk_limit_bytes", "The bound on the disk cache (0: none)", {},
+          static_cast<double>(t.disk_limit_bytes));
+  r.Counter("kiln_plan_cache_disk_evictions_total",
+            "Disk cache entries removed by --cache-disk-bytes", {},
+            static_cast<double>(t.disk_evictions));
 }
 
 // The value of "Key:   123 kB" in /proc/meminfo, in bytes; -1 when absent.

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -431,6 +432,62 @@ TEST_F(PackedWeightsTest, CorruptPackedWeightIsRemovedAndPackedAgain) {
     ASSERT_TRUE(rewritten.ok());
     EXPECT_TRUE(*rewritten == *bytes) << damage << ": the packed weight was not written back";
   }
+}
+
+TEST_F(CompiledGraphCacheTest, DiskBoundKeepsTheRecentlyUsedPlans) {
+  // How big one plan file is.
+  uint64_t plan_bytes = 0;
+  {
+    auto cache = NewCache();
+    auto counters = std::make_shared<PlanCounters>();
+    ASSERT_TRUE(cache->GetOrCompile("m", "m:1", counters, graph_, Signature(1), options_).ok());
+    plan_bytes = cache->Totals().disk_bytes;
+    ASSERT_GT(plan_bytes, 0u);
+    EXPECT_EQ(cache->Totals().disk_limit_bytes, 0u);
+  }
+  fs::remove_all(dir_);
+  fs::create_directories(dir_);
+  // A bound that holds two plans (with room below 90% of it), not three.
+  CacheOptions options;
+  options.dir = dir_;
+  options.disk_bytes = plan_bytes * 2 * 10 / 9 + 64;
+  auto cache = CompiledGraphCache::Create(options);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  auto counters = std::make_shared<PlanCounters>();
+  for (int64_t batch : {1, 2, 3}) {
+    ASSERT_TRUE((*cache)->GetOrCompile("m", "m:1", counters, graph_, Signature(batch), options_).ok());
+    // Distinct modification times, so that the order of use is the order of the files.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CacheTotals totals = (*cache)->Totals();
+  EXPECT_EQ(totals.disk_evictions, 1u);
+  EXPECT_LE(totals.disk_bytes, options.disk_bytes);
+  EXPECT_EQ(totals.disk_limit_bytes, options.disk_bytes);
+  auto plans = [&] {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(dir_) / "plans")) n += e.is_regular_file();
+    return n;
+  };
+  EXPECT_EQ(plans(), 2u);
+  // A restart reads the plans left (batch 2 and 3) and compiles the evicted one.
+  auto restarted = CompiledGraphCache::Create(options);
+  ASSERT_TRUE(restarted.ok());
+  auto fresh = std::make_shared<PlanCounters>();
+  for (int64_t batch : {3, 2}) {
+    auto exe = (*restarted)->GetOrCompile("m", "m:1", fresh, graph_, Signature(batch), options_);
+    ASSERT_TRUE(exe.ok());
+    EXPECT_EQ(RunOnes(**exe, batch), 3.0f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(fresh->disk_hits, 2u);
+  auto exe = (*restarted)->GetOrCompile("m", "m:1", fresh, graph_, Signature(1), options_);
+  ASSERT_TRUE(exe.ok());
+  EXPECT_EQ(fresh->misses, 1u);
+  EXPECT_EQ(RunOnes(**exe, 1), 3.0f);
+  // Writing it again evicted the least recently used of the others (batch 3, read before 2).
+  EXPECT_EQ((*restarted)->Totals().disk_evictions, 1u);
+  EXPECT_TRUE(fs::exists((*restarted)->PlanPath(CompiledGraphCache::PlanKey("m", Signature(2), options_))));
+  EXPECT_FALSE(fs::exists((*restarted)->PlanPath(CompiledGraphCache::PlanKey("m", Signature(3), options_))));
 }
 
 TEST_F(CompiledGraphCacheTest, MemoryOnlyCacheWritesNothing) {
