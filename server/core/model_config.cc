@@ -227,8 +227,9 @@ absl::StatusOr<bool> ParseBool(const json& v, const std::string& where) {
 absl::StatusOr<DynamicBatching> ParseDynamicBatching(const json& d) {
   if (!d.is_object()) return ConfigError("dynamic_batching", "expected an object");
   RETURN_IF_ERROR(CheckKeys(d,
-                            {"preferred_batch_size", "max_queue_delay_microseconds",
-                             "preserve_ordering", "default_queue_policy"},
+                            {"preferred_batch_size", "allowed_batch_sizes",
+                             "max_queue_delay_microseconds", "preserve_ordering",
+                             "default_queue_policy"},
                             "dynamic_batching"));
   DynamicBatching batching;
   if (d.contains("preferred_batch_size")) {
@@ -242,6 +243,20 @@ absl::StatusOr<DynamicBatching> ParseDynamicBatching(const json& d) {
                            absl::StrCat("sizes must be integers >= 1, got ", size.dump()));
       }
       batching.preferred_batch_size.push_back(size.get<int64_t>());
+    }
+  }
+  if (d.contains("allowed_batch_sizes")) {
+    const json& sizes = d["allowed_batch_sizes"];
+    if (!sizes.is_array()) {
+      return ConfigError("dynamic_batching.allowed_batch_sizes", "expected an array");
+    }
+    batching.allowed_batch_sizes.emplace();
+    for (const json& size : sizes) {
+      if (!size.is_number_integer() || size.get<int64_t>() < 1) {
+        return ConfigError("dynamic_batching.allowed_batch_sizes",
+                           absl::StrCat("sizes must be integers >= 1, got ", size.dump()));
+      }
+      batching.allowed_batch_sizes->push_back(size.get<int64_t>());
     }
   }
   if (d.contains("max_queue_delay_microseconds")) {
@@ -466,6 +481,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
     for (int64_t size : config.dynamic_batching->preferred_batch_size) {
       if (size > config.max_batch_size) {
         return ConfigError("dynamic_batching.preferred_batch_size",
+                           absl::StrCat("size ", size, " exceeds max_batch_size ",
+                                        config.max_batch_size));
+      }
+    }
+    for (int64_t size : config.dynamic_batching->allowed_batch_sizes.value_or(
+             std::vector<int64_t>{})) {
+      if (size > config.max_batch_size) {
+        return ConfigError("dynamic_batching.allowed_batch_sizes",
                            absl::StrCat("size ", size, " exceeds max_batch_size ",
                                         config.max_batch_size));
       }

@@ -77,6 +77,11 @@ struct QueuePolicy {
 // Triton's ModelDynamicBatching.
 struct DynamicBatching {
   std::vector<int64_t> preferred_batch_size;  // each in [1, max_batch_size]
+  // Kiln's extension (after TensorFlow Serving's batching option): the sizes
+  // a joined batch runs as, padded up to the next (batch_planner.h,
+  // AllowedBatchSizes); each in [1, max_batch_size]. nullopt: absent (powers
+  // of two, the preferred sizes and max_batch_size); empty: no padding.
+  std::optional<std::vector<int64_t>> allowed_batch_sizes;
   uint64_t max_queue_delay_us = 0;
   bool preserve_ordering = false;
   QueuePolicy default_queue_policy;

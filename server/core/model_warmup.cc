@@ -10,6 +10,7 @@
 #include "engine/cache/file_io.h"
 #include "engine/common/status_macros.h"
 #include "engine/verify/sample_tensor.h"
+#include "server/scheduler/batch_planner.h"
 
 namespace kiln::server {
 namespace {
@@ -76,6 +77,21 @@ absl::StatusOr<Tensor> MakeInput(const WarmupSample& sample, const WarmupInput& 
   return absl::InternalError("unknown warm-up source");
 }
 
+// `t` with `rows` rows on dim 0, its own rows repeated in turn.
+absl::StatusOr<Tensor> WithRows(const Tensor& t, int64_t rows, const std::string& where,
+                                const runtime::RunOptions& run) {
+  Dims dims = t.dims();
+  dims[0] = rows;
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(t.dtype(), dims, where, run.memory));
+  const size_t row_bytes = t.dim(0) > 0 ? t.byte_size() / static_cast<size_t>(t.dim(0)) : 0;
+  char* to = static_cast<char*>(out.raw_data());
+  for (int64_t r = 0; r < rows && row_bytes > 0; ++r, to += row_bytes) {
+    std::memcpy(to, static_cast<const char*>(t.raw_data()) + (r % t.dim(0)) * row_bytes,
+                row_bytes);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> RunWarmup(const runtime::Model& model, const ModelConfig& config,
@@ -96,6 +112,32 @@ absl::StatusOr<uint64_t> RunWarmup(const runtime::Model& model, const ModelConfi
                                          "' failed: ", outputs.status().message()));
       }
       ++runs;
+    }
+    // A model that batches runs its joined batches at its allowed sizes
+    // (batch_planner.h): each is compiled here too, on the sample's rows, so
+    // that no batch pays a compile either.
+    if (config.dynamic_batching.has_value() && config.max_batch_size > 0 &&
+        sample.batch_size > 0) {
+      const std::vector<int64_t> sizes = AllowedBatchSizes(
+          config.dynamic_batching->allowed_batch_sizes,
+          config.dynamic_batching->preferred_batch_size,
+          BatchRowsBound(model.inputs(), config.max_batch_size));
+      for (int64_t size : sizes) {
+        if (size == sample.batch_size) continue;
+        std::vector<runtime::NamedTensor> batch;
+        for (const runtime::NamedTensor& input : inputs) {
+          ASSIGN_OR_RETURN(Tensor t, WithRows(input.tensor, size, input.name, run));
+          batch.push_back({input.name, std::move(t)});
+        }
+        absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = model.Infer(batch, {}, run);
+        if (!outputs.ok()) {
+          return absl::Status(outputs.status().code(),
+                              absl::StrCat("model_warmup sample '", sample.name, "' at batch size ",
+                                           size, " (an allowed batch size) failed: ",
+                                           outputs.status().message()));
+        }
+        ++runs;
+      }
     }
   }
   return runs;

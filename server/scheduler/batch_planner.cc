@@ -96,7 +96,7 @@ std::string BatchKey(const std::vector<runtime::NamedTensor>& inputs,
 
 absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(
     const std::vector<const std::vector<runtime::NamedTensor>*>& requests,
-    const std::shared_ptr<MemoryBudget>& budget) {
+    const std::shared_ptr<MemoryBudget>& budget, int64_t padded_rows) {
   std::vector<runtime::NamedTensor> batch;
   if (requests.empty()) return batch;
   const std::vector<runtime::NamedTensor>& first = *requests.front();
@@ -119,6 +119,9 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(
       }
       dims[0] += part.tensor.dim(0);
     }
+    const int64_t real_rows = dims[0];
+    const Tensor& last = (*requests.back())[i].tensor;
+    if (padded_rows > real_rows && last.dim(0) > 0) dims[0] = padded_rows;
     absl::StatusOr<Tensor> joined =
         Tensor::Allocate(t.dtype(), dims, absl::StrCat("batched input '", first[i].name, "'"), budget);
     if (!joined.ok()) return joined.status();
@@ -127,6 +130,13 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(
       const Tensor& part = (*request)[i].tensor;
       if (part.byte_size() > 0) std::memcpy(out, part.raw_data(), part.byte_size());
       out += part.byte_size();
+    }
+    if (dims[0] > real_rows) {
+      const size_t row_bytes = last.byte_size() / static_cast<size_t>(last.dim(0));
+      const char* row = static_cast<const char*>(last.raw_data()) + last.byte_size() - row_bytes;
+      for (int64_t r = real_rows; r < dims[0]; ++r, out += row_bytes) {
+        if (row_bytes > 0) std::memcpy(out, row, row_bytes);
+      }
     }
     batch.push_back({first[i].name, *std::move(joined)});
   }
@@ -160,6 +170,30 @@ absl::StatusOr<std::vector<std::vector<runtime::NamedTensor>>> SplitRows(
     }
   }
   return parts;
+}
+
+std::vector<int64_t> AllowedBatchSizes(const std::optional<std::vector<int64_t>>& configured,
+                                       const std::vector<int64_t>& preferred, int64_t bound) {
+  std::vector<int64_t> sizes;
+  if (configured.has_value()) {
+    if (configured->empty()) return sizes;
+    sizes = *configured;
+  } else {
+    for (int64_t s = 1; s < bound; s *= 2) sizes.push_back(s);
+    sizes.insert(sizes.end(), preferred.begin(), preferred.end());
+  }
+  sizes.erase(std::remove_if(sizes.begin(), sizes.end(),
+                             [bound](int64_t s) { return s < 1 || s > bound; }),
+              sizes.end());
+  sizes.push_back(bound);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+int64_t PaddedRows(int64_t rows, const std::vector<int64_t>& allowed) {
+  auto it = std::lower_bound(allowed.begin(), allowed.end(), rows);
+  return it == allowed.end() ? rows : *it;
 }
 
 }  // namespace kiln::server

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,9 +69,29 @@ std::string BatchKey(const std::vector<runtime::NamedTensor>& inputs,
 
 // Joins on dim 0 the tensors of each request; every request must have the
 // same names in the same order (equal BatchKey). Allocated against `budget`.
+// With `padded_rows` above the requests' rows, the batch has that many: the
+// last request's last row is repeated (values the model has been given for
+// real, so a padded row cannot fail where the real one did not), and the
+// caller drops the outputs' extra rows (SplitRows with a last part for them).
 absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(
     const std::vector<const std::vector<runtime::NamedTensor>*>& requests,
-    const std::shared_ptr<MemoryBudget>& budget);
+    const std::shared_ptr<MemoryBudget>& budget, int64_t padded_rows = 0);
+
+// The batch sizes a model's joined batches run as (Kiln's extension
+// "allowed_batch_sizes", after TensorFlow Serving's batching option): every
+// size is one compiled plan, so a batcher that ran each size it reached would
+// compile up to max_batch_size plans, inside the requests' time. `configured`
+// as the config gives it (nullopt: absent) and `bound`, the most rows a batch
+// may have (BatchRowsBound). Absent: powers of two below the bound, the
+// preferred sizes, and the bound. Sizes above the bound are dropped and the
+// bound added, so every batch has a size to run as. An empty list configured:
+// no padding (the result is empty).
+std::vector<int64_t> AllowedBatchSizes(const std::optional<std::vector<int64_t>>& configured,
+                                       const std::vector<int64_t>& preferred, int64_t bound);
+
+// The rows a batch of `rows` runs as: the smallest allowed size >= rows, or
+// `rows` itself when `allowed` is empty or has none that large.
+int64_t PaddedRows(int64_t rows, const std::vector<int64_t>& allowed);
 
 // Splits each output of a batch on dim 0 into `rows.size()` parts of
 // rows[i] rows each. FailedPrecondition when an output has no dim 0 or its

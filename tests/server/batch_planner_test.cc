@@ -108,6 +108,45 @@ TEST(BatchPlannerTest, ConcatAndSplitRoundTrip) {
   EXPECT_EQ((*parts)[1][0].tensor.data<float>()[3], 6.0f);
 }
 
+TEST(BatchPlannerTest, PaddedBatchRepeatsTheLastRowAndSplitsItOff) {
+  std::vector<runtime::NamedTensor> a = {{"x", Rows({1, 2}, 1)}};
+  std::vector<runtime::NamedTensor> b = {{"x", Rows({3, 4, 5, 6}, 2)}};
+  auto joined = ConcatRows({&a, &b}, nullptr, /*padded_rows=*/4);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  const Tensor& x = (*joined)[0].tensor;
+  EXPECT_EQ(x.dims(), (Dims{4, 2}));
+  EXPECT_THAT(std::vector<float>(x.data<float>(), x.data<float>() + 8),
+              ElementsAre(1, 2, 3, 4, 5, 6, 5, 6));
+  // The batcher asks for the padding as a last part and drops it.
+  auto parts = SplitRows({{"y", x}}, {1, 2, 1});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ((*parts)[1][0].tensor.dims(), (Dims{2, 2}));
+  // No padding asked, or less than the rows: the rows as they are.
+  auto same = ConcatRows({&a, &b}, nullptr, 2);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ((*same)[0].tensor.dims(), (Dims{3, 2}));
+}
+
+TEST(BatchPlannerTest, AllowedBatchSizes) {
+  using Sizes = std::vector<int64_t>;
+  // Absent: powers of two, the preferred sizes and the bound.
+  EXPECT_EQ(AllowedBatchSizes(std::nullopt, {}, 64), (Sizes{1, 2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(AllowedBatchSizes(std::nullopt, {6, 48}, 50), (Sizes{1, 2, 4, 6, 8, 16, 32, 48, 50}));
+  EXPECT_EQ(AllowedBatchSizes(std::nullopt, {}, 1), (Sizes{1}));
+  // Configured: those within the bound, and the bound.
+  EXPECT_EQ(AllowedBatchSizes(Sizes{8, 1, 4}, {}, 8), (Sizes{1, 4, 8}));
+  EXPECT_EQ(AllowedBatchSizes(Sizes{1, 4, 16}, {}, 10), (Sizes{1, 4, 10}));
+  // Empty: no padding.
+  EXPECT_TRUE(AllowedBatchSizes(Sizes{}, {4}, 8).empty());
+
+  const Sizes allowed{1, 2, 4, 8};
+  EXPECT_EQ(PaddedRows(1, allowed), 1);
+  EXPECT_EQ(PaddedRows(3, allowed), 4);
+  EXPECT_EQ(PaddedRows(8, allowed), 8);
+  EXPECT_EQ(PaddedRows(9, allowed), 9);
+  EXPECT_EQ(PaddedRows(5, {}), 5);
+}
+
 TEST(BatchPlannerTest, SplitRefusesAnOutputWithoutTheBatchDim) {
   auto parts = SplitRows({{"sum", Rows({1, 2}, 1)}}, {1, 2});
   ASSERT_FALSE(parts.ok());

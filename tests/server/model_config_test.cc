@@ -209,6 +209,27 @@ TEST(ModelConfigTest, DynamicBatchingInTritonsShape) {
   EXPECT_EQ(defaults->dynamic_batching->max_queue_delay_us, 0u);
 }
 
+TEST(ModelConfigTest, ParsesAllowedBatchSizes) {
+  auto absent = ParseModelConfig(R"({"max_batch_size": 8, "dynamic_batching": {}})");
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_FALSE(absent->dynamic_batching->allowed_batch_sizes.has_value());
+  auto listed = ParseModelConfig(
+      R"({"max_batch_size": 8, "dynamic_batching": {"allowed_batch_sizes": [2, 8]}})");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(*listed->dynamic_batching->allowed_batch_sizes, (std::vector<int64_t>{2, 8}));
+  auto off = ParseModelConfig(
+      R"({"max_batch_size": 8, "dynamic_batching": {"allowed_batch_sizes": []}})");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_TRUE(off->dynamic_batching->allowed_batch_sizes->empty());
+  auto error = [](const char* json) { return std::string(ParseModelConfig(json).status().message()); };
+  EXPECT_THAT(error(R"({"max_batch_size": 4, "dynamic_batching": {"allowed_batch_sizes": [8]}})"),
+              HasSubstr("dynamic_batching.allowed_batch_sizes"));
+  EXPECT_THAT(error(R"({"max_batch_size": 4, "dynamic_batching": {"allowed_batch_sizes": [0]}})"),
+              HasSubstr("integers >= 1"));
+  EXPECT_THAT(error(R"({"max_batch_size": 4, "dynamic_batching": {"allowed_batch_sizes": 4}})"),
+              HasSubstr("expected an array"));
+}
+
 TEST(ModelConfigTest, RejectsBadBatchingWithWhere) {
   auto error = [](const char* json) { return std::string(ParseModelConfig(json).status().message()); };
   EXPECT_THAT(error(R"({"dynamic_batching": {}})"), HasSubstr("needs \"max_batch_size\" >= 1"));
