@@ -219,6 +219,18 @@ class HalfMlp(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+class Bf16Mlp(torch.nn.Module):
+    """bfloat16 weights and compute behind a float32 interface (a model cast to bfloat16 whose
+    caller sends and reads float32): bfloat16 weights in the archive, casts at both ends."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = HalfMlp(torch.bfloat16)
+
+    def forward(self, x):
+        return self.mlp(x.to(torch.bfloat16)).float()
+
+
 class MutatedBuffer(torch.nn.Module):
     """Counts its calls in a buffer: state kept between calls, which Kiln refuses to serve."""
 
@@ -310,7 +322,9 @@ def Models():
                 [(torch.randn(1, 6, 12),), (torch.randn(5, 6, 12),)], 1e-5))
     out.append(("activations", Activations(), (torch.randn(2, 4, 6),), ({0: batch},),
                 [(torch.randn(1, 4, 6),), (torch.randn(5, 4, 6),)], 1e-5))
-    # (bfloat16 has no .npy form for the CLI to send.)
+    # (bfloat16 has no .npy form for the CLI to send: this model's interface is float32.)
+    out.append(("bfloat16_mlp", Bf16Mlp(), (torch.randn(2, 8),), ({0: batch},),
+                [(torch.randn(1, 8),), (torch.randn(6, 8),)], 3e-2))
     half = torch.float16
     out.append(("float16_mlp", HalfMlp(half), (torch.randn(2, 8, dtype=half),), ({0: batch},),
                 [(torch.randn(1, 8, dtype=half),), (torch.randn(6, 8, dtype=half),)], 1e-2))
