@@ -99,8 +99,39 @@ class AtenCall {
       std::string_view name, std::optional<std::vector<int64_t>> def = std::nullopt) const = 0;
   // An int list whose elements may be known only at run time.
   virtual absl::StatusOr<IntsArg> IntsOrValue(std::string_view name) = 0;
+  // A float list argument (scale_factors=...); nullopt when absent or None.
+  // Unimplemented when the list is computed at run time.
+  virtual absl::StatusOr<std::optional<std::vector<double>>> OptionalDoubles(
+      std::string_view name) const = 0;
   // A ScalarType argument (dtype=...); nullopt when absent or None.
   virtual absl::StatusOr<std::optional<DType>> ScalarType(std::string_view name) const = 0;
+  // An int list whose entries may be None (a scripted List[Optional[int]], as
+  // adaptive pools take: None keeps that input size): None entries read as
+  // `none`. A front whose lists never hold None reads it as Ints.
+  virtual absl::StatusOr<std::vector<int64_t>> IntsOrNone(std::string_view name,
+                                                          int64_t none) const {
+    return Ints(name);
+  }
+
+  // The tensor whose dtype ScalarType argument `name` names when that dtype
+  // is read at run time (dtype=x.dtype in a TorchScript graph); nullopt when
+  // the argument is a constant, absent or None (read it with ScalarType).
+  virtual absl::StatusOr<std::optional<ir::ValueId>> DTypeSource(std::string_view name) {
+    return std::optional<ir::ValueId>();
+  }
+
+  // ---- lists as values ----
+
+  // The ir value of list argument `name` taken whole: an int, float or bool
+  // list (add.t concatenates two, slice.t slices one) or a tensor list, whose
+  // elements are recorded when it is literal and which is otherwise built at
+  // run time (appended to in a loop; cat and stack then take it whole).
+  // nullopt when the argument is not a list or the front has no list values
+  // (a torch.export graph lists a Tensor[] argument's elements, read with
+  // Tensors, and has no list overloads).
+  virtual absl::StatusOr<std::optional<ir::ValueId>> ListValue(std::string_view name) {
+    return std::optional<ir::ValueId>();
+  }
 
   // ---- scalars that may be run-time values ----
 

@@ -309,6 +309,23 @@ absl::StatusOr<IntsArg> ExportCall::IntsOrValue(std::string_view name) {
   return arg;
 }
 
+absl::StatusOr<std::optional<std::vector<double>>> ExportCall::OptionalDoubles(
+    std::string_view name) const {
+  std::string kind;
+  const json* v = Arg(name, &kind);
+  if (v == nullptr || kind == "as_none") return std::optional<std::vector<double>>();
+  if (kind != "as_floats" || !v->is_array()) return WrongKind(name, "a float list", kind);
+  std::vector<double> out;
+  for (const json& e : *v) {
+    if (!e.is_number()) {
+      return Unimplemented(
+          absl::StrCat("argument '", std::string(name), "' holds values known only at run time"));
+    }
+    out.push_back(e.get<double>());
+  }
+  return std::optional<std::vector<double>>(std::move(out));
+}
+
 absl::StatusOr<std::optional<DType>> ExportCall::ScalarType(std::string_view name) const {
   std::string kind;
   const json* v = Arg(name, &kind);

@@ -1,6 +1,6 @@
-// The shape and indexing converters that read TorchScript's own forms: t of a
-// traced constant, stack of a list built at run time, slice of a list,
-// indexing through a literal index list, and in-place writes through views.
+// The indexing converters that read TorchScript's own forms: indexing
+// through a literal index list (whose producers tell a boolean mask), and
+// in-place writes through views (torch.export graphs are functional).
 #include <limits>
 #include <optional>
 #include <set>
@@ -21,109 +21,6 @@ std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
 std::string Kind(const TorchNode& node) { return node.kind().toUnqualString(); }
 
 }  // namespace
-
-// t(self): a constant (addmm's weight in older traces) is transposed at
-// import; otherwise a Permute of dims 0 and 1 that leaves 0-D and 1-D inputs as they are.
-ConvertResult ConvertT(const TorchNode& node, ImportContext& ctx) {
-  if (std::optional<at::Tensor> c = ctx.ConstTensor(node, 0); c && c->dim() <= 2) {
-    ASSIGN_OR_RETURN(ir::ValueId id,
-                     ctx.AddTensorConstant(c->t().contiguous(), node.output()->debugName()));
-    return One(id);
-  }
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ir::Attributes attrs;
-  attrs.SetInt("dim0", 0);
-  attrs.SetInt("dim1", 1);
-  attrs.SetBool("identity_below_rank2", true);
-  return One(ctx.Emit(node, OpKind::kPermute, {x}, std::move(attrs)));
-}
-
-// stack(tensors, dim) = cat of each tensor unsqueezed at dim.
-ConvertResult ConvertStack(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId list, ctx.AnyValue(node.inputs()[0], ctx.Where(node)));
-  if (ctx.KindOf(list) == ir::ValueKind::kTensorList && ctx.ListElements(list) == nullptr) {
-    // A list built at run time: one Concat that takes the list whole and
-    // inserts the new axis (attr stack).
-    int64_t dim = 0;
-    if (node.inputs().size() > 1) {
-      ASSIGN_OR_RETURN(dim, ctx.ConstInt(node, 1));
-    }
-    ir::Attributes attrs;
-    attrs.SetInt("axis", dim);
-    attrs.SetInt("stack", 1);
-    return One(ctx.Emit(node, OpKind::kConcat, {list}, std::move(attrs)));
-  }
-  ASSIGN_OR_RETURN(std::vector<ir::ValueId> inputs, ctx.TensorListInput(node, 0));
-  if (inputs.empty()) return ctx.InvalidArgument(node, "stacks an empty list");
-  int64_t dim = 0;
-  if (node.inputs().size() > 1) {
-    ASSIGN_OR_RETURN(dim, ctx.ConstInt(node, 1));
-  }
-  std::vector<ir::ValueId> parts;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    ir::Attributes attrs;
-    attrs.SetInt("axis", dim);
-    parts.push_back(ctx.Emit(node, OpKind::kUnsqueeze, {inputs[k]}, std::move(attrs),
-                             absl::StrCat(".", k)));
-  }
-  ir::Attributes attrs;
-  attrs.SetInt("axis", dim);
-  return One(ctx.Emit(node, OpKind::kConcat, std::move(parts), std::move(attrs)));
-}
-
-// slice(self, dim=0, start=None, end=None, step=1), and slice.t on an int, float or bool list.
-ConvertResult ConvertSlice(const TorchNode& node, ImportContext& ctx) {
-  if (const auto list = node.inputs()[0]->type()->cast<c10::ListType>();
-      list != nullptr && Kind(node) == "slice") {
-    // slice.t(list, start, end, step) on an int/float/bool list (x.size()[2:]):
-    // the list's 1-D tensor sliced along axis 0, still a list.
-    ASSIGN_OR_RETURN(ir::ValueId l, ctx.AnyValue(node.inputs()[0], ctx.Where(node)));
-    const ir::ValueKind kind = ctx.KindOf(l);
-    if (!ir::IsScalarListKind(kind)) return ctx.Unimplemented(node, "slicing a list of tensors");
-    ir::Attributes attrs;
-    attrs.SetInt("axis", 0);
-    std::vector<ir::ValueId> inputs = {l, ir::kNoValue, ir::kNoValue};
-    for (size_t k = 1; k <= 2; ++k) {
-      if (node.inputs().size() <= k || ctx.IsNone(node, k)) continue;
-      if (ctx.ConstantOf(node.inputs()[k]).has_value()) {
-        ASSIGN_OR_RETURN(int64_t bound, ctx.ConstInt(node, k));
-        attrs.SetInt(k == 1 ? "start" : "end", bound);
-      } else {
-        ASSIGN_OR_RETURN(inputs[k], ctx.ScalarInput(node, k));
-      }
-    }
-    if (node.inputs().size() > 3) {
-      ASSIGN_OR_RETURN(int64_t step, ctx.ConstInt(node, 3));
-      attrs.SetInt("step", step);
-    }
-    while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
-    return One(ctx.EmitValue(node, OpKind::kSlice, kind, std::move(inputs), std::move(attrs)));
-  }
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  ir::Attributes attrs;
-  int64_t dim = 0;
-  if (node.inputs().size() > 1) {
-    ASSIGN_OR_RETURN(dim, ctx.ConstInt(node, 1));
-  }
-  attrs.SetInt("axis", dim);
-  // Bounds may be computed from a shape at run time (x[:, :H] after padding).
-  std::vector<ir::ValueId> inputs = {x, ir::kNoValue, ir::kNoValue};
-  for (size_t k = 2; k <= 3; ++k) {
-    if (node.inputs().size() <= k || ctx.IsNone(node, k)) continue;
-    if (ctx.ConstantOf(node.inputs()[k]).has_value()) {
-      ASSIGN_OR_RETURN(int64_t bound, ctx.ConstInt(node, k));
-      attrs.SetInt(k == 2 ? "start" : "end", bound);
-    } else {
-      ASSIGN_OR_RETURN(inputs[k - 1], ctx.ScalarInput(node, k));
-    }
-  }
-  if (node.inputs().size() > 4) {
-    ASSIGN_OR_RETURN(int64_t step, ctx.ConstInt(node, 4));
-    attrs.SetInt("step", step);
-  }
-  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
-  return One(ctx.Emit(node, OpKind::kSlice, std::move(inputs), std::move(attrs)));
-}
 
 // index(self, indices: Tensor?[]): a single index tensor is IndexSelect along
 // its dim; several make an Index node (None entries stay absent).

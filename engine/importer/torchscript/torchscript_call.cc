@@ -135,12 +135,60 @@ absl::StatusOr<IntsArg> TorchScriptCall::IntsOrValue(std::string_view name) {
   return ctx_.IntsInput(node_, i);
 }
 
+absl::StatusOr<std::optional<std::vector<double>>> TorchScriptCall::OptionalDoubles(
+    std::string_view name) const {
+  const int i = Index(name);
+  if (i < 0 || ctx_.IsNone(node_, i)) return std::optional<std::vector<double>>();
+  std::optional<c10::IValue> c = ctx_.ConstantOf(node_.inputs()[i]);
+  // Scripted F.interpolate builds its scale list in a loop.
+  if (!c || !c->isDoubleList()) {
+    return ctx_.Unimplemented(node_, absl::StrCat("argument '", std::string(name),
+                                                  "' is computed at run time"));
+  }
+  return std::optional<std::vector<double>>(c->toDoubleVector());
+}
+
 absl::StatusOr<std::optional<DType>> TorchScriptCall::ScalarType(std::string_view name) const {
   const int i = Index(name);
   if (i < 0 || ctx_.IsNone(node_, i)) return std::optional<DType>();
   ASSIGN_OR_RETURN(int64_t type, ctx_.ConstInt(node_, i));
   ASSIGN_OR_RETURN(DType dtype, DTypeFromTorch(static_cast<c10::ScalarType>(type)));
   return std::optional<DType>(dtype);
+}
+
+absl::StatusOr<std::vector<int64_t>> TorchScriptCall::IntsOrNone(std::string_view name,
+                                                                 int64_t none) const {
+  const int i = Index(name);
+  if (i < 0) return Missing(name);
+  std::optional<c10::IValue> c = ctx_.ConstantOf(node_.inputs()[i]);
+  if (!c || !c->isList()) return ctx_.ConstInts(node_, i);
+  std::vector<int64_t> values;
+  for (const c10::IValue& v : c->toListRef()) {
+    if (!v.isNone() && !v.isInt()) {
+      return ctx_.InvalidArgument(node_, absl::StrCat("argument '", std::string(name),
+                                                      "' is not a list of ints or None"));
+    }
+    values.push_back(v.isNone() ? none : v.toInt());
+  }
+  return values;
+}
+
+absl::StatusOr<std::optional<ir::ValueId>> TorchScriptCall::ListValue(std::string_view name) {
+  const int i = Index(name);
+  if (i < 0 || node_.inputs()[i]->type()->kind() != c10::TypeKind::ListType) {
+    return std::optional<ir::ValueId>();
+  }
+  ASSIGN_OR_RETURN(ir::ValueId list, ctx_.AnyValue(node_.inputs()[i], ctx_.Where(node_)));
+  return std::optional<ir::ValueId>(list);
+}
+
+absl::StatusOr<std::optional<ir::ValueId>> TorchScriptCall::DTypeSource(std::string_view name) {
+  const int i = Index(name);
+  if (i < 0) return std::optional<ir::ValueId>();
+  const torch::jit::Node* producer = node_.inputs()[i]->node();
+  if (producer->kind() != c10::prim::dtype) return std::optional<ir::ValueId>();
+  ASSIGN_OR_RETURN(ir::ValueId like, ctx_.Input(*producer, 0));
+  return std::optional<ir::ValueId>(like);
 }
 
 bool TorchScriptCall::IsScalar(std::string_view name) const {

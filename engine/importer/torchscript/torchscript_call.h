@@ -38,7 +38,13 @@ class TorchScriptCall final : public AtenCall {
   absl::StatusOr<std::vector<int64_t>> Ints(
       std::string_view name, std::optional<std::vector<int64_t>> def) const override;
   absl::StatusOr<IntsArg> IntsOrValue(std::string_view name) override;
+  absl::StatusOr<std::optional<std::vector<double>>> OptionalDoubles(
+      std::string_view name) const override;
   absl::StatusOr<std::optional<DType>> ScalarType(std::string_view name) const override;
+  absl::StatusOr<std::vector<int64_t>> IntsOrNone(std::string_view name,
+                                                  int64_t none) const override;
+  absl::StatusOr<std::optional<ir::ValueId>> ListValue(std::string_view name) override;
+  absl::StatusOr<std::optional<ir::ValueId>> DTypeSource(std::string_view name) override;
   bool IsScalar(std::string_view name) const override;
   absl::StatusOr<ir::ValueId> ScalarValue(std::string_view name) override;
   std::optional<Number> ConstNumber(std::string_view name) const override;
