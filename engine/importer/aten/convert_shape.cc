@@ -506,7 +506,8 @@ ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx) {
     if (!call.Has(names[k])) continue;
     if (std::optional<Number> n = call.ConstNumber(names[k])) {
       // INT64_MAX ("to the end") is how export writes an open end.
-      attrs.SetInt(names[k], static_cast<int64_t>(n->kind == Number::kInt ? n->i : n->ToDouble()));
+      // (Read as an int: through a double it would overflow.)
+      attrs.SetInt(names[k], n->kind == Number::kInt ? n->i : static_cast<int64_t>(n->ToDouble()));
     } else {
       ASSIGN_OR_RETURN(inputs[k + 1], call.ScalarValue(names[k]));
     }

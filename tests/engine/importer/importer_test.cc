@@ -236,6 +236,30 @@ graph(%x : Tensor, %w : Tensor, %b : Tensor):
   EXPECT_FLOAT_EQ(*beta->data<float>(), 0.5f);
 }
 
+// A traced x[:, 1:3] records slice(x, 0, 0, INT64_MAX, 1) for the leading ':';
+// INT64_MAX stays the open end.
+TEST(ImporterIrTest, SliceAttributesFromTheTracedForm) {
+  absl::StatusOr<ir::Graph> g = ImportStrict(R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %three : int = prim::Constant[value=3]()
+  %end : int = prim::Constant[value=9223372036854775807]()
+  %a : Tensor = aten::slice(%x, %zero, %zero, %end, %one)
+  %b : Tensor = aten::slice(%a, %one, %one, %three, %one)
+  return (%b))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const ir::Node& b = Producer(*g, g->outputs()[0]);
+  const ir::Node& a = Producer(*g, b.inputs[0]);
+  EXPECT_EQ(a.attrs.GetInt("axis"), 0);
+  EXPECT_EQ(a.attrs.GetInt("start"), 0);
+  EXPECT_EQ(a.attrs.GetInt("end"), INT64_MAX);
+  EXPECT_EQ(b.attrs.GetInt("axis"), 1);
+  EXPECT_EQ(b.attrs.GetInt("start"), 1);
+  EXPECT_EQ(b.attrs.GetInt("end"), 3);
+  EXPECT_EQ(b.attrs.GetInt("step"), 1);
+}
+
 TEST(ImporterIrTest, TransposeOfRuntimeTensorIsAPermute) {
   absl::StatusOr<ir::Graph> g = ImportStrict(R"IR(
 graph(%x : Tensor):
