@@ -138,6 +138,11 @@ class AtenCall {
   // Whether argument `name` is a number (int, float or bool, constant or run
   // time) rather than a tensor with data.
   virtual bool IsScalar(std::string_view name) const = 0;
+  // Whether argument `name` is typed as a tensor by the source, a 0-dim
+  // constant tensor included (what tracing records for a Python number, which
+  // IsScalar counts as a number): floor_divide promotes such an operand as a
+  // tensor. A front without that distinction answers !IsScalar.
+  virtual bool IsTensorTyped(std::string_view name) const { return !IsScalar(name); }
   // The ir value of number argument `name` (an int, float or bool scalar kind).
   virtual absl::StatusOr<ir::ValueId> ScalarValue(std::string_view name) = 0;
   // The constant number behind argument `name` (an int, float or bool, or a

@@ -434,7 +434,9 @@ ConvertResult ConvertFloorDivide(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId a, Operand(call, "self"));
   ASSIGN_OR_RETURN(ir::ValueId b, Operand(call, "other"));
   ir::Attributes attrs = InPlaceAttrs(call);
-  if (!call.IsScalar("self") && !call.IsScalar("other")) attrs.SetBool("tensor_operands", true);
+  if (call.IsTensorTyped("self") && call.IsTensorTyped("other")) {
+    attrs.SetBool("tensor_operands", true);
+  }
   return One(cx.Emit(call, OpKind::kFloorDiv, {a, b}, std::move(attrs)));
 }
 

@@ -196,6 +196,14 @@ bool TorchScriptCall::IsScalar(std::string_view name) const {
   return i >= 0 && ctx_.IsScalarLike(node_, i);
 }
 
+bool TorchScriptCall::IsTensorTyped(std::string_view name) const {
+  const int i = Index(name);
+  if (i < 0) return false;
+  const torch::jit::Value* v = node_.inputs()[i];
+  return v->type()->kind() == c10::TypeKind::TensorType &&
+         v->node()->kind() != c10::prim::NumToTensor;
+}
+
 absl::StatusOr<ir::ValueId> TorchScriptCall::ScalarValue(std::string_view name) {
   const int i = Index(name);
   if (i < 0) return Missing(name);

@@ -46,6 +46,7 @@ class TorchScriptCall final : public AtenCall {
   absl::StatusOr<std::optional<ir::ValueId>> ListValue(std::string_view name) override;
   absl::StatusOr<std::optional<ir::ValueId>> DTypeSource(std::string_view name) override;
   bool IsScalar(std::string_view name) const override;
+  bool IsTensorTyped(std::string_view name) const override;
   absl::StatusOr<ir::ValueId> ScalarValue(std::string_view name) override;
   std::optional<Number> ConstNumber(std::string_view name) const override;
 
