@@ -9,7 +9,7 @@
 // the destination's dtype); torch.export graphs are functional.
 //
 // The rows are in aten_op_table.cc; converters live by family in
-// convert_{elementwise,nn,shape}.cc.
+// convert_{elementwise,nn,shape,create,transformer,vision}.cc.
 #pragma once
 
 #include <string>

@@ -257,6 +257,16 @@ TEST(ImporterSharedOpsTest, TorchScriptFormsMatchLibtorch) {
       {"linspace and eye", R"PY(
     return x + torch.linspace(-1.0, 2.5, 6) + torch.eye(5, 6) + torch.eye(x.size(2), 6)
 )PY"},
+      {"stack of a list built in a loop and of a literal one", R"PY(
+    parts = []
+    for i in range(2):
+        parts.append(x[i])
+    return torch.stack(parts, 1) + torch.stack([x[1], x[0]], 1)
+)PY"},
+      {"t and floor_divide", R"PY(
+    y = x[0, 0].t() * 10.0
+    return torch.floor_divide(y, 3.0) + torch.floor_divide(y, y.t().t() + 1.0)
+)PY"},
       {"int linspace", R"PY(
     return torch.linspace(0, 10, 7, dtype=4)  # 4: torch.int64
 )PY"},
