@@ -78,6 +78,13 @@ class AtenCall {
   }
   // The elements of a Tensor[] argument (cat, stack).
   virtual absl::StatusOr<std::vector<ir::ValueId>> Tensors(std::string_view name) = 0;
+  // The elements of a Tensor?[] argument (index's indices), ir::kNoValue for
+  // a None element. `masks` (may be null) gets, per element, whether it is a
+  // boolean mask as far as the front can tell (a BOOL tensor, or one made by
+  // a comparison or logical op): such an index selects a number of elements
+  // that depends on the data. Unimplemented when the list is not literal.
+  virtual absl::StatusOr<std::vector<ir::ValueId>> OptionalTensors(std::string_view name,
+                                                                   std::vector<bool>* masks) = 0;
   // The static sizes of tensor argument `name` when the front knows them all
   // (a constant's, or export's tensor metadata without symbols); nullopt otherwise.
   virtual std::optional<Dims> StaticShape(std::string_view name) const = 0;

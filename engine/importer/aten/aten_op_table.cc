@@ -243,6 +243,7 @@ const AtenOpTable& Table() {
       {"aten::reshape_as", ConvertViewAs},
       {"aten::repeat", ConvertRepeat},
       {"aten::narrow", ConvertNarrow},
+      {"aten::index", ConvertIndex},
       {"aten::index_select", ConvertIndexSelect},
       {"aten::gather", ConvertIndexSelect},
       {"aten::slice_scatter", ConvertSliceScatter},

@@ -161,6 +161,7 @@ ConvertResult ConvertPad(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertTriangle(AtenCall& call, ConvertContext& cx);  // tril, triu
 ConvertResult ConvertPixelShuffle(AtenCall& call, ConvertContext& cx);  // and pixel_unshuffle
 ConvertResult ConvertIndexSelect(AtenCall& call, ConvertContext& cx);  // index_select, gather
+ConvertResult ConvertIndex(AtenCall& call, ConvertContext& cx);  // index.Tensor
 ConvertResult ConvertSliceScatter(AtenCall& call, ConvertContext& cx);  // and select_scatter
 ConvertResult ConvertNarrow(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx);  // also slice.t of a list

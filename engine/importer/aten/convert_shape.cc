@@ -133,6 +133,32 @@ ConvertResult ConvertT(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kPermute, {x}, std::move(attrs)));
 }
 
+// index.Tensor(self, indices: Tensor?[]): a single index tensor is an
+// IndexSelect along its dim; several make an Index node (None entries stay
+// absent). A boolean mask selects a number of elements that depends on the
+// data: left to the fallback.
+ConvertResult ConvertIndex(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  std::vector<bool> masks;
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> indices, call.OptionalTensors("indices", &masks));
+  int present = 0, at = -1;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    if (indices[k] == ir::kNoValue) continue;
+    if (masks[k]) return call.Unimplemented("indexing with a boolean mask");
+    ++present;
+    at = static_cast<int>(k);
+  }
+  if (present == 1) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", at);
+    return One(cx.Emit(call, OpKind::kIndexSelect, {x, indices[at]}, std::move(attrs)));
+  }
+  std::vector<ir::ValueId> inputs = {x};
+  inputs.insert(inputs.end(), indices.begin(), indices.end());
+  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  return One(cx.Emit(call, OpKind::kIndex, std::move(inputs)));
+}
+
 // add.t(a, b) on int, float or bool lists (list concatenation, e.g. GroupNorm's
 // batch-size check in scripted models): a Loop appends b's elements to a one
 // by one, since b's length is known only at run time.

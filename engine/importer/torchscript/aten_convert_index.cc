@@ -1,9 +1,7 @@
-// The indexing converters that read TorchScript's own forms: indexing
-// through a literal index list (whose producers tell a boolean mask), and
-// in-place writes through views (torch.export graphs are functional).
+// In-place writes through views, TorchScript's own form (torch.export
+// graphs are functional): fill_ and copy_.
 #include <limits>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -21,51 +19,6 @@ std::vector<ir::ValueId> One(ir::ValueId id) { return {id}; }
 std::string Kind(const TorchNode& node) { return node.kind().toUnqualString(); }
 
 }  // namespace
-
-// index(self, indices: Tensor?[]): a single index tensor is IndexSelect along
-// its dim; several make an Index node (None entries stay absent).
-ConvertResult ConvertIndex(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, ctx.Input(node, 0));
-  const torch::jit::Value* list = node.inputs()[1];
-  const torch::jit::Node* producer = list->node();
-  if (producer->kind() != c10::prim::ListConstruct) {
-    return ctx.Unimplemented(node, "the index list is not a literal list");
-  }
-  std::vector<ir::ValueId> indices;
-  int present = 0, at = -1;
-  for (size_t k = 0; k < producer->inputs().size(); ++k) {
-    const torch::jit::Value* v = producer->inputs()[k];
-    std::optional<c10::IValue> c = ctx.ConstantOf(v);
-    if (c && c->isNone()) {
-      indices.push_back(ir::kNoValue);
-      continue;
-    }
-    // x[mask] selects a data-dependent number of elements: left to the
-    // fallback. Masks are recognised here by what makes them (the kernel
-    // also refuses BOOL indices, but only when the model is compiled).
-    static const auto* const kMaskMakers = new std::set<std::string>{
-        "aten::gt", "aten::lt", "aten::ge", "aten::le", "aten::eq", "aten::ne",
-        "aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::logical_not",
-        "aten::__and__", "aten::__or__", "aten::__xor__", "aten::bitwise_not", "aten::isnan"};
-    if (kMaskMakers->count(v->node()->kind().toQualString()) > 0 ||
-        (c && c->isTensor() && c->toTensor().scalar_type() == c10::kBool)) {
-      return ctx.Unimplemented(node, "indexing with a boolean mask");
-    }
-    ASSIGN_OR_RETURN(ir::ValueId id, ctx.ValueFor(v, ctx.Where(node)));
-    indices.push_back(id);
-    ++present;
-    at = static_cast<int>(k);
-  }
-  if (present == 1) {
-    ir::Attributes attrs;
-    attrs.SetInt("axis", at);
-    return One(ctx.Emit(node, OpKind::kIndexSelect, {x, indices[at]}, std::move(attrs)));
-  }
-  std::vector<ir::ValueId> inputs = {x};
-  inputs.insert(inputs.end(), indices.begin(), indices.end());
-  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
-  return One(ctx.Emit(node, OpKind::kIndex, std::move(inputs)));
-}
 
 namespace {
 

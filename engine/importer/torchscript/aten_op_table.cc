@@ -20,8 +20,6 @@ using AtenOpTable = std::unordered_map<std::string_view, Converter>;
 
 const AtenOpTable& Table() {
   static const AtenOpTable* const kTable = new AtenOpTable{
-      // A literal list of index tensors, whose producers tell a boolean mask.
-      {"aten::index", ConvertIndex},
       // ---------- writes through views (torch.export graphs are functional) ----------
       {"aten::fill_", ConvertInplaceWrite},
       {"aten::copy_", ConvertInplaceWrite},

@@ -1,7 +1,7 @@
 // The TorchScript-only part of the aten op table: rows whose converters read
-// what only a torch::jit::Node has (the producers of an index list, in-place
-// writes through the views that made their destination). The rows are in
-// aten_op_table.cc, their converters in aten_convert_index.cc.
+// what only a torch::jit::Node has: in-place writes, through the views that
+// made their destination (torch.export graphs are functional). The rows are
+// in aten_op_table.cc, their converter in aten_convert_index.cc.
 //
 // A converter reads its torch node through the ImportContext, adds ir nodes and
 // returns one ir value per node output.
@@ -35,7 +35,6 @@ std::vector<std::string> SupportedTorchScriptOps();
 using ConvertResult = absl::StatusOr<std::vector<ir::ValueId>>;
 using TorchNode = torch::jit::Node;
 
-ConvertResult ConvertIndex(const TorchNode& node, ImportContext& ctx);
 // fill_ / copy_, also through slices and selects of another tensor.
 ConvertResult ConvertInplaceWrite(const TorchNode& node, ImportContext& ctx);
 

@@ -1,6 +1,8 @@
 // TorchScriptCall: schema argument names to node input positions.
 #include "engine/importer/torchscript/torchscript_call.h"
 
+#include <set>
+
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include "absl/strings/str_cat.h"
@@ -69,6 +71,40 @@ absl::StatusOr<std::vector<ir::ValueId>> TorchScriptCall::Tensors(std::string_vi
   const int i = Index(name);
   if (i < 0) return Missing(name);
   return ctx_.TensorListInput(node_, i);
+}
+
+absl::StatusOr<std::vector<ir::ValueId>> TorchScriptCall::OptionalTensors(
+    std::string_view name, std::vector<bool>* masks) {
+  const int i = Index(name);
+  if (i < 0) return Missing(name);
+  const torch::jit::Node* producer = node_.inputs()[i]->node();
+  if (producer->kind() != c10::prim::ListConstruct) {
+    return ctx_.Unimplemented(node_, absl::StrCat("argument '", std::string(name),
+                                                  "' is not a literal list"));
+  }
+  // Masks are recognised by what makes them (a kernel refuses BOOL indices
+  // too, but only when the model is compiled).
+  static const auto* const kMaskMakers = new std::set<std::string>{
+      "aten::gt", "aten::lt", "aten::ge", "aten::le", "aten::eq", "aten::ne",
+      "aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::logical_not",
+      "aten::__and__", "aten::__or__", "aten::__xor__", "aten::bitwise_not", "aten::isnan"};
+  std::vector<ir::ValueId> elements;
+  if (masks != nullptr) masks->clear();
+  for (const torch::jit::Value* v : producer->inputs()) {
+    std::optional<c10::IValue> c = ctx_.ConstantOf(v);
+    if (c && c->isNone()) {
+      elements.push_back(ir::kNoValue);
+      if (masks != nullptr) masks->push_back(false);
+      continue;
+    }
+    if (masks != nullptr) {
+      masks->push_back(kMaskMakers->count(v->node()->kind().toQualString()) > 0 ||
+                       (c && c->isTensor() && c->toTensor().scalar_type() == c10::kBool));
+    }
+    ASSIGN_OR_RETURN(ir::ValueId id, ctx_.ValueFor(v, ctx_.Where(node_)));
+    elements.push_back(id);
+  }
+  return elements;
 }
 
 std::optional<Dims> TorchScriptCall::StaticShape(std::string_view name) const {

@@ -309,8 +309,7 @@ absl::Status Translator::TranslateNode(const Node* node, bool top_level) {
   if (forced_.count(qual) > 0) return Fallback(node, absl::OkStatus(), /*forced=*/true);
   Converter convert = nullptr;
   if (UseScalarTable(node, &convert)) return Convert(node, convert);
-  // Rows particular to TorchScript first (an index list's producers, writes
-  // through views), then the table shared with the torch.export front, where
+  // Rows particular to TorchScript first (writes through views), then the table shared with the torch.export front, where
   // an in-place form maps to its functional row.
   convert = FindTorchScriptConverter(qual);
   if (convert != nullptr) return Convert(node, convert);
