@@ -78,6 +78,13 @@ class AtenCall {
   }
   // The elements of a Tensor[] argument (cat, stack).
   virtual absl::StatusOr<std::vector<ir::ValueId>> Tensors(std::string_view name) = 0;
+  // The elements of a Tensor?[] argument (index's indices), ir::kNoValue for
+  // a None element. `masks` (may be null) gets, per element, whether it is a
+  // boolean mask as far as the front can tell (a BOOL tensor, or one made by
+  // a comparison or logical op): such an index selects a number of elements
+  // that depends on the data. Unimplemented when the list is not literal.
+  virtual absl::StatusOr<std::vector<ir::ValueId>> OptionalTensors(std::string_view name,
+                                                                   std::vector<bool>* masks) = 0;
   // The static sizes of tensor argument `name` when the front knows them all
   // (a constant's, or export's tensor metadata without symbols); nullopt otherwise.
   virtual std::optional<Dims> StaticShape(std::string_view name) const = 0;
@@ -99,14 +106,50 @@ class AtenCall {
       std::string_view name, std::optional<std::vector<int64_t>> def = std::nullopt) const = 0;
   // An int list whose elements may be known only at run time.
   virtual absl::StatusOr<IntsArg> IntsOrValue(std::string_view name) = 0;
+  // A float list argument (scale_factors=...); nullopt when absent or None.
+  // Unimplemented when the list is computed at run time.
+  virtual absl::StatusOr<std::optional<std::vector<double>>> OptionalDoubles(
+      std::string_view name) const = 0;
   // A ScalarType argument (dtype=...); nullopt when absent or None.
   virtual absl::StatusOr<std::optional<DType>> ScalarType(std::string_view name) const = 0;
+  // An int list whose entries may be None (a scripted List[Optional[int]], as
+  // adaptive pools take: None keeps that input size): None entries read as
+  // `none`. A front whose lists never hold None reads it as Ints.
+  virtual absl::StatusOr<std::vector<int64_t>> IntsOrNone(std::string_view name,
+                                                          int64_t none) const {
+    return Ints(name);
+  }
+
+  // The tensor whose dtype ScalarType argument `name` names when that dtype
+  // is read at run time (dtype=x.dtype in a TorchScript graph); nullopt when
+  // the argument is a constant, absent or None (read it with ScalarType).
+  virtual absl::StatusOr<std::optional<ir::ValueId>> DTypeSource(std::string_view name) {
+    return std::optional<ir::ValueId>();
+  }
+
+  // ---- lists as values ----
+
+  // The ir value of list argument `name` taken whole: an int, float or bool
+  // list (add.t concatenates two, slice.t slices one) or a tensor list, whose
+  // elements are recorded when it is literal and which is otherwise built at
+  // run time (appended to in a loop; cat and stack then take it whole).
+  // nullopt when the argument is not a list or the front has no list values
+  // (a torch.export graph lists a Tensor[] argument's elements, read with
+  // Tensors, and has no list overloads).
+  virtual absl::StatusOr<std::optional<ir::ValueId>> ListValue(std::string_view name) {
+    return std::optional<ir::ValueId>();
+  }
 
   // ---- scalars that may be run-time values ----
 
   // Whether argument `name` is a number (int, float or bool, constant or run
   // time) rather than a tensor with data.
   virtual bool IsScalar(std::string_view name) const = 0;
+  // Whether argument `name` is typed as a tensor by the source, a 0-dim
+  // constant tensor included (what tracing records for a Python number, which
+  // IsScalar counts as a number): floor_divide promotes such an operand as a
+  // tensor. A front without that distinction answers !IsScalar.
+  virtual bool IsTensorTyped(std::string_view name) const { return !IsScalar(name); }
   // The ir value of number argument `name` (an int, float or bool scalar kind).
   virtual absl::StatusOr<ir::ValueId> ScalarValue(std::string_view name) = 0;
   // The constant number behind argument `name` (an int, float or bool, or a

@@ -9,7 +9,7 @@
 // the destination's dtype); torch.export graphs are functional.
 //
 // The rows are in aten_op_table.cc; converters live by family in
-// convert_{elementwise,nn,shape}.cc.
+// convert_{elementwise,nn,shape,create,transformer,vision}.cc.
 #pragma once
 
 #include <string>
@@ -44,7 +44,7 @@ template <ir::OpKind kOp>
 ConvertResult Unary(AtenCall& call, ConvertContext& cx) {
   return ConvertUnary(kOp, call, cx);
 }
-// add/sub/mul/div, Tensor and Scalar overloads; alpha != 1 is folded or becomes a Mul;
+// add/sub/mul/div, Tensor and Scalar overloads (add.t of lists: ConvertListConcat); alpha != 1 is folded or becomes a Mul;
 // div with rounding_mode "floor"/"trunc".
 ConvertResult ConvertBinary(ir::OpKind op, AtenCall& call, ConvertContext& cx);
 template <ir::OpKind kOp>
@@ -77,6 +77,8 @@ ConvertResult ConvertShrink(AtenCall& call, ConvertContext& cx);  // hardshrink,
 ConvertResult ConvertThreshold(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertPrelu(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertGlu(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertFloorDivide(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSoftmin(AtenCall& call, ConvertContext& cx);  // softmax(-self)
 // dropout (inference), contiguous, detach, clone, alias: the output is the input.
 ConvertResult PassThrough(AtenCall& call, ConvertContext& cx);
 
@@ -91,6 +93,8 @@ ConvertResult ConvertVectorProduct(AtenCall& call, ConvertContext& cx);  // mv, 
 ConvertResult ConvertMaxPool(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertAvgPool(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertAdaptivePool(AtenCall& call, ConvertContext& cx);
+// upsample_* and _upsample_nearest_exact*: a Resize (output sizes or scale factors).
+ConvertResult ConvertUpsample(AtenCall& call, ConvertContext& cx);
 // batch_norm and _native_batch_norm_legit_no_training (export's eval form).
 ConvertResult ConvertBatchNorm(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx);
@@ -126,11 +130,19 @@ ConvertResult ConvertTopK(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSort(AtenCall& call, ConvertContext& cx);  // sort, argsort
 ConvertResult ConvertKthvalue(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertEmbedding(AtenCall& call, ConvertContext& cx);
+// lstm, gru, rnn_tanh, rnn_relu (their .input overloads).
+ConvertResult ConvertRecurrent(AtenCall& call, ConvertContext& cx);
 
 // convert_shape.cc
 ConvertResult ConvertFlatten(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertReshape(AtenCall& call, ConvertContext& cx);  // view, reshape, _unsafe_view
+// cat of literal elements, or of a list built at run time (TorchScript).
 ConvertResult ConvertCat(AtenCall& call, ConvertContext& cx);
+// stack of literal elements, or of a list built at run time (TorchScript).
+ConvertResult ConvertStack(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertT(AtenCall& call, ConvertContext& cx);  // a constant is transposed at import
+// add.t: the concatenation of two int, float or bool lists (TorchScript).
+ConvertResult ConvertListConcat(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertPermute(AtenCall& call, ConvertContext& cx);  // permute, transpose, movedim
 ConvertResult ConvertUnsqueeze(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSqueeze(AtenCall& call, ConvertContext& cx);
@@ -149,19 +161,26 @@ ConvertResult ConvertPad(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertTriangle(AtenCall& call, ConvertContext& cx);  // tril, triu
 ConvertResult ConvertPixelShuffle(AtenCall& call, ConvertContext& cx);  // and pixel_unshuffle
 ConvertResult ConvertIndexSelect(AtenCall& call, ConvertContext& cx);  // index_select, gather
+ConvertResult ConvertIndex(AtenCall& call, ConvertContext& cx);  // index.Tensor
 ConvertResult ConvertSliceScatter(AtenCall& call, ConvertContext& cx);  // and select_scatter
 ConvertResult ConvertNarrow(AtenCall& call, ConvertContext& cx);
-ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx);  // also slice.t of a list
 ConvertResult ConvertToCopy(AtenCall& call, ConvertContext& cx);  // _to_copy, to, type_as
 ConvertResult ConvertFullLike(AtenCall& call, ConvertContext& cx);  // zeros_like, ones_like, full_like
 ConvertResult ConvertNewFull(AtenCall& call, ConvertContext& cx);  // new_zeros, new_ones, new_full
 ConvertResult ConvertArange(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSymSize(AtenCall& call, ConvertContext& cx);  // sym_size.int
 
+// convert_create.cc: zeros, ones, full, empty of a size; linspace, eye.
+ConvertResult ConvertFull(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertLinspaceEye(AtenCall& call, ConvertContext& cx);
+
 // convert_transformer.cc: the fused encoder layer and nested tensors (held
 // padded, see ConvertContext::Nested).
 ConvertResult ConvertTransformerEncoderLayer(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertScaledDotProductAttention(AtenCall& call, ConvertContext& cx);
+// _native_multi_head_attention: Linear, ScaledDotProductAttention, Linear.
+ConvertResult ConvertNativeMultiHeadAttention(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertNestedTensorFromMask(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertToPaddedTensor(AtenCall& call, ConvertContext& cx);
 

@@ -81,6 +81,7 @@ ConvertResult ConvertRound(AtenCall& call, ConvertContext& cx) {
 // out = self op (alpha * other): alpha != 1 is folded into a number operand or
 // becomes a Mul by a 0-dim constant.
 ConvertResult ConvertBinary(OpKind op, AtenCall& call, ConvertContext& cx) {
+  if (op == OpKind::kAdd && call.overload() == "t") return ConvertListConcat(call, cx);
   if (op == OpKind::kDiv && call.Has("rounding_mode")) {
     ASSIGN_OR_RETURN(std::string mode, call.String("rounding_mode"));
     ASSIGN_OR_RETURN(ir::ValueId a, Operand(call, "self"));
@@ -420,6 +421,39 @@ ConvertResult PassThrough(AtenCall& call, ConvertContext& cx) {
   // dropout's argument is "input", the others' "self".
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor(call.Has("input") ? "input" : "self"));
   return One(x);
+}
+
+// floor_divide(self, other): floor rounding since PyTorch 1.13. A 0-dim
+// constant tensor (what tracing records for a Python number, once the module
+// is saved) stays a tensor operand here, not a number: an integer tensor
+// floor-divided by a traced 1.5 is FP64 in libtorch (add, sub, mul and div
+// without a rounding mode promote such a constant as a number). Attr
+// tensor_operands tells the kernel; a number argument (the Scalar overload,
+// scripted) stays one.
+ConvertResult ConvertFloorDivide(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId a, Operand(call, "self"));
+  ASSIGN_OR_RETURN(ir::ValueId b, Operand(call, "other"));
+  ir::Attributes attrs = InPlaceAttrs(call);
+  if (call.IsTensorTyped("self") && call.IsTensorTyped("other")) {
+    attrs.SetBool("tensor_operands", true);
+  }
+  return One(cx.Emit(call, OpKind::kFloorDiv, {a, b}, std::move(attrs)));
+}
+
+// softmin(self, dim, dtype=None) = softmax(-self, dim) (scripted code records it).
+ConvertResult ConvertSoftmin(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  ASSIGN_OR_RETURN(std::optional<DType> dtype, call.ScalarType("dtype"));
+  if (dtype) {  // libtorch casts the input first
+    ir::Attributes cast;
+    cast.SetString("dtype", DTypeName(*dtype));
+    x = cx.Emit(call, OpKind::kCast, {x}, std::move(cast), ".cast");
+  }
+  ir::ValueId neg = cx.Emit(call, OpKind::kNeg, {x}, {}, ".neg");
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  return One(cx.Emit(call, OpKind::kSoftmax, {neg}, std::move(attrs)));
 }
 
 }  // namespace kiln::importer::aten

@@ -304,8 +304,13 @@ ConvertResult ConvertAvgPool(AtenCall& call, ConvertContext& cx) {
 ConvertResult ConvertAdaptivePool(AtenCall& call, ConvertContext& cx) {
   const size_t spatial = SpatialDims(call, 2);
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  ASSIGN_OR_RETURN(std::vector<int64_t> output_size,
-                   IntsPerDim(call, "output_size", spatial, {}));
+  // None entries of a scripted List[Optional[int]] keep that input size (-1).
+  ASSIGN_OR_RETURN(std::vector<int64_t> output_size, call.IntsOrNone("output_size", -1));
+  if (output_size.size() == 1 && spatial > 1) output_size.assign(spatial, output_size[0]);
+  if (output_size.size() != spatial) {
+    return call.InvalidArgument(absl::StrCat("output_size has ", output_size.size(),
+                                             " values, expected ", spatial));
+  }
   ir::Attributes attrs;
   attrs.SetInts("output_size", std::move(output_size));
   if (call.num_outputs() == 2) {  // adaptive_max_poolNd -> (values, indices)
@@ -315,6 +320,65 @@ ConvertResult ConvertAdaptivePool(AtenCall& call, ConvertContext& cx) {
     return cx.graph().node(n).outputs;
   }
   return One(cx.Emit(call, OpKind::kAdaptiveAvgPool, {x}, std::move(attrs)));
+}
+
+// upsample_{nearest,linear,bilinear,bicubic,trilinear}{1,2,3}d and
+// _upsample_nearest_exact{1,2,3}d: .vec(input, output_size?, [align_corners,]
+// scale_factors?) or (self, output_size, [align_corners,] scales_d?, scales_h?,
+// scales_w?), one scale per spatial dim.
+ConvertResult ConvertUpsample(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = call.op();
+  std::string mode = "linear";
+  if (op.find("nearest_exact") != std::string_view::npos) {
+    mode = "nearest_exact";
+  } else if (op.find("nearest") != std::string_view::npos) {
+    mode = "nearest";
+  } else if (op.find("bicubic") != std::string_view::npos) {
+    mode = "cubic";
+  }
+  const bool vec = call.overload() == "vec";
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor(vec ? "input" : "self"));
+  ir::Attributes attrs;
+  attrs.SetString("mode", mode);
+  if (mode.rfind("nearest", 0) != 0) {
+    ASSIGN_OR_RETURN(bool align, call.Bool("align_corners"));
+    attrs.SetBool("align_corners", align);
+  }
+  std::vector<double> scales;
+  if (vec) {
+    ASSIGN_OR_RETURN(std::optional<std::vector<double>> factors,
+                     call.OptionalDoubles("scale_factors"));
+    if (factors.has_value()) scales = *std::move(factors);
+  } else {
+    const size_t spatial = SpatialDims(call, 2);
+    static const char* const kNames[3][3] = {
+        {"scales", "", ""}, {"scales_h", "scales_w", ""}, {"scales_d", "scales_h", "scales_w"}};
+    for (size_t k = 0; k < spatial && spatial <= 3; ++k) {
+      if (!call.Has(kNames[spatial - 1][k])) {  // all given or none used
+        scales.clear();
+        break;
+      }
+      ASSIGN_OR_RETURN(double s, call.Double(kNames[spatial - 1][k]));
+      scales.push_back(s);
+    }
+  }
+  ir::ValueId sizes = ir::kNoValue;
+  if (call.Has("output_size")) {
+    // The size may be computed from the input's shape (segmentation heads
+    // upsample to the input's height and width).
+    ASSIGN_OR_RETURN(IntsArg size, call.IntsOrValue("output_size"));
+    if (size.values.has_value()) {
+      attrs.SetInts("sizes", *std::move(size.values));
+    } else {
+      sizes = size.value;
+    }
+  } else if (scales.empty()) {
+    return call.InvalidArgument("has neither an output size nor scale factors");
+  }
+  // Scales also set the coordinate mapping (PyTorch uses 1/scale, not in/out).
+  if (!scales.empty()) attrs.SetFloats("scales", scales);
+  if (sizes != ir::kNoValue) return One(cx.Emit(call, OpKind::kResize, {x, sizes}, std::move(attrs)));
+  return One(cx.Emit(call, OpKind::kResize, {x}, std::move(attrs)));
 }
 
 // batch_norm(input, weight?, bias?, running_mean?, running_var?, training,
@@ -609,6 +673,48 @@ ConvertResult ConvertEmbedding(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetInt("axis", 0);
   return One(cx.Emit(call, OpKind::kIndexSelect, {weight, indices}, std::move(attrs)));
+}
+
+// lstm.input(input, hx[], params[], has_biases, num_layers, dropout, train,
+// bidirectional, batch_first); gru.input / rnn_tanh.input / rnn_relu.input(
+// input, hx, params[], ...): one LSTM or RNN node over the weights in
+// PyTorch's order. Packed sequences (the .data overloads) are not translated.
+ConvertResult ConvertRecurrent(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = call.op();
+  const bool lstm = op == "aten::lstm";
+  if (call.overload() == "data") return call.Unimplemented("packed sequences");
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+  std::vector<ir::ValueId> states;
+  if (lstm) {
+    ASSIGN_OR_RETURN(states, call.Tensors("hx"));
+  } else {
+    ASSIGN_OR_RETURN(ir::ValueId h, call.Tensor("hx"));
+    states = {h};
+  }
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> params, call.Tensors("params"));
+  ASSIGN_OR_RETURN(bool has_biases, call.Bool("has_biases"));
+  ASSIGN_OR_RETURN(int64_t num_layers, call.Int("num_layers"));
+  ASSIGN_OR_RETURN(bool train, call.Bool("train"));
+  ASSIGN_OR_RETURN(bool bidirectional, call.Bool("bidirectional"));
+  ASSIGN_OR_RETURN(bool batch_first, call.Bool("batch_first"));
+  if (train) return call.Unimplemented("training mode (dropout between layers)");
+  ir::Attributes attrs;
+  if (!lstm) {
+    attrs.SetString("cell", op == "aten::gru" ? "gru" : op == "aten::rnn_relu" ? "relu" : "tanh");
+  }
+  attrs.SetInt("num_layers", num_layers);
+  attrs.SetBool("bidirectional", bidirectional);
+  attrs.SetBool("batch_first", batch_first);
+  attrs.SetBool("has_biases", has_biases);
+  attrs.SetBool("has_state", true);
+  std::vector<ir::ValueId> inputs = {x};
+  inputs.insert(inputs.end(), states.begin(), states.end());
+  inputs.insert(inputs.end(), params.begin(), params.end());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < call.num_outputs(); ++i) names.push_back(call.OutputName(i));
+  ir::NodeId n = cx.graph().AddNode(lstm ? OpKind::kLSTM : OpKind::kRNN, std::move(inputs),
+                                    std::move(attrs), std::string(op), names);
+  return cx.graph().node(n).outputs;
 }
 
 }  // namespace kiln::importer::aten

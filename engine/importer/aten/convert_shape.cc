@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,12 +65,143 @@ ConvertResult ConvertReshape(AtenCall& call, ConvertContext& cx) {
 
 // cat(tensors, dim=0).
 ConvertResult ConvertCat(AtenCall& call, ConvertContext& cx) {
-  ASSIGN_OR_RETURN(std::vector<ir::ValueId> inputs, call.Tensors("tensors"));
-  if (inputs.empty()) return call.InvalidArgument("concatenates an empty list");
   ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", 0));
   ir::Attributes attrs;
   attrs.SetInt("axis", dim);
+  ASSIGN_OR_RETURN(std::optional<ir::ValueId> list, call.ListValue("tensors"));
+  if (list.has_value() && cx.KindOf(*list) == ir::ValueKind::kTensorList &&
+      cx.ListElements(*list) == nullptr) {
+    // A list built at run time (appended to in a loop): Concat takes the list
+    // whole and expands it when it runs.
+    return One(cx.Emit(call, OpKind::kConcat, {*list}, std::move(attrs)));
+  }
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> inputs, call.Tensors("tensors"));
+  if (inputs.empty()) return call.InvalidArgument("concatenates an empty list");
   return One(cx.Emit(call, OpKind::kConcat, std::move(inputs), std::move(attrs)));
+}
+
+// stack(tensors, dim=0) = cat of each tensor unsqueezed at dim.
+ConvertResult ConvertStack(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", 0));
+  ASSIGN_OR_RETURN(std::optional<ir::ValueId> list, call.ListValue("tensors"));
+  if (list.has_value() && cx.KindOf(*list) == ir::ValueKind::kTensorList &&
+      cx.ListElements(*list) == nullptr) {
+    // A list built at run time: one Concat that takes the list whole and
+    // inserts the new axis (attr stack).
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    attrs.SetInt("stack", 1);
+    return One(cx.Emit(call, OpKind::kConcat, {*list}, std::move(attrs)));
+  }
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> inputs, call.Tensors("tensors"));
+  if (inputs.empty()) return call.InvalidArgument("stacks an empty list");
+  std::vector<ir::ValueId> parts;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    parts.push_back(
+        cx.Emit(call, OpKind::kUnsqueeze, {inputs[k]}, std::move(attrs), absl::StrCat(".", k)));
+  }
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  return One(cx.Emit(call, OpKind::kConcat, std::move(parts), std::move(attrs)));
+}
+
+// t(self): a constant (addmm's weight in older traces) is transposed at
+// import; otherwise a Permute of dims 0 and 1 that leaves 0-D and 1-D inputs
+// as they are.
+ConvertResult ConvertT(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  if (const Tensor* c = cx.ConstValue(x); c != nullptr && c->rank() <= 2) {
+    if (c->rank() < 2) return One(cx.AddConstant(c->Clone(), call.OutputName(0)));
+    const int64_t rows = c->dim(0), cols = c->dim(1);
+    const size_t size = DTypeSize(c->dtype());
+    Tensor t = Tensor::Zeros(c->dtype(), {cols, rows});
+    const char* from = static_cast<const char*>(c->raw_data());
+    char* to = static_cast<char*>(t.raw_data());
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        std::memcpy(to + (j * rows + i) * size, from + (i * cols + j) * size, size);
+      }
+    }
+    return One(cx.AddConstant(std::move(t), call.OutputName(0)));
+  }
+  ir::Attributes attrs;
+  attrs.SetInt("dim0", 0);
+  attrs.SetInt("dim1", 1);
+  attrs.SetBool("identity_below_rank2", true);
+  return One(cx.Emit(call, OpKind::kPermute, {x}, std::move(attrs)));
+}
+
+// index.Tensor(self, indices: Tensor?[]): a single index tensor is an
+// IndexSelect along its dim; several make an Index node (None entries stay
+// absent). A boolean mask selects a number of elements that depends on the
+// data: left to the fallback.
+ConvertResult ConvertIndex(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  std::vector<bool> masks;
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> indices, call.OptionalTensors("indices", &masks));
+  int present = 0, at = -1;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    if (indices[k] == ir::kNoValue) continue;
+    if (masks[k]) return call.Unimplemented("indexing with a boolean mask");
+    ++present;
+    at = static_cast<int>(k);
+  }
+  if (present == 1) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", at);
+    return One(cx.Emit(call, OpKind::kIndexSelect, {x, indices[at]}, std::move(attrs)));
+  }
+  std::vector<ir::ValueId> inputs = {x};
+  inputs.insert(inputs.end(), indices.begin(), indices.end());
+  while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  return One(cx.Emit(call, OpKind::kIndex, std::move(inputs)));
+}
+
+// add.t(a, b) on int, float or bool lists (list concatenation, e.g. GroupNorm's
+// batch-size check in scripted models): a Loop appends b's elements to a one
+// by one, since b's length is known only at run time.
+ConvertResult ConvertListConcat(AtenCall& call, ConvertContext& cx) {
+  using ir::ValueKind;
+  ASSIGN_OR_RETURN(std::optional<ir::ValueId> a_list, call.ListValue("a"));
+  ASSIGN_OR_RETURN(std::optional<ir::ValueId> b_list, call.ListValue("b"));
+  if (!a_list.has_value() || !b_list.has_value()) {
+    return call.Unimplemented("concatenating values that are not lists");
+  }
+  const ir::ValueId a = *a_list, b = *b_list;
+  const ValueKind kind = cx.KindOf(a);
+  ValueKind element;
+  switch (kind) {
+    case ValueKind::kIntList: element = ValueKind::kInt; break;
+    case ValueKind::kFloatList: element = ValueKind::kFloat; break;
+    case ValueKind::kBoolList: element = ValueKind::kBool; break;
+    default:
+      return call.Unimplemented(absl::StrCat("concatenating a ", ir::ValueKindName(kind)));
+  }
+  // b may also be a slice of a list (slice.t runs the tensor Slice on the
+  // list's 1-D tensor, which gives a tensor value with the same elements).
+  if (cx.KindOf(b) != kind && cx.KindOf(b) != ValueKind::kTensor) {
+    return call.Unimplemented(absl::StrCat("concatenating a ", ir::ValueKindName(kind), " and a ",
+                                           ir::ValueKindName(cx.KindOf(b))));
+  }
+  ir::Graph& g = cx.graph();
+  const ir::ValueId n = cx.EmitValue(call, OpKind::kListLen, ValueKind::kInt, {b});
+  const ir::ValueId yes = cx.AddBool(true);  // outside the body, so visible in it
+  const ir::BlockId outer = g.insertion_block();
+  const ir::NodeId loop =
+      g.AddNodeWithOutputs(OpKind::kLoop, {n, yes, a}, 1, {}, std::string(call.op()));
+  const ir::ValueId result = g.node(loop).outputs[0];
+  g.mutable_value(result).kind = kind;
+  const ir::BlockId body = g.AddBlock(loop);
+  const ir::ValueId i = g.AddBlockParam(body, "i", {}, ValueKind::kInt);
+  const ir::ValueId acc = g.AddBlockParam(body, "acc", {}, kind);
+  g.SetInsertionBlock(body);
+  const ir::ValueId e = cx.EmitValue(call, OpKind::kListGetItem, element, {b, i});
+  const ir::ValueId longer = cx.EmitValue(call, OpKind::kListAppend, kind, {acc, e});
+  g.SetBlockResults(body, {yes, longer});
+  g.SetInsertionBlock(outer);
+  return One(result);
 }
 
 // permute(self, dims), transpose / swapdims(self, dim0, dim1),
@@ -376,17 +508,32 @@ ConvertResult ConvertSelect(AtenCall& call, ConvertContext& cx) {
 // slice.Tensor(self, dim=0, start=None, end=None, step=1); bounds may be
 // computed at run time (x[:, :n] with n a size).
 ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx) {
-  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
-  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim", 0));
+  ASSIGN_OR_RETURN(std::optional<ir::ValueId> list, call.ListValue("l"));
+  const bool of_list = list.has_value();  // slice.t(l, start, end, step)
+  if (of_list && !ir::IsScalarListKind(cx.KindOf(*list))) {
+    return call.Unimplemented("slicing a list of tensors");
+  }
+  ir::ValueId x;
+  int64_t dim = 0;
+  if (of_list) {
+    // An int, float or bool list (x.size()[2:]): the list's 1-D tensor sliced
+    // along axis 0, still a list.
+    x = *list;
+  } else {
+    ASSIGN_OR_RETURN(x, call.Tensor("self"));
+    ASSIGN_OR_RETURN(dim, call.Int("dim", 0));
+  }
   ir::Attributes attrs;
   attrs.SetInt("axis", dim);
+  // Bounds may be computed from a shape at run time (x[:, :H] after padding).
   std::vector<ir::ValueId> inputs = {x, ir::kNoValue, ir::kNoValue};
   const char* names[] = {"start", "end"};
   for (size_t k = 0; k < 2; ++k) {
     if (!call.Has(names[k])) continue;
     if (std::optional<Number> n = call.ConstNumber(names[k])) {
       // INT64_MAX ("to the end") is how export writes an open end.
-      attrs.SetInt(names[k], static_cast<int64_t>(n->kind == Number::kInt ? n->i : n->ToDouble()));
+      // (Read as an int: through a double it would overflow.)
+      attrs.SetInt(names[k], n->kind == Number::kInt ? n->i : static_cast<int64_t>(n->ToDouble()));
     } else {
       ASSIGN_OR_RETURN(inputs[k + 1], call.ScalarValue(names[k]));
     }
@@ -394,6 +541,10 @@ ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(int64_t step, call.Int("step", 1));
   attrs.SetInt("step", step);
   while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  if (of_list) {
+    return One(cx.EmitValue(call, OpKind::kSlice, cx.KindOf(x), std::move(inputs),
+                            std::move(attrs)));
+  }
   return One(cx.Emit(call, OpKind::kSlice, std::move(inputs), std::move(attrs)));
 }
 

@@ -12,8 +12,12 @@
 // and every step other than attention works per position. to_padded_tensor
 // writes the padding value past each length and, like PyTorch, keeps only
 // max(L_i) positions (a length that depends on the data).
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "engine/common/status_macros.h"
 #include "engine/importer/aten/aten_op_table.h"
@@ -231,6 +235,140 @@ ConvertResult ConvertTransformerEncoderLayer(AtenCall& call, ConvertContext& cx)
   }
   if (nested) cx.SetNested(x, *nested);  // the layer keeps its input's lengths
   return std::vector<ir::ValueId>{x};
+}
+
+namespace {
+
+// Rows [begin, begin + n) of a 2-D or 1-D projection weight or bias: a
+// constant cut at import when the tensor is one (so the Linear that reads it
+// has a constant weight, prepacked once), else a Slice node.
+ir::ValueId Rows(const AtenCall& call, ConvertContext& cx, ir::ValueId t, int64_t begin,
+                 int64_t n, const char* suffix) {
+  if (const Tensor* c = cx.ConstValue(t); c != nullptr && c->rank() >= 1 && c->rank() <= 2 &&
+                                          c->dim(0) >= begin + n) {
+    Dims dims = c->dims();
+    dims[0] = n;
+    Tensor part = Tensor::Zeros(c->dtype(), dims);
+    const size_t row = part.byte_size() / static_cast<size_t>(n == 0 ? 1 : n);
+    std::memcpy(part.raw_data(), static_cast<const char*>(c->raw_data()) + begin * row,
+                part.byte_size());
+    return cx.AddConstant(std::move(part), call.OutputName(0) + suffix);
+  }
+  ir::Attributes attrs;
+  attrs.SetInt("axis", 0);
+  attrs.SetInt("start", begin);
+  attrs.SetInt("end", begin + n);
+  attrs.SetInt("step", 1);
+  return cx.Emit(call, OpKind::kSlice, {t}, std::move(attrs), suffix);
+}
+
+ir::Attributes Transpose(int64_t dim0, int64_t dim1) {
+  ir::Attributes attrs;
+  attrs.SetInt("dim0", dim0);
+  attrs.SetInt("dim1", dim1);
+  return attrs;
+}
+
+}  // namespace
+
+// _native_multi_head_attention(query, key, value, embed_dim, num_head,
+// qkv_weight, qkv_bias, proj_weight, proj_bias, mask=None, need_weights=True,
+// average_attn_weights=True, mask_type=None) -> (output, weights): what
+// nn.MultiheadAttention(batch_first=True) records for self-attention in eval
+// mode under torch.no_grad(), on [B, L, E] inputs. Spelled out as ir ops the
+// compiler prepacks once: a Linear per projection (the in-projection's rows
+// cut into q, k and v), the heads split as [B, H, L, D], one
+// ScaledDotProductAttention (PyTorch's 1/sqrt(D) scale), the heads joined
+// and the out-projection's Linear. The weights result (softmax of the scaled
+// scores, averaged over heads unless average_attn_weights=False) is computed
+// on its own, so dead-code elimination drops it when nothing reads it; with
+// need_weights=False it is an empty tensor, as PyTorch's. A mask keeps the
+// MultiHeadAttention node, whose kernel reads mask_type as PyTorch does.
+ConvertResult ConvertNativeMultiHeadAttention(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId q, call.Tensor("query"));
+  ASSIGN_OR_RETURN(ir::ValueId k, call.Tensor("key"));
+  ASSIGN_OR_RETURN(ir::ValueId v, call.Tensor("value"));
+  ASSIGN_OR_RETURN(int64_t embed_dim, call.Int("embed_dim"));
+  ASSIGN_OR_RETURN(int64_t heads, call.Int("num_head"));
+  ASSIGN_OR_RETURN(ir::ValueId w_in, call.Tensor("qkv_weight"));
+  ASSIGN_OR_RETURN(ir::ValueId b_in, call.Tensor("qkv_bias"));
+  ASSIGN_OR_RETURN(ir::ValueId w_out, call.Tensor("proj_weight"));
+  ASSIGN_OR_RETURN(ir::ValueId b_out, call.Tensor("proj_bias"));
+  ASSIGN_OR_RETURN(ir::ValueId mask, call.OptionalTensor("mask"));
+  ASSIGN_OR_RETURN(bool need_weights, call.Bool("need_weights", true));
+  ASSIGN_OR_RETURN(bool average, call.Bool("average_attn_weights", true));
+  if (call.num_outputs() != 2) return call.InvalidArgument("expected two results");
+  if (heads <= 0 || embed_dim % heads != 0) {
+    return call.InvalidArgument("embed_dim is not a multiple of num_head");
+  }
+  const std::string base = call.OutputName(0);
+  if (mask != ir::kNoValue) {
+    ir::Attributes attrs;
+    attrs.SetInt("num_heads", heads);
+    attrs.SetBool("need_weights", need_weights);
+    attrs.SetBool("average_weights", average);
+    if (call.Has("mask_type")) {
+      ASSIGN_OR_RETURN(int64_t mask_type, call.Int("mask_type"));
+      attrs.SetInt("mask_type", mask_type);
+    }
+    ir::NodeId n = cx.graph().AddNode(OpKind::kMultiHeadAttention,
+                                      {q, k, v, w_in, w_out, b_in, b_out, mask}, std::move(attrs),
+                                      std::string(call.op()), {base, call.OutputName(1)});
+    return cx.graph().node(n).outputs;
+  }
+  const int64_t head_dim = embed_dim / heads;
+  // [B, L, E] -> [B, H, L, D]
+  auto project = [&](ir::ValueId x, int64_t part, const char* name) {
+    const std::string p = absl::StrCat(".", name);
+    const ir::ValueId w = Rows(call, cx, w_in, part * embed_dim, embed_dim, (p + "_weight").c_str());
+    const ir::ValueId b = Rows(call, cx, b_in, part * embed_dim, embed_dim, (p + "_bias").c_str());
+    const ir::ValueId y = cx.Emit(call, OpKind::kLinear, {x, w, b}, {}, p);
+    ir::Attributes split;
+    split.SetInt("axis", 2);
+    split.SetInts("sizes", {heads, head_dim});
+    const ir::ValueId h = cx.Emit(call, OpKind::kUnflatten, {y}, std::move(split), p + "_heads");
+    return cx.Emit(call, OpKind::kPermute, {h}, Transpose(1, 2), p + "_bhld");
+  };
+  const ir::ValueId qh = project(q, 0, "q");
+  const ir::ValueId kh = project(k, 1, "k");
+  const ir::ValueId vh = project(v, 2, "v");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  ir::Attributes sdpa;
+  sdpa.SetFloat("scale", scale);
+  const ir::ValueId attended =
+      cx.Emit(call, OpKind::kScaledDotProductAttention, {qh, kh, vh}, std::move(sdpa), ".sdpa");
+  const ir::ValueId blhd = cx.Emit(call, OpKind::kPermute, {attended}, Transpose(1, 2), ".blhd");
+  ir::Attributes join;
+  join.SetInt("start_dim", 2);
+  join.SetInt("end_dim", 3);
+  const ir::ValueId joined = cx.Emit(call, OpKind::kFlatten, {blhd}, std::move(join), ".joined");
+  const ir::ValueId out = cx.Emit(call, OpKind::kLinear, {joined, w_out, b_out});
+
+  ir::ValueId weights;
+  if (need_weights) {
+    // softmax(q k^T * scale) over [B, H, L, S], then the mean over heads.
+    const ir::ValueId kt = cx.Emit(call, OpKind::kPermute, {kh}, Transpose(2, 3), ".k_t");
+    const ir::ValueId scores = cx.Emit(call, OpKind::kMatMul, {qh, kt}, {}, ".scores");
+    Number s;
+    s.kind = Number::kFloat;
+    s.f = scale;
+    const ir::ValueId scaled =
+        cx.Emit(call, OpKind::kMul, {scores, cx.AddNumber(s)}, {}, ".scaled");
+    ir::Attributes softmax;
+    softmax.SetInt("axis", -1);
+    weights = cx.Emit(call, OpKind::kSoftmax, {scaled}, std::move(softmax),
+                      average ? ".per_head" : "");
+    if (average) {
+      ir::Attributes mean;
+      mean.SetInts("axes", {1});
+      mean.SetBool("keepdim", false);
+      weights = cx.Emit(call, OpKind::kMean, {weights}, std::move(mean));
+    }
+  } else {
+    ASSIGN_OR_RETURN(weights, cx.AddFilledConstant(Dims{0}, 0.0, DType::kF32, call.OutputName(1)));
+  }
+  cx.graph().mutable_value(weights).name = call.OutputName(1);
+  return std::vector<ir::ValueId>{out, weights};
 }
 
 }  // namespace kiln::importer::aten

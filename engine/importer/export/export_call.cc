@@ -141,6 +141,52 @@ absl::StatusOr<std::vector<ir::ValueId>> ExportCall::Tensors(std::string_view na
   return ids;
 }
 
+absl::StatusOr<std::vector<ir::ValueId>> ExportCall::OptionalTensors(std::string_view name,
+                                                                      std::vector<bool>* masks) {
+  std::string kind;
+  const json* v = Arg(name, &kind);
+  if (v == nullptr) return Missing(name);
+  if ((kind != "as_tensors" && kind != "as_optional_tensors") || !v->is_array()) {
+    return WrongKind(name, "a tensor list", kind);
+  }
+  std::vector<ir::ValueId> ids;
+  if (masks != nullptr) masks->clear();
+  for (const json& t : *v) {
+    const json* named = &t;
+    if (kind == "as_optional_tensors") {
+      if (t.is_object() && t.contains("as_none")) {
+        ids.push_back(ir::kNoValue);
+        if (masks != nullptr) masks->push_back(false);
+        continue;
+      }
+      if (!t.is_object() || !t.contains("as_tensor")) {
+        return WrongKind(name, "a list of optional tensors", "a malformed entry");
+      }
+      named = &t["as_tensor"];
+    }
+    if (!named->is_object() || !named->contains("name") || !(*named)["name"].is_string()) {
+      return WrongKind(name, "a tensor list", "a malformed entry");
+    }
+    const std::string value = (*named)["name"].get<std::string>();
+    ASSIGN_OR_RETURN(ir::ValueId id, Named(name, value));
+    ids.push_back(id);
+    if (masks != nullptr) {
+      // The program's tensor metadata says which indices are BOOL.
+      bool mask = false;
+      if (values_.tensor_values != nullptr && values_.tensor_values->is_object()) {
+        auto meta = values_.tensor_values->find(value);
+        if (meta != values_.tensor_values->end() && meta->contains("dtype") &&
+            (*meta)["dtype"].is_number_integer()) {
+          absl::StatusOr<DType> d = DTypeFromExport((*meta)["dtype"].get<int64_t>());
+          mask = d.ok() && *d == DType::kBool;
+        }
+      }
+      masks->push_back(mask);
+    }
+  }
+  return ids;
+}
+
 std::optional<Dims> ExportCall::StaticShape(std::string_view name) const {
   std::string kind;
   const json* v = Arg(name, &kind);
@@ -307,6 +353,23 @@ absl::StatusOr<IntsArg> ExportCall::IntsOrValue(std::string_view name) {
   arg.value = cx_.EmitValue(*this, ir::OpKind::kListConstruct, ir::ValueKind::kIntList,
                             std::move(elements));
   return arg;
+}
+
+absl::StatusOr<std::optional<std::vector<double>>> ExportCall::OptionalDoubles(
+    std::string_view name) const {
+  std::string kind;
+  const json* v = Arg(name, &kind);
+  if (v == nullptr || kind == "as_none") return std::optional<std::vector<double>>();
+  if (kind != "as_floats" || !v->is_array()) return WrongKind(name, "a float list", kind);
+  std::vector<double> out;
+  for (const json& e : *v) {
+    if (!e.is_number()) {
+      return Unimplemented(
+          absl::StrCat("argument '", std::string(name), "' holds values known only at run time"));
+    }
+    out.push_back(e.get<double>());
+  }
+  return std::optional<std::vector<double>>(std::move(out));
 }
 
 absl::StatusOr<std::optional<DType>> ExportCall::ScalarType(std::string_view name) const {

@@ -47,6 +47,8 @@ class ExportCall final : public AtenCall {
 
   absl::StatusOr<ir::ValueId> Tensor(std::string_view name) override;
   absl::StatusOr<std::vector<ir::ValueId>> Tensors(std::string_view name) override;
+  absl::StatusOr<std::vector<ir::ValueId>> OptionalTensors(std::string_view name,
+                                                           std::vector<bool>* masks) override;
   std::optional<Dims> StaticShape(std::string_view name) const override;
 
   absl::StatusOr<int64_t> Int(std::string_view name, std::optional<int64_t> def) const override;
@@ -57,6 +59,8 @@ class ExportCall final : public AtenCall {
   absl::StatusOr<std::vector<int64_t>> Ints(
       std::string_view name, std::optional<std::vector<int64_t>> def) const override;
   absl::StatusOr<IntsArg> IntsOrValue(std::string_view name) override;
+  absl::StatusOr<std::optional<std::vector<double>>> OptionalDoubles(
+      std::string_view name) const override;
   absl::StatusOr<std::optional<DType>> ScalarType(std::string_view name) const override;
   bool IsScalar(std::string_view name) const override;
   absl::StatusOr<ir::ValueId> ScalarValue(std::string_view name) override;

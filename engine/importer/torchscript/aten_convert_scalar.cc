@@ -136,7 +136,7 @@ ConvertResult ConvertDim(const TorchNode& node, ImportContext& ctx) {
 
 // prim::dtype(x): x's dtype as a number, read here only as the dtype= of a
 // creation op (a scripted LSTM's zero state: zeros(..., dtype=x.dtype)), whose
-// converter looks through it and makes a Fill like x (ConvertFull). Kiln has
+// converter looks through it (AtenCall::DTypeSource) and makes a Fill like x. Kiln has
 // no value for the number itself, so any other use is Unimplemented.
 ConvertResult ConvertDTypeOf(const TorchNode& node, ImportContext& ctx) {
   for (const torch::jit::Use& use : node.output()->uses()) {
@@ -383,46 +383,6 @@ const ScalarTable& Table() {
 }
 
 }  // namespace
-
-// a + b on lists (list concatenation, e.g. GroupNorm's batch-size check in
-// scripted models): a Loop appends b's elements to a one by one, since b's
-// length is known only at run time.
-ConvertResult ConvertListConcat(const TorchNode& node, ImportContext& ctx) {
-  ASSIGN_OR_RETURN(ir::ValueId a, ctx.AnyValue(node.input(0), ctx.Where(node)));
-  ASSIGN_OR_RETURN(ir::ValueId b, ctx.AnyValue(node.input(1), ctx.Where(node)));
-  const ValueKind kind = ctx.KindOf(a);
-  ValueKind element;
-  switch (kind) {
-    case ValueKind::kIntList: element = ValueKind::kInt; break;
-    case ValueKind::kFloatList: element = ValueKind::kFloat; break;
-    case ValueKind::kBoolList: element = ValueKind::kBool; break;
-    default:
-      return ctx.Unimplemented(node, absl::StrCat("concatenating a ", ir::ValueKindName(kind)));
-  }
-  // b may also be a slice of a list (aten::slice runs the tensor Slice on the
-  // list's 1-D tensor, which gives a tensor value with the same elements).
-  if (ctx.KindOf(b) != kind && ctx.KindOf(b) != ValueKind::kTensor) {
-    return ctx.Unimplemented(node, absl::StrCat("concatenating a ", ir::ValueKindName(kind),
-                                                " and a ", ir::ValueKindName(ctx.KindOf(b))));
-  }
-  ir::Graph& g = ctx.graph();
-  const ir::ValueId n = ctx.EmitValue(node, OpKind::kListLen, ValueKind::kInt, {b});
-  const ir::ValueId yes = ctx.AddBool(true);  // outside the body, so visible in it
-  const ir::BlockId outer = g.insertion_block();
-  const ir::NodeId loop = g.AddNodeWithOutputs(OpKind::kLoop, {n, yes, a}, 1, {},
-                                               node.kind().toQualString());
-  const ir::ValueId result = g.node(loop).outputs[0];
-  g.mutable_value(result).kind = kind;
-  const ir::BlockId body = g.AddBlock(loop);
-  const ir::ValueId i = g.AddBlockParam(body, "i", {}, ValueKind::kInt);
-  const ir::ValueId acc = g.AddBlockParam(body, "acc", {}, kind);
-  g.SetInsertionBlock(body);
-  const ir::ValueId e = ctx.EmitValue(node, OpKind::kListGetItem, element, {b, i});
-  const ir::ValueId longer = ctx.EmitValue(node, OpKind::kListAppend, kind, {acc, e});
-  g.SetBlockResults(body, {yes, longer});
-  g.SetInsertionBlock(outer);
-  return One(result);
-}
 
 Converter FindScalarConverter(std::string_view kind, bool* arithmetic) {
   auto it = Table().find(kind);

@@ -1,6 +1,8 @@
 // TorchScriptCall: schema argument names to node input positions.
 #include "engine/importer/torchscript/torchscript_call.h"
 
+#include <set>
+
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include "absl/strings/str_cat.h"
@@ -71,6 +73,40 @@ absl::StatusOr<std::vector<ir::ValueId>> TorchScriptCall::Tensors(std::string_vi
   return ctx_.TensorListInput(node_, i);
 }
 
+absl::StatusOr<std::vector<ir::ValueId>> TorchScriptCall::OptionalTensors(
+    std::string_view name, std::vector<bool>* masks) {
+  const int i = Index(name);
+  if (i < 0) return Missing(name);
+  const torch::jit::Node* producer = node_.inputs()[i]->node();
+  if (producer->kind() != c10::prim::ListConstruct) {
+    return ctx_.Unimplemented(node_, absl::StrCat("argument '", std::string(name),
+                                                  "' is not a literal list"));
+  }
+  // Masks are recognised by what makes them (a kernel refuses BOOL indices
+  // too, but only when the model is compiled).
+  static const auto* const kMaskMakers = new std::set<std::string>{
+      "aten::gt", "aten::lt", "aten::ge", "aten::le", "aten::eq", "aten::ne",
+      "aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::logical_not",
+      "aten::__and__", "aten::__or__", "aten::__xor__", "aten::bitwise_not", "aten::isnan"};
+  std::vector<ir::ValueId> elements;
+  if (masks != nullptr) masks->clear();
+  for (const torch::jit::Value* v : producer->inputs()) {
+    std::optional<c10::IValue> c = ctx_.ConstantOf(v);
+    if (c && c->isNone()) {
+      elements.push_back(ir::kNoValue);
+      if (masks != nullptr) masks->push_back(false);
+      continue;
+    }
+    if (masks != nullptr) {
+      masks->push_back(kMaskMakers->count(v->node()->kind().toQualString()) > 0 ||
+                       (c && c->isTensor() && c->toTensor().scalar_type() == c10::kBool));
+    }
+    ASSIGN_OR_RETURN(ir::ValueId id, ctx_.ValueFor(v, ctx_.Where(node_)));
+    elements.push_back(id);
+  }
+  return elements;
+}
+
 std::optional<Dims> TorchScriptCall::StaticShape(std::string_view name) const {
   const int i = Index(name);
   if (i < 0) return std::nullopt;
@@ -135,6 +171,19 @@ absl::StatusOr<IntsArg> TorchScriptCall::IntsOrValue(std::string_view name) {
   return ctx_.IntsInput(node_, i);
 }
 
+absl::StatusOr<std::optional<std::vector<double>>> TorchScriptCall::OptionalDoubles(
+    std::string_view name) const {
+  const int i = Index(name);
+  if (i < 0 || ctx_.IsNone(node_, i)) return std::optional<std::vector<double>>();
+  std::optional<c10::IValue> c = ctx_.ConstantOf(node_.inputs()[i]);
+  // Scripted F.interpolate builds its scale list in a loop.
+  if (!c || !c->isDoubleList()) {
+    return ctx_.Unimplemented(node_, absl::StrCat("argument '", std::string(name),
+                                                  "' is computed at run time"));
+  }
+  return std::optional<std::vector<double>>(c->toDoubleVector());
+}
+
 absl::StatusOr<std::optional<DType>> TorchScriptCall::ScalarType(std::string_view name) const {
   const int i = Index(name);
   if (i < 0 || ctx_.IsNone(node_, i)) return std::optional<DType>();
@@ -143,9 +192,52 @@ absl::StatusOr<std::optional<DType>> TorchScriptCall::ScalarType(std::string_vie
   return std::optional<DType>(dtype);
 }
 
+absl::StatusOr<std::vector<int64_t>> TorchScriptCall::IntsOrNone(std::string_view name,
+                                                                 int64_t none) const {
+  const int i = Index(name);
+  if (i < 0) return Missing(name);
+  std::optional<c10::IValue> c = ctx_.ConstantOf(node_.inputs()[i]);
+  if (!c || !c->isList()) return ctx_.ConstInts(node_, i);
+  std::vector<int64_t> values;
+  for (const c10::IValue& v : c->toListRef()) {
+    if (!v.isNone() && !v.isInt()) {
+      return ctx_.InvalidArgument(node_, absl::StrCat("argument '", std::string(name),
+                                                      "' is not a list of ints or None"));
+    }
+    values.push_back(v.isNone() ? none : v.toInt());
+  }
+  return values;
+}
+
+absl::StatusOr<std::optional<ir::ValueId>> TorchScriptCall::ListValue(std::string_view name) {
+  const int i = Index(name);
+  if (i < 0 || node_.inputs()[i]->type()->kind() != c10::TypeKind::ListType) {
+    return std::optional<ir::ValueId>();
+  }
+  ASSIGN_OR_RETURN(ir::ValueId list, ctx_.AnyValue(node_.inputs()[i], ctx_.Where(node_)));
+  return std::optional<ir::ValueId>(list);
+}
+
+absl::StatusOr<std::optional<ir::ValueId>> TorchScriptCall::DTypeSource(std::string_view name) {
+  const int i = Index(name);
+  if (i < 0) return std::optional<ir::ValueId>();
+  const torch::jit::Node* producer = node_.inputs()[i]->node();
+  if (producer->kind() != c10::prim::dtype) return std::optional<ir::ValueId>();
+  ASSIGN_OR_RETURN(ir::ValueId like, ctx_.Input(*producer, 0));
+  return std::optional<ir::ValueId>(like);
+}
+
 bool TorchScriptCall::IsScalar(std::string_view name) const {
   const int i = Index(name);
   return i >= 0 && ctx_.IsScalarLike(node_, i);
+}
+
+bool TorchScriptCall::IsTensorTyped(std::string_view name) const {
+  const int i = Index(name);
+  if (i < 0) return false;
+  const torch::jit::Value* v = node_.inputs()[i];
+  return v->type()->kind() == c10::TypeKind::TensorType &&
+         v->node()->kind() != c10::prim::NumToTensor;
 }
 
 absl::StatusOr<ir::ValueId> TorchScriptCall::ScalarValue(std::string_view name) {

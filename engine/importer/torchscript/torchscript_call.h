@@ -28,6 +28,8 @@ class TorchScriptCall final : public AtenCall {
 
   absl::StatusOr<ir::ValueId> Tensor(std::string_view name) override;
   absl::StatusOr<std::vector<ir::ValueId>> Tensors(std::string_view name) override;
+  absl::StatusOr<std::vector<ir::ValueId>> OptionalTensors(std::string_view name,
+                                                           std::vector<bool>* masks) override;
   std::optional<Dims> StaticShape(std::string_view name) const override;
 
   absl::StatusOr<int64_t> Int(std::string_view name, std::optional<int64_t> def) const override;
@@ -38,8 +40,15 @@ class TorchScriptCall final : public AtenCall {
   absl::StatusOr<std::vector<int64_t>> Ints(
       std::string_view name, std::optional<std::vector<int64_t>> def) const override;
   absl::StatusOr<IntsArg> IntsOrValue(std::string_view name) override;
+  absl::StatusOr<std::optional<std::vector<double>>> OptionalDoubles(
+      std::string_view name) const override;
   absl::StatusOr<std::optional<DType>> ScalarType(std::string_view name) const override;
+  absl::StatusOr<std::vector<int64_t>> IntsOrNone(std::string_view name,
+                                                  int64_t none) const override;
+  absl::StatusOr<std::optional<ir::ValueId>> ListValue(std::string_view name) override;
+  absl::StatusOr<std::optional<ir::ValueId>> DTypeSource(std::string_view name) override;
   bool IsScalar(std::string_view name) const override;
+  bool IsTensorTyped(std::string_view name) const override;
   absl::StatusOr<ir::ValueId> ScalarValue(std::string_view name) override;
   std::optional<Number> ConstNumber(std::string_view name) const override;
 

@@ -309,9 +309,8 @@ absl::Status Translator::TranslateNode(const Node* node, bool top_level) {
   if (forced_.count(qual) > 0) return Fallback(node, absl::OkStatus(), /*forced=*/true);
   Converter convert = nullptr;
   if (UseScalarTable(node, &convert)) return Convert(node, convert);
-  // Rows still particular to TorchScript first (list overloads, traced
-  // constants, ListUnpack-sized splits), then the table shared with the
-  // torch.export front, where an in-place form maps to its functional row.
+  // Rows particular to TorchScript first (writes through views), then the table shared with the torch.export front, where
+  // an in-place form maps to its functional row.
   convert = FindTorchScriptConverter(qual);
   if (convert != nullptr) return Convert(node, convert);
   if (AtenConverter shared = FindAtenConverter(OutOfPlaceOp(qual)); shared != nullptr) {

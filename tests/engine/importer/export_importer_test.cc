@@ -367,6 +367,43 @@ Tensor Int64(int64_t v) {
   return t;
 }
 
+// forward(x, i): x[:, i] (index.Tensor with a None entry), through the op
+// table both fronts share; a BOOL index (a mask: a data-dependent shape) is refused.
+Program IndexProgram(bool mask) {
+  Program p;
+  json indices = {{"as_optional_tensors", json::array({{{"as_none", nullptr}},
+                                                       {{"as_tensor", {{"name", "i"}}}}})}};
+  json nodes = json::array(
+      {Node("torch.ops.aten.index.Tensor", {Arg("self", T("x")), Arg("indices", indices)}, "index")});
+  SetGraph(p, {{"x", Meta({3, 4})}, {"i", Meta({2}, mask ? 12 : 5)}}, nodes, "index",
+           {{"index", Meta({3, 2})}});
+  return p;
+}
+
+TEST(ExportImporterTest, IndexWithTensorIndicesIsNative) {
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(IndexProgram(false).Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<float> x;
+  for (int k = 0; k < 12; ++k) x.push_back(static_cast<float>(k));
+  Tensor i = Tensor::Zeros(DType::kInt64, {2});
+  i.data<int64_t>()[0] = 3;
+  i.data<int64_t>()[1] = 1;
+  absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+      (*model)->Infer({{"x", Floats({3, 4}, x)}, {"i", std::move(i)}}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& y = (*out)[0].tensor;
+  ASSERT_EQ(y.dims(), (Dims{3, 2}));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(y.data<float>()[r * 2], x[r * 4 + 3]);
+    EXPECT_EQ(y.data<float>()[r * 2 + 1], x[r * 4 + 1]);
+  }
+  absl::Status masked = ImportStatus(IndexProgram(true).Archive());
+  EXPECT_EQ(masked.code(), absl::StatusCode::kUnimplemented) << masked;
+  EXPECT_THAT(std::string(masked.message()), ::testing::HasSubstr("aten::index"));
+}
+
 TEST(ExportImporterTest, CondBecomesAnIfWithBothBranches) {
   absl::StatusOr<ir::Graph> g = ImportExportedProgram(CondProgram().Archive());
   ASSERT_TRUE(g.ok()) << g.status();

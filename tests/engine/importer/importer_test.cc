@@ -236,6 +236,30 @@ graph(%x : Tensor, %w : Tensor, %b : Tensor):
   EXPECT_FLOAT_EQ(*beta->data<float>(), 0.5f);
 }
 
+// A traced x[:, 1:3] records slice(x, 0, 0, INT64_MAX, 1) for the leading ':';
+// INT64_MAX stays the open end.
+TEST(ImporterIrTest, SliceAttributesFromTheTracedForm) {
+  absl::StatusOr<ir::Graph> g = ImportStrict(R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %three : int = prim::Constant[value=3]()
+  %end : int = prim::Constant[value=9223372036854775807]()
+  %a : Tensor = aten::slice(%x, %zero, %zero, %end, %one)
+  %b : Tensor = aten::slice(%a, %one, %one, %three, %one)
+  return (%b))IR");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const ir::Node& b = Producer(*g, g->outputs()[0]);
+  const ir::Node& a = Producer(*g, b.inputs[0]);
+  EXPECT_EQ(a.attrs.GetInt("axis"), 0);
+  EXPECT_EQ(a.attrs.GetInt("start"), 0);
+  EXPECT_EQ(a.attrs.GetInt("end"), INT64_MAX);
+  EXPECT_EQ(b.attrs.GetInt("axis"), 1);
+  EXPECT_EQ(b.attrs.GetInt("start"), 1);
+  EXPECT_EQ(b.attrs.GetInt("end"), 3);
+  EXPECT_EQ(b.attrs.GetInt("step"), 1);
+}
+
 TEST(ImporterIrTest, TransposeOfRuntimeTensorIsAPermute) {
   absl::StatusOr<ir::Graph> g = ImportStrict(R"IR(
 graph(%x : Tensor):
@@ -998,6 +1022,50 @@ TEST(ImporterFixtureTest, ShuffleNetShapeArithmeticIsNative) {
   for (const std::string& op : FallbackOps(*g)) {
     EXPECT_TRUE(op == "aten::transpose" || op == "aten::chunk") << op;
   }
+}
+
+// nn.MultiheadAttention's fast path (aten::_native_multi_head_attention)
+// imports as ops the compiler prepacks once: a Linear per projection with
+// constant weights (the in-projection's rows cut at import) and one
+// ScaledDotProductAttention, not a node that repacks the weights per call. The
+// fixture calls it three times (averaged weights, per-head weights, none).
+TEST(ImporterFixtureTest, NativeMultiHeadAttentionIsLinearsAndSdpa) {
+  ImportOptions strict;
+  strict.strict = true;
+  absl::StatusOr<ir::Graph> g = ImportFixture("self_attention.pt", strict);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(ir::VerifyGraph(*g).ok());
+  std::map<std::string, int> ops = ComputeOps(*g);
+  EXPECT_EQ(ops["MultiHeadAttention"], 0);
+  EXPECT_EQ(ops["ScaledDotProductAttention"], 3);
+  EXPECT_EQ(ops["Linear"], 12);
+  EXPECT_EQ(ops["Softmax"], 2);  // the weights of the two calls that need them
+  EXPECT_EQ(ops["Mean"], 1);     // averaged over heads once
+  for (const ir::Node& node : g->nodes()) {
+    if (node.kind != ir::OpKind::kLinear) continue;
+    EXPECT_NE(g->ConstantValue(node.inputs[1]), nullptr) << "a Linear's weight is not constant";
+  }
+}
+
+// With a mask the attention stays one MultiHeadAttention node, whose kernel
+// reads the mask as PyTorch does.
+TEST(ImporterIrTest, NativeMultiHeadAttentionWithAMaskKeepsItsNode) {
+  absl::StatusOr<ir::Graph> g = ImportStrict(R"IR(
+graph(%x : Tensor, %mask : Tensor, %w_in : Tensor, %b_in : Tensor, %w_out : Tensor, %b_out : Tensor):
+  %e : int = prim::Constant[value=8]()
+  %h : int = prim::Constant[value=2]()
+  %yes : bool = prim::Constant[value=1]()
+  %one : int = prim::Constant[value=1]()
+  %out : Tensor, %w : Tensor = aten::_native_multi_head_attention(%x, %x, %x, %e, %h, %w_in, %b_in, %w_out, %b_out, %mask, %yes, %yes, %one)
+  return (%out, %w))IR",
+                                             {{"w_in", at::rand({24, 8})},
+                                              {"b_in", at::rand({24})},
+                                              {"w_out", at::rand({8, 8})},
+                                              {"b_out", at::rand({8})}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::map<std::string, int> ops = OpHistogram(*g);
+  EXPECT_EQ(ops["MultiHeadAttention"], 1);
+  EXPECT_EQ(ops["ScaledDotProductAttention"], 0);
 }
 
 }  // namespace
