@@ -25,6 +25,7 @@
 #include "server/http/http_server.h"
 #include "server/http/kserve_routes.h"
 #include "server/metrics/server_metrics.h"
+#include "server/scheduler/compute_pool.h"
 #include "server/security/access_policy.h"
 #include "server/security/tls.h"
 

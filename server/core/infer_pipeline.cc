@@ -7,8 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "engine/runtime/profiler.h"
 #include "server/core/request_parameters.h"
-#include "server/scheduler/dynamic_batcher.h"
 #include "server/core/tensor_codec.h"
+#include "server/scheduler/batch_scheduler.h"
+#include "server/scheduler/compute_pool.h"
+#include "server/scheduler/dynamic_batcher.h"
 
 namespace kiln::server {
 namespace {
@@ -19,11 +21,6 @@ using Clock = std::chrono::steady_clock;
 // with the profiler and answer with the per-node profile, the JSON of
 // runtime::Profile, in the response parameter "profile" (`kiln profile`).
 constexpr char kProfileParam[] = "profile";
-
-// Requests waiting for their batch at once, across models, before further
-// ones queue for a waiting thread (each model's queue has its own bound).
-constexpr int kMaxWaiters = 1024;
-constexpr std::chrono::seconds kWaiterIdle(30);
 
 uint64_t ElapsedNs(Clock::time_point since) {
   return static_cast<uint64_t>(
@@ -89,11 +86,11 @@ InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, int conc
     : registry_(registry),
       limits_(std::move(limits)),
       compute_(std::make_unique<ComputePool>(concurrent_inferences)),
-      waiters_(std::make_unique<WaiterPool>(kMaxWaiters, kWaiterIdle)) {}
+      batches_(std::make_unique<BatchScheduler>(compute_.get())) {}
 
 InferPipeline::~InferPipeline() {
-  // Waiters first: a waiting request's batch runs on a compute thread.
-  waiters_.reset();
+  // The scheduler first: its batches run on the compute threads.
+  batches_.reset();
   compute_.reset();
 }
 
@@ -165,16 +162,17 @@ void InferPipeline::RunDirect(const std::shared_ptr<Pending>& pending) {
 }
 
 void InferPipeline::RunBatched(const std::shared_ptr<Pending>& pending) {
-  waiters_->Submit([this, pending] {
-    DynamicBatcher::Result result = pending->serving.batcher->Infer(
-        std::move(pending->inputs), RequestedOutputs(*pending->request), pending->run, *compute_);
-    pending->timings.queue_ns = result.queue_ns;
-    pending->timings.infer_ns = result.infer_ns;
-    pending->timings.executions = result.executions;
-    pending->timings.batch_size = static_cast<uint64_t>(result.batch_rows);
-    pending->ran = result.infer_ns > 0;
-    pending->Answer(std::move(result.outputs));
-  });
+  std::shared_ptr<DynamicBatcher> batcher = pending->serving.batcher;
+  batches_->Enqueue(std::move(batcher), std::move(pending->inputs),
+                    RequestedOutputs(*pending->request), pending->run,
+                    [pending](DynamicBatcher::Result result) {
+                      pending->timings.queue_ns = result.queue_ns;
+                      pending->timings.infer_ns = result.infer_ns;
+                      pending->timings.executions = result.executions;
+                      pending->timings.batch_size = static_cast<uint64_t>(result.batch_rows);
+                      pending->ran = result.infer_ns > 0;
+                      pending->Answer(std::move(result.outputs));
+                    });
 }
 
 absl::Status InferPipeline::InferSync(const inference::ModelInferRequest& request,

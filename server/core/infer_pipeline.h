@@ -1,7 +1,8 @@
 // One inference, whichever protocol it came by: the model is looked up, the
 // request's parameters and tensors are checked and decoded, the engine runs
-// on a compute thread (compute_pool.h) or in the model's dynamic batcher
-// (server/scheduler/), and the response is encoded and counted in the model's
+// on a compute thread (server/scheduler/compute_pool.h) or through the
+// model's dynamic batcher (server/scheduler/batch_scheduler.h), and the
+// response is encoded and counted in the model's
 // statistics. InferenceCore (inference_core.h) runs it for both front ends
 // with the same protobuf messages, so both give the same answers and the same
 // error messages.
@@ -20,12 +21,16 @@
 
 #include "absl/status/status.h"
 #include "inference/grpc_service.pb.h"
-#include "server/scheduler/compute_pool.h"
 #include "server/core/model_registry.h"
-#include "server/core/shared_memory.h"
 #include "server/core/run_limits.h"
+#include "server/core/shared_memory.h"
 
 namespace kiln::server {
+
+// The scheduler's (server/scheduler/): the pipeline holds them, and only its
+// .cc needs to know them.
+class BatchScheduler;
+class ComputePool;
 
 // What the protocol knows of one call.
 struct InferCall {
@@ -70,9 +75,9 @@ class InferPipeline {
   ModelRegistry* registry_;
   RunLimits limits_;
   std::unique_ptr<ComputePool> compute_;
-  // Batched requests wait for their batch on threads of their own, so that no
-  // compute or serving thread blocks.
-  std::unique_ptr<WaiterPool> waiters_;
+  // Forms the batched models' batches and runs them on compute_: one thread,
+  // however many requests wait.
+  std::unique_ptr<BatchScheduler> batches_;
   SharedMemoryRegistry shared_memory_;
 };
 

@@ -7,6 +7,7 @@
 
 #include "server/torch/fallback_kernel.h"
 #include "server/torch/fallback_worker.h"
+#include "server/torch/import_worker.h"
 
 #include "server/scheduler/compute_pool.h"
 #include "server/torch/model_import.h"

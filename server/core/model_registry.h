@@ -27,10 +27,10 @@
 #include "engine/runtime/model.h"
 #include "server/core/first_use_verifier.h"
 #include "server/core/histogram.h"
-#include "server/torch/import_worker.h"
 #include "server/core/model_config.h"
 #include "server/core/model_repository.h"
 #include "server/core/run_limits.h"
+#include "server/torch/import_limits.h"
 
 namespace kiln::server {
 

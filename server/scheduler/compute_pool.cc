@@ -48,47 +48,6 @@ void ComputePool::Submit(std::function<void()> task) {
   ready_.notify_one();
 }
 
-WaiterPool::WaiterPool(int max_threads, std::chrono::milliseconds idle)
-    : max_threads_(std::max(1, max_threads)), idle_(idle) {}
-
-WaiterPool::~WaiterPool() {
-  std::unique_lock<std::mutex> lock(mu_);
-  stopping_ = true;
-  ready_.notify_all();
-  ended_.wait(lock, [this] { return threads_ == 0; });
-}
-
-void WaiterPool::Submit(std::function<void()> task) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back(std::move(task));
-  if (idle_threads_ >= static_cast<int>(queue_.size()) || threads_ >= max_threads_) {
-    ready_.notify_one();
-    return;
-  }
-  ++threads_;
-  std::thread([this] { Work(); }).detach();
-}
-
-void WaiterPool::Work() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    ++idle_threads_;
-    const bool woken =
-        ready_.wait_for(lock, idle_, [this] { return stopping_ || !queue_.empty(); });
-    --idle_threads_;
-    if (!woken || queue_.empty()) break;  // idle too long, or stopping with nothing left
-    std::function<void()> task = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    task();
-    task = nullptr;  // what it holds goes before the pool can end
-    lock.lock();
-  }
-  --threads_;
-  // Notified under the lock: the destructor may end the pool as soon as it sees 0.
-  ended_.notify_all();
-}
-
 void RunOnShortLivedThread(const std::function<void()>& fn) { std::thread(fn).join(); }
 
 }  // namespace kiln::server

@@ -18,7 +18,6 @@
 // gone, never runs (infer_pipeline.cc checks as it starts).
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -57,33 +56,6 @@ class ComputePool {
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
-};
-
-// Threads for work that mostly waits (a request waiting for its batch in the
-// dynamic batcher): started as tasks arrive and none is idle, up to
-// `max_threads` (then tasks queue), and ended after `idle` without work. No
-// OpenMP work runs here.
-class WaiterPool {
- public:
-  WaiterPool(int max_threads, std::chrono::milliseconds idle);
-  ~WaiterPool();  // runs every task already queued, then joins
-  WaiterPool(const WaiterPool&) = delete;
-  WaiterPool& operator=(const WaiterPool&) = delete;
-
-  void Submit(std::function<void()> task);
-
- private:
-  void Work();
-
-  const int max_threads_;
-  const std::chrono::milliseconds idle_;
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::condition_variable ended_;
-  std::deque<std::function<void()>> queue_;
-  int threads_ = 0;
-  int idle_threads_ = 0;
-  bool stopping_ = false;
 };
 
 // Runs `fn` on a new thread and waits for it: OpenMP work done there leaves no

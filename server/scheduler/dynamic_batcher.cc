@@ -88,13 +88,14 @@ struct DynamicBatcher::Item {
   std::vector<runtime::NamedTensor> inputs;
   std::vector<std::string> requested;
   runtime::RunOptions run;
+  Done done;
   std::string key;
   int64_t rows = 1;
   BatchClock::time_point enqueued;
   BatchClock::time_point timeout_at = BatchClock::time_point::max();
   bool delayed = false;
   uint64_t seq = 0;
-  enum class State { kQueued, kRunning, kDone } state = State::kQueued;  // mu_
+  bool finished = false;  // mu_: its result is set (preserve_ordering holds it back)
   Result result;
 };
 
@@ -171,9 +172,9 @@ absl::StatusOr<int64_t> DynamicBatcher::CheckRows(
   return std::max<int64_t>(rows, 1);
 }
 
-DynamicBatcher::Result DynamicBatcher::Infer(std::vector<runtime::NamedTensor> inputs,
-                                             std::vector<std::string> requested,
-                                             const runtime::RunOptions& run, ComputePool& pool) {
+absl::Status DynamicBatcher::Enqueue(std::vector<runtime::NamedTensor> inputs,
+                                     std::vector<std::string> requested,
+                                     const runtime::RunOptions& run, Done* done) {
   auto item = std::make_shared<Item>();
   item->key = BatchKey(inputs, requested);
   item->rows = inputs.empty() || inputs[0].tensor.rank() == 0 ? 1 : inputs[0].tensor.dim(0);
@@ -185,129 +186,154 @@ DynamicBatcher::Result DynamicBatcher::Infer(std::vector<runtime::NamedTensor> i
   if (policy.default_timeout_us > 0) {
     item->timeout_at = item->enqueued + std::chrono::microseconds(policy.default_timeout_us);
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (policy.max_queue_size > 0 && queue_.size() >= policy.max_queue_size) {
-    Result full;
-    full.outputs = absl::UnavailableError(absl::StrCat(
+    return absl::UnavailableError(absl::StrCat(
         "the model's queue is full: ", queue_.size(), " requests wait (max_queue_size ",
         policy.max_queue_size, "); retry later"));
-    return full;
   }
+  item->done = std::move(*done);
   item->seq = next_seq_++;
-  if (config_->preserve_ordering) outstanding_.insert(item->seq);
-  queue_.push_back(item);
-  lock.unlock();
-  arrived_.notify_all();
-  // Each request brings one task: the queue never holds more requests than
-  // there are tasks to come that will take them (a task takes at least one
-  // when any waits).
-  pool.Submit([self = shared_from_this()] { self->FormAndRun(); });
-  lock.lock();
-  while (item->state != Item::State::kDone) {
-    done_.wait_for(lock, kPoll);
-    if (item->state != Item::State::kQueued) continue;
-    const BatchClock::time_point now = BatchClock::now();
-    absl::Status gone;
-    if (now >= item->run.deadline) {
-      gone = absl::DeadlineExceededError(absl::StrCat(
-          "ran past ", item->run.deadline_name, " while waiting in the model's batch queue"));
-    } else if (now >= item->timeout_at &&
-               policy.timeout_action == QueuePolicy::TimeoutAction::kReject) {
-      gone = absl::DeadlineExceededError(
-          absl::StrCat("waited in the model's batch queue past its timeout of ",
-                       policy.default_timeout_us, " us (default_timeout_microseconds)"));
-    } else if (item->run.stop) {
-      gone = item->run.stop();
-    }
-    if (!gone.ok()) {
-      RemoveLocked(item.get());
-      item->result.outputs = gone;
-      item->result.queue_ns = NsBetween(item->enqueued, now);
-      item->state = Item::State::kDone;
-      arrived_.notify_all();
-    }
-  }
-  if (config_->preserve_ordering) {
-    done_.wait(lock, [&] { return *outstanding_.begin() == item->seq; });
-    outstanding_.erase(item->seq);
-    lock.unlock();
-    done_.notify_all();
-  }
-  return std::move(item->result);
+  if (config_->preserve_ordering) outstanding_.emplace(item->seq, item);
+  queue_.push_back(std::move(item));
+  return absl::OkStatus();
 }
 
-void DynamicBatcher::RemoveLocked(const Item* item) {
-  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    if (it->get() == item) {
-      queue_.erase(it);
-      return;
-    }
-  }
-}
-
-void DynamicBatcher::ExpireLocked(BatchClock::time_point now) {
+void DynamicBatcher::ExpireLocked(BatchClock::time_point now, Items* ended) {
   const QueuePolicy& policy = config_->default_queue_policy;
   for (auto it = queue_.begin(); it != queue_.end();) {
     Item& item = **it;
-    if (now < item.timeout_at) {
-      ++it;
-    } else if (policy.timeout_action == QueuePolicy::TimeoutAction::kDelay) {
-      item.delayed = true;
-      ++it;
-    } else {
-      item.result.outputs = absl::DeadlineExceededError(
-          absl::StrCat("waited in the model's batch queue past its timeout of ",
-                       policy.default_timeout_us, " us (default_timeout_microseconds)"));
-      item.result.queue_ns = NsBetween(item.enqueued, now);
-      item.state = Item::State::kDone;
-      it = queue_.erase(it);
-      done_.notify_all();
+    absl::Status gone;
+    if (now >= item.run.deadline) {
+      gone = absl::DeadlineExceededError(absl::StrCat(
+          "ran past ", item.run.deadline_name, " while waiting in the model's batch queue"));
+    } else if (now >= item.timeout_at) {
+      if (policy.timeout_action == QueuePolicy::TimeoutAction::kDelay) {
+        item.delayed = true;
+      } else {
+        gone = absl::DeadlineExceededError(
+            absl::StrCat("waited in the model's batch queue past its timeout of ",
+                         policy.default_timeout_us, " us (default_timeout_microseconds)"));
+      }
     }
+    if (gone.ok() && item.run.stop) gone = item.run.stop();
+    if (gone.ok()) {
+      ++it;
+      continue;
+    }
+    item.result.outputs = gone;
+    item.result.queue_ns = NsBetween(item.enqueued, now);
+    ended->push_back(std::move(*it));
+    it = queue_.erase(it);
   }
 }
 
-void DynamicBatcher::FormAndRun() {
-  std::vector<std::shared_ptr<Item>> batch;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      const BatchClock::time_point now = BatchClock::now();
-      ExpireLocked(now);
-      if (queue_.empty()) return;
-      if (!on_) {
-        batch.push_back(queue_.front());
-        queue_.pop_front();
-        break;
-      }
-      std::vector<PlanItem> items;
-      items.reserve(queue_.size());
-      BatchClock::time_point next_timeout = BatchClock::time_point::max();
-      for (const auto& item : queue_) {
-        items.push_back({item->key, item->rows, item->enqueued, item->delayed});
-        if (!item->delayed) next_timeout = std::min(next_timeout, item->timeout_at);
-      }
-      BatchPlan plan = PlanBatch(items, settings_, now);
-      if (!plan.take.empty()) {
-        for (size_t i : plan.take) batch.push_back(queue_[i]);
-        for (auto it = plan.take.rbegin(); it != plan.take.rend(); ++it) {
-          queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*it));
-        }
-        break;
-      }
-      arrived_.wait_until(lock, std::min(plan.wait_until, next_timeout));
-    }
-    const BatchClock::time_point now = BatchClock::now();
-    for (const auto& item : batch) {
-      item->state = Item::State::kRunning;
-      item->result.queue_ns = NsBetween(item->enqueued, now);
-    }
+std::vector<size_t> DynamicBatcher::PlanLocked(BatchClock::time_point now,
+                                               BatchClock::time_point* wait_until) {
+  *wait_until = BatchClock::time_point::max();
+  if (queue_.empty()) return {};
+  // Batching turned off: one request at a time, in arrival order.
+  if (!on_) return {0};
+  std::vector<PlanItem> items;
+  items.reserve(queue_.size());
+  for (const auto& item : queue_) {
+    items.push_back({item->key, item->rows, item->enqueued, item->delayed});
   }
-  Run(batch);
+  BatchPlan plan = PlanBatch(items, settings_, now);
+  *wait_until = plan.wait_until;
+  return std::move(plan.take);
+}
+
+DynamicBatcher::PollResult DynamicBatcher::Poll(BatchClock::time_point now) {
+  PollResult result;
+  Items ended;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& item : batch) item->state = Item::State::kDone;
+    ExpireLocked(now, &ended);
+    BatchClock::time_point due;
+    result.ready = !PlanLocked(now, &due).empty();
+    result.empty = queue_.empty();
+    if (!result.ready) result.wake = due;
+    for (const auto& item : queue_) {
+      if (!item->delayed) result.wake = std::min(result.wake, item->timeout_at);
+      result.wake = std::min(result.wake, item->run.deadline);
+      // Cancellation is only seen by asking.
+      if (item->run.stop) result.wake = std::min(result.wake, now + kPoll);
+    }
   }
-  done_.notify_all();
+  Finish(ended);
+  return result;
+}
+
+void DynamicBatcher::RunNext(const std::function<void()>& taken) {
+  Items batch;
+  Items ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The batch is taken as a compute thread starts it, so that requests that
+    // arrived while it waited for the thread join it.
+    const BatchClock::time_point now = BatchClock::now();
+    ExpireLocked(now, &ended);
+    BatchClock::time_point unused;
+    std::vector<size_t> take = PlanLocked(now, &unused);
+    for (size_t i : take) batch.push_back(queue_[i]);
+    for (auto it = take.rbegin(); it != take.rend(); ++it) {
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*it));
+    }
+    for (const auto& item : batch) item->result.queue_ns = NsBetween(item->enqueued, now);
+  }
+  taken();
+  Finish(ended);
+  if (batch.empty()) return;
+  Run(batch);
+  Finish(batch);
+}
+
+void DynamicBatcher::FailQueued(const absl::Status& status) {
+  Items ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const BatchClock::time_point now = BatchClock::now();
+    for (auto& item : queue_) {
+      item->result.outputs = status;
+      item->result.queue_ns = NsBetween(item->enqueued, now);
+      ended.push_back(std::move(item));
+    }
+    queue_.clear();
+  }
+  Finish(ended);
+}
+
+void DynamicBatcher::Finish(const Items& items) {
+  if (items.empty()) return;
+  auto answer = [](Item& item) {
+    Done done = std::move(item.done);
+    // What the request holds goes with its answer, not with the batch.
+    item.inputs.clear();
+    done(std::move(item.result));
+  };
+  if (!config_->preserve_ordering) {
+    for (const auto& item : items) answer(*item);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const auto& item : items) item->finished = true;
+  // One thread answers at a time, so that answers leave in arrival order;
+  // the one answering takes whatever others finish meanwhile.
+  if (delivering_) return;
+  delivering_ = true;
+  for (;;) {
+    Items next;
+    while (!outstanding_.empty() && outstanding_.begin()->second->finished) {
+      next.push_back(std::move(outstanding_.begin()->second));
+      outstanding_.erase(outstanding_.begin());
+    }
+    if (next.empty()) break;
+    lock.unlock();
+    for (const auto& item : next) answer(*item);
+    lock.lock();
+  }
+  delivering_ = false;
 }
 
 void DynamicBatcher::RunAlone(Item& item) {

@@ -1,9 +1,12 @@
 // One model version's dynamic batcher (Triton's semantics, configured by
 // "max_batch_size" and "dynamic_batching" in the model config): requests wait
-// in a per-model queue, and a compute thread (server/scheduler/compute_pool.h) takes
-// those of one signature apart from dim 0 as one batch (batch_planner.h),
-// joins their inputs on dim 0, runs the batch (its plan is compiled and
-// cached like any other signature's), and splits the outputs back.
+// in a per-model queue, the scheduler (batch_scheduler.h) decides when a
+// batch is due and hands it to a compute thread (compute_pool.h), which takes
+// the queued requests of one signature apart from dim 0 as one batch
+// (batch_planner.h), joins their inputs on dim 0, runs the batch (its plan is
+// compiled and cached like any other signature's), splits the outputs back
+// and answers each request through its callback. No thread waits for any
+// one request.
 //
 // When a model is batched. Kiln batches a model only when its contract says
 // dim 0 may be a batch dim: every input has a known rank >= 1 and a dynamic
@@ -26,27 +29,35 @@
 // its requests and stops only when all of them are cancelled.
 //
 // Ordering. With preserve_ordering, a response is returned only after those
-// of every request that arrived before it.
+// of every request that arrived before it: the thread that finishes the
+// oldest outstanding request answers it and every finished one behind it, in
+// arrival order.
+//
+// Threads. Enqueue runs on the caller's thread, Poll on the scheduler's, and
+// RunNext on a compute thread; a request's callback runs on whichever thread
+// ended it (the caller's for a full queue, the scheduler's for a timeout or a
+// cancellation in the queue, a compute thread's otherwise).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/runtime/model.h"
-#include "server/scheduler/compute_pool.h"
 #include "server/core/model_config.h"
 #include "server/scheduler/batch_planner.h"
 
 namespace kiln::server {
 
-class DynamicBatcher : public std::enable_shared_from_this<DynamicBatcher> {
+class DynamicBatcher {
  public:
   // Null when the config has no max_batch_size. When the contract rules
   // batching out, the batcher exists with batching off and says why.
@@ -75,25 +86,54 @@ class DynamicBatcher : public std::enable_shared_from_this<DynamicBatcher> {
     uint64_t executions = 0;
     int64_t batch_rows = 0;
   };
+  // Gets a queued request's result, exactly once.
+  using Done = std::function<void(Result)>;
 
-  // Queues the request and returns when its batch has run (the gRPC handlers
-  // are synchronous). `pool` runs the batches.
-  Result Infer(std::vector<runtime::NamedTensor> inputs, std::vector<std::string> requested,
-               const runtime::RunOptions& run, ComputePool& pool);
+  // Queues the request and returns at once; `*done` is moved from and later
+  // called with its result. A full queue is UNAVAILABLE (`*done` untouched).
+  // Requests reach it through the scheduler (batch_scheduler.h), which then
+  // polls this batcher.
+  absl::Status Enqueue(std::vector<runtime::NamedTensor> inputs, std::vector<std::string> requested,
+                       const runtime::RunOptions& run, Done* done);
+
+  // What the scheduler learns from a poll.
+  struct PollResult {
+    bool ready = false;  // a batch is due now: hand RunNext to a compute thread
+    bool empty = false;  // nothing is queued
+    // When to poll again at the latest: the next queue delay, queue timeout
+    // or deadline, or soon when a request may be cancelled.
+    BatchClock::time_point wake = BatchClock::time_point::max();
+  };
+
+  // On the scheduler's thread: answers the queued requests whose wait is over
+  // (queue timeout with REJECT, deadline, cancellation), moves those past a
+  // DELAY timeout behind the others, and says whether a batch is due.
+  PollResult Poll(BatchClock::time_point now);
+
+  // On a compute thread: takes the batch due now (none when nothing is due
+  // any more), calls `taken`, then runs the batch and answers its requests.
+  void RunNext(const std::function<void()>& taken);
+
+  // Answers every queued request with `status` (the server stopping);
+  // batches already taken still run and answer.
+  void FailQueued(const absl::Status& status);
 
  private:
   struct Item;
+  using Items = std::vector<std::shared_ptr<Item>>;
 
   DynamicBatcher() = default;
-  // On a compute thread: forms one batch (waiting for it to fill as the
-  // rules say) and runs it.
-  void FormAndRun();
-  // Fails or delays the queued requests past their queue timeout. mu_ held.
-  void ExpireLocked(BatchClock::time_point now);
-  void RemoveLocked(const Item* item);
-  void Run(const std::vector<std::shared_ptr<Item>>& batch);
+  // Removes from the queue the requests whose wait is over into `ended`, and
+  // marks those past a DELAY timeout. mu_ held.
+  void ExpireLocked(BatchClock::time_point now, Items* ended);
+  // The positions in the queue of the batch due at `now` (empty: none). mu_ held.
+  std::vector<size_t> PlanLocked(BatchClock::time_point now, BatchClock::time_point* wait_until);
+  void Run(const Items& batch);
   void RunAlone(Item& item);
   void TurnOff(const std::string& reason);
+  // Marks `items` done and answers them (in arrival order with
+  // preserve_ordering, holding back those behind an unfinished one).
+  void Finish(const Items& items);
 
   std::shared_ptr<const runtime::Model> model_;
   int64_t max_batch_size_ = 0;
@@ -105,11 +145,11 @@ class DynamicBatcher : public std::enable_shared_from_this<DynamicBatcher> {
   mutable std::mutex mu_;
   bool on_ = false;
   std::string off_reason_;
-  std::condition_variable arrived_;  // the queue changed: batch formers re-plan
-  std::condition_variable done_;     // a request finished
   std::deque<std::shared_ptr<Item>> queue_;
   uint64_t next_seq_ = 0;
-  std::set<uint64_t> outstanding_;      // preserve_ordering: not yet returned
+  // preserve_ordering: every request not yet answered, by arrival.
+  std::map<uint64_t, std::shared_ptr<Item>> outstanding_;
+  bool delivering_ = false;  // a thread is answering from outstanding_'s front
   std::set<std::string> checked_keys_;  // signatures whose first batch was checked
 };
 

@@ -46,26 +46,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/cache/cache_file.h"
+#include "server/torch/import_limits.h"
 
 namespace kiln::server {
 
 // The worker program's file name, looked for beside kilnd.
 inline constexpr char kTorchWorkerFile[] = "kiln-torch-worker";
-
-struct ImportLimits {
-  // Address space the child may add to what it maps at start-up.
-  uint64_t memory_bytes = 8ull << 30;
-  // Wall-clock limit for the whole import: what is left of the load's
-  // (--load-timeout-s).
-  int timeout_s = 600;
-  // Polled while the child runs: a non-OK status kills it and fails the
-  // import with it (RunOptions::stop). May be empty.
-  std::function<absl::Status()> stop;
-  // Run the import in the sandbox of server/security/sandbox.h (--import-sandbox),
-  // chrooted into `sandbox_root`, an empty directory.
-  bool sandbox = true;
-  std::string sandbox_root;
-};
 
 // The sandbox layers the last sandboxed import reported ("" before one ran).
 std::string LastSandboxSummary();

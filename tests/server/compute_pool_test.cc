@@ -1,7 +1,6 @@
 // ComputePool: tasks run on its own threads (the same ones every time, so
 // each keeps its OpenMP team), at most `workers` at once, in order; what is
-// still queued when the pool ends is destroyed unrun. WaiterPool: grows a
-// thread per waiting task, runs what was queued before it ends.
+// still queued when the pool ends is destroyed unrun.
 #include "server/scheduler/compute_pool.h"
 
 #include <gtest/gtest.h>
@@ -94,54 +93,6 @@ TEST(ComputePoolTest, QueuedTasksAreDestroyedUnrunWhenThePoolEnds) {
   releaser.join();
   EXPECT_FALSE(ran);
   EXPECT_EQ(destroyed.load(), 1);
-}
-
-TEST(WaiterPoolTest, EveryWaitingTaskGetsAThread) {
-  // 8 tasks that each wait until all 8 have started: only possible with 8 threads.
-  constexpr int kTasks = 8;
-  std::atomic<int> started{0};
-  std::promise<void> all_done;
-  std::atomic<int> finished{0};
-  WaiterPool pool(64, std::chrono::seconds(5));
-  for (int i = 0; i < kTasks; ++i) {
-    pool.Submit([&] {
-      ++started;
-      while (started.load() < kTasks) std::this_thread::sleep_for(milliseconds(1));
-      if (++finished == kTasks) all_done.set_value();
-    });
-  }
-  EXPECT_EQ(all_done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
-}
-
-TEST(WaiterPoolTest, AtTheLimitTasksQueueAndAllRunBeforeThePoolEnds) {
-  std::atomic<int> running{0}, peak{0}, ran{0};
-  {
-    WaiterPool pool(2, milliseconds(50));
-    for (int i = 0; i < 10; ++i) {
-      pool.Submit([&] {
-        const int now = ++running;
-        int seen = peak.load();
-        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-        }
-        std::this_thread::sleep_for(milliseconds(5));
-        --running;
-        ++ran;
-      });
-    }
-  }  // waits for the queue
-  EXPECT_EQ(ran.load(), 10);
-  EXPECT_LE(peak.load(), 2);
-}
-
-TEST(WaiterPoolTest, IdleThreadsEndAndNewOnesStartLater) {
-  WaiterPool pool(4, milliseconds(10));
-  std::promise<std::thread::id> first;
-  pool.Submit([&] { first.set_value(std::this_thread::get_id()); });
-  first.get_future().wait();
-  std::this_thread::sleep_for(milliseconds(100));  // the thread has ended
-  std::promise<void> second;
-  pool.Submit([&] { second.set_value(); });
-  EXPECT_EQ(second.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
 }
 
 }  // namespace

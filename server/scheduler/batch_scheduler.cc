@@ -1,0 +1,123 @@
+#include "server/scheduler/batch_scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+
+namespace kiln::server {
+
+BatchScheduler::BatchScheduler(ComputePool* pool) : pool_(pool) {}
+
+BatchScheduler::~BatchScheduler() {
+  std::vector<std::shared_ptr<DynamicBatcher>> batchers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (const auto& [key, model] : models_) batchers.push_back(model.batcher);
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  for (const auto& batcher : batchers) {
+    batcher->FailQueued(absl::UnavailableError("the server is shutting down"));
+  }
+  // The tasks in the pool hold this scheduler: they end before it does.
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [this] { return tasks_ == 0; });
+}
+
+void BatchScheduler::Enqueue(std::shared_ptr<DynamicBatcher> batcher,
+                             std::vector<runtime::NamedTensor> inputs,
+                             std::vector<std::string> requested, const runtime::RunOptions& run,
+                             DynamicBatcher::Done done) {
+  absl::Status refused;
+  {
+    // Held while queueing, so that the destructor, once it has seen
+    // stopping_, finds every queued request's model in models_.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refused = absl::UnavailableError("the server is shutting down");
+    } else {
+      refused = batcher->Enqueue(std::move(inputs), std::move(requested), run, &done);
+    }
+    if (refused.ok()) {
+      Model& model = models_[batcher.get()];
+      if (model.batcher == nullptr) model.batcher = std::move(batcher);
+      model.arrived = true;
+      dirty_ = true;
+      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    }
+  }
+  if (!refused.ok()) {
+    DynamicBatcher::Result result;
+    result.outputs = std::move(refused);
+    done(std::move(result));
+    return;
+  }
+  changed_.notify_all();
+}
+
+void BatchScheduler::Submit(Model& model) {
+  model.starting = true;
+  ++model.tasks;
+  ++tasks_;
+  std::shared_ptr<DynamicBatcher> batcher = model.batcher;
+  pool_->Submit([this, batcher] {
+    batcher->RunNext([&] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        models_[batcher.get()].starting = false;
+        dirty_ = true;
+      }
+      changed_.notify_all();
+    });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --models_[batcher.get()].tasks;
+      --tasks_;
+      dirty_ = true;
+    }
+    changed_.notify_all();
+  });
+}
+
+void BatchScheduler::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    dirty_ = false;
+    std::vector<std::shared_ptr<DynamicBatcher>> batchers;
+    for (auto& [key, model] : models_) {
+      model.arrived = false;
+      batchers.push_back(model.batcher);
+    }
+    // Polled without mu_: a poll answers requests, and their callbacks may
+    // take time or queue more.
+    lock.unlock();
+    std::vector<DynamicBatcher::PollResult> polls;
+    polls.reserve(batchers.size());
+    for (const auto& batcher : batchers) polls.push_back(batcher->Poll(BatchClock::now()));
+    lock.lock();
+    BatchClock::time_point wake = BatchClock::time_point::max();
+    for (size_t i = 0; i < batchers.size(); ++i) {
+      auto it = models_.find(batchers[i].get());
+      Model& model = it->second;
+      const DynamicBatcher::PollResult& poll = polls[i];
+      if (poll.ready && !model.starting && !stopping_) Submit(model);
+      // A model leaves the watch list once nothing of it is queued or running.
+      if (poll.empty && !model.arrived && model.tasks == 0) {
+        models_.erase(it);
+        continue;
+      }
+      wake = std::min(wake, poll.wake);
+    }
+    if (dirty_) continue;
+    auto woken = [this] { return dirty_ || stopping_; };
+    if (wake == BatchClock::time_point::max()) {
+      changed_.wait(lock, woken);
+    } else {
+      changed_.wait_until(lock, wake, woken);
+    }
+  }
+}
+
+}  // namespace kiln::server

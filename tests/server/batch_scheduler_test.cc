@@ -1,0 +1,307 @@
+// The dynamic batcher driven by its scheduler (server/scheduler/
+// batch_scheduler.h) on a real compute pool and a real model, without a
+// front end: batched answers equal each request's own result, preserve_ordering
+// answers in arrival order, a full queue is UNAVAILABLE at once, a queue
+// timeout is DEADLINE_EXCEEDED, and requests waiting for their batch hold no
+// thread each.
+#include "server/scheduler/batch_scheduler.h"
+
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/ir/graph.h"
+#include "engine/runtime/model.h"
+#include "engine/runtime/observer.h"
+#include "server/core/model_config.h"
+#include "server/scheduler/compute_pool.h"
+#include "server/scheduler/dynamic_batcher.h"
+
+namespace kiln::server {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+
+// forward(self, x): relu(x) * x, row-wise; x is FP32 [-1, -1].
+std::shared_ptr<const runtime::Model> RowWiseModel() {
+  ir::Graph g;
+  ir::ValueId x = g.AddInput("x", {});
+  ir::NodeId relu = g.AddNode(ir::OpKind::kRelu, {x}, {}, "aten::relu");
+  ir::NodeId mul = g.AddNode(ir::OpKind::kMul, {g.node(relu).outputs[0], x}, {}, "aten::mul");
+  g.AddOutput(g.node(mul).outputs[0], "output0");
+  runtime::ModelOptions options;
+  runtime::TensorSpec spec;
+  spec.name = "x";
+  spec.dtype = DType::kF32;
+  spec.dims = Dims{-1, -1};
+  options.inputs = {spec};
+  auto model = runtime::Model::Create(std::move(g), std::move(options));
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::shared_ptr<const runtime::Model>(*std::move(model)) : nullptr;
+}
+
+ModelConfig Batching(int64_t max_batch_size, DynamicBatching dynamic) {
+  ModelConfig config;
+  config.max_batch_size = max_batch_size;
+  config.dynamic_batching = std::move(dynamic);
+  return config;
+}
+
+// `rows` x `cols`, values from `seed` (negative and positive).
+std::vector<runtime::NamedTensor> Input(int64_t rows, int64_t cols, float seed) {
+  Tensor t = Tensor::Zeros(DType::kF32, {rows, cols});
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    t.data<float>()[i] = seed + 0.25f * static_cast<float>(i) - 1.0f;
+  }
+  return {{"x", std::move(t)}};
+}
+
+int ThreadCount() {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+// The results of queued requests, as they arrive.
+class Answers {
+ public:
+  DynamicBatcher::Done For(int tag) {
+    return [this, tag](DynamicBatcher::Result result) {
+      std::lock_guard<std::mutex> lock(mu_);
+      order_.push_back(tag);
+      results_[tag] = std::move(result);
+      changed_.notify_all();
+    };
+  }
+  // Waits (at most 20 s) until `n` answers came.
+  bool WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), [&] { return order_.size() >= n; });
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return order_.size();
+  }
+  std::vector<int> order() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return order_;
+  }
+  DynamicBatcher::Result& result(int tag) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return results_[tag];
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<int> order_;
+  std::map<int, DynamicBatcher::Result> results_;
+};
+
+// Holds a run at its first step until released.
+class Gate : public runtime::RunObserver {
+ public:
+  void OnStepBegin(const runtime::StepInfo&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    entered_ = true;
+    changed_.notify_all();
+    changed_.wait_for(lock, std::chrono::seconds(20), [&] { return open_; });
+  }
+  void OnStepEnd(const runtime::StepInfo&) override {}
+  bool WaitEntered() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), [&] { return entered_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool entered_ = false;
+  bool open_ = false;
+};
+
+void ExpectEqualTensors(const Tensor& a, const Tensor& b) {
+  ASSERT_EQ(a.dims(), b.dims());
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    ASSERT_FLOAT_EQ(a.data<float>()[i], b.data<float>()[i]) << "element " << i;
+  }
+}
+
+TEST(BatchSchedulerTest, BatchedAnswersEqualEachRequestAlone) {
+  std::shared_ptr<const runtime::Model> model = RowWiseModel();
+  ASSERT_NE(model, nullptr);
+  DynamicBatching dynamic;
+  dynamic.preferred_batch_size = {5};
+  dynamic.max_queue_delay_us = 10'000'000;  // the preferred size, not the delay, starts it
+  auto batcher = DynamicBatcher::Create(Batching(8, dynamic), model);
+  ASSERT_TRUE(batcher->queues()) << batcher->Describe();
+  ComputePool pool(2);
+  Answers answers;
+  {
+    BatchScheduler scheduler(&pool);
+    // Three requests of one row and one of two: five rows.
+    const std::vector<int64_t> rows = {1, 1, 2, 1};
+    for (int i = 0; i < 4; ++i) {
+      scheduler.Enqueue(batcher, Input(rows[i], 6, static_cast<float>(i)), {}, {},
+                        answers.For(i));
+    }
+    ASSERT_TRUE(answers.WaitFor(4));
+    for (int i = 0; i < 4; ++i) {
+      DynamicBatcher::Result& got = answers.result(i);
+      ASSERT_TRUE(got.outputs.ok()) << got.outputs.status();
+      EXPECT_EQ(got.batch_rows, 5);
+      EXPECT_EQ(got.executions, i == 0 ? 1u : 0u);  // one execution for the batch
+      auto alone = model->Infer(Input(rows[i], 6, static_cast<float>(i)), {}, {});
+      ASSERT_TRUE(alone.ok()) << alone.status();
+      ASSERT_EQ(got.outputs->size(), 1u);
+      ExpectEqualTensors((*got.outputs)[0].tensor, (*alone)[0].tensor);
+    }
+  }
+  EXPECT_THAT(batcher->Describe(), HasSubstr("on (max_batch_size 8"));
+}
+
+// A slow request (held at its first step) and a quick one behind it, of
+// another signature, run at once on the two compute threads; the quick one
+// ends first. `ordered`: preserve_ordering.
+std::vector<int> AnswerOrder(bool ordered) {
+  std::shared_ptr<const runtime::Model> model = RowWiseModel();
+  DynamicBatching dynamic;
+  dynamic.preserve_ordering = ordered;
+  auto batcher = DynamicBatcher::Create(Batching(4, dynamic), model);
+  ComputePool pool(2);
+  BatchScheduler scheduler(&pool);
+  Answers answers;
+  Gate gate;
+  runtime::RunOptions slow;
+  slow.observer = &gate;
+  scheduler.Enqueue(batcher, Input(1, 4, 0), {}, slow, answers.For(0));
+  EXPECT_TRUE(gate.WaitEntered());
+  scheduler.Enqueue(batcher, Input(1, 8, 1), {}, {}, answers.For(1));
+  if (ordered) {
+    // The quick one has run, and waits for the slow one's answer.
+    std::this_thread::sleep_for(milliseconds(200));
+    EXPECT_EQ(answers.count(), 0u);
+  } else {
+    EXPECT_TRUE(answers.WaitFor(1));
+  }
+  gate.Open();
+  EXPECT_TRUE(answers.WaitFor(2));
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(answers.result(i).outputs.ok());
+  return answers.order();
+}
+
+TEST(BatchSchedulerTest, PreserveOrderingAnswersInArrivalOrder) {
+  EXPECT_EQ(AnswerOrder(/*ordered=*/false), (std::vector<int>{1, 0}));  // the test can tell
+  EXPECT_EQ(AnswerOrder(/*ordered=*/true), (std::vector<int>{0, 1}));
+}
+
+TEST(BatchSchedulerTest, AFullQueueIsUnavailableAtOnce) {
+  DynamicBatching dynamic;
+  dynamic.max_queue_delay_us = 300'000;
+  dynamic.default_queue_policy.max_queue_size = 1;
+  auto batcher = DynamicBatcher::Create(Batching(4, dynamic), RowWiseModel());
+  ComputePool pool(1);
+  BatchScheduler scheduler(&pool);
+  Answers answers;
+  scheduler.Enqueue(batcher, Input(1, 4, 0), {}, {}, answers.For(0));
+  scheduler.Enqueue(batcher, Input(1, 4, 1), {}, {}, answers.For(1));
+  // Refused before Enqueue returned.
+  ASSERT_EQ(answers.order(), std::vector<int>{1});
+  EXPECT_EQ(answers.result(1).outputs.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(answers.result(1).outputs.status().message(),
+              HasSubstr("queue is full: 1 requests wait (max_queue_size 1)"));
+  // The queued one runs when its delay is over.
+  ASSERT_TRUE(answers.WaitFor(2));
+  EXPECT_TRUE(answers.result(0).outputs.ok()) << answers.result(0).outputs.status();
+}
+
+TEST(BatchSchedulerTest, AQueueTimeoutIsDeadlineExceeded) {
+  DynamicBatching dynamic;
+  dynamic.max_queue_delay_us = 10'000'000;
+  dynamic.default_queue_policy.default_timeout_us = 100'000;
+  auto batcher = DynamicBatcher::Create(Batching(4, dynamic), RowWiseModel());
+  ComputePool pool(1);
+  BatchScheduler scheduler(&pool);
+  Answers answers;
+  const auto start = std::chrono::steady_clock::now();
+  scheduler.Enqueue(batcher, Input(1, 4, 0), {}, {}, answers.For(0));
+  ASSERT_TRUE(answers.WaitFor(1));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  const absl::Status& status = answers.result(0).outputs.status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status.message(), HasSubstr("default_timeout_microseconds"));
+
+  // The request's own deadline ends its wait as well.
+  runtime::RunOptions run;
+  run.deadline = std::chrono::steady_clock::now() + milliseconds(50);
+  run.deadline_name = "the request's deadline";
+  scheduler.Enqueue(batcher, Input(1, 4, 0), {}, run, answers.For(1));
+  ASSERT_TRUE(answers.WaitFor(2));
+  EXPECT_EQ(answers.result(1).outputs.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(answers.result(1).outputs.status().message(),
+              HasSubstr("while waiting in the model's batch queue"));
+}
+
+TEST(BatchSchedulerTest, WaitingRequestsHoldNoThreadEach) {
+  constexpr int kRequests = 64;
+  DynamicBatching dynamic;
+  dynamic.max_queue_delay_us = 20'000'000;  // only a full batch runs
+  auto batcher = DynamicBatcher::Create(Batching(kRequests, dynamic), RowWiseModel());
+  ComputePool pool(2);
+  Answers answers;
+  BatchScheduler scheduler(&pool);
+  const int before = ThreadCount();
+  ASSERT_GT(before, 0);
+  for (int i = 0; i < kRequests - 1; ++i) {
+    scheduler.Enqueue(batcher, Input(1, 4, static_cast<float>(i)), {}, {}, answers.For(i));
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(answers.count(), 0u);
+  // 63 requests wait; the scheduler's one thread is all they added.
+  EXPECT_LE(ThreadCount(), before + 1);
+  scheduler.Enqueue(batcher, Input(1, 4, kRequests - 1), {}, {}, answers.For(kRequests - 1));
+  ASSERT_TRUE(answers.WaitFor(kRequests));
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(answers.result(i).outputs.ok()) << answers.result(i).outputs.status();
+    EXPECT_EQ(answers.result(i).batch_rows, kRequests);
+  }
+  EXPECT_LE(ThreadCount(), before + 1);
+}
+
+TEST(BatchSchedulerTest, StoppingAnswersQueuedRequestsUnavailable) {
+  DynamicBatching dynamic;
+  dynamic.max_queue_delay_us = 20'000'000;
+  auto batcher = DynamicBatcher::Create(Batching(4, dynamic), RowWiseModel());
+  ComputePool pool(1);
+  Answers answers;
+  {
+    BatchScheduler scheduler(&pool);
+    scheduler.Enqueue(batcher, Input(1, 4, 0), {}, {}, answers.For(0));
+  }
+  ASSERT_EQ(answers.count(), 1u);
+  EXPECT_EQ(answers.result(0).outputs.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace kiln::server
