@@ -120,8 +120,12 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(
       dims[0] += part.tensor.dim(0);
     }
     const int64_t real_rows = dims[0];
-    const Tensor& last = (*requests.back())[i].tensor;
-    if (padded_rows > real_rows && last.dim(0) > 0) dims[0] = padded_rows;
+    // The last row of the batch: the last request's, or an earlier one's if it has none.
+    const Tensor* last = nullptr;
+    for (const auto* request : requests) {
+      if ((*request)[i].tensor.dim(0) > 0) last = &(*request)[i].tensor;
+    }
+    if (padded_rows > real_rows && last != nullptr) dims[0] = padded_rows;
     absl::StatusOr<Tensor> joined =
         Tensor::Allocate(t.dtype(), dims, absl::StrCat("batched input '", first[i].name, "'"), budget);
     if (!joined.ok()) return joined.status();
@@ -132,8 +136,8 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(
       out += part.byte_size();
     }
     if (dims[0] > real_rows) {
-      const size_t row_bytes = last.byte_size() / static_cast<size_t>(last.dim(0));
-      const char* row = static_cast<const char*>(last.raw_data()) + last.byte_size() - row_bytes;
+      const size_t row_bytes = last->byte_size() / static_cast<size_t>(last->dim(0));
+      const char* row = static_cast<const char*>(last->raw_data()) + last->byte_size() - row_bytes;
       for (int64_t r = real_rows; r < dims[0]; ++r, out += row_bytes) {
         if (row_bytes > 0) std::memcpy(out, row, row_bytes);
       }

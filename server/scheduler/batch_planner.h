@@ -69,8 +69,8 @@ std::string BatchKey(const std::vector<runtime::NamedTensor>& inputs,
 
 // Joins on dim 0 the tensors of each request; every request must have the
 // same names in the same order (equal BatchKey). Allocated against `budget`.
-// With `padded_rows` above the requests' rows, the batch has that many: the
-// last request's last row is repeated (values the model has been given for
+// With `padded_rows` above the requests' rows, the batch has that many: its
+// last row is repeated (values the model has been given for
 // real, so a padded row cannot fail where the real one did not), and the
 // caller drops the outputs' extra rows (SplitRows with a last part for them).
 absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(

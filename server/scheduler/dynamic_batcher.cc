@@ -116,6 +116,9 @@ std::shared_ptr<DynamicBatcher> DynamicBatcher::Create(
     batcher->settings_.preferred_batch_size = config.dynamic_batching->preferred_batch_size;
     batcher->settings_.max_queue_delay =
         std::chrono::microseconds(config.dynamic_batching->max_queue_delay_us);
+    batcher->allowed_sizes_ = AllowedBatchSizes(config.dynamic_batching->allowed_batch_sizes,
+                                                config.dynamic_batching->preferred_batch_size,
+                                                batcher->settings_.max_batch_size);
   }
   return batcher;
 }
@@ -135,7 +138,12 @@ std::string DynamicBatcher::Describe() const {
   return absl::StrCat("on (max_batch_size ", max_batch_size_, capped, ", preferred [",
                       absl::StrJoin(config_->preferred_batch_size, ", "), "], max_queue_delay ",
                       config_->max_queue_delay_us, " us",
-                      config_->preserve_ordering ? ", preserve_ordering" : "", ")");
+                      config_->preserve_ordering ? ", preserve_ordering" : "",
+                      allowed_sizes_.empty()
+                          ? std::string(", batches run at their own size")
+                          : absl::StrCat(", batches padded to [", absl::StrJoin(allowed_sizes_, ", "),
+                                         "]"),
+                      ")");
 }
 
 bool DynamicBatcher::queues() const {
@@ -387,7 +395,12 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
     }
     return first;
   };
-  absl::StatusOr<std::vector<runtime::NamedTensor>> joined = ConcatRows(inputs, run.memory);
+  // Padded up to an allowed size (its last row repeated), so that a few plans
+  // serve every batch; the padding's outputs are split off and dropped.
+  const int64_t real_rows = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+  const int64_t run_rows = real_rows > 0 ? PaddedRows(real_rows, allowed_sizes_) : real_rows;
+  absl::StatusOr<std::vector<runtime::NamedTensor>> joined =
+      ConcatRows(inputs, run.memory, run_rows);
   if (!joined.ok()) return one_by_one(0);
   const BatchClock::time_point start = BatchClock::now();
   absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
@@ -407,7 +420,11 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
     return one_by_one(0);
   }
   absl::StatusOr<std::vector<std::vector<runtime::NamedTensor>>> parts =
-      SplitRows(*outputs, rows);
+      SplitRows(*outputs, run_rows > real_rows ? [&] {
+        std::vector<int64_t> with_padding = rows;
+        with_padding.push_back(run_rows - real_rows);
+        return with_padding;
+      }() : rows);
   if (!parts.ok()) {
     TurnOff(std::string(parts.status().message()));
     return one_by_one(0);
@@ -439,7 +456,7 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
     result.outputs = std::move((*parts)[i]);
     result.infer_ns = infer_ns;
     result.executions = i == 0 ? 1 : 0;
-    result.batch_rows = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+    result.batch_rows = run_rows;  // the size that ran (Triton's batch_stats key)
   }
 }
 

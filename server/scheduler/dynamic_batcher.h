@@ -141,6 +141,8 @@ class DynamicBatcher {
   bool batch_dim_ = false;  // the contract allows dim 0 to be the batch dim
   std::optional<DynamicBatching> config_;
   BatchSettings settings_;
+  // The sizes a joined batch runs as, padded up to (AllowedBatchSizes); empty: its own.
+  std::vector<int64_t> allowed_sizes_;
 
   mutable std::mutex mu_;
   bool on_ = false;

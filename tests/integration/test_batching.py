@@ -168,6 +168,34 @@ class BatchingTest(unittest.TestCase):
         self.assert_status(grpc.StatusCode.INVALID_ARGUMENT, "exceeds the model's max_batch_size 8",
                            lambda: self.infer("mlp_batched", np.zeros((9, 64), np.float32)))
 
+    def test_batches_run_padded_to_an_allowed_size(self):
+        # Five one-row requests form a batch (preferred size 5) that runs as 8 rows, the next
+        # allowed size; each answer is still its own row's.
+        self.load("mlp_padded", "mlp", batching("mlp", 8, preferred_batch_size=[5],
+                                                allowed_batch_sizes=[1, 2, 4, 8],
+                                                max_queue_delay_microseconds=2_000_000))
+        self.assertIn("batches padded to [1, 2, 4, 8]", self.property("mlp_padded", "dynamic_batching"))
+        rng = np.random.default_rng(2)
+        xs = [rng.standard_normal((1, 64), np.float32) for _ in range(5)]
+        got = self.infer_all("mlp_padded", xs)
+        for x, y in zip(xs, got):
+            self.assertEqual(y.shape, (1, 10))
+            want = self.torch_mlp(torch.from_numpy(x)).detach().numpy()
+            e2e.assert_close(self, y, want)
+        s = self.stats("mlp_padded")
+        self.assertEqual(s.inference_count, 5)  # the requests' rows, not the padding
+        self.assertEqual(s.execution_count, 1)
+        self.assertEqual([(b.batch_size, b.compute_infer.count) for b in s.batch_stats], [(8, 1)])
+
+        # "allowed_batch_sizes": [] runs each batch at its own size.
+        self.load("mlp_unpadded", "mlp", batching("mlp", 8, preferred_batch_size=[3],
+                                                  allowed_batch_sizes=[],
+                                                  max_queue_delay_microseconds=2_000_000))
+        self.assertIn("batches run at their own size", self.property("mlp_unpadded", "dynamic_batching"))
+        self.infer_all("mlp_unpadded", xs[:3])
+        s = self.stats("mlp_unpadded")
+        self.assertEqual([(b.batch_size, b.compute_infer.count) for b in s.batch_stats], [(3, 1)])
+
     def test_preserve_ordering(self):
         # No delay: each request runs as soon as a compute thread is free. A wide (slow) request
         # and a narrow (fast) one after it run at once on the two compute threads.

@@ -363,6 +363,25 @@ class MetricsTest(unittest.TestCase):
         finally:
             restarted.stop()
 
+    def test_warmup_of_a_batched_model_compiles_its_allowed_batch_sizes(self):
+        # A batched model's joined batches run at its allowed sizes: the warm-up sample (one
+        # row) compiles each of them, so no batch pays a compile either.
+        config = {"verify": False, "inputs": [{"name": "x", "dims": [-1, 4]}], "max_batch_size": 8,
+                  "dynamic_batching": {"allowed_batch_sizes": [1, 4, 8]},
+                  "model_warmup": [{"name": "zeros", "batch_size": 1, "inputs": {
+                      "x": {"data_type": "TYPE_FP32", "dims": [4], "zero_data": True}}}]}
+        self.write_model("warmbatch", config)
+        status, body = self.load("warmbatch")
+        self.assertEqual(status, 200, body)
+        labels = dict(model="warmbatch", version=1)
+        m = self.scrape()
+        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **labels), 3)  # 1, 4 and 8 rows
+        for rows in (1, 3, 8):
+            self.check_answer("warmbatch", torch.randn(rows, 4))
+        m = self.scrape()
+        # Requests alone run at their own size: 3 rows compiles; 1 and 8 were warmed up.
+        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **labels), 4)
+
     def test_bad_warmup_files_fail_the_load_clearly(self):
         sample = lambda f: {"verify": False, "model_warmup": [{"name": "s", "inputs": {
             "x": {"data_type": "TYPE_FP32", "dims": [1, 4], "input_data_file": f}}}]}
