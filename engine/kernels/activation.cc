@@ -20,6 +20,7 @@
 #include "engine/kernels/activation.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
+#include "engine/kernels/vector_math.h"
 
 namespace kiln::kernels {
 namespace {
@@ -229,16 +230,22 @@ struct ClipOp {
 };
 struct SigmoidOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n) { VectorSigmoid(x, y, n); }
   static float Apply(float x, const UnaryParams&) { return 1.0f / (1.0f + std::exp(-x)); }
   static double Apply(double x, const UnaryParams&) { return 1.0 / (1.0 + std::exp(-x)); }
 };
 struct TanhOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n) { VectorTanh(x, y, n); }
   static float Apply(float x, const UnaryParams&) { return std::tanh(x); }
   static double Apply(double x, const UnaryParams&) { return std::tanh(x); }
 };
 struct GeluErfOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n) { VectorGeluErf(x, y, n); }
   static float Apply(float x, const UnaryParams&) {
     constexpr float kAlpha = static_cast<float>(M_SQRT1_2);
     return x * 0.5f * (1.0f + std::erf(x * kAlpha));
@@ -247,6 +254,8 @@ struct GeluErfOp {
 };
 struct GeluTanhOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n) { VectorGeluTanh(x, y, n); }
   static float Apply(float x, const UnaryParams&) {
     constexpr float kBeta = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5);  // sqrt(2/pi)
     constexpr float kKappa = 0.044715f;
@@ -260,6 +269,8 @@ struct GeluTanhOp {
 };
 struct SiluOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n) { VectorSilu(x, y, n); }
   static float Apply(float x, const UnaryParams&) { return x / (1.0f + std::exp(-x)); }
   static double Apply(double x, const UnaryParams&) { return x / (1.0 + std::exp(-x)); }
 };
@@ -337,12 +348,26 @@ struct ThresholdOp {
   }
 };
 
+// Whether Op has a float32 vector form (Op::Vector).
+template <typename Op, typename = void>
+struct HasVector : std::false_type {};
+template <typename Op>
+struct HasVector<Op, std::void_t<decltype(&Op::Vector)>> : std::true_type {};
+
 template <typename Op, typename T = float>
 absl::Status EvalUnary(EvalContext& ctx) {
   const UnaryParams& params = StateAs<UnaryParams>(ctx);
   const T* in = ctx.inputs[0]->data<T>();
   T* out = ctx.outputs[0]->data<T>();
   const int64_t n = ctx.outputs[0]->num_elements();
+  if constexpr (std::is_same_v<T, float> && HasVector<Op>::value) {
+    if (HasVectorMath()) {
+      ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
+        Op::Vector(in + begin, out + begin, end - begin);
+      });
+      return absl::OkStatus();
+    }
+  }
   ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = Op::Apply(in[i], params);
   });
@@ -443,6 +468,9 @@ absl::StatusOr<Activation> ActivationFromAttrs(const ir::Node& node) {
 namespace {
 template <typename Op, typename T>
 void ApplyOp(T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float> && HasVector<Op>::value) {
+    if (HasVectorMath()) return Op::Vector(y, y, n);
+  }
   const UnaryParams params;
   for (int64_t i = 0; i < n; ++i) y[i] = Op::Apply(y[i], params);
 }

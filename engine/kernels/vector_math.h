@@ -1,0 +1,21 @@
+// Float32 transcendental activations over contiguous arrays with glibc's
+// AVX-512 vector math (libmvec, a few ulp; NaN and +-inf as scalar libm),
+// for CPUs that have AVX-512. The formulas are activation.cc's, term by term.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::kernels {
+
+// Whether this CPU runs the Vector* functions below (AVX-512 F and DQ).
+bool HasVectorMath();
+
+// y[i] = f(x[i]) for n elements (x and y may be the same array).
+void VectorExp(const float* x, float* y, int64_t n);
+void VectorSigmoid(const float* x, float* y, int64_t n);
+void VectorSilu(const float* x, float* y, int64_t n);
+void VectorTanh(const float* x, float* y, int64_t n);
+void VectorGeluErf(const float* x, float* y, int64_t n);
+void VectorGeluTanh(const float* x, float* y, int64_t n);
+
+}  // namespace kiln::kernels
