@@ -231,21 +231,27 @@ struct ClipOp {
 struct SigmoidOp {
   static constexpr int kCost = 20;
   // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
-  static void Vector(const float* x, float* y, int64_t n) { VectorSigmoid(x, y, n); }
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorSigmoid(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) { return 1.0f / (1.0f + std::exp(-x)); }
   static double Apply(double x, const UnaryParams&) { return 1.0 / (1.0 + std::exp(-x)); }
 };
 struct TanhOp {
   static constexpr int kCost = 20;
   // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
-  static void Vector(const float* x, float* y, int64_t n) { VectorTanh(x, y, n); }
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorTanh(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) { return std::tanh(x); }
   static double Apply(double x, const UnaryParams&) { return std::tanh(x); }
 };
 struct GeluErfOp {
   static constexpr int kCost = 20;
   // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
-  static void Vector(const float* x, float* y, int64_t n) { VectorGeluErf(x, y, n); }
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorGeluErf(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) {
     constexpr float kAlpha = static_cast<float>(M_SQRT1_2);
     return x * 0.5f * (1.0f + std::erf(x * kAlpha));
@@ -255,7 +261,9 @@ struct GeluErfOp {
 struct GeluTanhOp {
   static constexpr int kCost = 20;
   // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
-  static void Vector(const float* x, float* y, int64_t n) { VectorGeluTanh(x, y, n); }
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorGeluTanh(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) {
     constexpr float kBeta = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5);  // sqrt(2/pi)
     constexpr float kKappa = 0.044715f;
@@ -270,7 +278,9 @@ struct GeluTanhOp {
 struct SiluOp {
   static constexpr int kCost = 20;
   // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
-  static void Vector(const float* x, float* y, int64_t n) { VectorSilu(x, y, n); }
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorSilu(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) { return x / (1.0f + std::exp(-x)); }
   static double Apply(double x, const UnaryParams&) { return x / (1.0 + std::exp(-x)); }
 };
@@ -296,6 +306,9 @@ struct LeakyReluOp {
 };
 struct EluOp {
   static constexpr int kCost = 20;
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams& p) {
+    VectorElu(x, y, n, p.a, p.b, p.c);
+  }
   template <typename T>
   static T Apply(T x, const UnaryParams& p) {
     return x <= T(0) ? std::expm1(x * p.C<T>()) * p.A<T>() : x * p.B<T>();
@@ -303,11 +316,15 @@ struct EluOp {
 };
 struct MishOp {
   static constexpr int kCost = 40;
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) { VectorMish(x, y, n); }
   template <typename T>
   static T Apply(T x, const UnaryParams&) { return x * std::tanh(std::log1p(std::exp(x))); }
 };
 struct SoftplusOp {
   static constexpr int kCost = 40;
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams& p) {
+    VectorSoftplus(x, y, n, p.a, p.b);
+  }
   template <typename T>
   static T Apply(T x, const UnaryParams& p) {
     return x * p.A<T>() > p.B<T>() ? x : std::log1p(std::exp(x * p.A<T>())) / p.A<T>();
@@ -315,6 +332,7 @@ struct SoftplusOp {
 };
 struct LogSigmoidOp {
   static constexpr int kCost = 40;
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) { VectorLogSigmoid(x, y, n); }
   // min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|.
   template <typename T>
   static T Apply(T x, const UnaryParams&) {
@@ -363,7 +381,7 @@ absl::Status EvalUnary(EvalContext& ctx) {
   if constexpr (std::is_same_v<T, float> && HasVector<Op>::value) {
     if (HasVectorMath()) {
       ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
-        Op::Vector(in + begin, out + begin, end - begin);
+        Op::Vector(in + begin, out + begin, end - begin, params);
       });
       return absl::OkStatus();
     }
@@ -468,10 +486,10 @@ absl::StatusOr<Activation> ActivationFromAttrs(const ir::Node& node) {
 namespace {
 template <typename Op, typename T>
 void ApplyOp(T* y, int64_t n) {
-  if constexpr (std::is_same_v<T, float> && HasVector<Op>::value) {
-    if (HasVectorMath()) return Op::Vector(y, y, n);
-  }
   const UnaryParams params;
+  if constexpr (std::is_same_v<T, float> && HasVector<Op>::value) {
+    if (HasVectorMath()) return Op::Vector(y, y, n, params);
+  }
   for (int64_t i = 0; i < n; ++i) y[i] = Op::Apply(y[i], params);
 }
 }  // namespace

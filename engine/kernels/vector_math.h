@@ -17,5 +17,10 @@ void VectorSilu(const float* x, float* y, int64_t n);
 void VectorTanh(const float* x, float* y, int64_t n);
 void VectorGeluErf(const float* x, float* y, int64_t n);
 void VectorGeluTanh(const float* x, float* y, int64_t n);
+void VectorMish(const float* x, float* y, int64_t n);
+void VectorLogSigmoid(const float* x, float* y, int64_t n);
+// Softplus with beta and threshold; Elu with a = alpha * scale, b = scale, c = input_scale.
+void VectorSoftplus(const float* x, float* y, int64_t n, float beta, float threshold);
+void VectorElu(const float* x, float* y, int64_t n, float a, float b, float c);
 
 }  // namespace kiln::kernels

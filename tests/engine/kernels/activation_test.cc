@@ -202,6 +202,12 @@ TEST(ActivationKernelTest, TranscendentalsMatchDoubleAcrossRanges) {
       {ir::OpKind::kGelu, "none", [](double v) { return v * 0.5 * (1.0 + std::erf(v * M_SQRT1_2)); }, true},
       {ir::OpKind::kGelu, "tanh",
        [](double v) { return 0.5 * v * (1.0 + std::tanh(M_SQRT2 * M_2_SQRTPI * 0.5 * (v + 0.044715 * v * v * v))); }, true},
+      {ir::OpKind::kMish, nullptr, [](double v) { return v * std::tanh(std::log1p(std::exp(v))); }},
+      {ir::OpKind::kLogSigmoid, nullptr,
+       [](double v) { return std::min(v, 0.0) - std::log1p(std::exp(-std::abs(v))); }},
+      {ir::OpKind::kSoftplus, nullptr,
+       [](double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); }},
+      {ir::OpKind::kElu, nullptr, [](double v) { return v <= 0.0 ? std::expm1(v) : v; }},
   };
   for (const Case& c : cases) {
     ir::Attributes attrs;
