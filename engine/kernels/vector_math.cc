@@ -11,6 +11,7 @@ extern "C" __m512 _ZGVeN16v_tanhf(__m512);
 extern "C" __m512 _ZGVeN16v_erff(__m512);
 extern "C" __m512 _ZGVeN16v_expm1f(__m512);
 extern "C" __m512 _ZGVeN16v_log1pf(__m512);
+extern "C" __m512 _ZGVeN16v_logf(__m512);
 
 namespace kiln::kernels {
 namespace {
@@ -37,6 +38,22 @@ bool HasVectorMath() {
 
 void VectorExp(const float* x, float* y, int64_t n) {
   Map(x, y, n, [](__m512 v) { return _ZGVeN16v_expf(v); });
+}
+
+void VectorExpm1(const float* x, float* y, int64_t n) {
+  Map(x, y, n, [](__m512 v) { return _ZGVeN16v_expm1f(v); });
+}
+
+void VectorLog(const float* x, float* y, int64_t n) {
+  Map(x, y, n, [](__m512 v) { return _ZGVeN16v_logf(v); });
+}
+
+void VectorLog1p(const float* x, float* y, int64_t n) {
+  Map(x, y, n, [](__m512 v) { return _ZGVeN16v_log1pf(v); });
+}
+
+void VectorErf(const float* x, float* y, int64_t n) {
+  Map(x, y, n, [](__m512 v) { return _ZGVeN16v_erff(v); });
 }
 
 void VectorSigmoid(const float* x, float* y, int64_t n) {

@@ -12,6 +12,10 @@ bool HasVectorMath();
 
 // y[i] = f(x[i]) for n elements (x and y may be the same array).
 void VectorExp(const float* x, float* y, int64_t n);
+void VectorExpm1(const float* x, float* y, int64_t n);
+void VectorLog(const float* x, float* y, int64_t n);
+void VectorLog1p(const float* x, float* y, int64_t n);
+void VectorErf(const float* x, float* y, int64_t n);
 void VectorSigmoid(const float* x, float* y, int64_t n);
 void VectorSilu(const float* x, float* y, int64_t n);
 void VectorTanh(const float* x, float* y, int64_t n);

@@ -208,6 +208,12 @@ TEST(ActivationKernelTest, TranscendentalsMatchDoubleAcrossRanges) {
       {ir::OpKind::kSoftplus, nullptr,
        [](double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); }},
       {ir::OpKind::kElu, nullptr, [](double v) { return v <= 0.0 ? std::expm1(v) : v; }},
+      // unary.cc's transcendentals, through the same vector math.
+      {ir::OpKind::kExp, nullptr, [](double v) { return std::exp(v); }},
+      {ir::OpKind::kExpm1, nullptr, [](double v) { return std::expm1(v); }},
+      {ir::OpKind::kLog, nullptr, [](double v) { return std::log(v); }},
+      {ir::OpKind::kLog1p, nullptr, [](double v) { return std::log1p(v); }},
+      {ir::OpKind::kErf, nullptr, [](double v) { return std::erf(v); }},
   };
   for (const Case& c : cases) {
     ir::Attributes attrs;
