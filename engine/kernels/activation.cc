@@ -20,6 +20,7 @@
 #include "engine/kernels/activation.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
+#include "engine/kernels/vector_math.h"
 
 namespace kiln::kernels {
 namespace {
@@ -229,16 +230,28 @@ struct ClipOp {
 };
 struct SigmoidOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorSigmoid(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) { return 1.0f / (1.0f + std::exp(-x)); }
   static double Apply(double x, const UnaryParams&) { return 1.0 / (1.0 + std::exp(-x)); }
 };
 struct TanhOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorTanh(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) { return std::tanh(x); }
   static double Apply(double x, const UnaryParams&) { return std::tanh(x); }
 };
 struct GeluErfOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorGeluErf(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) {
     constexpr float kAlpha = static_cast<float>(M_SQRT1_2);
     return x * 0.5f * (1.0f + std::erf(x * kAlpha));
@@ -247,6 +260,10 @@ struct GeluErfOp {
 };
 struct GeluTanhOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorGeluTanh(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) {
     constexpr float kBeta = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5);  // sqrt(2/pi)
     constexpr float kKappa = 0.044715f;
@@ -260,6 +277,10 @@ struct GeluTanhOp {
 };
 struct SiluOp {
   static constexpr int kCost = 20;
+  // float32 over a contiguous array, where HasVectorMath() (vector_math.h).
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) {
+    VectorSilu(x, y, n);
+  }
   static float Apply(float x, const UnaryParams&) { return x / (1.0f + std::exp(-x)); }
   static double Apply(double x, const UnaryParams&) { return x / (1.0 + std::exp(-x)); }
 };
@@ -285,6 +306,9 @@ struct LeakyReluOp {
 };
 struct EluOp {
   static constexpr int kCost = 20;
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams& p) {
+    VectorElu(x, y, n, p.a, p.b, p.c);
+  }
   template <typename T>
   static T Apply(T x, const UnaryParams& p) {
     return x <= T(0) ? std::expm1(x * p.C<T>()) * p.A<T>() : x * p.B<T>();
@@ -292,11 +316,15 @@ struct EluOp {
 };
 struct MishOp {
   static constexpr int kCost = 40;
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) { VectorMish(x, y, n); }
   template <typename T>
   static T Apply(T x, const UnaryParams&) { return x * std::tanh(std::log1p(std::exp(x))); }
 };
 struct SoftplusOp {
   static constexpr int kCost = 40;
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams& p) {
+    VectorSoftplus(x, y, n, p.a, p.b);
+  }
   template <typename T>
   static T Apply(T x, const UnaryParams& p) {
     return x * p.A<T>() > p.B<T>() ? x : std::log1p(std::exp(x * p.A<T>())) / p.A<T>();
@@ -304,6 +332,7 @@ struct SoftplusOp {
 };
 struct LogSigmoidOp {
   static constexpr int kCost = 40;
+  static void Vector(const float* x, float* y, int64_t n, const UnaryParams&) { VectorLogSigmoid(x, y, n); }
   // min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|.
   template <typename T>
   static T Apply(T x, const UnaryParams&) {
@@ -337,12 +366,26 @@ struct ThresholdOp {
   }
 };
 
+// Whether Op has a float32 vector form (Op::Vector).
+template <typename Op, typename = void>
+struct HasVector : std::false_type {};
+template <typename Op>
+struct HasVector<Op, std::void_t<decltype(&Op::Vector)>> : std::true_type {};
+
 template <typename Op, typename T = float>
 absl::Status EvalUnary(EvalContext& ctx) {
   const UnaryParams& params = StateAs<UnaryParams>(ctx);
   const T* in = ctx.inputs[0]->data<T>();
   T* out = ctx.outputs[0]->data<T>();
   const int64_t n = ctx.outputs[0]->num_elements();
+  if constexpr (std::is_same_v<T, float> && HasVector<Op>::value) {
+    if (HasVectorMath()) {
+      ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
+        Op::Vector(in + begin, out + begin, end - begin, params);
+      });
+      return absl::OkStatus();
+    }
+  }
   ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = Op::Apply(in[i], params);
   });
@@ -444,6 +487,9 @@ namespace {
 template <typename Op, typename T>
 void ApplyOp(T* y, int64_t n) {
   const UnaryParams params;
+  if constexpr (std::is_same_v<T, float> && HasVector<Op>::value) {
+    if (HasVectorMath()) return Op::Vector(y, y, n, params);
+  }
   for (int64_t i = 0; i < n; ++i) y[i] = Op::Apply(y[i], params);
 }
 }  // namespace

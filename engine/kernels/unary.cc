@@ -19,6 +19,7 @@
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/typed.h"
+#include "engine/kernels/vector_math.h"
 
 namespace kiln::kernels {
 namespace {
@@ -107,6 +108,20 @@ absl::Status EvalUnary(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// Float32 through glibc's vector math (vector_math.h) where the CPU has it;
+// the scalar functor otherwise.
+template <void (*Vector)(const float*, float*, int64_t), typename Op>
+absl::Status EvalVector(EvalContext& ctx) {
+  if (!HasVectorMath()) return EvalUnary<float, Op>(ctx);
+  const float* in = ctx.inputs[0]->data<float>();
+  float* out = ctx.outputs[0]->data<float>();
+  const int64_t n = ctx.outputs[0]->num_elements();
+  ParallelFor(n, ctx.num_threads, n * Op::kCost, [&](int64_t begin, int64_t end) {
+    Vector(in + begin, out + begin, end - begin);
+  });
+  return absl::OkStatus();
+}
+
 template <typename T>
 absl::Status EvalIsNan(EvalContext& ctx) {
   const T* in = ctx.inputs[0]->data<T>();
@@ -190,19 +205,19 @@ absl::Span<const KernelDef> UnaryKernels() {
       {OpKind::kSign, DType::kInt64, PrepareInt64, EvalUnary<int64_t, SignOp>},
       {OpKind::kSqrt, DType::kF32, PrepareFloat, EvalUnary<float, SqrtOp>},
       {OpKind::kRsqrt, DType::kF32, PrepareFloat, EvalUnary<float, RsqrtOp>},
-      {OpKind::kExp, DType::kF32, PrepareFloat, EvalUnary<float, ExpOp>},
-      {OpKind::kExpm1, DType::kF32, PrepareFloat, EvalUnary<float, Expm1Op>},
-      {OpKind::kLog, DType::kF32, PrepareFloat, EvalUnary<float, LogOp>},
+      {OpKind::kExp, DType::kF32, PrepareFloat, EvalVector<VectorExp, ExpOp>},
+      {OpKind::kExpm1, DType::kF32, PrepareFloat, EvalVector<VectorExpm1, Expm1Op>},
+      {OpKind::kLog, DType::kF32, PrepareFloat, EvalVector<VectorLog, LogOp>},
       {OpKind::kLog2, DType::kF32, PrepareFloat, EvalUnary<float, Log2Op>},
       {OpKind::kLog10, DType::kF32, PrepareFloat, EvalUnary<float, Log10Op>},
-      {OpKind::kLog1p, DType::kF32, PrepareFloat, EvalUnary<float, Log1pOp>},
+      {OpKind::kLog1p, DType::kF32, PrepareFloat, EvalVector<VectorLog1p, Log1pOp>},
       {OpKind::kReciprocal, DType::kF32, PrepareFloat, EvalUnary<float, ReciprocalOp>},
       {OpKind::kFloor, DType::kF32, PrepareFloat, EvalUnary<float, FloorOp>},
       {OpKind::kCeil, DType::kF32, PrepareFloat, EvalUnary<float, CeilOp>},
       {OpKind::kRound, DType::kF32, PrepareFloat, EvalUnary<float, RoundOp>},
       {OpKind::kTrunc, DType::kF32, PrepareFloat, EvalUnary<float, TruncOp>},
       {OpKind::kFrac, DType::kF32, PrepareFloat, EvalUnary<float, FracOp>},
-      {OpKind::kErf, DType::kF32, PrepareFloat, EvalUnary<float, ErfOp>},
+      {OpKind::kErf, DType::kF32, PrepareFloat, EvalVector<VectorErf, ErfOp>},
       {OpKind::kSin, DType::kF32, PrepareFloat, EvalUnary<float, SinOp>},
       {OpKind::kCos, DType::kF32, PrepareFloat, EvalUnary<float, CosOp>},
       {OpKind::kTan, DType::kF32, PrepareFloat, EvalUnary<float, TanOp>},

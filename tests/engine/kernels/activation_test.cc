@@ -177,5 +177,68 @@ TEST(ActivationKernelTest, KeepsShapeAndRunsInParallel) {
   EXPECT_THAT(Values((*two)[0]), ElementsAreArray(Values((*one)[0])));
 }
 
+// The float32 vector path (AVX-512 CPUs) against the double formula: wide
+// ranges, denormals, +-inf and NaN, on a length that is not a multiple of 16,
+// at 1 and 2 threads. Tolerance: 8 float ulps of the result; for Gelu, whose
+// 1 + erf (1 + tanh) cancels for negative x in float32 as in PyTorch, also
+// 4 ulps of 1 times |x|; results below 3e-37 may be 0 (past x = -88.7,
+// exp(-x) overflows float32 and Silu's x / inf is 0, in the scalar formula too).
+TEST(ActivationKernelTest, TranscendentalsMatchDoubleAcrossRanges) {
+  std::vector<float> x;
+  for (int i = 0; i < 20011; ++i) x.push_back(-100.0f + 200.0f * static_cast<float>(i) / 20011.0f);
+  for (int i = 0; i < 4001; ++i) x.push_back(-8.0f + 16.0f * static_cast<float>(i) / 4001.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, -1e-38f, 1e-20f, 88.7f, 89.0f, -87.0f, -104.0f,
+                  1e30f, -1e30f, inf, -inf, std::numeric_limits<float>::quiet_NaN()}) {
+    x.push_back(v);
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  ASSERT_NE(n % 16, 0);
+  struct Case { ir::OpKind op; const char* approximate; double (*f)(double); bool cancels = false; };
+  const Case cases[] = {
+      {ir::OpKind::kSigmoid, nullptr, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
+      {ir::OpKind::kSilu, nullptr, [](double v) { return v / (1.0 + std::exp(-v)); }},
+      {ir::OpKind::kTanh, nullptr, [](double v) { return std::tanh(v); }},
+      {ir::OpKind::kGelu, "none", [](double v) { return v * 0.5 * (1.0 + std::erf(v * M_SQRT1_2)); }, true},
+      {ir::OpKind::kGelu, "tanh",
+       [](double v) { return 0.5 * v * (1.0 + std::tanh(M_SQRT2 * M_2_SQRTPI * 0.5 * (v + 0.044715 * v * v * v))); }, true},
+      {ir::OpKind::kMish, nullptr, [](double v) { return v * std::tanh(std::log1p(std::exp(v))); }},
+      {ir::OpKind::kLogSigmoid, nullptr,
+       [](double v) { return std::min(v, 0.0) - std::log1p(std::exp(-std::abs(v))); }},
+      {ir::OpKind::kSoftplus, nullptr,
+       [](double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); }},
+      {ir::OpKind::kElu, nullptr, [](double v) { return v <= 0.0 ? std::expm1(v) : v; }},
+      // unary.cc's transcendentals, through the same vector math.
+      {ir::OpKind::kExp, nullptr, [](double v) { return std::exp(v); }},
+      {ir::OpKind::kExpm1, nullptr, [](double v) { return std::expm1(v); }},
+      {ir::OpKind::kLog, nullptr, [](double v) { return std::log(v); }},
+      {ir::OpKind::kLog1p, nullptr, [](double v) { return std::log1p(v); }},
+      {ir::OpKind::kErf, nullptr, [](double v) { return std::erf(v); }},
+  };
+  for (const Case& c : cases) {
+    ir::Attributes attrs;
+    if (c.approximate) attrs.SetString("approximate", c.approximate);
+    SingleOpGraph g(c.op, {F32({n}, x)}, attrs);
+    for (int threads : {1, 2}) {
+      auto out = g.Run(threads);
+      ASSERT_TRUE(out.ok()) << out.status();
+      const std::vector<float> y = Values((*out)[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = c.f(static_cast<double>(x[i]));
+        SCOPED_TRACE(::testing::Message() << ir::OpName(c.op) << " x=" << x[i] << " threads=" << threads);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(y[i])) << y[i];
+        } else if (std::isinf(want) || std::isinf(static_cast<float>(want))) {
+          EXPECT_EQ(y[i], static_cast<float>(want));
+        } else {
+          const double tol = std::max(8 * std::abs(want) * 0x1p-24,
+                                      c.cancels ? 4 * std::abs(static_cast<double>(x[i])) * 0x1p-24 : 0.0);
+          ASSERT_NEAR(y[i], want, std::max(tol, 3e-37)) << "i=" << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::kernels
