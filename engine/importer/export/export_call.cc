@@ -117,26 +117,11 @@ absl::StatusOr<ir::ValueId> ExportCall::Tensor(std::string_view name) {
 }
 
 absl::StatusOr<std::vector<ir::ValueId>> ExportCall::Tensors(std::string_view name) {
-  std::string kind;
-  const json* v = Arg(name, &kind);
-  if (v == nullptr) return Missing(name);
-  if ((kind != "as_tensors" && kind != "as_optional_tensors") || !v->is_array()) {
-    return WrongKind(name, "a tensor list", kind);
-  }
-  std::vector<ir::ValueId> ids;
-  for (const json& t : *v) {
-    const json* named = &t;
-    if (kind == "as_optional_tensors") {
-      if (!t.is_object() || !t.contains("as_tensor")) {
-        return Unimplemented(absl::StrCat("argument '", std::string(name), "' holds None entries"));
-      }
-      named = &t["as_tensor"];
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> ids, OptionalTensors(name, nullptr));
+  for (ir::ValueId id : ids) {
+    if (id == ir::kNoValue) {
+      return Unimplemented(absl::StrCat("argument '", std::string(name), "' holds None entries"));
     }
-    if (!named->is_object() || !named->contains("name") || !(*named)["name"].is_string()) {
-      return WrongKind(name, "a tensor list", "a malformed entry");
-    }
-    ASSIGN_OR_RETURN(ir::ValueId id, Named(name, (*named)["name"].get<std::string>()));
-    ids.push_back(id);
   }
   return ids;
 }
