@@ -19,7 +19,7 @@
 //      translated into the blocks, each with names of its own.
 //   6. Outputs: user outputs in order, named by the output tree spec; a
 //      mutated buffer or input is refused.
-// Weights are copied out of the archive into the graph's constants.
+// Weights are copied out of the archive into the graph's constants, once.
 #include "engine/importer/export/exported_program_importer.h"
 
 #include <algorithm>
@@ -204,6 +204,12 @@ absl::StatusOr<Tensor> ReadTensor(const Program& p, const std::string& what,
   std::optional<int64_t> offset = SymIntLiteral(Field(meta, "storage_offset"));
   const ZipEntry* entry = p.zip.Find(file);
   if (entry == nullptr) return Invalid(absl::StrCat(what, ": the archive has no ", file));
+  // A stored entry (torch stores its weights so) is read where it lies in the
+  // archive and copied once, into the constant; a deflated one is inflated first.
+  if (entry->method == 0) {
+    ASSIGN_OR_RETURN(std::string_view data, p.zip.View(*entry));
+    return TensorFromStorage(what, dtype, dims, strides, offset.value_or(0), data, file);
+  }
   ASSIGN_OR_RETURN(std::string data, p.zip.Read(*entry));
   return TensorFromStorage(what, dtype, dims, strides, offset.value_or(0), data, file);
 }
