@@ -198,7 +198,11 @@ class ComposeTest(unittest.TestCase):
         """The compose health check's command, run on the host against a real kilnd's HTTP port."""
         import tempfile
         with open(os.path.join(SOURCE, "deploy", "compose.yaml")) as f:
-            script = yaml.safe_load(f)["services"]["kiln"]["healthcheck"]["test"][3]
+            test = yaml.safe_load(f)["services"]["kiln"]["healthcheck"]["test"]
+        # ["CMD-SHELL", "<command>"]: the command runs under /bin/sh in the container.
+        self.assertEqual(test[0], "CMD-SHELL")
+        self.assertEqual(len(test), 2)
+        script = test[1]
         with tempfile.TemporaryDirectory() as tmp:
             proc = subprocess.Popen([os.path.join(BIN, "kilnd"), "--port", "0", "--http-port", "0",
                                      "--model-repository", tmp], stdout=subprocess.PIPE,
@@ -211,7 +215,8 @@ class ComposeTest(unittest.TestCase):
                         port = m.group(1)
                         break
                 self.assertIsNotNone(port)
-                ok = subprocess.run(["bash", "-c", script.replace("/8000", "/" + port)], timeout=30)
+                ok = subprocess.run(["/bin/sh", "-c", script.replace("/8000", "/" + port)],
+                                    timeout=30)
                 self.assertEqual(ok.returncode, 0)
             finally:
                 proc.terminate()

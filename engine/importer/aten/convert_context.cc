@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/half.h"
+#include "engine/common/status_macros.h"
 
 namespace kiln::importer {
 
@@ -75,7 +76,9 @@ absl::StatusOr<ir::ValueId> ConvertContext::AddScalarConstant(double v, DType dt
 absl::StatusOr<ir::ValueId> ConvertContext::AddFilledConstant(const Dims& dims, double v,
                                                               DType dtype, std::string name) {
   if (dtype == DType::kUnknown) return absl::InternalError("constant of unknown dtype");
-  Tensor value = Tensor::Zeros(dtype, dims);
+  // Allocated, not Zeros: a constant a model folds may be larger than the
+  // import's memory (torch.ones(1 << 34)), which is a status, not an abort.
+  ASSIGN_OR_RETURN(Tensor value, Tensor::Allocate(dtype, dims, absl::StrCat("constant '", name, "'")));
   FillTensor(value, v);
   return graph_->AddConstant(std::move(value), std::move(name));
 }

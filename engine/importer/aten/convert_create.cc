@@ -120,7 +120,7 @@ ConvertResult ConvertLinspaceEye(AtenCall& call, ConvertContext& cx) {
     if (!n->IsIntegral() || !m->IsIntegral() || n->i < 0 || m->i < 0) {
       return call.InvalidArgument("eye of a size that is not a non-negative int");
     }
-    Tensor t = Tensor::Zeros(dtype, {n->i, m->i});
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, {n->i, m->i}, "eye"));
     Tensor one = Tensor::Zeros(dtype, {});
     FillTensor(one, 1.0);
     for (int64_t i = 0; i < std::min(n->i, m->i); ++i) {
@@ -134,7 +134,7 @@ ConvertResult ConvertLinspaceEye(AtenCall& call, ConvertContext& cx) {
   if (!start || !end) return call.Unimplemented("linspace bounds computed at run time");
   ASSIGN_OR_RETURN(int64_t steps, call.Int("steps"));
   if (steps < 0) return call.InvalidArgument("linspace of a negative number of steps");
-  Tensor t = Tensor::Zeros(dtype, {steps});
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, {steps}, "linspace"));
   const double s = start->ToDouble(), e = end->ToDouble();
   for (int64_t i = 0; i < steps; ++i) {
     switch (dtype) {
