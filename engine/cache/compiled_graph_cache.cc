@@ -252,12 +252,6 @@ std::string CompiledGraphCache::PlanKey(const std::string& model_key,
                       ";engine=", EngineVersion());
 }
 
-void CompiledGraphCache::AddedFile(const std::string& path) {
-  std::error_code ec;
-  const uint64_t bytes = fs::file_size(path, ec);
-  if (!ec) disk_->Added(bytes);
-}
-
 void CompiledGraphCache::DropBadEntry(const std::string& path, const absl::Status& why) {
   disk_corrupt_++;
   std::error_code ec;
@@ -299,7 +293,7 @@ void CompiledGraphCache::AdoptGraphFile(const std::string& graph_id, const std::
     return;
   }
   disk_writes_++;
-  AddedFile(GraphPath(graph_id));
+  disk_->AddedFile(GraphPath(graph_id));
   absl::Status s = FsyncDirectory(GraphDir());
   if (!s.ok()) spdlog::warn("cache: {}", std::string(s.message()));
 }
@@ -311,7 +305,7 @@ void CompiledGraphCache::StoreGraph(const std::string& graph_id,
       WriteCacheFile(GraphPath(graph_id), kGraphKind, GraphKey(graph_id), serialized_graph);
   if (s.ok()) {
     disk_writes_++;
-    AddedFile(GraphPath(graph_id));
+    disk_->AddedFile(GraphPath(graph_id));
   } else {
     spdlog::warn("cache: cannot store the imported graph: {}", std::string(s.message()));
   }
@@ -385,7 +379,7 @@ void CompiledGraphCache::StorePlan(const std::string& key, const std::string& la
   s = WriteCacheFile(PlanPath(key), kPlanKind, key, bytes);
   if (s.ok()) {
     disk_writes_++;
-    AddedFile(PlanPath(key));
+    disk_->AddedFile(PlanPath(key));
   } else {
     spdlog::warn("cache: cannot store the plan of {}: {}", label, std::string(s.message()));
   }

@@ -188,8 +188,6 @@ class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCach
   void StorePlan(const std::string& key, const std::string& label, const ir::Graph& graph,
                  const std::vector<kernels::TensorInfo>& signature, const runtime::Executable& exe);
   std::string DigestMemoPath(const std::string& identity) const;
-  // Counts a disk entry just written against the bound.
-  void AddedFile(const std::string& path);
   // Logs, removes and counts a bad disk entry.
   void DropBadEntry(const std::string& path, const absl::Status& why);
   void Insert(Entry entry);  // mu_ held

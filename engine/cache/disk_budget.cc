@@ -42,6 +42,12 @@ void DiskBudget::Added(uint64_t bytes) {
   if (limit_ > 0 && now > limit_) Enforce();
 }
 
+void DiskBudget::AddedFile(const std::string& path) {
+  std::error_code ec;
+  const uint64_t bytes = fs::file_size(path, ec);
+  if (!ec) Added(bytes);
+}
+
 int DiskBudget::Enforce() {
   std::lock_guard<std::mutex> lock(enforce_mu_);
   struct File {

@@ -27,6 +27,8 @@ class DiskBudget {
 
   // After an entry of `bytes` was written: enforces the bound when passed.
   void Added(uint64_t bytes);
+  // The same for the entry just written at `path` (its size on disk). Best effort.
+  void AddedFile(const std::string& path);
 
   // Counts the entries' bytes and, over the bound, removes the least
   // recently used until at most 90% of it is held. Returns how many went.

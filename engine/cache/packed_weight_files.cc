@@ -67,11 +67,7 @@ std::shared_ptr<const void> PackedWeightFiles::GetOrPack(const std::string& key,
     return buffer;
   }
   writes_++;
-  if (disk_ != nullptr) {
-    std::error_code ec;
-    const uint64_t size = std::filesystem::file_size(path, ec);
-    if (!ec) disk_->Added(size);
-  }
+  if (disk_ != nullptr) disk_->AddedFile(path);
   // This process too runs on the file's pages, shared with every other
   // process that maps it, rather than on a private copy.
   stored = map();

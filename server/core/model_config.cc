@@ -229,7 +229,7 @@ absl::StatusOr<DynamicBatching> ParseDynamicBatching(const json& d) {
   RETURN_IF_ERROR(CheckKeys(d,
                             {"preferred_batch_size", "allowed_batch_sizes",
                              "max_queue_delay_microseconds", "preserve_ordering",
-                             "default_queue_policy"},
+                             "adaptive_batch_size", "default_queue_policy"},
                             "dynamic_batching"));
   DynamicBatching batching;
   if (d.contains("preferred_batch_size")) {
@@ -267,6 +267,10 @@ absl::StatusOr<DynamicBatching> ParseDynamicBatching(const json& d) {
   if (d.contains("preserve_ordering")) {
     ASSIGN_OR_RETURN(batching.preserve_ordering,
                      ParseBool(d["preserve_ordering"], "dynamic_batching.preserve_ordering"));
+  }
+  if (d.contains("adaptive_batch_size")) {
+    ASSIGN_OR_RETURN(batching.adaptive_batch_size,
+                     ParseBool(d["adaptive_batch_size"], "dynamic_batching.adaptive_batch_size"));
   }
   if (d.contains("default_queue_policy")) {
     const json& q = d["default_queue_policy"];

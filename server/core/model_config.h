@@ -84,6 +84,9 @@ struct DynamicBatching {
   std::optional<std::vector<int64_t>> allowed_batch_sizes;
   uint64_t max_queue_delay_us = 0;
   bool preserve_ordering = false;
+  // Kiln's extension: a planned batch is cut to the prefix whose measured
+  // cost per row is lowest (batch_costs.h); false runs Triton's batch as it is.
+  bool adaptive_batch_size = true;
   QueuePolicy default_queue_policy;
 };
 

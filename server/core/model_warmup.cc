@@ -84,11 +84,7 @@ absl::StatusOr<Tensor> WithRows(const Tensor& t, int64_t rows, const std::string
   dims[0] = rows;
   ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(t.dtype(), dims, where, run.memory));
   const size_t row_bytes = t.dim(0) > 0 ? t.byte_size() / static_cast<size_t>(t.dim(0)) : 0;
-  char* to = static_cast<char*>(out.raw_data());
-  for (int64_t r = 0; r < rows && row_bytes > 0; ++r, to += row_bytes) {
-    std::memcpy(to, static_cast<const char*>(t.raw_data()) + (r % t.dim(0)) * row_bytes,
-                row_bytes);
-  }
+  CopyRowsCycling(t.raw_data(), t.dim(0), row_bytes, rows, out.raw_data());
   return out;
 }
 

@@ -138,9 +138,7 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(
     if (dims[0] > real_rows) {
       const size_t row_bytes = last->byte_size() / static_cast<size_t>(last->dim(0));
       const char* row = static_cast<const char*>(last->raw_data()) + last->byte_size() - row_bytes;
-      for (int64_t r = real_rows; r < dims[0]; ++r, out += row_bytes) {
-        if (row_bytes > 0) std::memcpy(out, row, row_bytes);
-      }
+      CopyRowsCycling(row, 1, row_bytes, dims[0] - real_rows, out);
     }
     batch.push_back({first[i].name, *std::move(joined)});
   }
@@ -174,6 +172,16 @@ absl::StatusOr<std::vector<std::vector<runtime::NamedTensor>>> SplitRows(
     }
   }
   return parts;
+}
+
+void CopyRowsCycling(const void* src, int64_t src_rows, size_t row_bytes, int64_t out_rows,
+                     void* out) {
+  if (src_rows <= 0 || row_bytes == 0) return;
+  const char* from = static_cast<const char*>(src);
+  char* to = static_cast<char*>(out);
+  for (int64_t r = 0; r < out_rows; ++r, to += row_bytes) {
+    std::memcpy(to, from + static_cast<size_t>(r % src_rows) * row_bytes, row_bytes);
+  }
 }
 
 std::vector<int64_t> AllowedBatchSizes(const std::optional<std::vector<int64_t>>& configured,

@@ -77,6 +77,12 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> ConcatRows(
     const std::vector<const std::vector<runtime::NamedTensor>*>& requests,
     const std::shared_ptr<MemoryBudget>& budget, int64_t padded_rows = 0);
 
+// Writes `out_rows` rows of `row_bytes` each to `out`: the `src_rows` rows at
+// `src` in turn, from the first again past the last (the padding of a batch,
+// a warm-up sample resized to an allowed batch size).
+void CopyRowsCycling(const void* src, int64_t src_rows, size_t row_bytes, int64_t out_rows,
+                     void* out);
+
 // The batch sizes a model's joined batches run as (Kiln's extension
 // "allowed_batch_sizes", after TensorFlow Serving's batching option): every
 // size is one compiled plan, so a batcher that ran each size it reached would

@@ -63,7 +63,8 @@ void BatchScheduler::Submit(Model& model) {
   ++tasks_;
   std::shared_ptr<DynamicBatcher> batcher = model.batcher;
   pool_->Submit([this, batcher] {
-    batcher->RunNext([&] {
+    // This thread and the idle ones may share what is queued.
+    batcher->RunNext(pool_->idle() + 1, [&] {
       {
         std::lock_guard<std::mutex> lock(mu_);
         models_[batcher.get()].starting = false;

@@ -28,7 +28,9 @@ int ComputePool::DefaultWorkers(int threads_per_request) {
 void ComputePool::Work() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    ++waiting_;
     ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    --waiting_;
     if (stopping_ || queue_.empty()) return;  // what is still queued goes with the pool
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
@@ -37,6 +39,11 @@ void ComputePool::Work() {
     task = nullptr;  // what it holds goes before the next one starts
     lock.lock();
   }
+}
+
+int ComputePool::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::max(0, waiting_ - static_cast<int>(queue_.size()));
 }
 
 void ComputePool::Submit(std::function<void()> task) {

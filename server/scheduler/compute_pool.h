@@ -44,6 +44,10 @@ class ComputePool {
 
   int workers() const { return static_cast<int>(threads_.size()); }
 
+  // Compute threads with nothing to do now: waiting, with no task queued
+  // for them. The batcher shares what is queued among them (dynamic_batcher.h).
+  int idle() const;
+
   // The default number of workers: how many requests of `threads_per_request`
   // threads the machine's cores hold at once (at least 1).
   static int DefaultWorkers(int threads_per_request);
@@ -51,8 +55,9 @@ class ComputePool {
  private:
   void Work();
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable ready_;
+  int waiting_ = 0;  // threads waiting for a task
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;

@@ -143,6 +143,12 @@ std::string DynamicBatcher::Describe() const {
                           ? std::string(", batches run at their own size")
                           : absl::StrCat(", batches padded to [", absl::StrJoin(allowed_sizes_, ", "),
                                          "]"),
+                      !config_->adaptive_batch_size
+                          ? std::string()
+                          : costs_.Describe().empty()
+                                ? std::string(", batch size by measured cost")
+                                : absl::StrCat(", batch size by measured cost: ms per row at ",
+                                               costs_.Describe()),
                       ")");
 }
 
@@ -273,7 +279,7 @@ DynamicBatcher::PollResult DynamicBatcher::Poll(BatchClock::time_point now) {
   return result;
 }
 
-void DynamicBatcher::RunNext(const std::function<void()>& taken) {
+void DynamicBatcher::RunNext(int threads, const std::function<void()>& taken) {
   Items batch;
   Items ended;
   {
@@ -284,6 +290,17 @@ void DynamicBatcher::RunNext(const std::function<void()>& taken) {
     ExpireLocked(now, &ended);
     BatchClock::time_point unused;
     std::vector<size_t> take = PlanLocked(now, &unused);
+    if (on_ && take.size() > 1 && config_->adaptive_batch_size) {
+      // This thread's share of what waits, at least one request.
+      int64_t waiting = 0;
+      for (const auto& item : queue_) waiting += item->rows;
+      const int64_t share = (waiting + threads - 1) / std::max(threads, 1);
+      std::vector<int64_t> rows;
+      for (size_t i : take) rows.push_back(queue_[i]->rows);
+      take.resize(costs_.Take(
+          queue_[take[0]]->key, rows, [this](int64_t r) { return PaddedRows(r, allowed_sizes_); },
+          share));
+    }
     for (size_t i : take) batch.push_back(queue_[i]);
     for (auto it = take.rbegin(); it != take.rend(); ++it) {
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*it));
@@ -360,11 +377,21 @@ void DynamicBatcher::TurnOff(const std::string& reason) {
   spdlog::warn("dynamic batching turned off for a model: {}", reason);
 }
 
+void DynamicBatcher::RecordCost(const std::string& key, int64_t size, uint64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  costs_.Record(key, size, ns);
+}
+
 void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
   if (batch.size() == 1) {
     RunAlone(*batch[0]);
+    if (batch[0]->result.outputs.ok()) {
+      RecordCost(batch[0]->key, batch[0]->rows, batch[0]->result.infer_ns);
+    }
     return;
   }
+  // The batch's cost, joining and splitting included, against single runs'.
+  const BatchClock::time_point joining = BatchClock::now();
   auto one_by_one = [&](size_t from) {
     for (size_t i = from; i < batch.size(); ++i) RunAlone(*batch[i]);
   };
@@ -429,6 +456,7 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
     TurnOff(std::string(parts.status().message()));
     return one_by_one(0);
   }
+  RecordCost(batch[0]->key, run_rows, NsBetween(joining, BatchClock::now()));
   bool check = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

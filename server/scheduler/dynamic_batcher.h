@@ -28,6 +28,17 @@
 // wait as they do on the direct path. A batch runs until the last deadline of
 // its requests and stops only when all of them are cancelled.
 //
+// Batch size by measured cost (Kiln's extension "adaptive_batch_size", on by
+// default). First, what waits is shared among the compute threads free now:
+// a batch takes at most its share of the queued rows, so that four requests
+// and two idle threads run as two batches at once rather than one batch of
+// four beside an idle thread (each thread has its own cores: --threads).
+// Then each batch's run time is recorded per size, and the planned batch runs
+// cut to the prefix with the most rows per second of compute
+// (batch_costs.h); the rest stay queued for the next compute thread. So a
+// compute-bound model whose batches cost more per row than single requests
+// ends up running singles, and a weight-bound one runs whole batches.
+//
 // Ordering. With preserve_ordering, a response is returned only after those
 // of every request that arrived before it: the thread that finishes the
 // oldest outstanding request answers it and every finished one behind it, in
@@ -53,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "engine/runtime/model.h"
 #include "server/core/model_config.h"
+#include "server/scheduler/batch_costs.h"
 #include "server/scheduler/batch_planner.h"
 
 namespace kiln::server {
@@ -112,7 +124,9 @@ class DynamicBatcher {
 
   // On a compute thread: takes the batch due now (none when nothing is due
   // any more), calls `taken`, then runs the batch and answers its requests.
-  void RunNext(const std::function<void()>& taken);
+  // `threads`: the compute threads free to run this model's batches now,
+  // this one included (adaptive_batch_size shares the queue among them).
+  void RunNext(int threads, const std::function<void()>& taken);
 
   // Answers every queued request with `status` (the server stopping);
   // batches already taken still run and answer.
@@ -129,6 +143,8 @@ class DynamicBatcher {
   // The positions in the queue of the batch due at `now` (empty: none). mu_ held.
   std::vector<size_t> PlanLocked(BatchClock::time_point now, BatchClock::time_point* wait_until);
   void Run(const Items& batch);
+  // Records a run of `size` rows that took `ns` (costs_).
+  void RecordCost(const std::string& key, int64_t size, uint64_t ns);
   void RunAlone(Item& item);
   void TurnOff(const std::string& reason);
   // Marks `items` done and answers them (in arrival order with
@@ -153,6 +169,9 @@ class DynamicBatcher {
   std::map<uint64_t, std::shared_ptr<Item>> outstanding_;
   bool delivering_ = false;  // a thread is answering from outstanding_'s front
   std::set<std::string> checked_keys_;  // signatures whose first batch was checked
+  // What each batch size cost (adaptive_batch_size): a planned batch runs cut
+  // to its cheapest prefix per row.
+  BatchCosts costs_;
 };
 
 }  // namespace kiln::server

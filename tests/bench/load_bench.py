@@ -223,10 +223,15 @@ def main():
             print(f"{'model':<22} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8} "
                   f"{'p99 ms':>8} {'errors':>6}  batch sizes run (size x count)", flush=True)
             datatype, x = sample_input(name)
-            for model in (name, f"{name}_batched"):
-                req = server.request(model, datatype, x)
-                server.stubs[0].ModelInfer(req, timeout=600)  # compile batch 1
-                for c in levels:
+            models = (name, f"{name}_batched")
+            reqs = {model: server.request(model, datatype, x) for model in models}
+            for model in models:
+                server.stubs[0].ModelInfer(reqs[model], timeout=600)  # compile batch 1
+            # Without and with batching side by side at each concurrency, so that the
+            # machine's drift does not fall between them.
+            for c in levels:
+                for model in models:
+                    req = reqs[model]
                     lat, errors, ran = run_point(server, model, req, c, args.warmup, args.seconds)
                     row = {"model": model, "concurrency": c, "rps": len(lat) / args.seconds,
                            "p50": percentile(lat, 50), "p90": percentile(lat, 90),
@@ -240,6 +245,9 @@ def main():
                           flush=True)
                     if errors:
                         print(f"  first error: {errors[0]}", flush=True)
+            # What the batcher measured (its batch size by cost), after the last point.
+            print(f"  {models[1]}: " + server.stubs[0].ModelMetadata(server.pb.ModelMetadataRequest(
+                name=models[1])).properties["dynamic_batching"], flush=True)
         finally:
             server.close()
     print(f"\nload average after: {loadavg()}")
@@ -254,6 +262,10 @@ def main():
             print(f"  {model:<22} c16/best-lower throughput {p['rps'] / best:.2f}, "
                   f"c16 p99/p50 {p['p99'] / p['p50']:.2f}"
                   + (f", c16/c1 throughput {p['rps'] / points[1]['rps']:.2f}" if 1 in points else ""))
+        if model.endswith("_batched"):
+            alone = {r["concurrency"]: r for r in rows if r["model"] == model[:-len("_batched")]}
+            print(f"  {model:<22} throughput against unbatched: " + ", ".join(
+                f"c{c} {points[c]['rps'] / alone[c]['rps']:.2f}" for c in sorted(points) if c in alone))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"loadavg": loadavg(), "threads": args.threads, "points": rows}, f, indent=1)

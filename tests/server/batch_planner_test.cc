@@ -2,6 +2,8 @@
 // requests form the next batch and when, and joining and splitting on dim 0.
 #include "server/scheduler/batch_planner.h"
 
+#include "server/scheduler/batch_costs.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -196,6 +198,99 @@ TEST(BatchRowsBoundTest, PlannerStopsAtTheCap) {
   BatchSettings s = Settings(BatchRowsBound({Spec("x", {{0, 1, 6, ""}})}, 8), {}, 1000);
   BatchPlan plan = PlanBatch(queue, s, kT0 + microseconds(5));
   EXPECT_THAT(plan.take, ElementsAre(0, 1, 2));
+}
+
+// The batch size by measured cost (batch_costs.h).
+int64_t PowersOfTwo(int64_t r) { return PaddedRows(r, {1, 2, 4, 8}); }
+
+// `times` runs of each size, taking `ms_per_row(size)` ms per padded row.
+template <typename F>
+void Learn(BatchCosts& costs, const std::string& key, std::vector<int64_t> sizes, F ms_per_row,
+           int times = BatchCosts::kTrustedAfter) {
+  for (int i = 0; i < times; ++i) {
+    for (int64_t size : sizes) {
+      costs.Record(key, size, static_cast<uint64_t>(ms_per_row(size) * 1e6 * size));
+    }
+  }
+}
+
+TEST(BatchCostsTest, UnknownSizesRunWholeThenTheLargestUnknownPrefix) {
+  BatchCosts costs;
+  const std::vector<int64_t> eight(8, 1);
+  // Nothing known: Triton's batch as planned.
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 8u);
+  // 8 known; 4 (the largest smaller size) is learned next, then 2, then 1.
+  Learn(costs, "k", {8}, [](int64_t) { return 1.0; });
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 4u);
+  Learn(costs, "k", {4}, [](int64_t) { return 1.0; });
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 2u);
+  Learn(costs, "k", {2}, [](int64_t) { return 1.0; });
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+  // One run is not enough to trust a size.
+  costs.Record("k", 1, 1000000);
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+  // Another signature knows nothing.
+  EXPECT_EQ(costs.Take("other", eight, PowersOfTwo), 8u);
+  // A single request is always taken.
+  EXPECT_EQ(costs.Take("k", {1}, PowersOfTwo), 1u);
+}
+
+TEST(BatchCostsTest, WeightBoundModelRunsWholeBatches) {
+  BatchCosts costs;
+  // A run costs about the same at any size (reading the weights): 8 rows for the price of 1.2.
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return (1.0 + 0.03 * size) / size; });
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 8u);
+  // Five waiting run as 8 (padded): still cheaper per real row than 4 alone.
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(5, 1), PowersOfTwo), 5u);
+  EXPECT_THAT(costs.Describe(), HasSubstr("1: 1.03, 2: "));
+}
+
+TEST(BatchCostsTest, AThreadTakesItsShareWhenOthersAreFree) {
+  BatchCosts costs;
+  const std::vector<int64_t> eight(8, 1);
+  // Unknown: the whole batch, share or not (Triton's batch first).
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo, /*share=*/4), 8u);
+  // Known and weight-bound: the largest batch within the share.
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return 1.0 / size; });
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo, 4), 4u);
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 8u);
+  // At least one request, whatever its rows.
+  EXPECT_EQ(costs.Take("k", {3, 3}, PowersOfTwo, 2), 1u);
+}
+
+TEST(BatchCostsTest, ComputeBoundModelRunsSingles) {
+  BatchCosts costs;
+  // Rows cost more in a batch than alone (mobilenet_v2 on one thread): 1.0 ms alone, 1.25 at 8.
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return 1.0 + 0.25 * (size - 1) / 7.0; });
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
+  // A sweet spot in the middle wins.
+  BatchCosts middle;
+  Learn(middle, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 4 ? 0.5 : 1.0; });
+  EXPECT_EQ(middle.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 4u);
+  // Requests of several rows: the prefix's rows count, not the number of requests.
+  EXPECT_EQ(middle.Take("k", {2, 2, 2, 2}, PowersOfTwo), 2u);
+  // Padding is paid for: 3 requests run as 4 have 3 real rows, 2 run as 2 beat them here.
+  BatchCosts padded;
+  Learn(padded, "k", {1, 2, 4}, [](int64_t size) { return size == 4 ? 0.9 : 0.8; });
+  EXPECT_EQ(padded.Take("k", std::vector<int64_t>(3, 1), PowersOfTwo), 2u);
+}
+
+TEST(BatchCostsTest, ASizeNotRunForLongIsLearnedAgain) {
+  BatchCosts costs;
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 1 ? 1.0 : 2.0; });
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
+  // Only singles run for a while: the batch sizes are forgotten, and 8 is tried again.
+  for (uint64_t i = 0; i <= BatchCosts::kForgetAfter; ++i) costs.Record("k", 1, 1000000);
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 8u);
+  // It is now cheap (the machine was busy before). A size known before is trusted again on
+  // one run, so 4 is tried next, then 2; then 8 wins.
+  auto now_cheap = [](int64_t size) { return 0.25 / (size == 8 ? 2 : 1); };
+  Learn(costs, "k", {8}, now_cheap, 1);
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 4u);
+  Learn(costs, "k", {4}, now_cheap, 1);
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 2u);
+  Learn(costs, "k", {2}, now_cheap, 1);
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 8u);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -301,6 +302,108 @@ TEST(BatchSchedulerTest, StoppingAnswersQueuedRequestsUnavailable) {
   }
   ASSERT_EQ(answers.count(), 1u);
   EXPECT_EQ(answers.result(0).outputs.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// Sleeps at each step of a run for a time of its rows (dim 0 of the step's
+// output, "FP32[rows, cols]"): a stand-in for a model's cost.
+class RowCost : public runtime::RunObserver {
+ public:
+  explicit RowCost(std::function<int(int64_t rows)> us) : us_(std::move(us)) {}
+  void OnStepBegin(const runtime::StepInfo&) override {}
+  void OnStepEnd(const runtime::StepInfo& step) override {
+    const std::vector<std::string> types = step.OutputTypes();
+    if (types.empty()) return;
+    const size_t open = types[0].find('[');
+    if (open == std::string::npos) return;
+    const int64_t rows = std::stoll(types[0].substr(open + 1));
+    std::this_thread::sleep_for(std::chrono::microseconds(us_(rows)));
+  }
+
+ private:
+  std::function<int(int64_t)> us_;
+};
+
+// `clients` closed-loop clients of one row each send `requests` requests in
+// all; returns the rows of the batch each of the last `last` ran in.
+std::vector<int64_t> ClosedLoopBatchRows(const std::shared_ptr<DynamicBatcher>& batcher,
+                                         RowCost* cost, int clients, int requests, int last) {
+  ComputePool pool(2);
+  BatchScheduler scheduler(&pool);
+  std::mutex mu;
+  std::vector<int64_t> rows;
+  std::atomic<int> sent{0};
+  std::vector<std::thread> threads;
+  runtime::RunOptions run;
+  run.observer = cost;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      while (sent.fetch_add(1) < requests) {
+        std::promise<DynamicBatcher::Result> answer;
+        std::future<DynamicBatcher::Result> result = answer.get_future();
+        scheduler.Enqueue(batcher, Input(1, 4, static_cast<float>(c)), {}, run,
+                          [&answer](DynamicBatcher::Result r) { answer.set_value(std::move(r)); });
+        DynamicBatcher::Result got = result.get();
+        EXPECT_TRUE(got.outputs.ok()) << got.outputs.status();
+        std::lock_guard<std::mutex> lock(mu);
+        rows.push_back(got.batch_rows);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return std::vector<int64_t>(rows.end() - std::min<size_t>(rows.size(), last), rows.end());
+}
+
+TEST(BatchSchedulerTest, ComputeBoundModelEndsUpRunningSingles) {
+  // A row costs more in a batch than alone: 2.5 ms alone, 6 ms in a batch of 8, a step.
+  RowCost cost([](int64_t rows) { return static_cast<int>(2000 * rows * (1 + rows / 4.0)); });
+  auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
+  std::vector<int64_t> last = ClosedLoopBatchRows(batcher, &cost, 8, 200, 40);
+  // Once 8, 4, 2 and 1 were each tried, single requests win (rows run as one each).
+  EXPECT_EQ(std::count(last.begin(), last.end(), 1), static_cast<std::ptrdiff_t>(last.size()))
+      << ::testing::PrintToString(last) << " " << batcher->Describe();
+  EXPECT_THAT(batcher->Describe(), HasSubstr("batch size by measured cost: ms per row at 1: "));
+}
+
+TEST(BatchSchedulerTest, WeightBoundModelKeepsBatching) {
+  // A run costs the same at any size: 3 ms a step.
+  RowCost cost([](int64_t) { return 3000; });
+  auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
+  std::vector<int64_t> last = ClosedLoopBatchRows(batcher, &cost, 8, 160, 40);
+  int64_t in_batches = std::count_if(last.begin(), last.end(), [](int64_t r) { return r >= 2; });
+  EXPECT_GE(in_batches, 30) << ::testing::PrintToString(last) << " " << batcher->Describe();
+}
+
+// Three rounds of: one request held at its first step on the only compute
+// thread, 8 more queued behind it, then released. Returns the rows the 8 ran
+// in, per round.
+std::vector<int64_t> HeldRounds(bool adaptive) {
+  DynamicBatching dynamic;
+  dynamic.adaptive_batch_size = adaptive;
+  auto batcher = DynamicBatcher::Create(Batching(8, dynamic), RowWiseModel());
+  ComputePool pool(1);
+  BatchScheduler scheduler(&pool);
+  std::vector<int64_t> rows;
+  for (int round = 0; round < 3; ++round) {
+    Gate gate;
+    runtime::RunOptions held;
+    held.observer = &gate;
+    Answers answers;
+    scheduler.Enqueue(batcher, Input(1, 4, 0), {}, held, answers.For(0));
+    EXPECT_TRUE(gate.WaitEntered());
+    for (int i = 1; i <= 8; ++i) scheduler.Enqueue(batcher, Input(1, 4, 1), {}, {}, answers.For(i));
+    gate.Open();
+    EXPECT_TRUE(answers.WaitFor(9));
+    rows.push_back(answers.result(1).batch_rows);
+  }
+  EXPECT_EQ(batcher->Describe().find("measured cost") != std::string::npos, adaptive);
+  return rows;
+}
+
+TEST(BatchSchedulerTest, AdaptiveBatchSizeTriesSmallerBatchesAndOffRunsTheWholeBatch) {
+  // On: 8 runs whole until it is known (two runs), then 4 is tried.
+  EXPECT_EQ(HeldRounds(/*adaptive=*/true), (std::vector<int64_t>{8, 8, 4}));
+  // Off: Triton's batch, whole, every time.
+  EXPECT_EQ(HeldRounds(/*adaptive=*/false), (std::vector<int64_t>{8, 8, 8}));
 }
 
 }  // namespace
