@@ -235,6 +235,28 @@ class BatchingTest(unittest.TestCase):
         ordered = finish_times("slow_ordered")
         self.assertGreaterEqual(ordered["narrow"], ordered["wide"] - 0.02, ordered)
 
+    def kilnd_threads(self):
+        return len(os.listdir(f"/proc/{self.server.proc.pid}/task"))
+
+    def test_waiting_requests_hold_no_thread_each(self):
+        # 48 requests wait in the queue for a batch (the queue delay is 2 s): kilnd answers
+        # them through callbacks, so its thread count stays where it was, not one per request.
+        self.load("mlp_wait", "mlp", batching("mlp", 64, max_queue_delay_microseconds=2_000_000))
+        x = np.random.rand(1, 64).astype(np.float32)
+        self.infer("mlp_wait", x)  # the first request compiles batch 1
+        before = self.kilnd_threads()
+        xs = [np.full((1, 64), i / 48.0, np.float32) for i in range(48)]
+        with ThreadPoolExecutor(len(xs)) as pool:
+            futures = [pool.submit(self.infer, "mlp_wait", xi) for xi in xs]
+            time.sleep(1.0)
+            during = self.kilnd_threads()
+            self.assertFalse(any(f.done() for f in futures), "a request ran before its delay")
+            results = [f.result() for f in futures]
+        self.assertLessEqual(during - before, 4, f"kilnd threads: {before} before, {during} "
+                             "with 48 requests waiting")
+        expected = self.torch_mlp(torch.from_numpy(np.concatenate(xs))).detach().numpy()
+        np.testing.assert_allclose(np.concatenate(results), expected, rtol=1e-4, atol=1e-5)
+
     def test_full_queue_is_unavailable(self):
         self.load("mlp_queue1", "mlp", batching(
             "mlp", 4, max_queue_delay_microseconds=1_500_000,
