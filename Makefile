@@ -6,7 +6,7 @@ THREADS ?= 2
 REPO ?= var/models
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps configure build build-no-torch test serve example-model bench bench-load test-container clean
+.PHONY: all deps configure build build-no-torch test serve example-model bench bench-load test-container test-compose clean
 
 all: build
 
@@ -66,6 +66,12 @@ bench-load: build
 # Builds the container image with Podman, runs it, uploads and infers through it.
 test-container: deps
 	BUILD=$(BUILD) scripts/test-container.sh
+
+# Runs deploy/compose.yaml with podman-compose, the image made from this build's binaries: health check,
+# curl upload and inference (against PyTorch), metrics, the named volumes across down / up.
+test-compose: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target kilnd kiln kiln-torch-worker
+	BUILD=$(BUILD) scripts/test-compose.sh
 
 clean:
 	rm -rf $(BUILD)

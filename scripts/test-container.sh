@@ -3,54 +3,19 @@
 # it with the host's `kiln` CLI, run an inference, compare with libtorch's output, stop.
 # Prints the image size and the time from `podman run` to the first successful inference.
 #
-# Works on a Debian bookworm machine without a container registry: it installs podman and runc, selects
-# runc with the cgroupfs manager and modest default ulimits (the defaults fail on hosts where root may
-# not raise RLIMIT_NOFILE), and makes the bookworm base image locally with debootstrap.
+# Works on a Debian bookworm machine without a container registry (scripts/podman-setup.sh: podman with
+# runc, cgroupfs and modest default ulimits, and the bookworm base image made locally with debootstrap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
 IMAGE=${IMAGE:-localhost/kiln:latest}
-BASE_IMAGE=localhost/bookworm-base:1
 PORT=${PORT:-18001}
 PYTHON=/usr/bin/python3
 
-need=()
-for p in podman runc debootstrap; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
-fi
-
-conf=/etc/containers/containers.conf
-if ! grep -q 'runtime = "runc"' "$conf" 2>/dev/null; then
-  mkdir -p /etc/containers
-  cat > "$conf" <<'CONF'
-[containers]
-default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-CONF
-fi
-
-if ! podman image exists "$BASE_IMAGE"; then
-  rootfs=$(mktemp -d)
-  echo "test-container: making $BASE_IMAGE with debootstrap (about two minutes)"
-  # The Debian mirror this machine's apt already uses, as apt itself reports it (the repository of its
-  # bookworm main index), so the base image comes from the same place as every other package.
-  mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Codename: bookworm' 'Origin: Debian' \
-             'Component: main' 2> /dev/null | head -n 1)
-  if [ -z "$mirror" ]; then
-    echo "test-container: apt knows no Debian bookworm repository (run apt-get update?)" >&2
-    exit 1
-  fi
-  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" > /dev/null
-  tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" > /dev/null
-  rm -rf "$rootfs"
-fi
+PODMAN_SETUP_TAG=test-container
+source scripts/podman-setup.sh
+podman_setup
 
 echo "test-container: building $IMAGE"
 podman build --network host --build-arg BASE="$BASE_IMAGE" -f deploy/Dockerfile -t "$IMAGE" .

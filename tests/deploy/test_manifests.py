@@ -178,6 +178,14 @@ class ComposeTest(unittest.TestCase):
             compose = yaml.safe_load(f)
         kiln = compose["services"]["kiln"]
         self.assertEqual(kiln["build"]["dockerfile"], "deploy/Dockerfile")
+        # The build target defaults to the Dockerfile's last stage (what a plain `podman build` makes);
+        # KILN_BUILD_TARGET=prebuilt names the stage that takes the host's binaries.
+        with open(os.path.join(SOURCE, "deploy", "Dockerfile")) as f:
+            stages = re.findall(r"^FROM \S+ AS (\S+)$", f.read(), re.M)
+        target = re.fullmatch(r"\$\{KILN_BUILD_TARGET:-([\w-]+)\}", kiln["build"]["target"])
+        self.assertIsNotNone(target, kiln["build"]["target"])
+        self.assertEqual(target.group(1), stages[-1])
+        self.assertIn("prebuilt", stages)
         published = sorted(int(p.rsplit(":", 1)[1]) for p in kiln["ports"])
         self.assertEqual(published, [8000, 8001, 8002])
         mounts = dict(v.split(":", 1) for v in kiln["volumes"])
