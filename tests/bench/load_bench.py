@@ -2,7 +2,7 @@
 """Closed-loop load through a real kilnd on loopback (`make bench-load`).
 
     python3 tests/bench/load_bench.py --bin build/bin --work build/bench-load \
-        [--models mlp,mobilenet_v2,bert_small] [--concurrency 1,4,16,64] [--seconds 5]
+        [--models mlp,mobilenet_v2,bert_small] [--concurrency 1,4,16,64] [--seconds 5] [--rounds 1]
 
 For each model, one kilnd (--threads THREADS, its default --concurrent-inferences) serves the
 model twice: "<model>" without batching and "<model>_batched" with Triton's dynamic batching
@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -208,6 +209,8 @@ def main():
     ap.add_argument("--concurrency", default="1,4,16,64")
     ap.add_argument("--seconds", type=float, default=5.0, help="measured per point")
     ap.add_argument("--warmup", type=float, default=2.0, help="unmeasured, before each point")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="sweeps of every point, interleaved; the figures use the medians")
     ap.add_argument("--json", help="write every point here")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -228,33 +231,50 @@ def main():
             for model in models:
                 server.stubs[0].ModelInfer(reqs[model], timeout=600)  # compile batch 1
             # Without and with batching side by side at each concurrency, so that the
-            # machine's drift does not fall between them.
-            for c in levels:
-                for model in models:
-                    req = reqs[model]
-                    lat, errors, ran = run_point(server, model, req, c, args.warmup, args.seconds)
-                    row = {"model": model, "concurrency": c, "rps": len(lat) / args.seconds,
-                           "p50": percentile(lat, 50), "p90": percentile(lat, 90),
-                           "p99": percentile(lat, 99), "errors": len(errors),
-                           "batches": {str(k): v for k, v in sorted(ran.items())},
-                           "first_error": errors[0] if errors else ""}
-                    rows.append(row)
-                    sizes = " ".join(f"{k}x{v}" for k, v in sorted(ran.items()))
-                    print(f"{model:<22} {c:>4} {row['rps']:>8.1f} {row['p50']:>8.2f} "
-                          f"{row['p90']:>8.2f} {row['p99']:>8.2f} {row['errors']:>6}  {sizes}",
-                          flush=True)
-                    if errors:
-                        print(f"  first error: {errors[0]}", flush=True)
+            # machine's drift does not fall between them; --rounds repeats the whole sweep.
+            for rnd, c, model in ((r, c, m) for r in range(args.rounds) for c in levels
+                                  for m in models):
+                req = reqs[model]
+                lat, errors, ran = run_point(server, model, req, c, args.warmup, args.seconds)
+                row = {"model": model, "concurrency": c, "round": rnd,
+                       "rps": len(lat) / args.seconds,
+                       "p50": percentile(lat, 50), "p90": percentile(lat, 90),
+                       "p99": percentile(lat, 99), "errors": len(errors),
+                       "batches": {str(k): v for k, v in sorted(ran.items())},
+                       "first_error": errors[0] if errors else ""}
+                rows.append(row)
+                sizes = " ".join(f"{k}x{v}" for k, v in sorted(ran.items()))
+                label = model if args.rounds == 1 else f"{model} r{rnd}"
+                print(f"{label:<22} {c:>4} {row['rps']:>8.1f} {row['p50']:>8.2f} "
+                      f"{row['p90']:>8.2f} {row['p99']:>8.2f} {row['errors']:>6}  {sizes}",
+                      flush=True)
+                if errors:
+                    print(f"  first error: {errors[0]}", flush=True)
             # What the batcher measured (its batch size by cost), after the last point.
             print(f"  {models[1]}: " + server.stubs[0].ModelMetadata(server.pb.ModelMetadataRequest(
                 name=models[1])).properties["dynamic_batching"], flush=True)
         finally:
             server.close()
     print(f"\nload average after: {loadavg()}")
-    # The issue's figures, as ratios.
-    print("\nfigures:")
+    # Each point's medians over the rounds.
+    points_of = {}
     for model in sorted({r["model"] for r in rows}):
-        points = {r["concurrency"]: r for r in rows if r["model"] == model}
+        points = {}
+        for c in sorted({r["concurrency"] for r in rows if r["model"] == model}):
+            runs = [r for r in rows if r["model"] == model and r["concurrency"] == c]
+            points[c] = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p50", "p90", "p99")}
+            points[c]["rounds"] = {r["round"]: r["rps"] for r in runs}
+        points_of[model] = points
+    if args.rounds > 1:
+        print(f"\nmedians over {args.rounds} rounds:")
+        for model, points in points_of.items():
+            for c, p in points.items():
+                print(f"{model:<22} {c:>4} {p['rps']:>8.1f} {p['p50']:>8.2f} {p['p90']:>8.2f} "
+                      f"{p['p99']:>8.2f}")
+    # The issue's figures, as ratios (of the medians; batched against unbatched, the median of
+    # the per-round ratios).
+    print("\nfigures:")
+    for model, points in points_of.items():
         if 16 in points:
             lower = [points[c]["rps"] for c in points if c < 16]
             best = max(lower) if lower else float("nan")
@@ -263,9 +283,14 @@ def main():
                   f"c16 p99/p50 {p['p99'] / p['p50']:.2f}"
                   + (f", c16/c1 throughput {p['rps'] / points[1]['rps']:.2f}" if 1 in points else ""))
         if model.endswith("_batched"):
-            alone = {r["concurrency"]: r for r in rows if r["model"] == model[:-len("_batched")]}
+            alone = points_of.get(model[:-len("_batched")], {})
+
+            def ratio(c):
+                per_round = [b / alone[c]["rounds"][r] for r, b in points[c]["rounds"].items()
+                             if alone[c]["rounds"].get(r)]
+                return statistics.median(per_round) if per_round else float("nan")
             print(f"  {model:<22} throughput against unbatched: " + ", ".join(
-                f"c{c} {points[c]['rps'] / alone[c]['rps']:.2f}" for c in sorted(points) if c in alone))
+                f"c{c} {ratio(c):.2f}" for c in sorted(points) if c in alone))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"loadavg": loadavg(), "threads": args.threads, "points": rows}, f, indent=1)
