@@ -19,13 +19,18 @@
 //      translated into the blocks, each with names of its own.
 //   6. Outputs: user outputs in order, named by the output tree spec; a
 //      mutated buffer or input is refused.
-// Weights are copied out of the archive into the graph's constants, once.
+// Weights: given an owner of the archive's bytes (a mapping of the file), a
+// weight entry stored uncompressed whose tensor starts 64-byte aligned (torch
+// aligns every entry's data so) becomes a constant that views the archive in
+// place; a deflated or misaligned one, or any without an owner, is copied out
+// once. The older layout's pickled weights are always copied.
 #include "engine/importer/export/exported_program_importer.h"
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +60,9 @@ struct Program {
   std::string root;   // "resnet18/"
   std::string model;  // "model"
   json ep;
+  // Keeps the archive's bytes alive for constants that view them; null when
+  // the caller's bytes may not outlive the import (every weight is copied).
+  std::shared_ptr<const void> owner;
   // The layout of torch 2.1-2.7: serialized_exported_program.json, its
   // parameters and buffers in serialized_state_dict.pt and its lifted
   // constants (and non-persistent buffers) in serialized_constants.pt,
@@ -205,10 +213,26 @@ absl::StatusOr<Tensor> ReadTensor(const Program& p, const std::string& what,
   const ZipEntry* entry = p.zip.Find(file);
   if (entry == nullptr) return Invalid(absl::StrCat(what, ": the archive has no ", file));
   // A stored entry (torch stores its weights so) is read where it lies in the
-  // archive and copied once, into the constant; a deflated one is inflated first.
+  // archive: viewed there when p.owner keeps the bytes and the tensor is
+  // contiguous and aligned (TensorFromStorage), else copied once into the
+  // constant. A deflated one is inflated first, then copied.
+  //
+  // Views may overlap: tied weights (two parameters of one storage) name the
+  // same file, and both constants then view the same bytes, as they do in
+  // torch. That is safe because nothing writes a constant in place: the ir
+  // hands constants out only as const Tensor* (Graph::ConstantValue,
+  // AttrMap::GetTensor), kernels read their inputs through const Tensor*,
+  // constant folding and batch-norm folding write fresh tensors, prepacking
+  // reorders into memory of its own, the memory planner gives constants no
+  // arena buffer (so no in-place kernel takes one over) and the libtorch
+  // fallback clones an argument its schema writes. The mapping is read-only
+  // (PROT_READ), so a write that slipped past all this would fault rather
+  // than change another constant; and the compiled-graph cache has always
+  // served constants from such a mapping. export_importer_test checks that
+  // compiling and running a real model leaves the archive's bytes unchanged.
   if (entry->method == 0) {
     ASSIGN_OR_RETURN(std::string_view data, p.zip.View(*entry));
-    return TensorFromStorage(what, dtype, dims, strides, offset.value_or(0), data, file);
+    return TensorFromStorage(what, dtype, dims, strides, offset.value_or(0), data, file, p.owner);
   }
   ASSIGN_OR_RETURN(std::string data, p.zip.Read(*entry));
   return TensorFromStorage(what, dtype, dims, strides, offset.value_or(0), data, file);
@@ -968,10 +992,18 @@ class ProgramImporter {
 absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
                                                 const ImportOptions& options,
                                                 ExportedProgramInfo* info) {
+  return ImportExportedProgram(bytes, nullptr, options, info);
+}
+
+absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
+                                                std::shared_ptr<const void> owner,
+                                                const ImportOptions& options,
+                                                ExportedProgramInfo* info) {
   // nlohmann throws on a type mismatch this code did not foresee (an
   // untrusted archive); no exception leaves the importer.
   try {
     ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));
+    p.owner = std::move(owner);
     if (info != nullptr) {
       *info = ExportedProgramInfo();
       const json& v = p.ep["schema_version"];
