@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #ifdef KILN_WITH_IMPORTER
 #include "engine/importer/export/exported_program_importer.h"
@@ -62,16 +63,19 @@ absl::Status InspectFile(const std::string& path, const std::string& dot_path, b
 #ifdef KILN_WITH_IMPORTER
   importer::ImportOptions options;
   options.strict = strict;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Mapped, not read: a .pt2 archive's aligned weights are then viewed where
+  // they lie in the file instead of being copied (ImportExportedProgram).
+  absl::StatusOr<std::shared_ptr<const MappedFile>> mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  const std::string_view bytes((*mapped)->data() != nullptr ? (*mapped)->data() : "",
+                               (*mapped)->size());
   // The format by content, never by the file's name.
   const importer::ModelFormat format = importer::DetectFormat(bytes);
   ir::Graph graph;
   importer::ExportedProgramInfo info;
   if (format == importer::ModelFormat::kExportedProgram ||
       format == importer::ModelFormat::kLegacyExportedProgram) {
-    ASSIGN_OR_RETURN(graph, importer::ImportExportedProgram(bytes, options, &info));
+    ASSIGN_OR_RETURN(graph, importer::ImportExportedProgram(bytes, *mapped, options, &info));
   } else {
 #ifdef KILN_WITH_TORCHSCRIPT
     ASSIGN_OR_RETURN(graph, importer::ImportTorchScript(bytes, options));

@@ -40,6 +40,7 @@
 #include "engine/cache/cache_file.h"
 #include "engine/cache/file_io.h"
 #include "engine/cache/graph_serializer.h"
+#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #include "server/security/sandbox.h"
 #include "server/torch/torch_reference_codec.h"
@@ -342,8 +343,10 @@ int ImportWorkerMain(int argc, char** argv) {
   // torch.export archive needs none (told by the file's content).
   bool needs_torch = true;
   {
-    absl::StatusOr<std::string> peek = cache::ReadFileToString(model_path);
-    needs_torch = !peek.ok() || ImportNeedsTorch(*peek);
+    // Mapped: telling the format reads only the zip directory.
+    absl::StatusOr<std::shared_ptr<const MappedFile>> peek = MappedFile::Open(model_path);
+    needs_torch = !peek.ok() || (*peek)->size() == 0 ||
+                  ImportNeedsTorch(std::string_view((*peek)->data(), (*peek)->size()));
   }
   if (needs_torch) {
     if (absl::Status loaded = torch::Load(); !loaded.ok()) {
@@ -352,15 +355,30 @@ int ImportWorkerMain(int argc, char** argv) {
     }
   }
   LimitAddressSpace(memory_bytes);
-  absl::StatusOr<std::string> bytes = absl::UnknownError("not read");
-  try {
-    bytes = cache::ReadFileToString(model_path);
-  } catch (const std::bad_alloc&) {
-    bytes = absl::ResourceExhaustedError("out of memory");
-  }
-  if (!bytes.ok()) {
-    WriteError(key, kErrorKind, bytes.status());
-    return 0;
+  // The file is mapped (read-only) rather than read where it can be: a .pt2
+  // archive's aligned weights then become constants that view the mapping
+  // instead of copies (ImportExportedProgram), which halves the import's
+  // memory. The repository replaces files only by rename, never in place, so
+  // the mapped bytes cannot change under the import. Where the file does not
+  // map, it is read as before.
+  std::shared_ptr<const void> owner;
+  std::string_view bytes;
+  absl::StatusOr<std::string> read = absl::UnknownError("not read");
+  if (absl::StatusOr<std::shared_ptr<const MappedFile>> mapped = MappedFile::Open(model_path);
+      mapped.ok() && (*mapped)->size() > 0) {
+    bytes = std::string_view((*mapped)->data(), (*mapped)->size());
+    owner = *std::move(mapped);
+  } else {
+    try {
+      read = cache::ReadFileToString(model_path);
+    } catch (const std::bad_alloc&) {
+      read = absl::ResourceExhaustedError("out of memory");
+    }
+    if (!read.ok()) {
+      WriteError(key, kErrorKind, read.status());
+      return 0;
+    }
+    bytes = *read;
   }
   // From here on the process holds what it needs (libtorch, the file's
   // bytes, its answer descriptor) and may open nothing more.
@@ -385,7 +403,7 @@ int ImportWorkerMain(int argc, char** argv) {
     absl::StatusOr<verify::ReferenceRequest> request = ReferenceRequestFromProto(*reference);
     absl::StatusOr<verify::ReferenceResult> result = absl::UnknownError("not run");
     try {
-      result = request.ok() ? torch::RunReference(*bytes, *request)
+      result = request.ok() ? torch::RunReference(bytes, *request)
                             : absl::StatusOr<verify::ReferenceResult>(request.status());
     } catch (const std::bad_alloc&) {
       result = absl::ResourceExhaustedError("out of memory");
@@ -405,7 +423,7 @@ int ImportWorkerMain(int argc, char** argv) {
   }
   absl::StatusOr<ir::Graph> graph = absl::UnknownError("not imported");
   try {
-    graph = ImportModel(*bytes, import_options);
+    graph = ImportModel(bytes, owner, import_options);
   } catch (const std::bad_alloc&) {
     graph = absl::ResourceExhaustedError("out of memory");
   }

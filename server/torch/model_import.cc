@@ -16,8 +16,13 @@ bool ImportNeedsTorch(std::string_view bytes) { return !IsExport(importer::Detec
 
 absl::StatusOr<ir::Graph> ImportModel(std::string_view bytes,
                                       const importer::ImportOptions& options) {
+  return ImportModel(bytes, nullptr, options);
+}
+
+absl::StatusOr<ir::Graph> ImportModel(std::string_view bytes, std::shared_ptr<const void> owner,
+                                      const importer::ImportOptions& options) {
   if (IsExport(importer::DetectFormat(bytes))) {
-    return importer::ImportExportedProgram(bytes, options);
+    return importer::ImportExportedProgram(bytes, std::move(owner), options);
   }
   return torch::ImportTorchScript(bytes, options);
 }

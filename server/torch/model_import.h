@@ -3,6 +3,7 @@
 // which needs no libtorch, and TorchScript through the libtorch plugin.
 #pragma once
 
+#include <memory>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,12 @@ bool ImportNeedsTorch(std::string_view bytes);
 
 // The graph of the model in `bytes`; fails as the format's importer does.
 absl::StatusOr<ir::Graph> ImportModel(std::string_view bytes,
+                                      const importer::ImportOptions& options = {});
+
+// The same over bytes that `owner` keeps alive and nothing writes (a mapping of
+// the file): a torch.export archive's aligned weights are viewed there instead
+// of copied (importer::ImportExportedProgram). TorchScript reads them as above.
+absl::StatusOr<ir::Graph> ImportModel(std::string_view bytes, std::shared_ptr<const void> owner,
                                       const importer::ImportOptions& options = {});
 
 }  // namespace kiln::server

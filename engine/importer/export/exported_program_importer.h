@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,7 +54,21 @@ inline constexpr int kExportSchemaMajor = 8;
 // zip entries, a refused or malformed pickle in the older layout);
 // Unimplemented listing every op Kiln cannot translate.
 // options.input_names/output_names rename.
+// Every weight is copied out of `bytes` into its constant, so the bytes may go
+// once this returns.
 absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
+                                                const ImportOptions& options = {},
+                                                ExportedProgramInfo* info = nullptr);
+
+// The same over bytes that `owner` keeps alive (a MappedFile of the archive, a
+// shared buffer), which must never be written while it lives: a weight stored
+// uncompressed in the PT2 layout whose tensor is contiguous and starts
+// kConstantViewAlign-aligned in memory (torch aligns each entry's data to 64
+// bytes in the file, and a mapping starts on a page) becomes a constant that
+// views those bytes and holds `owner`, instead of a copy. Deflated or
+// misaligned weights, and the torch 2.1-2.7 layout's, are copied.
+absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
+                                                std::shared_ptr<const void> owner,
                                                 const ImportOptions& options = {},
                                                 ExportedProgramInfo* info = nullptr);
 

@@ -526,7 +526,8 @@ absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> ReadStateDict
 
 absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, const Dims& dims,
                                          const Dims& strides, int64_t offset, std::string_view data,
-                                         const std::string& storage_name) {
+                                         const std::string& storage_name,
+                                         const std::shared_ptr<const void>& owner) {
   auto invalid = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("PT2 archive: ", what, ": ", why));
   };
@@ -559,17 +560,23 @@ absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, c
     return invalid(
         absl::StrCat(DimsToString(dims), " elements from a file of ", data.size(), " bytes"));
   }
-  Tensor t = Tensor::Zeros(dtype, dims);
-  if (numel == 0) return t;
+  if (numel == 0) return Tensor::Zeros(dtype, dims);
   bool contiguous = true;
   int64_t expect = 1;
   for (size_t i = dims.size(); i-- > 0;) {
     if (dims[i] != 1 && strides[i] != expect) contiguous = false;
     expect *= dims[i];
   }
+  const char* first = data.data() + offset * esize;
+  if (contiguous && owner != nullptr &&
+      reinterpret_cast<uintptr_t>(first) % kConstantViewAlign == 0) {
+    // In place: the bytes were checked above to hold the whole tensor.
+    return Tensor::Wrap(dtype, dims, const_cast<char*>(first), std::const_pointer_cast<void>(owner));
+  }
+  Tensor t = Tensor::Zeros(dtype, dims);
   char* out = static_cast<char*>(t.raw_data());
   if (contiguous) {
-    std::memcpy(out, data.data() + offset * esize, numel * esize);
+    std::memcpy(out, first, numel * esize);
     return t;
   }
   std::vector<int64_t> index(dims.size(), 0);
@@ -626,6 +633,10 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveTensors
       return invalid(absl::StrCat("'", name, "': its storage declares ", declared, " bytes but ",
                                   file, " has ", data->size()));
     }
+    // Copied, never viewed (no owner): this is torch 2.1-2.7's older layout,
+    // a torch.save zip nested inside the archive and read out of it first, so
+    // there are no archive bytes to view; it keeps copying (the PT2 layout of
+    // torch >= 2.8 is the one whose weights are viewed in place).
     ASSIGN_OR_RETURN(Tensor tensor,
                      TensorFromStorage(absl::StrCat(what, " '", name, "'"), t.dtype, t.sizes,
                                        t.strides, t.storage_offset, *data, file));

@@ -13,7 +13,9 @@
 // and the object count are capped, so hostile bytes fail cleanly.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,14 +53,28 @@ struct PickleLimits {
 absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> ReadStateDictPickle(
     std::string_view bytes, const PickleLimits& limits = {});
 
+// The alignment a constant's first byte needs for TensorFromStorage to view it
+// in place: that of Tensor::Zeros and of the compiled-graph cache's blobs, so a
+// viewed constant looks to every kernel exactly like a copied one. (Kernels
+// themselves only need their element type's alignment; oneDNN takes any.)
+inline constexpr size_t kConstantViewAlign = 64;
+
 // A contiguous tensor from the view (dims, strides, offset in elements) over
 // the bytes of `dtype` in `storage`, the file `storage_name`. A non-contiguous
 // view is materialized. InvalidArgument naming `what` and the file when the
 // view reaches past the storage, a size or stride is negative or huge, or
 // stride-0 dims would make a small storage a huge tensor.
+//
+// With `owner` (which keeps `storage` alive), a contiguous view whose first
+// byte is kConstantViewAlign-aligned is not copied: the tensor views those
+// bytes and holds `owner`. Every other view is copied, as without one. The
+// bytes must then never be written, through this tensor or another viewing
+// them (tied weights share their storage): Kiln's compile passes and kernels
+// only read constants (see ImportExportedProgram).
 absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, const Dims& dims,
                                          const Dims& strides, int64_t offset,
-                                         std::string_view storage, const std::string& storage_name);
+                                         std::string_view storage, const std::string& storage_name,
+                                         const std::shared_ptr<const void>& owner = nullptr);
 
 // Reads the torch.save zip archive `bytes` (an entry of the outer archive)
 // into name -> tensor, in the dict's order; `what` names it in messages

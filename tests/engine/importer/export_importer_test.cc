@@ -7,18 +7,26 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <memory>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "engine/importer/export/exported_program_importer.h"
+#include "engine/common/mapped_file.h"
 #include "engine/importer/export/pt2_archive.h"
+#include "engine/importer/export/torch_save.h"
 #include "engine/runtime/model.h"
 #include "tests/engine/importer/zip_writer.h"
 #include "gmock/gmock.h"
@@ -169,6 +177,272 @@ void ExpectInvalid(const std::string& bytes, const std::string& says) {
 
 void SetGraph(Program& p, std::vector<std::pair<std::string, json>> inputs, json nodes,
               const std::string& output, json tv);
+
+// ------------------------------------------------------------ weights viewed in place
+
+// `bytes` copied `misalign` bytes past a 64-byte aligned start of a buffer a
+// shared_ptr owns, as a mapping of the file would hold them.
+struct OwnedBytes {
+  std::shared_ptr<char> buffer;
+  std::string_view bytes;
+};
+OwnedBytes OwnedCopy(const std::string& bytes, size_t misalign = 0) {
+  const size_t size = (bytes.size() + misalign + 63) / 64 * 64;
+  std::shared_ptr<char> buffer(static_cast<char*>(std::aligned_alloc(64, size)), std::free);
+  std::memcpy(buffer.get() + misalign, bytes.data(), bytes.size());
+  return {buffer, std::string_view(buffer.get() + misalign, bytes.size())};
+}
+
+bool Inside(const void* p, std::string_view bytes) {
+  const auto* c = static_cast<const char*>(p);
+  return c >= bytes.data() && c < bytes.data() + bytes.size();
+}
+
+// The tensor of the constant named `name`, or nullptr.
+const Tensor* ConstantNamed(const ir::Graph& g, const std::string& name) {
+  for (const ir::Node& n : g.nodes()) {
+    if (n.kind == ir::OpKind::kConstant && !n.outputs.empty() &&
+        g.value(n.outputs[0]).name == name) {
+      return n.attrs.GetTensor("value");
+    }
+  }
+  return nullptr;
+}
+
+// Raw deflate (as zip stores it) of `data`.
+std::string Deflate(const std::string& data) {
+  z_stream z;
+  std::memset(&z, 0, sizeof(z));
+  deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// The Program's archive with every weight entry 64-byte aligned, as torch
+// writes it; `deflated` names weight files stored deflated instead.
+std::string AlignedArchive(const std::vector<Entry>& entries,
+                           const std::set<std::string>& deflated = {}) {
+  std::vector<Entry> out = entries;
+  for (Entry& e : out) {
+    if (e.name.find("/data/weights/weight_") == std::string::npos) continue;
+    e.align = 64;
+    const std::string file = e.name.substr(e.name.rfind('/') + 1);
+    if (deflated.count(file) > 0) {
+      e.declared_size = e.data.size();
+      e.data = Deflate(e.data);
+      e.method = 8;
+    }
+  }
+  return Zip(out);
+}
+
+std::vector<float> Values(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.num_elements());
+}
+
+TEST(ExportImporterViewTest, AlignedStoredWeightsViewTheArchive) {
+  const Program p;
+  const OwnedBytes owned = OwnedCopy(AlignedArchive(p.Entries(p.ep.dump())));
+  const long before = owned.buffer.use_count();
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(owned.bytes, owned.buffer);
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const char* name : {"lin.weight", "lin.bias", "scale"}) {
+    const Tensor* t = ConstantNamed(*g, name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_TRUE(Inside(t->raw_data(), owned.bytes)) << name << " was copied";
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t->raw_data()) % kConstantViewAlign, 0u) << name;
+  }
+  EXPECT_EQ(Values(*ConstantNamed(*g, "scale")), (std::vector<float>{2, 3, 4}));
+  // The graph's constants hold the bytes alive.
+  EXPECT_GT(owned.buffer.use_count(), before);
+
+  // Without an owner the same archive is copied.
+  absl::StatusOr<ir::Graph> copied = ImportExportedProgram(owned.bytes);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_FALSE(Inside(ConstantNamed(*copied, "lin.weight")->raw_data(), owned.bytes));
+  EXPECT_EQ(Values(*ConstantNamed(*copied, "scale")), (std::vector<float>{2, 3, 4}));
+}
+
+TEST(ExportImporterViewTest, MisalignedAndDeflatedWeightsAreCopied) {
+  const Program p;
+  // The whole archive 4 bytes past an aligned start: every tensor misaligned.
+  const OwnedBytes shifted = OwnedCopy(AlignedArchive(p.Entries(p.ep.dump())), 4);
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(shifted.bytes, shifted.buffer);
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const char* name : {"lin.weight", "lin.bias", "scale"}) {
+    const Tensor* t = ConstantNamed(*g, name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_FALSE(Inside(t->raw_data(), shifted.bytes)) << name << " was viewed misaligned";
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t->raw_data()) % 64, 0u) << name;
+  }
+  EXPECT_EQ(Values(*ConstantNamed(*g, "lin.bias")), (std::vector<float>{0.5f, -10, 0}));
+
+  // weight_2 (scale) deflated: it is inflated and copied; the others are viewed.
+  const OwnedBytes mixed = OwnedCopy(AlignedArchive(p.Entries(p.ep.dump()), {"weight_2"}));
+  g = ImportExportedProgram(mixed.bytes, mixed.buffer);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_FALSE(Inside(ConstantNamed(*g, "scale")->raw_data(), mixed.bytes));
+  EXPECT_EQ(Values(*ConstantNamed(*g, "scale")), (std::vector<float>{2, 3, 4}));
+  EXPECT_TRUE(Inside(ConstantNamed(*g, "lin.weight")->raw_data(), mixed.bytes));
+}
+
+TEST(ExportImporterViewTest, ViewedWeightsOutOfTheirStorageAreStillRefused) {
+  Program p;
+  p.weights_config["lin.weight"]["tensor_meta"]["storage_offset"] = {{"as_int", 1}};
+  const OwnedBytes owned = OwnedCopy(AlignedArchive(p.Entries(p.ep.dump())));
+  absl::Status s = ImportExportedProgram(owned.bytes, owned.buffer).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("weight_0 has 48"));
+}
+
+// Tied weights: two of the program's state tensors name one file, so both
+// constants view the same bytes. Compiling and running the model must leave
+// those bytes (and so the other constant) as they were.
+TEST(ExportImporterViewTest, TiedWeightsShareBytesThatRunningLeavesUnchanged) {
+  Program p;
+  p.weights_config["scale"]["path_name"] = "weight_1";  // scale is lin.bias
+  const std::string archive = AlignedArchive(p.Entries(p.ep.dump()));
+  const OwnedBytes owned = OwnedCopy(archive);
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(owned.bytes, owned.buffer);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Tensor* bias = ConstantNamed(*g, "lin.bias");
+  const Tensor* scale = ConstantNamed(*g, "scale");
+  ASSERT_NE(bias, nullptr);
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(bias->raw_data(), scale->raw_data());
+  EXPECT_TRUE(Inside(bias->raw_data(), owned.bytes));
+
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model =
+      runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<float> x = {1, 2, 3, 4, -5, 6, 7, 8};
+  absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+      (*model)->Infer({{"features", Floats({2, 4}, x)}}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const float bias_v[3] = {0.5f, -10, 0};
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_FLOAT_EQ((*out)[0].tensor.data<float>()[r * 3 + c],
+                      std::max(0.0f, x[r * 4 + c] + bias_v[c]) * bias_v[c]);
+    }
+  }
+  EXPECT_EQ(owned.bytes, archive) << "compiling or running wrote into the archive's bytes";
+}
+
+// ------------------------------------------------------------ a real model
+
+// The .pt2 fixtures torch writes (tests/pt2/make_pt2_fixtures.py), where the
+// build has them.
+std::string FixturesDir() {
+  if (const char* dir = std::getenv("KILN_PT2_FIXTURES")) return dir;
+#ifdef KILN_PT2_FIXTURES_DIR
+  return KILN_PT2_FIXTURES_DIR;
+#else
+  return "";
+#endif
+}
+
+// A float32 .npy file (numpy's format 1.0-3.0, little-endian, C order).
+absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) {
+    return absl::NotFoundError(absl::StrCat("no .npy at ", path));
+  }
+  const bool v1 = bytes[6] == 1;
+  const size_t len = v1 ? static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8)
+                        : static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8) |
+                              (static_cast<uint8_t>(bytes[10]) << 16);
+  const size_t start = (v1 ? 10 : 12) + len;
+  const std::string header = bytes.substr(v1 ? 10 : 12, len);
+  if (header.find("'<f4'") == std::string::npos ||
+      header.find("'fortran_order': False") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not little-endian float32: ", header));
+  }
+  Dims dims;
+  const size_t open = header.find('(', header.find("'shape'"));
+  const size_t close = header.find(')', open);
+  for (absl::string_view d :
+       absl::StrSplit(header.substr(open + 1, close - open - 1), ',', absl::SkipWhitespace())) {
+    dims.push_back(std::stoll(std::string(d)));
+  }
+  Tensor t = Tensor::Zeros(DType::kF32, dims);
+  if (bytes.size() - start != t.byte_size()) return absl::InvalidArgumentError("short .npy");
+  std::memcpy(t.raw_data(), bytes.data() + start, t.byte_size());
+  return t;
+}
+
+// resnet18 as torch.export.save wrote it: its weights (conv weights folded
+// with batch norms, prepacked by oneDNN) view the archive, the model still
+// computes what torch computed, and compiling and running it leaves the
+// archive's bytes as they were.
+TEST(ExportImporterViewTest, RealArchiveIsViewedAndStillMatchesTorch) {
+  const std::string dir = FixturesDir();
+  const std::string path = dir + "/resnet18.pt2";
+  if (dir.empty() || !std::ifstream(path).good()) {
+    GTEST_SKIP() << "no .pt2 fixtures (" << path << "); the pt2.fixtures test makes them";
+  }
+  absl::StatusOr<Tensor> x = ReadNpy(dir + "/resnet18/case0/in.x.npy");
+  absl::StatusOr<Tensor> want = ReadNpy(dir + "/resnet18/case0/out.output0.npy");
+  ASSERT_TRUE(x.ok()) << x.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  // Mapped read-only, as kilnd's import child and kiln inspect map it: a
+  // write into a viewed constant would fault here.
+  absl::StatusOr<std::shared_ptr<const MappedFile>> mapped = MappedFile::Open(path);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  const std::string_view file((*mapped)->data(), (*mapped)->size());
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(file, *mapped);
+  ASSERT_TRUE(g.ok()) << g.status();
+  // fc.weight is [1000, 512]: 2 MB, viewed where it lies in the file.
+  const Tensor* fc = ConstantNamed(*g, "fc.weight");
+  ASSERT_NE(fc, nullptr);
+  EXPECT_EQ(fc->byte_size(), 1000u * 512 * 4);
+  EXPECT_TRUE(Inside(fc->raw_data(), file)) << "fc.weight was copied";
+  size_t viewed = 0, total = 0;
+  for (const ir::Node& n : g->nodes()) {
+    if (n.kind != ir::OpKind::kConstant) continue;
+    const Tensor* t = n.attrs.GetTensor("value");
+    if (t->byte_size() < 1024) continue;  // the converters' scalars and shape lists
+    total += t->byte_size();
+    if (Inside(t->raw_data(), file)) viewed += t->byte_size();
+  }
+  EXPECT_GT(total, 40u << 20);
+  EXPECT_EQ(viewed, total) << "torch aligns every weight; none should be copied";
+
+  // The same archive in writable memory, compiled and run: it matches torch,
+  // and the archive's bytes (which the constants view) are unchanged.
+  const std::string original(file);
+  const OwnedBytes owned = OwnedCopy(original);
+  absl::StatusOr<ir::Graph> writable = ImportExportedProgram(owned.bytes, owned.buffer);
+  ASSERT_TRUE(writable.ok()) << writable.status();
+  EXPECT_TRUE(Inside(ConstantNamed(*writable, "fc.weight")->raw_data(), owned.bytes));
+  for (ir::Graph* graph : {&*g, &*writable}) {
+    absl::StatusOr<std::unique_ptr<runtime::Model>> model =
+        runtime::Model::Create(std::move(*graph), {});
+    ASSERT_TRUE(model.ok()) << model.status();
+    for (int run = 0; run < 2; ++run) {
+      absl::StatusOr<std::vector<runtime::NamedTensor>> out = (*model)->Infer({{"x", *x}}, {});
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->size(), 1u);
+      const Tensor& y = (*out)[0].tensor;
+      ASSERT_EQ(y.dims(), want->dims());
+      float worst = 0;
+      for (int64_t i = 0; i < y.num_elements(); ++i) {
+        worst = std::max(worst, std::abs(y.data<float>()[i] - want->data<float>()[i]));
+      }
+      EXPECT_LT(worst, 1e-3f) << "run " << run;  // the fixture's tolerance
+    }
+  }
+  EXPECT_TRUE(owned.bytes == original) << "compiling or running wrote into the archive's bytes";
+}
 
 // ------------------------------------------------------------ a valid program
 

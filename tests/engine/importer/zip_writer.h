@@ -16,6 +16,10 @@ struct Entry {
   std::string data;
   uint16_t method = 0;
   uint64_t declared_size = 0;  // 0: data.size()
+  // Pads the local header's extra field so the data starts at a multiple of
+  // this many bytes from the archive's start, as torch pads each entry to 64
+  // (0: no padding).
+  uint32_t align = 0;
 };
 
 inline void Put16(std::string& s, uint16_t v) {
@@ -47,7 +51,14 @@ inline std::string Zip(const std::vector<Entry>& entries) {
       Put32(s, static_cast<uint32_t>(e.data.size()));
       Put32(s, usize);
       Put16(s, static_cast<uint16_t>(e.name.size()));
-      Put16(s, 0);
+      // Padding: an extra field of unknown id 0xFFFF (4 header bytes + zeros).
+      size_t pad = 0;
+      if (!central && e.align > 0) {
+        const size_t data_at = s.size() + 2 + e.name.size();
+        pad = (e.align - data_at % e.align) % e.align;
+        if (pad > 0 && pad < 4) pad += e.align;
+      }
+      Put16(s, static_cast<uint16_t>(pad));
       if (central) {
         Put16(s, 0);
         Put16(s, 0);
@@ -56,6 +67,11 @@ inline std::string Zip(const std::vector<Entry>& entries) {
         Put32(s, offset);
       }
       s += e.name;
+      if (pad > 0) {
+        Put16(s, 0xFFFF);
+        Put16(s, static_cast<uint16_t>(pad - 4));
+        s.append(pad - 4, '\0');
+      }
     };
     header(out, false);
     out += e.data;
