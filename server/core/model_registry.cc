@@ -5,6 +5,7 @@
 // serving model and the repository as they were.
 #include "server/core/model_registry.h"
 
+#include "engine/common/mapped_file.h"
 #include "server/torch/fallback_kernel.h"
 #include "server/torch/fallback_worker.h"
 #include "server/torch/import_worker.h"
@@ -265,8 +266,20 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
     spdlog::warn("{}: the imported graph cannot be handed over ({}); importing in process", label,
                  std::string(serialized.status().message()));
   }
-  ASSIGN_OR_RETURN(std::string bytes, cache::ReadFileToString(path));
-  ASSIGN_OR_RETURN(ir::Graph graph, ImportModel(bytes));
+  // Mapped, as in the import child: a .pt2's aligned weights then view the
+  // file's pages instead of being copied (ImportExportedProgram).
+  absl::StatusOr<std::shared_ptr<const MappedFile>> mapped = MappedFile::Open(path);
+  std::string read;
+  std::string_view bytes;
+  std::shared_ptr<const void> owner;
+  if (mapped.ok() && (*mapped)->size() > 0) {
+    bytes = std::string_view((*mapped)->data(), (*mapped)->size());
+    owner = *std::move(mapped);
+  } else {
+    ASSIGN_OR_RETURN(read, cache::ReadFileToString(path));
+    bytes = read;
+  }
+  ASSIGN_OR_RETURN(ir::Graph graph, ImportModel(bytes, std::move(owner)));
   info->graph_source = "import-in-process";
   info->import_ns = NsSince(start);
   if (cache.has_disk()) {
