@@ -63,6 +63,43 @@ class Encoder(torch.nn.Module):
         return self.head(x[:, 0])
 
 
+class Decoder(torch.nn.Module):
+    """A GPT-shaped decoder: token embedding + learned positions, pre-LN blocks with causal
+    self-attention (a boolean mask built from the sequence length with torch.triu, applied by
+    masked_fill), a GELU MLP, a final LayerNorm and an LM head tied to nothing; int64 ids
+    [batch, seq] -> logits [batch, seq, vocab]."""
+
+    def __init__(self, vocab=96, d=32, heads=4, layers=2, max_len=64):
+        super().__init__()
+        self.heads = heads
+        self.tok = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Parameter(torch.randn(max_len, d) * 0.1)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(layers):
+            self.blocks.append(torch.nn.ModuleDict({
+                "ln1": torch.nn.LayerNorm(d), "qkv": torch.nn.Linear(d, 3 * d),
+                "proj": torch.nn.Linear(d, d), "ln2": torch.nn.LayerNorm(d),
+                "fc1": torch.nn.Linear(d, 4 * d), "fc2": torch.nn.Linear(4 * d, d)}))
+        self.ln = torch.nn.LayerNorm(d)
+        self.lm_head = torch.nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids):
+        b, s = input_ids.shape
+        x = self.tok(input_ids) + self.pos[:s]
+        future = torch.triu(torch.ones(s, s, dtype=torch.bool, device=x.device), diagonal=1)
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["ln1"](x)).split(x.shape[-1], dim=-1)
+            q = q.view(b, s, self.heads, -1).transpose(1, 2)
+            k = k.view(b, s, self.heads, -1).transpose(1, 2)
+            v = v.view(b, s, self.heads, -1).transpose(1, 2)
+            att = torch.matmul(q, k.transpose(-1, -2)) / (q.shape[-1] ** 0.5)
+            att = torch.softmax(att.masked_fill(future, float("-inf")), dim=-1)
+            y = torch.matmul(att, v).transpose(1, 2).reshape(b, s, -1)
+            x = x + blk["proj"](y)
+            x = x + blk["fc2"](torch.nn.functional.gelu(blk["fc1"](blk["ln2"](x))))
+        return self.lm_head(self.ln(x))
+
+
 class SdpaAttention(torch.nn.Module):
     """F.scaled_dot_product_attention as current models call it: heads split with
     .transpose(1, 2), a BOOL key padding mask (true takes part), and a causal one with an
@@ -248,6 +285,11 @@ def vision(name):
     return getattr(torchvision.models, name)(weights=None)
 
 
+def segmentation(name):
+    import torchvision
+    return getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)
+
+
 def image(b, size=64):
     return torch.randn(b, 3, size, size)
 
@@ -257,7 +299,7 @@ def Models():
     batch = Dim("batch", min=1, max=64)
     seq = Dim("seq", min=2, max=64)
     out = []
-    for name in ["resnet18", "mobilenet_v2", "squeezenet1_1"]:
+    for name in ["resnet18", "mobilenet_v2", "squeezenet1_1", "mobilenet_v3_small"]:
         out.append((name, vision(name), (image(2),), ({0: batch},),
                     [(image(1),), (image(3),)], 1e-3))
 
@@ -272,6 +314,12 @@ def Models():
     out.append(("bert_encoder", Encoder(), (ids(2, 8), mask(2, 8)),
                 ({0: batch, 1: seq}, {0: batch, 1: seq}),
                 [(ids(1, 5), mask(1, 5)), (ids(3, 12), mask(3, 12))], 1e-4))
+    out.append(("gpt_decoder", Decoder(), (ids(2, 8),), ({0: batch, 1: seq},),
+                [(ids(1, 5),), (ids(3, 12),)], 1e-4))
+    # A segmentation model: a dict result ({"out": ...}) whose key names the output.
+    out.append(("lraspp_mobilenet_v3_large", segmentation("lraspp_mobilenet_v3_large"),
+                (image(2),), ({0: batch},), [(image(1),), (image(3),)], 1e-3))
+
     def attend(b, s):  # the first position always takes part
         keep = torch.rand(b, s) > 0.3
         keep[:, 0] = True

@@ -115,6 +115,31 @@ class Pt2ParityTest(unittest.TestCase):
         self.assertIn("attention_mask", res.stdout)
         self.assertIn("-1", res.stdout)
 
+    def test_gpt_decoder_is_causal_at_any_batch_and_length(self):
+        # The GPT-shaped decoder (causal mask from torch.triu over the run-time length): its
+        # cases are two batch sizes and two lengths, matched above; here, the dims are dynamic
+        # and a prefix of the ids gives the prefix of the logits (no position sees a later one).
+        model = next(m for m in MANIFEST["models"] if m["name"] == "gpt_decoder")
+        self.check_model(model)
+        res = kiln(self.server.address, "metadata", "gpt_decoder")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertRegex(res.stdout, r"input\s+input_ids INT64 \[-1, -1\]")
+        self.assertRegex(res.stdout, r"input\.input_ids\.dim_ranges = dim 0: \[1, 64\] \(\w+\); "
+                                     r"dim 1: \[2, 64\] \(\w+\)")
+        case = model["cases"][1]
+        ids = np.load(os.path.join(FIXTURES, case["inputs"]["input_ids"]))
+        full = np.load(os.path.join(FIXTURES, case["outputs"]["output0"]))
+        work = os.path.join(self.tmp, "causal")
+        os.makedirs(work, exist_ok=True)
+        prefix = os.path.join(work, "prefix.npy")
+        np.save(prefix, ids[:, :7])
+        res = kiln(self.server.address, "infer", "gpt_decoder", "-o", work,
+                   "-i", f"input_ids={prefix}")
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        got = np.load(os.path.join(work, "output0.npy"))
+        self.assertEqual(got.shape, (ids.shape[0], 7, full.shape[-1]))
+        np.testing.assert_allclose(got, full[:, :7], rtol=1e-4, atol=1e-4)
+
     def test_dict_outputs_take_their_keys(self):
         model = next(m for m in MANIFEST["models"] if m["name"] == "dict_heads")
         self.check_model(model)

@@ -31,7 +31,9 @@ void Leaves(const json& spec, const std::optional<std::string>& name, std::vecto
     return;
   }
   std::vector<std::string> keys;
-  if (type.is_string() && type.get<std::string>() == "builtins.dict") {
+  // A dict's keys name its leaves; torchvision's segmentation models return an OrderedDict.
+  if (type.is_string() && (type.get<std::string>() == "builtins.dict" ||
+                           type.get<std::string>() == "collections.OrderedDict")) {
     const json& context = Field(spec, "context");
     json parsed = context.is_string()
                       ? json::parse(context.get<std::string>(), nullptr, /*allow_exceptions=*/false)
