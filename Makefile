@@ -6,7 +6,7 @@ THREADS ?= 2
 REPO ?= var/models
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps configure build build-no-torch test serve example-model bench bench-load test-container test-compose clean
+.PHONY: all deps configure build build-no-torch test test-zoo-pt2 serve example-model bench bench-load test-container test-compose clean
 
 all: build
 
@@ -37,6 +37,16 @@ build-no-torch: deps
 # config for every upload: make test-zoo ZOO_CONFIG='{"accumulation": "float64"}'.
 test-zoo: build
 	@KILN_ZOO_CONFIG='$(ZOO_CONFIG)' cmake --build $(BUILD) --target parity_zoo
+
+# The same zoo as torch.export (.pt2) archives with a dynamic batch, written by torch 2.14 in the
+# Debian sid chroot of the pt2 tests (tests/pt2/make_pt2_zoo.py, under $(BUILD)/pt2/zoo; models
+# already written are kept), each matched against torch at batch 1 and 2 through a real kilnd
+# (tests/pt2/run_pt2_zoo.py). ZOO_ONLY="resnet18 vgg11" runs just those.
+test-zoo-pt2: build
+	@KILN_PT2_GENERATOR=$(CURDIR)/tests/pt2/make_pt2_zoo.py KILN_PT2_ONLY='$(ZOO_ONLY)' \
+	  scripts/make-pt2-fixtures.sh $(abspath $(BUILD))/pt2/sid $(abspath $(BUILD))/pt2/zoo
+	@$(PYTHON) tests/pt2/run_pt2_zoo.py --bin $(BUILD)/bin --models $(BUILD)/pt2/zoo \
+	  $(if $(ZOO_ONLY),--only $(shell echo $(ZOO_ONLY) | tr ' ' ','))
 
 # The bundled example: a traced torchvision resnet18 (random weights), generated, never committed.
 example-model: deps

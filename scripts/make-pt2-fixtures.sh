@@ -7,7 +7,9 @@
 # OUT_DIR, and OUT_DIR/legacy (--legacy). Does nothing for a directory whose manifest.json is
 # newer than the generator. Exit status 3: the sid chroot cannot be made here (not root, no
 # mirror, no network); callers skip their tests. When only the trixie chroot cannot be made,
-# OUT_DIR/legacy/SKIP_REASON says why and the legacy fixtures are skipped.
+# OUT_DIR/legacy/SKIP_REASON says why and the legacy fixtures are skipped. KILN_PT2_GENERATOR
+# names another generator (tests/pt2/make_pt2_zoo.py: `make test-zoo-pt2`), given OUT_DIR
+# and the model names in KILN_PT2_ONLY.
 set -euo pipefail
 
 if [[ $# -ne 2 && $# -ne 3 ]]; then
@@ -15,7 +17,7 @@ if [[ $# -ne 2 && $# -ne 3 ]]; then
   exit 2
 fi
 HERE=$(cd "$(dirname "$0")" && pwd)
-GEN="$HERE/../tests/pt2/make_pt2_fixtures.py"
+GEN=${KILN_PT2_GENERATOR:-$HERE/../tests/pt2/make_pt2_fixtures.py}
 
 # generate CHROOT OUT [--legacy]: runs the generator in CHROOT, writing OUT.
 # (GEN_CHROOT is global: the EXIT trap may run after the function returned.)
@@ -36,17 +38,24 @@ generate() {
   mount --bind "$out" "$chroot/kiln-fixtures"
   # A new file rather than one written over: the chroot may share its files with another copy
   # of it (cp -al).
-  rm -f "$chroot/tmp/make_pt2_fixtures.py"
-  cp "$GEN" "$chroot/tmp/make_pt2_fixtures.py"
+  # (The zoo's generator imports gen_zoo.py and torch_fixtures.py from beside it.)
+  local f
+  for f in "$GEN" "$HERE/../tests/parity/gen_zoo.py" "$HERE/../tests/support/torch_fixtures.py"; do
+    rm -f "$chroot/tmp/$(basename "$f")"
+    cp "$f" "$chroot/tmp/"
+  done
   rm -f "$out/manifest.json"
   local start=$SECONDS
-  chroot "$chroot" env OMP_NUM_THREADS=2 python3 /tmp/make_pt2_fixtures.py "$@" /kiln-fixtures
+  # shellcheck disable=SC2086  # KILN_PT2_ONLY: model names, split at spaces
+  chroot "$chroot" env OMP_NUM_THREADS=2 python3 "/tmp/$(basename "$GEN")" "$@" /kiln-fixtures \
+    ${KILN_PT2_ONLY:-}
   echo "wrote the .pt2 fixtures $* in $((SECONDS - start)) s" >&2
   cleanup
   trap - EXIT
 }
 
-fresh() { [[ -e "$1/manifest.json" && "$1/manifest.json" -nt "$GEN" ]]; }
+# (The zoo's generator skips the models it has written itself.)
+fresh() { [[ -z "${KILN_PT2_GENERATOR:-}" && -e "$1/manifest.json" && "$1/manifest.json" -nt "$GEN" ]]; }
 
 CHROOT=$1
 OUT=$2
