@@ -484,6 +484,18 @@ TEST(ExportImporterTest, ImportsAndRunsAProgram) {
   }
 }
 
+TEST(ExportImporterTest, OrderedDictResultsAreNamedByTheirKeys) {
+  // torchvision's segmentation models return an OrderedDict: its keys name the outputs too.
+  Program p;
+  p.ep["graph_module"]["module_call_graph"][0]["signature"]["out_spec"] =
+      R"([1, {"type": "collections.OrderedDict", "context": "[\"out\"]", "children_spec": [{"type": null, "context": null, "children_spec": []}]}])";
+  ExportedProgramInfo info;
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(p.Archive(), {}, &info);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->output_names().size(), 1u);
+  EXPECT_EQ(g->output_names()[0], "out");
+}
+
 TEST(ExportImporterTest, DynamicDimRangesTravelWithTheInputAndBoundRequests) {
   absl::StatusOr<ir::Graph> g = ImportExportedProgram(Program().Archive());
   ASSERT_TRUE(g.ok()) << g.status();
