@@ -104,6 +104,8 @@ def main():
             json.dump(manifest, f, indent=1)
         state = "refused by torch.export" if "export_error" in entry else "wrote"
         print(f"{name}: {state} ({time.time() - start:.1f} s)", flush=True)
+    with open(path + ".partial", "w") as f:
+        json.dump(manifest, f, indent=1)
     os.replace(path + ".partial", path)
 
 
