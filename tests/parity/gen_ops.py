@@ -397,7 +397,43 @@ def setitem_step(x):
     return y
 
 
+# In-place ops on views write into the tensor the view was taken from, and
+# every other view of that tensor sees the write.
+def inplace_through_views(x):
+    y = x.clone()
+    y[:, 0] += 1.0                   # select, add_, then copy_ back
+    y[:, 1:3].relu_()                # relu_ on a slice
+    y.narrow(2, 0, 2).mul_(2.0)      # mul_ on a narrow
+    return y
+
+
+def inplace_sibling_views(x):
+    y = x.clone()
+    a = y[:, 0]                      # taken before the write
+    y[:, :2].mul_(3.0)               # writes y, and so a
+    return a + 1.0, y
+
+
+def inplace_reshaped_views(x):
+    y = x.clone()                    # (2, 3, 4, 5)
+    y.view(2, -1)[:, -1] = 0.0       # through a view
+    y.transpose(0, 1)[0].zero_()     # through a transpose: y[:, 0]
+    y.unsqueeze(0)[0, 1].fill_(7.0)  # through an unsqueeze
+    return y
+
+
+def inplace_base_then_view(x):
+    y = x.clone()
+    v = y[1]
+    y.mul_(2.0)                      # v shows it
+    return v
+
+
 cases("shape", [
+    ("inplace_through_views", inplace_through_views, randn(*X)),
+    ("inplace_sibling_views", inplace_sibling_views, randn(*X)),
+    ("inplace_reshaped_views", inplace_reshaped_views, randn(*X)),
+    ("inplace_base_then_view", inplace_base_then_view, randn(*X)),
     ("setitem_fill", setitem_fill, randn(*X)),
     ("setitem_copy_broadcast", setitem_copy, randn(3, 4, 5), randn(5)),
     ("setitem_nested_mask", setitem_mask, randn(*X)),
@@ -887,7 +923,25 @@ class ScriptedGroupNormPad(nn.Module):
         return self.conv(F.silu(y))
 
 
+class ScriptedViewWrites(nn.Module):
+    """Writes through views inside the branches of an If and a loop: the tensor
+    the view was taken from, and its views taken before, leave with the writes."""
+
+    def forward(self, x):
+        y = x.clone()
+        v = y[0]
+        if bool(x.sum() > 0):
+            y[:, 1] = 2.0
+        else:
+            v.fill_(-1.0)
+        for i in range(2):
+            y[i, 2:].add_(1.0)
+        return y, v
+
+
 for name, module, inputs in [
+    ("view_writes_in_blocks", ScriptedViewWrites(), (randn(3, 4, 5),)),
+    ("view_writes_in_blocks_neg", ScriptedViewWrites(), (lambda: -torch.rand(3, 4, 5),)),
     ("conv1d_pool", ScriptedConv1dPool(), (randn(2, 3, 12),)),
     ("reductions", ScriptedReductions(), (distinct(3, 4, 5),)),
     ("selection", ScriptedSelection(), (distinct(4, 5), ints(3, hi=4))),

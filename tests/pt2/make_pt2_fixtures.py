@@ -373,6 +373,8 @@ def Models():
     # (bfloat16 has no .npy form for the CLI to send: this model's interface is float32.)
     out.append(("bfloat16_mlp", Bf16Mlp(), (torch.randn(2, 8),), ({0: batch},),
                 [(torch.randn(1, 8),), (torch.randn(6, 8),)], 3e-2))
+    out.append(("inplace_views", InPlaceViews(), (torch.randn(2, 5, 4, 6),), ({0: batch},),
+                [(torch.randn(1, 5, 4, 6),), (torch.randn(3, 5, 4, 6),)], 1e-5))
     half = torch.float16
     out.append(("float16_mlp", HalfMlp(half), (torch.randn(2, 8, dtype=half),), ({0: batch},),
                 [(torch.randn(1, 8, dtype=half),), (torch.randn(6, 8, dtype=half),)], 1e-2))
@@ -456,6 +458,28 @@ class StateModel(torch.nn.Module):
         return y * self.gain + torch.tensor([1.0, -1.0, 0.5, 0.0, 2.0, -2.0])
 
 
+class InPlaceViews(torch.nn.Module):
+    """In-place writes through views, which torch.export's graph keeps: a mask built with fill_
+    on slices of a zeros tensor (swin_t's shifted windows), x[:, 0] += 1 (a select, add_ and
+    copy_ back), relu_ on a slice, a write through a view and a transpose, and a view taken
+    before a write that must show it."""
+
+    def forward(self, x):
+        y = x.clone()
+        before = y[:, 0]
+        y[:, 0] += 1.0
+        y[:, 1:3].relu_()
+        y.view(y.shape[0], -1)[:, -1] = 0.0
+        y.transpose(0, 1)[3].mul_(2.0)
+        mask = x.new_zeros((4, 6))
+        count = 0
+        for h in ((0, -2), (-2, -1), (-1, None)):
+            for w in ((0, -3), (-3, -1), (-1, None)):
+                mask[h[0]:h[1], w[0]:w[1]] = count
+                count += 1
+        return y + mask, before * 1.0
+
+
 def LegacyModels():
     """The fixtures written by torch 2.6 (--legacy), as Models() lists them."""
     batch = Dim("batch", min=1, max=32)
@@ -467,6 +491,8 @@ def LegacyModels():
         ("legacy_cnn", SmallCnn(), (image(2, 16),), ({0: batch},),
          [(image(1, 16),), (image(4, 16),)], 1e-4),
         ("legacy_state", StateModel(), (torch.randn(3, 6),), None, [(torch.randn(3, 6),)], 1e-5),
+        ("legacy_inplace_views", InPlaceViews(), (torch.randn(2, 5, 4, 6),), ({0: batch},),
+         [(torch.randn(1, 5, 4, 6),), (torch.randn(3, 5, 4, 6),)], 1e-5),
     ]
 
 

@@ -205,10 +205,25 @@ shape_op("index", [("tensor", "x0[x1]", [T(BASE), T((3,), "idx2", "i64")], ALL),
 shape_op("slice_scatter", [("dtypes", "torch.slice_scatter(x0, x1, 1, 0, 2)", [T(BASE), T((2, 2, 4))], ALL),
                            ("step", "torch.slice_scatter(x0, x1, -1, 0, 4, 2)", [T(BASE), T((2, 3, 2))], F)])
 shape_op("select_scatter", [("dtypes", "torch.select_scatter(x0, x1, 1, 1)", [T(BASE), T((2, 4))], ALL)])
-shape_op("fill_", [("slice", "x0.clone().fill_(2)", X, ALL), ("tensor", "x0.clone().fill_(x1)", [T(BASE), T(())], F32_I64)])
-add("aten::fill_", "slice_write", "torch.ops.aten.fill_(x0.clone()[:, 1:], 1.5)", X, F32_I64)
-shape_op("copy_", [("dtypes", "x0.clone().copy_(x1)", [T(BASE), T((4,))], ALL),
-                   ("mix", "x0.clone().copy_(x1)", [T(BASE), T(BASE, dt="f64")], ["f32", "i32", "b"])])
+# fill_, zero_, copy_ are the in-place forms of the fill, zero and copy rows; written through
+# views (slice, view, transpose) they change the tensor the view was taken from.
+for variant, expr, inputs, dtypes in [
+        ("slice", "x0.clone().fill_(2)", X, ALL),
+        ("tensor", "x0.clone().fill_(x1)", [T(BASE), T(())], F32_I64),
+        ("slice_write", "torch.ops.aten.fill_(x0.clone()[:, 1:], 1.5)", X, F32_I64),
+        ("view_write", "(lambda y: (y.view(-1)[3:7].fill_(-2), y)[1])(x0.clone())", X, F32_I64)]:
+    add("aten::fill", variant, expr, inputs, dtypes, kind="aten::fill_")
+add("aten::fill", "slice", "x0.clone().fill_(2)", X, F32_I64, ("script",), kind="aten::fill_")
+add("aten::zero", "dtypes", "x0.clone().zero_()", X, ALL, kind="aten::zero_")
+add("aten::zero", "transpose_write", "(lambda y: (y.transpose(0, 2)[1].zero_(), y)[1])(x0.clone())",
+    X, F, kind="aten::zero_")
+add("aten::copy", "dtypes", "x0.clone().copy_(x1)", [T(BASE), T((4,))], ALL, kind="aten::copy_")
+add("aten::copy", "dtypes", "x0.clone().copy_(x1)", [T(BASE), T((4,))], F32_I64, ("script",),
+    kind="aten::copy_")
+add("aten::copy", "mix", "x0.clone().copy_(x1)", [T(BASE), T(BASE, dt="f64")], ["f32", "i32", "b"],
+    kind="aten::copy_")
+add("aten::tensor", "number", "x0 * torch.tensor(2.5)", X, F, ("script",))
+add("aten::tensor", "int_like", "x0 + torch.tensor(3, dtype=x0.dtype)", X, ["i64", "f32"], ("script",))
 shape_op("roll", [("dtypes", "torch.roll(x0, 1, 2)", X, ALL), ("flat", "x0.roll(3)", X, F),
                   ("dims", "torch.roll(x0, (1, -2), (0, 2))", X5, F)])
 shape_op("flip", [("dtypes", "torch.flip(x0, [0, 2])", X, ALL), ("neg", "x0.flip(-1)", X5, F)])

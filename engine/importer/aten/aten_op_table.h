@@ -4,9 +4,10 @@
 // argument name, with the schema's defaults) and builds through
 // ConvertContext, so nothing here depends on TorchScript or libtorch.
 //
-// In-place forms are not rows: the TorchScript front maps "aten::relu_" to the
+// In-place forms are not rows: both fronts map "aten::relu_" to the
 // "aten::relu" row by rule (a converter sees op() with the "_" and may keep
-// the destination's dtype); torch.export graphs are functional.
+// the destination's dtype), rebind the written tensor to the result and write
+// it back through the views it came from (view_write.h).
 //
 // The rows are in aten_op_table.cc; converters live by family in
 // convert_{elementwise,nn,shape,create,transformer,vision}.cc.
@@ -174,6 +175,9 @@ ConvertResult ConvertSymSize(AtenCall& call, ConvertContext& cx);  // sym_size.i
 // convert_create.cc: zeros, ones, full, empty of a size; linspace, eye.
 ConvertResult ConvertFull(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertLinspaceEye(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertScalarTensor(AtenCall& call, ConvertContext& cx);  // tensor(number)
+// fill, zero, copy: self's shape and dtype (their in-place forms: view_write.h).
+ConvertResult ConvertFill(AtenCall& call, ConvertContext& cx);
 
 // convert_transformer.cc: the fused encoder layer and nested tensors (held
 // padded, see ConvertContext::Nested).

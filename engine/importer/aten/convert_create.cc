@@ -3,7 +3,9 @@
 // computed here (with PyTorch's default dtypes and linspace's arithmetic); a
 // size known only at run time (an LSTM's zero state, eye(x.size(1))) makes
 // a Fill or an Arange-built node that the executor folds once shapes are known.
-// The *_like and new_* forms are in convert_shape.cc.
+// The *_like and new_* forms are in convert_shape.cc. fill, zero and copy
+// (what fill_, zero_ and copy_ stand for) give a tensor of their first
+// argument's shape and dtype too.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -147,6 +149,58 @@ ConvertResult ConvertLinspaceEye(AtenCall& call, ConvertContext& cx) {
     }
   }
   return One(cx.AddConstant(std::move(t), call.OutputName(0)));
+}
+
+// tensor.float / .int / .bool(t, *, dtype=None, device=None,
+// requires_grad=False) of a number: a 0-dim constant, in dtype or the
+// number's default (float32, int64, bool); a scripted x[:, 1] = 2.0 makes one
+// in x's dtype (dtype=x.dtype, read at run time: a Cast) to copy_ from. The
+// device is the CPU.
+ConvertResult ConvertScalarTensor(AtenCall& call, ConvertContext& cx) {
+  std::optional<Number> n = call.ConstNumber(call.Has("t") ? "t" : "data");
+  if (!n.has_value()) return call.Unimplemented("a tensor made of a list or of a run-time number");
+  const DType own = n->kind == Number::kFloat  ? DType::kF32
+                  : n->kind == Number::kBool ? DType::kBool
+                                             : DType::kInt64;
+  ASSIGN_OR_RETURN(std::optional<ir::ValueId> like, call.DTypeSource("dtype"));
+  if (like.has_value()) {
+    ASSIGN_OR_RETURN(ir::ValueId id, cx.AddScalarConstant(n->ToDouble(), own, call.OutputName(0)));
+    return One(cx.Emit(call, OpKind::kCast, {id, *like}));
+  }
+  ASSIGN_OR_RETURN(std::optional<DType> given, call.ScalarType("dtype"));
+  ASSIGN_OR_RETURN(ir::ValueId id,
+                   cx.AddScalarConstant(n->ToDouble(), given.value_or(own), call.OutputName(0)));
+  return One(id);
+}
+
+// fill.Scalar / fill.Tensor(self, value), zero(self): self's shape and
+// dtype, every element `value` (0 for zero), converted as PyTorch's fill_
+// converts it. copy(self, src, non_blocking=False): src broadcast to self's
+// shape, in self's dtype. Their in-place forms write into self (view_write.h).
+ConvertResult ConvertFill(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
+  const std::string_view op = OutOfPlaceOp(call.op());
+  ir::ValueId value = ir::kNoValue;
+  if (op == "aten::copy") {
+    ASSIGN_OR_RETURN(value, call.Tensor("src"));
+  } else {
+    std::optional<Number> n =
+        op == "aten::zero" ? std::optional<Number>(Number()) : call.ConstNumber("value");
+    if (n.has_value()) {
+      ir::Attributes attrs;
+      attrs.SetFloat("value", n->ToDouble());
+      return One(cx.Emit(call, OpKind::kFill, {self}, std::move(attrs)));
+    }
+    if (call.IsScalar("value")) {
+      ASSIGN_OR_RETURN(value, call.ScalarValue("value"));
+    } else {
+      ASSIGN_OR_RETURN(value, call.Tensor("value"));
+    }
+  }
+  ir::Attributes like;
+  like.SetBool("like", true);
+  ir::ValueId spread = cx.Emit(call, OpKind::kExpand, {value, self}, std::move(like), ".value");
+  return One(cx.Emit(call, OpKind::kCast, {spread, self}));
 }
 
 }  // namespace kiln::importer::aten

@@ -21,6 +21,16 @@ namespace kiln::importer {
 struct ExportValues {
   std::unordered_map<std::string, ir::ValueId> bound;
   const nlohmann::json* tensor_values = nullptr;  // graph.tensor_values
+  // The views among them (view_write.h): a view op's result -> the node
+  // that took it and the name of the tensor it views; and a tensor -> its
+  // views, in the order they were taken.
+  struct View {
+    const nlohmann::json* node = nullptr;
+    int index = 0;
+    std::string base;
+  };
+  std::unordered_map<std::string, View> view_of;
+  std::unordered_map<std::string, std::vector<std::string>> views_of;
 };
 
 // Kiln's dtype for the schema's ScalarType enum (torch/_export/serde/schema.py).

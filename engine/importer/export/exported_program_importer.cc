@@ -35,6 +35,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
 #include "engine/importer/aten/aten_op_table.h"
+#include "engine/importer/aten/view_write.h"
 #include "engine/importer/export/program_importer.h"
 
 namespace kiln::importer {
@@ -78,16 +79,6 @@ std::string TensorArgName(const json& node, const char* arg) {
     if (Field(in, "name") == arg && name.is_string()) return name.get<std::string>();
   }
   return "";
-}
-
-// Ops whose result shares its input's storage ("self").
-bool IsViewOp(const std::string& op) {
-  static const std::set<std::string>* const kViews = new std::set<std::string>{
-      "aten::view", "aten::_unsafe_view", "aten::alias", "aten::select", "aten::slice",
-      "aten::expand", "aten::transpose", "aten::t", "aten::permute", "aten::unsqueeze",
-      "aten::squeeze", "aten::as_strided", "aten::detach", "aten::reshape", "aten::flatten",
-      "aten::unflatten", "aten::narrow", "aten::diagonal", "aten::view_as", "aten::expand_as"};
-  return kViews->count(op) > 0;
 }
 
 // Ops that check shapes and dtypes at trace time and compute nothing.
@@ -213,16 +204,70 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
       return call.Unimplemented(absl::StrCat("returns a '", kind, "'"));
     }
   }
-  // In-place ops of the training IR (relu_, add_): later readers of the
-  // mutated tensor ("self", or dropout_'s "input") see the result.
+  if (IsViewOp(t.op) && call.num_outputs() == 1) {
+    const std::string self = TensorArgName(node, "self");
+    // A view of a parameter, buffer or constant is that state too.
+    if (auto it = state_.find(self); depth_ == 0 && it != state_.end()) {
+      state_[call.OutputName(0)] = it->second;
+    }
+    // Recorded for writes through it (taken again after one: recorded once).
+    const std::string view = call.OutputName(0);
+    if (!self.empty() && !view.empty() && values_.view_of.count(view) == 0) {
+      values_.view_of[view] = {&node, index, self};
+      values_.views_of[self].push_back(view);
+    }
+  }
+  // In-place ops of the training IR (relu_, add_, fill_ on a slice): later
+  // readers of the written tensor ("self", or dropout_'s "input"), of the
+  // tensors it is a view of and of their other views see the result.
   if (OutOfPlaceOp(t.op) != t.op && !results.empty()) {
     const std::string mutated = TensorArgName(node, call.Has("self") ? "self" : "input");
-    if (!mutated.empty()) values_.bound[mutated] = results[0];
+    if (!mutated.empty()) RETURN_IF_ERROR(Written(mutated, results[0], call));
   }
-  // A view of a parameter, buffer or constant is that state too.
-  if (depth_ == 0 && IsViewOp(t.op) && call.num_outputs() == 1) {
-    if (auto it = state_.find(TensorArgName(node, "self")); it != state_.end()) {
-      state_[call.OutputName(0)] = it->second;
+  return absl::OkStatus();
+}
+
+absl::Status ProgramImporter::Written(const std::string& name, ir::ValueId value,
+                                      const ExportCall& call) {
+  values_.bound[name] = value;
+  std::set<std::string> chain = {name};
+  std::vector<std::string> changed = {name};
+  for (auto it = values_.view_of.find(name); it != values_.view_of.end();
+       it = values_.view_of.find(changed.back())) {
+    const ExportValues::View view = it->second;
+    if (!chain.insert(view.base).second) {
+      return call.InvalidArgument(absl::StrCat("writes through views that form a cycle at '",
+                                               view.base, "'"));
+    }
+    const Target t = ParseTarget(Field(*view.node, "target").get<std::string>());
+    ExportCall through(*view.node, view.index, t.op, t.overload, values_, cx_);
+    const bool self_is_view = values_.view_of.count(view.base) > 0;
+    ASSIGN_OR_RETURN(value, WriteThroughView(through, self_is_view, value, cx_));
+    values_.bound[view.base] = value;
+    changed.push_back(view.base);
+  }
+  std::set<std::string> done = chain;
+  for (const std::string& c : changed) RETURN_IF_ERROR(RetakeViews(c, done));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramImporter::RetakeViews(const std::string& name, std::set<std::string>& done) {
+  std::vector<std::string> pending = {name};  // not recursion: a hostile chain may be long
+  while (!pending.empty()) {
+    auto it = values_.views_of.find(pending.back());
+    pending.pop_back();
+    if (it == values_.views_of.end()) continue;
+    const std::vector<std::string> views = it->second;  // Node() below may add to the map
+    for (const std::string& v : views) {
+      if (!done.insert(v).second) continue;
+      if (++retaken_ > 100000) {
+        return absl::UnimplementedError(
+            "PT2 archive: the program writes through views more than Kiln takes them again "
+            "(100000 views)");
+      }
+      const ExportValues::View view = values_.view_of.at(v);
+      RETURN_IF_ERROR(Node(*view.node, view.index));
+      pending.push_back(v);
     }
   }
   return absl::OkStatus();

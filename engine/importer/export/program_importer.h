@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -119,6 +120,14 @@ class ProgramImporter {
   // One node of the graph or of a subgraph; `index` numbers it in messages.
   absl::Status Node(const json& node, int index);
 
+  // In-place op `call` left `value` in tensor `name`: rebinds it, writes the
+  // value back up the views `name` was taken through, and takes again the
+  // other views of every tensor that changed (view_write.h).
+  absl::Status Written(const std::string& name, ir::ValueId value, const ExportCall& call);
+
+  // Takes again the views of `name` not yet in `done`, and theirs.
+  absl::Status RetakeViews(const std::string& name, std::set<std::string>& done);
+
   // An in-place op (add_) on a parameter, buffer or constant, or a view of
   // one: the training IR keeps such a mutation in the graph (not as a
   // buffer_mutation output), and it is state kept between calls.
@@ -162,6 +171,9 @@ class ProgramImporter {
   ExportValues values_;  // the graph's names, or the subgraph's being translated
   int next_index_ = 0;   // numbers nodes in messages, subgraphs' included
   int depth_ = 0;        // of the subgraph being translated
+  // Views taken again after writes (RetakeViews), against a budget that keeps
+  // a hostile program of many writes and views from taking quadratic time.
+  int64_t retaken_ = 0;
   // The program's names for its parameters, buffers and constants, and for
   // views of them -> what they are ("buffer 'calls'").
   std::map<std::string, std::string> state_;

@@ -1,10 +1,9 @@
-// The TorchScript-only part of the aten op table: rows whose converters read
-// what only a torch::jit::Node has: in-place writes, through the views that
-// made their destination (torch.export graphs are functional). The rows are
-// in aten_op_table.cc, their converter in aten_convert_index.cc.
-//
-// A converter reads its torch node through the ImportContext, adds ir nodes and
-// returns one ir value per node output.
+// What the TorchScript front adds to the shared aten op table
+// (engine/importer/aten/aten_op_table.h, which serves both fronts): the
+// converter type of its scalar table (aten_convert_scalar.cc, for the Python
+// arithmetic a script keeps on ints and floats), read through the
+// ImportContext. Every aten op on tensors is a row of the shared table; a new
+// one goes there.
 #pragma once
 
 #include <string>
@@ -18,24 +17,13 @@
 
 namespace kiln::importer {
 
+using ConvertResult = absl::StatusOr<std::vector<ir::ValueId>>;
+using TorchNode = torch::jit::Node;
 using Converter = absl::StatusOr<std::vector<ir::ValueId>> (*)(const torch::jit::Node&,
                                                                 ImportContext&);
 
-// The TorchScript-only converter for an op kind such as "aten::copy_", or
-// nullptr. The translator looks here first, then in the shared aten table
-// (engine/importer/aten/aten_op_table.h), which serves both fronts; rows move
-// from here to there as their converters are rewritten over AtenCall.
-Converter FindTorchScriptConverter(std::string_view kind);
-
-// Every op kind the TorchScript front translates natively (both tables), sorted.
+// Every aten op kind the TorchScript front translates natively, sorted (the
+// shared table's rows; in-place forms map to them by rule).
 std::vector<std::string> SupportedTorchScriptOps();
-
-// ------------------------------------------------ converters (aten_convert_index.cc)
-
-using ConvertResult = absl::StatusOr<std::vector<ir::ValueId>>;
-using TorchNode = torch::jit::Node;
-
-// fill_ / copy_, also through slices and selects of another tensor.
-ConvertResult ConvertInplaceWrite(const TorchNode& node, ImportContext& ctx);
 
 }  // namespace kiln::importer

@@ -12,8 +12,9 @@
 //     instead and fails at the end, listing all of them.
 //
 // Mutation. TorchScript mutates tensors in place (relu_) and lists
-// (append). Kiln's IR is pure, so a mutated value is rebound to the result.
-// When a block mutates a value defined outside it, the value is threaded
+// (append). Kiln's IR is pure, so a mutated value is rebound to the result;
+// a tensor written through a view writes the tensors it is a view of, and
+// their other views are taken again (Written, view_write.h). When a block mutates a value defined outside it, the value is threaded
 // through the control node: an extra If output, or an extra loop-carried
 // value, whose result the outer scope is rebound to afterwards.
 #include "engine/importer/torchscript/translator.h"
@@ -30,6 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
 #include "engine/importer/aten/aten_op_table.h"
+#include "engine/importer/aten/view_write.h"
 #include "engine/importer/torchscript/torchscript_call.h"
 
 namespace kiln::importer {
@@ -81,6 +83,17 @@ bool DefinedInside(const Value* v, const Node* node) {
   return false;
 }
 
+// The view op that made tensor `v` (a slice, select, view, ...: a write into
+// v is a write into the op's first input), or nullptr when v owns its memory.
+const Node* ViewProducer(const Value* v) {
+  const Node* n = v->node();
+  if (!IsViewOp(n->kind().toQualString()) || n->outputs().size() != 1 || n->inputs().empty() ||
+      !IsTensor(v) || !IsTensor(n->input(0))) {
+    return nullptr;
+  }
+  return n;
+}
+
 bool IsListMutation(c10::Symbol kind) {
   return kind == c10::aten::append || kind == c10::aten::_set_item ||
          kind == c10::aten::insert || kind == c10::Symbol::aten("extend") || kind == c10::aten::pop ||
@@ -112,6 +125,13 @@ class Translator {
   // Through the shared aten table (engine/importer/aten), the node seen as a TorchScriptCall.
   absl::Status ConvertShared(const Node* node, AtenConverter convert);
   absl::Status Finish(const Node* node, absl::StatusOr<std::vector<ir::ValueId>> results);
+  // Mutating `node` (relu_, fill_, append) left `value` in its first input:
+  // rebinds that, and for an in-place op on a tensor writes the value up the
+  // views the input was taken through and takes the other views of every
+  // tensor that changed again (engine/importer/aten/view_write.h).
+  absl::Status Written(const Node* node, ir::ValueId value);
+  // Takes again the translated views of `base` not yet in `done`, and theirs.
+  absl::Status RetakeViews(const Value* base, std::set<const Value*>& done);
   absl::Status Fallback(const Node* node, const absl::Status& why, bool forced);
   bool UseScalarTable(const Node* node, Converter* convert) const;
   // Values defined outside `node` that its blocks mutate, in first-seen order.
@@ -285,6 +305,12 @@ absl::Status Translator::TranslateNode(const Node* node, bool top_level) {
   if (kind == c10::prim::If) return If(node);
   if (kind == c10::prim::Loop) return Loop(node);
   if (kind == c10::prim::RaiseException) return Raise(node);
+  if (kind == c10::prim::device) {
+    // x.device: Kiln runs on the CPU; an op that takes device= (aten::tensor,
+    // or one run through the fallback) is given None, the default device.
+    ctx_.Bind(node->output(), ctx_.AddNone(node->output()->debugName()));
+    return absl::OkStatus();
+  }
   if (kind == c10::prim::Uninitialized) {
     // A value no path reads (the other branch of an early return).
     ctx_.Bind(node->output(), ctx_.AddNone(node->output()->debugName()));
@@ -309,10 +335,8 @@ absl::Status Translator::TranslateNode(const Node* node, bool top_level) {
   if (forced_.count(qual) > 0) return Fallback(node, absl::OkStatus(), /*forced=*/true);
   Converter convert = nullptr;
   if (UseScalarTable(node, &convert)) return Convert(node, convert);
-  // Rows particular to TorchScript first (writes through views), then the table shared with the torch.export front, where
-  // an in-place form maps to its functional row.
-  convert = FindTorchScriptConverter(qual);
-  if (convert != nullptr) return Convert(node, convert);
+  // The table shared with the torch.export front, where an in-place form maps
+  // to its functional row.
   if (AtenConverter shared = FindAtenConverter(OutOfPlaceOp(qual)); shared != nullptr) {
     return ConvertShared(node, shared);
   }
@@ -352,8 +376,7 @@ absl::Status Translator::Finish(const Node* node,
   }
   for (size_t i = 0; i < results->size(); ++i) ctx_.Bind(node->outputs()[i], (*results)[i]);
   if (MutatesFirstInput(*node) && !node->inputs().empty() && !results->empty()) {
-    ctx_.MarkMutated(node->input(0));
-    ctx_.Bind(node->input(0), (*results)[0]);
+    return Written(node, (*results)[0]);
   }
   return absl::OkStatus();
 }
@@ -383,8 +406,47 @@ absl::Status Translator::Fallback(const Node* node, const absl::Status& why, boo
   }
   for (size_t i = 0; i < results->size(); ++i) ctx_.Bind(node->outputs()[i], (*results)[i]);
   if (MutatesFirstInput(*node) && !node->inputs().empty() && !results->empty()) {
-    ctx_.MarkMutated(node->input(0));
-    ctx_.Bind(node->input(0), (*results)[0]);
+    return Written(node, (*results)[0]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Translator::Written(const Node* node, ir::ValueId value) {
+  const Value* target = node->input(0);
+  ctx_.MarkMutated(target);
+  ctx_.Bind(target, value);
+  if (!IsInPlaceKind(node->kind().toQualString()) || !IsTensor(target)) return absl::OkStatus();
+  std::set<const Value*> done = {target};
+  std::vector<const Value*> changed = {target};
+  for (const Node* view = ViewProducer(target); view != nullptr;
+       view = ViewProducer(changed.back())) {
+    const Value* base = view->input(0);
+    TorchScriptCall call(*view, ctx_);
+    ASSIGN_OR_RETURN(value, WriteThroughView(call, ViewProducer(base) != nullptr, value, ctx_));
+    ctx_.MarkMutated(base);
+    ctx_.Bind(base, value);
+    done.insert(base);
+    changed.push_back(base);
+  }
+  for (const Value* c : changed) RETURN_IF_ERROR(RetakeViews(c, done));
+  return absl::OkStatus();
+}
+
+absl::Status Translator::RetakeViews(const Value* base, std::set<const Value*>& done) {
+  std::vector<const Value*> pending = {base};
+  while (!pending.empty()) {
+    const Value* v = pending.back();
+    pending.pop_back();
+    for (const torch::jit::Use& use : v->uses()) {
+      const Node* user = use.user;
+      if (use.offset != 0 || user->outputs().size() != 1 || ViewProducer(user->output()) != user) {
+        continue;
+      }
+      // Only views already translated (a later one reads the new value anyway).
+      if (!ctx_.Bound(user->output()).has_value() || !done.insert(user->output()).second) continue;
+      RETURN_IF_ERROR(TranslateNode(user, /*top_level=*/false));
+      pending.push_back(user->output());
+    }
   }
   return absl::OkStatus();
 }
@@ -498,8 +560,13 @@ void Translator::CollectMutated(const torch::jit::Block* block, const Node* owne
                                 std::set<const Value*>& seen) const {
   for (const Node* n : block->nodes()) {
     if (MutatesFirstInput(*n) && !n->inputs().empty()) {
-      const Value* target = n->input(0);
-      if (!DefinedInside(target, owner) && seen.insert(target).second) out.push_back(target);
+      // The written value, and for an in-place op the tensors it is a view of.
+      const bool in_place = IsInPlaceKind(n->kind().toQualString());
+      for (const Value* target = n->input(0); target != nullptr;) {
+        if (!DefinedInside(target, owner) && seen.insert(target).second) out.push_back(target);
+        const Node* view = in_place ? ViewProducer(target) : nullptr;
+        target = view != nullptr ? view->input(0) : nullptr;
+      }
     }
     for (const torch::jit::Block* sub : n->blocks()) CollectMutated(sub, owner, out, seen);
   }
@@ -609,6 +676,9 @@ absl::Status Translator::If(const Node* node) {
   }
   for (size_t i = 0; i < n; ++i) ctx_.Bind(node->outputs()[i], outs[i]);
   for (size_t i = 0; i < mutated.size(); ++i) ctx_.Bind(mutated[i], outs[n + i]);
+  // Views of what the branches wrote, taken before the If, now show the write.
+  std::set<const Value*> done(mutated.begin(), mutated.end());
+  for (const Value* m : mutated) RETURN_IF_ERROR(RetakeViews(m, done));
   return absl::OkStatus();
 }
 
@@ -692,6 +762,9 @@ absl::Status Translator::Loop(const Node* node) {
   }
   for (size_t k = 0; k < carried; ++k) ctx_.Bind(node->outputs()[k], outs[k]);
   for (size_t i = 0; i < mutated.size(); ++i) ctx_.Bind(mutated[i], outs[carried + i]);
+  // Views of what the body wrote, taken before the loop, now show the writes.
+  std::set<const Value*> done(mutated.begin(), mutated.end());
+  for (const Value* m : mutated) RETURN_IF_ERROR(RetakeViews(m, done));
   return absl::OkStatus();
 }
 

@@ -866,6 +866,60 @@ TEST(ExportImporterFuzzTest, MutatedControlFlowNeverCrashes) {
 
 // ------------------------------------------------------------ hostile archives
 
+TEST(ExportImporterTest, AWriteThroughASliceReachesTheTensorAndItsOtherViews) {
+  // before = linear[:, 1:2] (taken first); relu_(linear[:, 1:3]); y = linear * scale: the
+  // write shows in linear (so in y) and in before, which is also an output.
+  Program p;
+  json& nodes = p.ep["graph_module"]["graph"]["nodes"];
+  auto slice = [](const std::string& out, int start, int end) {
+    return Node("torch.ops.aten.slice.Tensor",
+                {Arg("self", T("linear")), Arg("dim", {{"as_int", 1}}),
+                 Arg("start", {{"as_int", start}}), Arg("end", {{"as_int", end}})},
+                out);
+  };
+  nodes[1] = Node("torch.ops.aten.relu_.default", {Arg("self", T("part"))}, "relu_");
+  nodes.insert(nodes.begin() + 1, slice("part", 1, 3));
+  nodes.insert(nodes.begin() + 1, slice("before", 1, 2));
+  json& tv = p.ep["graph_module"]["graph"]["tensor_values"];
+  tv["part"] = Meta({Sym("s0"), 2});
+  tv["before"] = Meta({Sym("s0"), 1});
+  p.ep["graph_module"]["graph"]["outputs"].push_back(T("before"));
+  p.ep["graph_module"]["signature"]["output_specs"].push_back({{"user_output", {{"arg", T("before")}}}});
+  p.ep["graph_module"]["module_call_graph"][0]["signature"]["out_spec"] =
+      R"([1, {"type": "builtins.tuple", "context": "null", "children_spec": [{"type": null, "context": null, "children_spec": []}, {"type": null, "context": null, "children_spec": []}]}])";
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(p.Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  // linear(x) = x[:, :3] + bias = {-1.5, -11, -2}: relu_ zeroes columns 1 and 2 only.
+  absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+      (*model)->Infer({{"features", Floats({1, 4}, {-2, -1, -2, 7})}}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ(Values((*out)[0].tensor), (std::vector<float>{-3.0f, 0.0f, 0.0f}));  // * {2, 3, 4}
+  EXPECT_EQ(Values((*out)[1].tensor), (std::vector<float>{0.0f}));  // was -11 before the write
+}
+
+TEST(ExportImporterHostileTest, WritesThroughViewsKilnCannotFollowAreRefused) {
+  // A view whose result has its input's name: views in a cycle.
+  Program cycle;
+  json& nodes = cycle.ep["graph_module"]["graph"]["nodes"];
+  nodes.insert(nodes.begin() + 1,
+               Node("torch.ops.aten.alias.default", {Arg("self", T("linear"))}, "linear"));
+  ExpectInvalid(cycle.Archive(), "cycle");
+  // A write through expand, which has no inverse: refused, never silently dropped.
+  Program expand;
+  json& n = expand.ep["graph_module"]["graph"]["nodes"];
+  n[1] = Node("torch.ops.aten.relu_.default", {Arg("self", T("wide"))}, "relu_");
+  n.insert(n.begin() + 1, Node("torch.ops.aten.expand.default",
+                               {Arg("self", T("linear")), Arg("size", {{"as_ints", {2, -1, 3}}})},
+                               "wide"));
+  absl::Status s = ImportStatus(expand.Archive());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("aten::expand"));
+  EXPECT_THAT(s.message(), HasSubstr("written through"));
+}
+
 TEST(ExportImporterHostileTest, UnknownSchemaMajorVersion) {
   Program p;
   p.ep["schema_version"]["major"] = 9;

@@ -732,12 +732,9 @@ TEST(ImporterIrTest, TableCoversTheRequiredOps) {
         "aten::tanh", "aten::gelu", "aten::silu", "aten::hardswish", "aten::hardsigmoid",
         "aten::layer_norm", "aten::mean", "aten::dropout", "aten::feature_dropout",
         "aten::contiguous", "aten::detach", "aten::t"}) {
-    // A TorchScript-only row, or the shared row (an in-place form by rule).
-    EXPECT_TRUE(FindTorchScriptConverter(op) != nullptr ||
-                FindAtenConverter(OutOfPlaceOp(op)) != nullptr)
-        << op;
+    // The shared row (an in-place form by rule).
+    EXPECT_TRUE(FindAtenConverter(OutOfPlaceOp(op)) != nullptr) << op;
   }
-  EXPECT_EQ(FindTorchScriptConverter("aten::logcumsumexp"), nullptr);
   EXPECT_EQ(FindAtenConverter("aten::logcumsumexp"), nullptr);
 }
 

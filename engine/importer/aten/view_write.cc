@@ -1,0 +1,145 @@
+#include "engine/importer/aten/view_write.h"
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/importer/aten/aten_op_table.h"
+
+namespace kiln::importer {
+namespace {
+
+using ir::OpKind;
+
+// The views whose result is reshaped back (one element of the result is one
+// element of self, in the same order).
+bool IsReshapeView(std::string_view op) {
+  return op == "aten::view" || op == "aten::_unsafe_view" || op == "aten::view_as" ||
+         op == "aten::unsqueeze" || op == "aten::squeeze" || op == "aten::unflatten";
+}
+
+bool IsPermuteView(std::string_view op) {
+  return op == "aten::permute" || op == "aten::transpose" || op == "aten::t" ||
+         op == "aten::movedim" || op == "aten::moveaxis" || op == "aten::swapaxes" ||
+         op == "aten::swapdims";
+}
+
+// The permutation attributes of the view's inverse.
+absl::StatusOr<ir::Attributes> InversePermutation(AtenCall& view) {
+  const std::string_view op = view.op();
+  ir::Attributes attrs;
+  if (op == "aten::permute") {
+    ASSIGN_OR_RETURN(std::vector<int64_t> perm, view.Ints("dims"));
+    const int64_t rank = static_cast<int64_t>(perm.size());
+    std::vector<int64_t> inverse(perm.size(), -1);
+    for (int64_t i = 0; i < rank; ++i) {
+      const int64_t d = perm[i] < 0 ? perm[i] + rank : perm[i];
+      if (d < 0 || d >= rank || inverse[d] != -1) {
+        return view.InvalidArgument("dims is not a permutation");
+      }
+      inverse[d] = i;
+    }
+    attrs.SetInts("perm", std::move(inverse));
+  } else if (op == "aten::movedim" || op == "aten::moveaxis") {
+    ASSIGN_OR_RETURN(std::vector<int64_t> source, view.Ints("source"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> destination, view.Ints("destination"));
+    attrs.SetInts("source", std::move(destination));
+    attrs.SetInts("destination", std::move(source));
+  } else if (op == "aten::t") {
+    attrs.SetInt("dim0", 0);
+    attrs.SetInt("dim1", 1);
+    attrs.SetBool("identity_below_rank2", true);
+  } else {  // transpose, swapaxes, swapdims: their own inverse
+    const bool axes = op != "aten::transpose";
+    ASSIGN_OR_RETURN(int64_t d0, view.Int(axes ? "axis0" : "dim0"));
+    ASSIGN_OR_RETURN(int64_t d1, view.Int(axes ? "axis1" : "dim1"));
+    attrs.SetInt("dim0", d0);
+    attrs.SetInt("dim1", d1);
+  }
+  return attrs;
+}
+
+// The SliceScatter attributes that put a slice, narrow or select back.
+absl::StatusOr<ir::Attributes> ScatterAttrs(AtenCall& view) {
+  const std::string_view op = view.op();
+  ir::Attributes attrs;
+  ASSIGN_OR_RETURN(int64_t dim, view.Int("dim", 0));
+  attrs.SetInt("axis", dim);
+  auto bound = [&](const char* name) -> absl::StatusOr<int64_t> {
+    absl::StatusOr<int64_t> v = view.Int(name);
+    if (!v.ok() && view.Has(name)) {
+      return view.Unimplemented(absl::StrCat(
+          "is written through, and its ", name, " is known only at run time"));
+    }
+    return v;
+  };
+  if (op == "aten::select") {
+    ASSIGN_OR_RETURN(int64_t index, bound("index"));
+    attrs.SetInt("index", index);
+  } else if (op == "aten::narrow") {
+    ASSIGN_OR_RETURN(int64_t start, bound("start"));
+    ASSIGN_OR_RETURN(int64_t length, bound("length"));
+    if (start < 0) return view.Unimplemented("is written through with a negative start");
+    attrs.SetInt("start", start);
+    attrs.SetInt("end", start + length);
+  } else {
+    for (const char* name : {"start", "end"}) {
+      if (!view.Has(name)) continue;
+      ASSIGN_OR_RETURN(int64_t b, bound(name));
+      attrs.SetInt(name, b);
+    }
+    int64_t step = 1;
+    if (view.Has("step")) {
+      ASSIGN_OR_RETURN(step, bound("step"));
+    }
+    attrs.SetInt("step", step);
+  }
+  return attrs;
+}
+
+}  // namespace
+
+bool IsViewOp(std::string_view op) {
+  static const std::set<std::string_view>* const kViews = new std::set<std::string_view>{
+      "aten::view",      "aten::_unsafe_view", "aten::view_as",   "aten::alias",
+      "aten::detach",    "aten::select",       "aten::slice",     "aten::narrow",
+      "aten::expand",    "aten::expand_as",    "aten::transpose", "aten::t",
+      "aten::permute",   "aten::movedim",      "aten::moveaxis",  "aten::swapaxes",
+      "aten::swapdims",  "aten::unsqueeze",    "aten::squeeze",   "aten::as_strided",
+      "aten::reshape",   "aten::flatten",      "aten::unflatten", "aten::diagonal",
+      "aten::unfold",    "aten::contiguous",   "aten::view_as_real", "aten::view_as_complex",
+      "aten::real",      "aten::imag"};
+  return kViews->count(op) > 0;
+}
+
+absl::StatusOr<ir::ValueId> WriteThroughView(AtenCall& view, bool self_is_view,
+                                             ir::ValueId written, ConvertContext& cx) {
+  const std::string_view op = view.op();
+  ASSIGN_OR_RETURN(ir::ValueId self, view.Tensor("self"));
+  if (op == "aten::alias" || op == "aten::detach" ||
+      (op == "aten::contiguous" && !self_is_view)) {
+    return written;
+  }
+  if (op == "aten::slice" || op == "aten::narrow" || op == "aten::select") {
+    ASSIGN_OR_RETURN(ir::Attributes attrs, ScatterAttrs(view));
+    return cx.Emit(view, OpKind::kSliceScatter, {self, written}, std::move(attrs), ".base");
+  }
+  if (IsReshapeView(op) ||
+      ((op == "aten::reshape" || op == "aten::flatten") && !self_is_view)) {
+    return cx.Emit(view, OpKind::kReshapeLike, {written, self}, {}, ".base");
+  }
+  if (IsPermuteView(op)) {
+    ASSIGN_OR_RETURN(ir::Attributes attrs, InversePermutation(view));
+    return cx.Emit(view, OpKind::kPermute, {written}, std::move(attrs), ".base");
+  }
+  if (op == "aten::reshape" || op == "aten::flatten" || op == "aten::contiguous") {
+    return view.Unimplemented(
+        "is written through; of a view it may return a copy or a view, which Kiln cannot tell");
+  }
+  return view.Unimplemented("is written through, which Kiln cannot express");
+}
+
+}  // namespace kiln::importer
