@@ -6,6 +6,8 @@
 // still run every native op.
 #pragma once
 
+#include "absl/status/status.h"
+#include "engine/ir/graph.h"
 #include "engine/kernels/kernel.h"
 
 namespace kiln::fallback {
@@ -22,5 +24,11 @@ kernels::KernelDef LibtorchFallbackKernel(int num_threads);
 // are compiled. Also sets libtorch's intra-op threads to `num_threads` when
 // it is positive.
 void InstallFallbackKernel(int num_threads = 0);
+
+// Whether libtorch can run Fallback node `node`: it has the operator, and the
+// node's arguments fit its schema (a node of the torch.export front names
+// them, and torch 2.x may name one libtorch 1.13 lacks). Unimplemented
+// saying what does not fit. The kernel checks the same when it prepares.
+absl::Status CheckFallbackNode(const ir::Node& node);
 
 }  // namespace kiln::fallback

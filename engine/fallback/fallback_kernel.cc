@@ -99,30 +99,89 @@ absl::StatusOr<c10::IValue> ConstantFor(const ir::Attributes& attrs, const std::
   return absl::InvalidArgumentError(absl::StrCat("attribute ", name, " has an unusable type"));
 }
 
+// The spec of each schema argument, in schema order, and the attribute of
+// each constant ("arg<i>"). A node of the TorchScript front gives one spec per
+// schema argument; one of the torch.export front names its arguments
+// ("arg_names", parallel to "args", in schema order) and leaves out those at
+// their defaults, which take the schema's default here ("default").
+struct PositionalSpec {
+  std::vector<std::string> spec;
+  std::vector<std::string> constant_attr;
+};
+
+absl::StatusOr<PositionalSpec> Positional(const ir::Attributes& attrs,
+                                          const c10::FunctionSchema& schema) {
+  const std::vector<std::string> spec =
+      absl::StrSplit(attrs.GetString("args"), ';', absl::SkipEmpty());
+  const auto& arguments = schema.arguments();
+  PositionalSpec out;
+  if (!attrs.Has("arg_names")) {
+    if (spec.size() != arguments.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("has ", spec.size(), " argument specs for ",
+                                                     arguments.size(), " arguments"));
+    }
+    out.spec = spec;
+    for (size_t i = 0; i < spec.size(); ++i) out.constant_attr.push_back(absl::StrCat("arg", i));
+    return out;
+  }
+  const std::vector<std::string> names =
+      absl::StrSplit(attrs.GetString("arg_names"), ';', absl::SkipEmpty());
+  if (names.size() != spec.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("has ", spec.size(), " argument specs for ",
+                                                   names.size(), " argument names"));
+  }
+  size_t next = 0;  // the next named argument, matched in schema order
+  for (const c10::Argument& argument : arguments) {
+    if (next < names.size() && names[next] == argument.name()) {
+      out.spec.push_back(spec[next]);
+      out.constant_attr.push_back(absl::StrCat("arg", next));
+      ++next;
+    } else if (argument.default_value().has_value()) {
+      out.spec.push_back("default");
+      out.constant_attr.emplace_back();
+    } else {
+      return absl::UnimplementedError(absl::StrCat(
+          "libtorch's ", schema.name(), " needs argument '", argument.name(),
+          "', which the program does not give"));
+    }
+  }
+  if (next != names.size()) {
+    return absl::UnimplementedError(absl::StrCat("libtorch's ", c10::toString(schema),
+                                                 " has no argument '", names[next],
+                                                 "' (or not in that order)"));
+  }
+  return out;
+}
+
+// The operator of a Fallback node, or Unimplemented naming it.
+absl::StatusOr<std::shared_ptr<torch::jit::Operator>> FindOperator(const ir::Attributes& attrs) {
+  const std::string name = attrs.GetString("op");
+  const std::string overload = attrs.GetString("overload");
+  std::shared_ptr<torch::jit::Operator> op;
+  try {
+    op = torch::jit::findOperatorFor(c10::OperatorName(name, overload));
+  } catch (const std::exception& e) {
+    return absl::UnimplementedError(e.what());
+  }
+  if (op == nullptr) {
+    return absl::UnimplementedError(absl::StrCat("libtorch has no operator ", name,
+                                                 overload.empty() ? "" : ".", overload));
+  }
+  return op;
+}
+
 absl::Status PrepareFallback(PrepareContext& ctx) {
   const ir::Attributes& attrs = ctx.node.attrs;
   auto plan = std::make_shared<Plan>();
   plan->name = attrs.GetString("op");
-  const std::string overload = attrs.GetString("overload");
-  try {
-    plan->op = torch::jit::findOperatorFor(c10::OperatorName(plan->name, overload));
-  } catch (const std::exception& e) {
-    return absl::UnimplementedError(absl::StrCat(kernels::NodeContext(ctx.node), e.what()));
-  }
-  if (plan->op == nullptr) {
-    return absl::UnimplementedError(absl::StrCat(kernels::NodeContext(ctx.node),
-                                                 "libtorch has no operator ", plan->name,
-                                                 overload.empty() ? "" : ".", overload));
-  }
+  absl::StatusOr<std::shared_ptr<torch::jit::Operator>> op = FindOperator(attrs);
+  if (!op.ok()) return Annotate(op.status(), kernels::NodeContext(ctx.node));
+  plan->op = *std::move(op);
   plan->operation = plan->op->getOperation();
   const c10::FunctionSchema& schema = plan->op->schema();
-  const std::vector<std::string> spec =
-      absl::StrSplit(attrs.GetString("args"), ';', absl::SkipEmpty());
-  if (spec.size() != schema.arguments().size()) {
-    return absl::InvalidArgumentError(absl::StrCat(kernels::NodeContext(ctx.node), "has ",
-                                                   spec.size(), " argument specs for ",
-                                                   schema.arguments().size(), " arguments"));
-  }
+  absl::StatusOr<PositionalSpec> positional = Positional(attrs, schema);
+  if (!positional.ok()) return Annotate(positional.status(), kernels::NodeContext(ctx.node));
+  const std::vector<std::string>& spec = positional->spec;
   int next = 0;
   bool runtime_list = false;
   for (size_t i = 0; i < spec.size(); ++i) {
@@ -157,9 +216,12 @@ absl::Status PrepareFallback(PrepareContext& ctx) {
       plan->static_inputs += arg.count;
     } else if (spec[i] == "const") {
       arg.kind = Arg::Kind::kConstant;
-      absl::StatusOr<c10::IValue> c = ConstantFor(attrs, absl::StrCat("arg", i), arg.type);
+      absl::StatusOr<c10::IValue> c = ConstantFor(attrs, positional->constant_attr[i], arg.type);
       if (!c.ok()) return Annotate(c.status(), kernels::NodeContext(ctx.node));
       arg.constant = *std::move(c);
+    } else if (spec[i] == "default") {
+      arg.kind = Arg::Kind::kConstant;
+      arg.constant = *schema_arg.default_value();
     } else if (spec[i] == "none") {
       arg.kind = Arg::Kind::kNone;
     } else {
@@ -384,6 +446,12 @@ void InstallFallbackKernel(int num_threads) {
     kernels::InstallKernel(LibtorchFallbackKernel(num_threads));
   });
   if (num_threads > 0) at::set_num_threads(num_threads);
+}
+
+absl::Status CheckFallbackNode(const ir::Node& node) {
+  absl::StatusOr<std::shared_ptr<torch::jit::Operator>> op = FindOperator(node.attrs);
+  if (!op.ok()) return op.status();
+  return Positional(node.attrs, (*op)->schema()).status();
 }
 
 }  // namespace kiln::fallback

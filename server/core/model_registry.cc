@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <utility>
@@ -41,6 +42,12 @@
 
 namespace kiln::server {
 namespace {
+
+// The answer of an import without libtorch to a .pt2 whose ops need its fallback.
+bool NeedsLibtorchFallback(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) &&
+         s.message().find(kNeedsLibtorchFallback) != absl::string_view::npos;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -244,6 +251,17 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
                                     : options_.torch_worker;
     absl::StatusOr<cache::Payload> serialized =
         ImportInChildProcess(worker, path, answer, limits);
+    if (NeedsLibtorchFallback(serialized.status()) && worker != options_.torch_worker) {
+      // A .pt2 with ops Kiln does not translate: imported again where
+      // libtorch checks that its fallback can run them.
+      const absl::Status needs = serialized.status();
+      serialized = ImportInChildProcess(options_.torch_worker, path, answer, limits);
+      if (absl::IsFailedPrecondition(serialized.status())) {  // no worker to run libtorch
+        return absl::UnimplementedError(
+            absl::StrCat(needs.message().substr(std::strlen(kNeedsLibtorchFallback) + 2), "; ",
+                         serialized.status().message()));
+      }
+    }
     if (serialized.ok()) {
       if (answer.keep) pending->answer_path = answer.path;  // removed unless committed
       absl::StatusOr<ir::Graph> graph = cache::ParseGraph(serialized->view(), serialized->owner());
@@ -279,7 +297,13 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
     ASSIGN_OR_RETURN(read, cache::ReadFileToString(path));
     bytes = read;
   }
-  ASSIGN_OR_RETURN(ir::Graph graph, ImportModel(bytes, std::move(owner)));
+  absl::StatusOr<ir::Graph> imported = ImportModel(bytes, std::move(owner));
+  if (NeedsLibtorchFallback(imported.status())) {
+    return absl::UnimplementedError(absl::StrCat(
+        imported.status().message().substr(std::strlen(kNeedsLibtorchFallback) + 2),
+        "; this kilnd has no libtorch fallback (it was built without libtorch)"));
+  }
+  ASSIGN_OR_RETURN(ir::Graph graph, std::move(imported));
   info->graph_source = "import-in-process";
   info->import_ns = NsSince(start);
   if (cache.has_disk()) {

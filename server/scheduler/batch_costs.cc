@@ -46,11 +46,15 @@ size_t BatchCosts::Choose(const std::string& key, const std::vector<int64_t>& re
   auto it = keys_.find(key);
   if (it == keys_.end()) return n;  // nothing known: the full batch first
   const Signature& signature = it->second;
-  if (Known(signature, sizes[n - 1]) < 0) return n;
-  // This thread's share of what waits, when other compute threads are free.
-  while (n > 1 && real[n - 1] > share) --n;
-  const double full = Known(signature, sizes[n - 1]);
+  double full = Known(signature, sizes[n - 1]);
   if (full < 0) return n;
+  // This thread's share of what waits, when other compute threads are free.
+  const size_t all = n;
+  while (n > 1 && real[n - 1] > share) --n;
+  if (n != all) {
+    full = Known(signature, sizes[n - 1]);
+    if (full < 0) return n;
+  }
   // The best rows per nanosecond; on a tie the larger batch (less waiting).
   size_t best = n;
   double best_rate = static_cast<double>(real[n - 1]) / full;

@@ -130,6 +130,7 @@ std::string DynamicBatcher::Describe() const {
     return absl::StrCat("off: no \"dynamic_batching\" in the config (max_batch_size ",
                         max_batch_size_, " bounds each request's dim 0)");
   }
+  const std::string costs = config_->adaptive_batch_size ? costs_.Describe() : std::string();
   const std::string capped =
       rows_capped_by_.empty()
           ? std::string()
@@ -143,12 +144,10 @@ std::string DynamicBatcher::Describe() const {
                           ? std::string(", batches run at their own size")
                           : absl::StrCat(", batches padded to [", absl::StrJoin(allowed_sizes_, ", "),
                                          "]"),
-                      !config_->adaptive_batch_size
-                          ? std::string()
-                          : costs_.Describe().empty()
-                                ? std::string(", batch size by measured cost")
-                                : absl::StrCat(", batch size by measured cost: ms per row at ",
-                                               costs_.Describe()),
+                      !config_->adaptive_batch_size ? std::string()
+                      : costs.empty()
+                          ? std::string(", batch size by measured cost")
+                          : absl::StrCat(", batch size by measured cost: ms per row at ", costs),
                       ")");
 }
 

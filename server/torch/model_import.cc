@@ -1,5 +1,8 @@
 #include "server/torch/model_import.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
 #include "engine/importer/export/exported_program_importer.h"
 #include "server/torch/torch_backend.h"
 
@@ -22,7 +25,20 @@ absl::StatusOr<ir::Graph> ImportModel(std::string_view bytes,
 absl::StatusOr<ir::Graph> ImportModel(std::string_view bytes, std::shared_ptr<const void> owner,
                                       const importer::ImportOptions& options) {
   if (IsExport(importer::DetectFormat(bytes))) {
-    return importer::ImportExportedProgram(bytes, std::move(owner), options);
+    ASSIGN_OR_RETURN(ir::Graph graph,
+                     importer::ImportExportedProgram(bytes, std::move(owner), options));
+    const std::vector<std::string> ops = torch::FallbackOps(graph);
+    if (ops.empty()) return graph;
+    if (!torch::Load().ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          kNeedsLibtorchFallback, ": Kiln has no translation for ", ops.size(),
+          " op(s) of this program (", absl::StrJoin(ops, ", "),
+          "), which run through libtorch's fallback"));
+    }
+    // Every op libtorch 1.13 lacks, or whose arguments it names otherwise,
+    // listed at once now rather than found by the first request.
+    RETURN_IF_ERROR(torch::CheckFallbackNodes(graph));
+    return graph;
   }
   return torch::ImportTorchScript(bytes, options);
 }

@@ -12,6 +12,12 @@
 
 namespace kiln::server {
 
+// The start of the FailedPrecondition a process without libtorch answers for
+// a torch.export archive with ops Kiln does not translate: they run through
+// libtorch's fallback, so the import is done again where libtorch is (the
+// registry's torch worker), or refused where there is none.
+inline constexpr char kNeedsLibtorchFallback[] = "needs the libtorch fallback";
+
 // Whether importing `bytes` needs libtorch (everything but a torch.export archive).
 bool ImportNeedsTorch(std::string_view bytes);
 

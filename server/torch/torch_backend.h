@@ -43,6 +43,11 @@ absl::StatusOr<kernels::KernelDef> LibtorchFallbackKernel(int num_threads);
 absl::StatusOr<verify::ReferenceResult> RunReference(std::string_view model_bytes,
                                                      const verify::ReferenceRequest& request);
 
+// Whether libtorch can run every Fallback node of `graph` (the operator
+// exists, the node's named arguments fit its schema: fallback::CheckFallbackNode);
+// Unimplemented listing every one it cannot. FailedPrecondition in kilnd.
+absl::Status CheckFallbackNodes(const ir::Graph& graph);
+
 // The ops of `graph` that run through the libtorch fallback, sorted and
 // unique (as importer::FallbackOps; needs no libtorch).
 std::vector<std::string> FallbackOps(const ir::Graph& graph);

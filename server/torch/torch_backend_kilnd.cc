@@ -25,6 +25,8 @@ absl::StatusOr<ir::Graph> ImportTorchScript(std::string_view, const importer::Im
 
 absl::StatusOr<kernels::KernelDef> LibtorchFallbackKernel(int) { return NotHere(); }
 
+absl::Status CheckFallbackNodes(const ir::Graph&) { return NotHere(); }
+
 absl::StatusOr<verify::ReferenceResult> RunReference(std::string_view,
                                                      const verify::ReferenceRequest&) {
   return NotHere();

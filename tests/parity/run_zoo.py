@@ -22,7 +22,6 @@ natively.
   --config JSON   a load config for every upload, e.g. '{"accumulation": "float64"}'
                   (the timing then marks Kiln's GEMM ops the same way)
 """
-import argparse
 import json
 import os
 import re
@@ -36,31 +35,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
-
-
-def Kilnd(bin_dir, repo):
-    """kilnd for the zoo: uploads up to 4 GiB, imports given 16 GB and 30 minutes."""
-    return KilndProcess(bin_dir, [
-        "--host", "127.0.0.1", "--port", "0", "--model-repository", repo, "--threads", "2",
-        "--log-level", "warn", "--max-upload-bytes", 4 << 30, "--import-memory-mb", 16000,
-        "--import-timeout-s", 1800])
-
-
-def relative_error(got, want):
-    """max |got - want| / max |want|, the issue's relative error."""
-    return float(np.max(np.abs(got.astype(np.float64) - want)) / max(float(np.max(np.abs(want))), 1e-12))
-
-
-def read_expected(path):
-    expected = {}
-    if os.path.exists(path):
-        for line in open(path):
-            line = line.strip()
-            if line and not line.startswith("#"):
-                name, _, reason = line.partition(" ")
-                expected[name] = reason.strip()
-    return expected
+from zoo_support import Kilnd, read_expected, read_manifest, relative_error, zoo_arguments  # noqa: E402
 
 
 def time_model(bin_dir, pt, x, iters, float64):
@@ -92,11 +67,7 @@ def write_markdown(path, table):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--models", required=True)
-    parser.add_argument("--expect", default=os.path.join(HERE, "expected_zoo.txt"))
-    parser.add_argument("--only", default="", help="comma-separated model names")
+    parser = zoo_arguments(os.path.join(HERE, "expected_zoo.txt"))
     parser.add_argument("--time", type=int, default=0, help="timed runs per model (0: no timing)")
     parser.add_argument("--markdown", default="", help="write the table as Markdown here")
     parser.add_argument("--config", default=os.environ.get("KILN_ZOO_CONFIG", ""),
@@ -104,9 +75,7 @@ def main():
                              "$KILN_ZOO_CONFIG, which make test-zoo sets from ZOO_CONFIG), e.g. "
                              "'{\"accumulation\": \"float64\"}'")
     args = parser.parse_args()
-    manifest = json.load(open(os.path.join(args.models, "manifest.json")))
-    if args.only:
-        manifest = [e for e in manifest if e["name"] in args.only.split(",")]
+    manifest = read_manifest(args.models, args.only)
     expected = read_expected(args.expect)
     tmp = tempfile.mkdtemp(prefix="kiln-zoo-")
     server = Kilnd(args.bin, os.path.join(tmp, "repo"))

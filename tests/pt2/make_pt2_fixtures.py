@@ -373,6 +373,8 @@ def Models():
     # (bfloat16 has no .npy form for the CLI to send: this model's interface is float32.)
     out.append(("bfloat16_mlp", Bf16Mlp(), (torch.randn(2, 8),), ({0: batch},),
                 [(torch.randn(1, 8),), (torch.randn(6, 8),)], 3e-2))
+    out.append(("fallback_ops", FallbackOps(), (torch.randn(2, 7),), ({0: batch},),
+                [(torch.randn(1, 7),), (torch.randn(4, 7),)], 1e-5))
     out.append(("inplace_views", InPlaceViews(), (torch.randn(2, 5, 4, 6),), ({0: batch},),
                 [(torch.randn(1, 5, 4, 6),), (torch.randn(3, 5, 4, 6),)], 1e-5))
     half = torch.float16
@@ -480,6 +482,22 @@ class InPlaceViews(torch.nn.Module):
         return y + mask, before * 1.0
 
 
+class FallbackOps(torch.nn.Module):
+    """An op Kiln does not translate (logcumsumexp, its dim given by name) between native ones:
+    it runs through libtorch's fallback, which supplies the arguments the program leaves out."""
+
+    def forward(self, x):
+        return torch.logcumsumexp(x * 2.0, dim=1) + torch.cumsum(x, 1, dtype=torch.float64).float()
+
+
+class NewerOp(torch.nn.Module):
+    """An op torch 2.5+ has and libtorch 1.13 lacks (_safe_softmax, which torch's own
+    attention decompositions use): neither Kiln nor its fallback runs it."""
+
+    def forward(self, x):
+        return torch.ops.aten._safe_softmax(x, 1) + 1.0
+
+
 def LegacyModels():
     """The fixtures written by torch 2.6 (--legacy), as Models() lists them."""
     batch = Dim("batch", min=1, max=32)
@@ -497,8 +515,11 @@ def LegacyModels():
 
 
 def Refused():
-    """(name, module, example args, a phrase the refusal must contain)."""
-    return [("mutated_buffer", MutatedBuffer(), (torch.randn(2, 3),), "mutates buffer 'calls'")]
+    """(name, module, example args, the status code and a phrase of the refusal)."""
+    return [("mutated_buffer", MutatedBuffer(), (torch.randn(2, 3),), "INVALID_ARGUMENT",
+             "mutates buffer 'calls'"),
+            ("newer_op", NewerOp(), (torch.randn(2, 3),), "UNIMPLEMENTED",
+             "libtorch has no operator aten::_safe_softmax")]
 
 
 # ------------------------------------------------------------------ writing
@@ -564,12 +585,13 @@ def main():
         print("wrote", name, flush=True)
     # Programs Kiln refuses to serve, with what its message must name.
     manifest["refused"] = []
-    for name, module, example, says in ([] if legacy else Refused()):
+    for name, module, example, code, says in ([] if legacy else Refused()):
         if only and name not in only:
             continue
         ep = torch.export.export(module, example)
         torch.export.save(ep, os.path.join(out_dir, name + ".pt2"))
-        manifest["refused"].append({"name": name, "file": name + ".pt2", "says": says})
+        manifest["refused"].append({"name": name, "file": name + ".pt2", "code": code,
+                                    "says": says})
         print("wrote", name, flush=True)
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

@@ -10,8 +10,6 @@ model not listed in expected_pt2_zoo.txt (with the reason) does not pass.
 
   run_pt2_zoo.py --bin BUILD/bin --models BUILD/pt2/zoo [--only a,b]
 """
-import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -22,9 +20,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "parity"))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from run_zoo import Kilnd, read_expected, relative_error  # noqa: E402
+from zoo_support import Kilnd, read_expected, read_manifest, relative_error, zoo_arguments  # noqa: E402
 
 
 def check(kiln, models, entry, tmp):
@@ -66,15 +63,8 @@ def check(kiln, models, entry, tmp):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--models", required=True)
-    parser.add_argument("--expect", default=os.path.join(HERE, "expected_pt2_zoo.txt"))
-    parser.add_argument("--only", default="", help="comma-separated model names")
-    args = parser.parse_args()
-    manifest = json.load(open(os.path.join(args.models, "manifest.json")))["models"]
-    if args.only:
-        manifest = [e for e in manifest if e["name"] in args.only.split(",")]
+    args = zoo_arguments(os.path.join(HERE, "expected_pt2_zoo.txt")).parse_args()
+    manifest = read_manifest(args.models, args.only, key="models")
     expected = read_expected(args.expect)
     tmp = tempfile.mkdtemp(prefix="kiln-pt2-zoo-")
     server = Kilnd(args.bin, os.path.join(tmp, "repo"))

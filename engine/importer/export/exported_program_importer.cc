@@ -4,7 +4,9 @@
 //      package or a TorchScript archive are told apart and refused with their own
 //      message).
 //   2. The program: JSON parsed without exceptions, schema major version checked.
-//   3. Unsupported ops: every node's target looked up first, so one error lists all.
+//   3. Unsupported ops: every node's target looked up first, so that a strict
+//      import's error lists all; otherwise each becomes a Fallback node that
+//      runs the op through libtorch (export_fallback.cc).
 //   4. Inputs, in signature order: parameters, buffers and lifted constants
 //      become Constants read from data/weights and data/constants (sizes,
 //      strides and offsets checked against the file), or in the older layout
@@ -137,7 +139,7 @@ absl::StatusOr<ir::Graph> ProgramImporter::Run() {
   if (!nodes.is_array()) return Invalid("the graph has no node list");
   values_.tensor_values = &Field(graph, "tensor_values");
   ASSIGN_OR_RETURN(std::vector<std::string> missing, Unsupported(nodes));
-  if (!missing.empty()) {
+  if (!missing.empty() && options_.strict) {
     return absl::UnimplementedError(absl::StrCat(
         "Kiln has no translation for ", missing.size(), " op(s) of this program: ",
         absl::StrJoin(missing, ", ")));
@@ -174,8 +176,11 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
   } else {
     RETURN_IF_ERROR(RefuseStateMutation(node, call, t.op));
     AtenConverter convert = FindAtenConverter(OutOfPlaceOp(t.op));
-    if (convert == nullptr) return call.Unimplemented("has no translation");
-    ASSIGN_OR_RETURN(results, convert(call, cx_));
+    if (convert != nullptr) {
+      ASSIGN_OR_RETURN(results, convert(call, cx_));
+    } else {
+      ASSIGN_OR_RETURN(results, Fallback(node, call));
+    }
   }
   if (results.size() != outputs.size()) {
     return absl::InternalError(absl::StrCat(call.Where(), "converter returned ", results.size(),

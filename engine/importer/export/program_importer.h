@@ -120,6 +120,10 @@ class ProgramImporter {
   // One node of the graph or of a subgraph; `index` numbers it in messages.
   absl::Status Node(const json& node, int index);
 
+  // A Fallback node for a node whose op has no row in the aten table: it
+  // runs through libtorch where the server has it (export_fallback.cc).
+  absl::StatusOr<std::vector<ir::ValueId>> Fallback(const json& node, ExportCall& call);
+
   // In-place op `call` left `value` in tensor `name`: rebinds it, writes the
   // value back up the views `name` was taken through, and takes again the
   // other views of every tensor that changed (view_write.h).

@@ -543,9 +543,56 @@ TEST(ExportImporterTest, ListsEveryUnsupportedOpAtOnce) {
   auto& nodes = p.ep["graph_module"]["graph"]["nodes"];
   nodes.push_back(Node("torch.ops.aten.frobnicate.default", {Arg("self", T("x"))}, "f1"));
   nodes.push_back(Node("torch.ops.aten.zorble.Tensor", {Arg("self", T("x"))}, "f2"));
-  absl::Status s = ImportStatus(p.Archive());
+  ImportOptions strict;
+  strict.strict = true;
+  absl::Status s = ImportExportedProgram(p.Archive(), strict).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(s.message(), HasSubstr("aten::frobnicate, aten::zorble"));
+}
+
+TEST(ExportImporterTest, UntranslatedOpsBecomeFallbackNodesWithNamedArguments) {
+  // Not strict: an op without a row runs through libtorch. Its arguments are named (the
+  // program leaves out those at their defaults, which libtorch's schema supplies).
+  Program p;
+  auto& nodes = p.ep["graph_module"]["graph"]["nodes"];
+  nodes.push_back(Node("torch.ops.aten.logcumsumexp.default",
+                       {Arg("self", T("view")), Arg("dim", {{"as_int", 1}})}, "lcse"));
+  nodes.push_back(Node("torch.ops.aten.zorble.Tensor",
+                       {Arg("self", T("x")), Arg("alpha", {{"as_float", 0.5}}),
+                        Arg("dtype", {{"as_scalar_type", 7}}), Arg("none", {{"as_none", nullptr}})},
+                       "f2"));
+  p.ep["graph_module"]["graph"]["outputs"] = json::array({T("lcse")});
+  p.ep["graph_module"]["signature"]["output_specs"][0]["user_output"]["arg"] = T("lcse");
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(p.Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  int fallbacks = 0;
+  for (const ir::Node& n : g->nodes()) {
+    if (n.kind != ir::OpKind::kFallback) continue;
+    ++fallbacks;
+    EXPECT_EQ(n.source_op, "aten::logcumsumexp");  // zorble's result is unused: dropped
+    EXPECT_EQ(n.attrs.GetString("op"), "aten::logcumsumexp");
+    EXPECT_EQ(n.attrs.GetString("overload"), "");
+    EXPECT_EQ(n.attrs.GetString("args"), "in;const");
+    EXPECT_EQ(n.attrs.GetString("arg_names"), "self;dim");
+    EXPECT_EQ(n.attrs.GetInt("arg1"), 1);
+    EXPECT_EQ(n.inputs.size(), 1u);
+  }
+  EXPECT_EQ(fallbacks, 1);
+  // The dtype enum becomes c10's number (FLOAT 7 -> Float 6), before compaction drops it.
+  p.ep["graph_module"]["graph"]["outputs"] = json::array({T("f2")});
+  p.ep["graph_module"]["signature"]["output_specs"][0]["user_output"]["arg"] = T("f2");
+  g = ImportExportedProgram(p.Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  bool seen = false;
+  for (const ir::Node& n : g->nodes()) {
+    if (n.kind != ir::OpKind::kFallback) continue;
+    seen = true;
+    EXPECT_EQ(n.attrs.GetString("overload"), "Tensor");
+    EXPECT_EQ(n.attrs.GetString("args"), "in;const;const;none");
+    EXPECT_EQ(n.attrs.GetString("arg_names"), "self;alpha;dtype;none");
+    EXPECT_EQ(n.attrs.GetInt("arg2"), 6);
+  }
+  EXPECT_TRUE(seen);
 }
 
 // ------------------------------------------------------------ control flow
@@ -803,7 +850,9 @@ TEST(ExportImporterTest, UnsupportedOpsInsideSubgraphsAreListed) {
   Program p = CondProgram();
   json& branch = p.ep["graph_module"]["graph"]["nodes"][2]["inputs"][2]["arg"]["as_graph"]["graph"];
   branch["nodes"].push_back(Node("torch.ops.aten.frobnicate.default", {Arg("self", T("x"))}, "f"));
-  absl::Status s = ImportStatus(p.Archive());
+  ImportOptions strict;
+  strict.strict = true;
+  absl::Status s = ImportExportedProgram(p.Archive(), strict).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(s.message(), HasSubstr("aten::frobnicate"));
 }
