@@ -6,6 +6,8 @@
 // output of the torch graph: one run gives every intermediate value.
 #include "engine/fallback/torch_reference.h"
 
+#include "engine/fallback/export_reference.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
@@ -19,11 +21,6 @@
 #include "engine/importer/torchscript/prepared_module.h"
 
 namespace kiln::fallback {
-namespace {
-
-using verify::ReferenceInput;
-using verify::ReferenceRequest;
-using verify::ReferenceResult;
 
 // A copy of a Kiln tensor as an at::Tensor (libtorch's in-place ops must not
 // reach the caller's buffers).
@@ -43,6 +40,46 @@ absl::StatusOr<Tensor> FromTorch(const at::Tensor& value) {
   if (out.byte_size() > 0) std::memcpy(out.raw_data(), t.data_ptr(), out.byte_size());
   return out;
 }
+
+// One result flattened: a tensor gives one, a list its elements, an
+// int/float/bool a 0-dim tensor, anything else none.
+absl::StatusOr<std::vector<Tensor>> Flatten(const c10::IValue& v) {
+  std::vector<at::Tensor> ts;
+  if (v.isTensor()) ts = {v.toTensor()};
+  if (v.isTensorList()) ts = v.toTensorVector();
+  if (v.isInt()) ts = {at::scalar_tensor(v.toInt(), at::kLong)};
+  if (v.isDouble()) ts = {at::scalar_tensor(v.toDouble(), at::kDouble)};
+  if (v.isBool()) ts = {at::scalar_tensor(v.toBool(), at::kBool)};
+  std::vector<Tensor> out;
+  for (const at::Tensor& t : ts) {
+    ASSIGN_OR_RETURN(Tensor k, FromTorch(t));
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+// Whether libtorch failed for want of memory (the worker's address-space
+// limit): that ends the run, it is not the model rejecting the samples.
+bool OutOfMemory(const std::exception& e) {
+  const std::string what = e.what();
+  return dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+         what.find("can't allocate memory") != std::string::npos;
+}
+
+// A libtorch exception's message: its first line, without the backtrace.
+std::string FirstLine(const std::exception& e) {
+  std::string what = e.what();
+  if (const c10::Error* ce = dynamic_cast<const c10::Error*>(&e)) {
+    what = ce->what_without_backtrace();
+  }
+  return what.substr(0, what.find('\n'));
+}
+
+namespace {
+
+using verify::ReferenceInput;
+using verify::ReferenceRequest;
+using verify::ReferenceResult;
 
 // libtorch's inputs for the request, floats converted to double when `float64`.
 absl::StatusOr<std::vector<c10::IValue>> ToIValues(const std::vector<ReferenceInput>& inputs,
@@ -91,40 +128,6 @@ std::vector<c10::IValue> RunTorch(const std::shared_ptr<torch::jit::Graph>& grap
   for (const c10::IValue& v : inputs) stack.push_back(v);
   torch::jit::InterpreterState(code).run(stack);
   return stack;
-}
-
-// One result flattened: a tensor gives one, a list its elements, an
-// int/float/bool a 0-dim tensor, anything else none.
-absl::StatusOr<std::vector<Tensor>> Flatten(const c10::IValue& v) {
-  std::vector<at::Tensor> ts;
-  if (v.isTensor()) ts = {v.toTensor()};
-  if (v.isTensorList()) ts = v.toTensorVector();
-  if (v.isInt()) ts = {at::scalar_tensor(v.toInt(), at::kLong)};
-  if (v.isDouble()) ts = {at::scalar_tensor(v.toDouble(), at::kDouble)};
-  if (v.isBool()) ts = {at::scalar_tensor(v.toBool(), at::kBool)};
-  std::vector<Tensor> out;
-  for (const at::Tensor& t : ts) {
-    ASSIGN_OR_RETURN(Tensor k, FromTorch(t));
-    out.push_back(std::move(k));
-  }
-  return out;
-}
-
-// Whether libtorch failed for want of memory (the worker's address-space
-// limit): that ends the run, it is not the model rejecting the samples.
-bool OutOfMemory(const std::exception& e) {
-  const std::string what = e.what();
-  return dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
-         what.find("can't allocate memory") != std::string::npos;
-}
-
-// A libtorch exception's message: its first line, without the backtrace.
-std::string FirstLine(const std::exception& e) {
-  std::string what = e.what();
-  if (const c10::Error* ce = dynamic_cast<const c10::Error*>(&e)) {
-    what = ce->what_without_backtrace();
-  }
-  return what.substr(0, what.find('\n'));
 }
 
 absl::Status RunFloat64(std::string_view bytes, const ReferenceRequest& request,
@@ -177,6 +180,11 @@ absl::Status RunTraced(std::string_view bytes, const ReferenceRequest& request,
 
 absl::StatusOr<ReferenceResult> RunReferenceImpl(std::string_view bytes,
                                                  const ReferenceRequest& request) {
+  const importer::ModelFormat format = importer::DetectFormat(bytes);
+  if (format == importer::ModelFormat::kExportedProgram ||
+      format == importer::ModelFormat::kLegacyExportedProgram) {
+    return RunExportReference(bytes, request);
+  }
   ReferenceResult result;
   if (request.float64) {
     try {

@@ -463,6 +463,11 @@ absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
   ReferenceRequest request;
   request.inputs = samples.torch;
   ASSIGN_OR_RETURN(ReferenceResult torch, reference.Run(request));
+  if (!torch.unavailable.empty()) {
+    report.skipped = true;
+    report.skip_reason = absl::StrCat("no reference to compare with: ", torch.unavailable);
+    return report;
+  }
   if (!torch.rejected.empty()) {
     // The model itself rejects the sample (a fixed image size, a value range).
     report.skipped = true;

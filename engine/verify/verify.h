@@ -142,6 +142,10 @@ struct ReferenceResult {
   // Non-empty when libtorch rejected the samples (a fixed image size, a
   // value range): verification is skipped with this reason.
   std::string rejected;
+  // Non-empty when there is no reference at all (no libtorch to run it; a
+  // torch.export program with a node libtorch 1.13 cannot evaluate):
+  // verification is skipped with this reason.
+  std::string unavailable;
   // forward()'s results, each flattened: a tensor gives one, a list its
   // elements, an int/float/bool a 0-dim INT64/FP64/BOOL tensor, None none.
   std::vector<std::vector<Tensor>> outputs;

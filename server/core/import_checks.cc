@@ -30,6 +30,27 @@ bool IsRunBound(const absl::Status& s) {
   return absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) || absl::IsResourceExhausted(s);
 }
 
+// The reference of a torch.export archive: the program evaluated node by
+// node through libtorch's operators in kiln-torch-worker
+// (engine/fallback/export_reference.h). A .pt2 serves without libtorch, so
+// where the worker cannot run, verification is skipped saying so instead of
+// failing the load.
+class ExportReference : public verify::TorchReference {
+ public:
+  explicit ExportReference(verify::TorchReference& inner) : inner_(inner) {}
+  absl::StatusOr<verify::ReferenceResult> Run(const verify::ReferenceRequest& request) override {
+    absl::StatusOr<verify::ReferenceResult> result = inner_.Run(request);
+    if (!absl::IsFailedPrecondition(result.status())) return result;
+    verify::ReferenceResult skipped;
+    skipped.unavailable = absl::StrCat("it runs in libtorch, which this kilnd cannot run (",
+                                       result.status().message(), ")");
+    return skipped;
+  }
+
+ private:
+  verify::TorchReference& inner_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
@@ -47,15 +68,9 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     verify_text = "skipped: graph read from the disk cache (verified when first imported)";
   }
   verify::VerifyReport report;
-  if (config.verify.enabled && verify) {
-    // Told from the zip's directory: reading the whole file here held a
-    // second copy of the model's bytes through the verification.
-    if (IsExportArchiveFile(model_path)) {
-      verify = false;
-      verify_text =
-          "not available for torch.export archives yet (the reference runs TorchScript)";
-    }
-  }
+  // Told from the zip's directory: reading the whole file here held a
+  // second copy of the model's bytes through the verification.
+  const bool exported = IsExportArchiveFile(model_path);
   if (config.verify.enabled && verify) {
     verify::VerifyOptions options;
     options.tolerance = config.precision == Precision::kBf16
@@ -78,8 +93,10 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     }
     options.fallback_on_mismatch = config.verify.fallback_on_mismatch ? 4 : 0;
     options.run = run;
+    ExportReference export_reference(reference);
     absl::StatusOr<verify::VerifiedModel> verified =
-        verify::VerifyModel(reference, config.import, std::move(model), rebuild, options);
+        verify::VerifyModel(exported ? export_reference : reference, config.import,
+                            std::move(model), rebuild, options);
     if (!verified.ok()) {
       spdlog::warn("{}: {}", label, std::string(verified.status().message()));
       if (IsRunBound(verified.status())) {
@@ -90,6 +107,10 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     model = std::move(verified->model);
     report = std::move(verified->report);
     verify_text = report.Summary();
+    if (exported) {
+      absl::StrAppend(&verify_text, " (reference: the ExportedProgram evaluated node by node "
+                                    "through libtorch 1.13's operators)");
+    }
     if (verified_signature != nullptr && !report.skipped && report.passed) {
       *verified_signature = runtime::SignatureKey(report.signature);
     }

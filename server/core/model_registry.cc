@@ -415,8 +415,6 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
     first_use_off = "off: kilnd runs with --verify-on-first-use off";
   } else if (!first_use_unavailable.empty()) {
     first_use_off = first_use_unavailable;
-  } else if (IsExportArchiveFile(path)) {
-    first_use_off = "unavailable: libtorch 1.13 cannot run a torch.export archive (.pt2)";
   } else if (config.dry_run) {
     first_use_off = "off: a dry run serves no request";
   }

@@ -107,6 +107,7 @@ absl::StatusOr<verify::ReferenceRequest> ReferenceRequestFromProto(
 absl::StatusOr<v1::ReferenceAnswer> ReferenceResultToProto(const verify::ReferenceResult& result) {
   v1::ReferenceAnswer proto;
   proto.set_rejected(result.rejected);
+  proto.set_unavailable(result.unavailable);
   for (const std::vector<Tensor>& output : result.outputs) {
     v1::ReferenceValue* v = proto.add_outputs();
     for (const Tensor& t : output) TensorToProto(t, v->add_tensors());
@@ -136,6 +137,7 @@ absl::StatusOr<v1::ReferenceAnswer> ReferenceResultToProto(const verify::Referen
 absl::StatusOr<verify::ReferenceResult> ReferenceResultFromProto(const v1::ReferenceAnswer& proto) {
   verify::ReferenceResult result;
   result.rejected = proto.rejected();
+  result.unavailable = proto.unavailable();
   for (const v1::ReferenceValue& v : proto.outputs()) {
     ASSIGN_OR_RETURN(std::vector<Tensor> tensors, TensorsFromProto(v.tensors()));
     result.outputs.push_back(std::move(tensors));

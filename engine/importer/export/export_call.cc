@@ -29,6 +29,34 @@ absl::StatusOr<DType> DTypeFromExport(int64_t t) {
       absl::StrCat("scalar type ", t, " (complex, float8, uint16+ ...) has no Kiln dtype"));
 }
 
+std::optional<int64_t> C10ScalarTypeFromExport(int64_t t) {
+  // BYTE=1 ... BOOL=12 are c10's Byte=0 ... Bool=11; c10 puts its quantized
+  // types before BFloat16=15.
+  if (t >= 1 && t <= 12) return t - 1;
+  if (t == 13) return 15;
+  return std::nullopt;
+}
+
+std::optional<int64_t> C10MemoryFormatFromExport(int64_t f) {
+  switch (f) {
+    case 1: return 0;  // ContiguousFormat -> Contiguous
+    case 2: return 2;  // ChannelsLast
+    case 3: return 3;  // ChannelsLast3d
+    case 4: return 1;  // PreserveFormat -> Preserve
+    default: return std::nullopt;
+  }
+}
+
+std::optional<double> ExportFloat(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_string()) return std::nullopt;
+  const std::string s = v.get<std::string>();
+  if (s == "inf" || s == "Infinity") return HUGE_VAL;
+  if (s == "-inf" || s == "-Infinity") return -HUGE_VAL;
+  if (s == "nan" || s == "NaN") return NAN;
+  return std::nullopt;
+}
+
 ExportCall::ExportCall(const json& node, int index, std::string op, std::string overload,
                        ExportValues& values, ConvertContext& cx)
     : index_(index), op_(std::move(op)), overload_(std::move(overload)), values_(values), cx_(cx) {
@@ -210,14 +238,9 @@ std::optional<Number> ExportCall::ConstNumber(std::string_view name) const {
   if (kind == "as_int" && v->is_number_integer()) {
     n.kind = Number::kInt;
     n.i = v->get<int64_t>();
-  } else if (kind == "as_float" && v->is_number()) {
+  } else if (kind == "as_float" && ExportFloat(*v).has_value()) {
     n.kind = Number::kFloat;
-    n.f = v->get<double>();
-  } else if (kind == "as_float" && v->is_string()) {  // "inf", "-inf", "nan"
-    const std::string s = v->get<std::string>();
-    n.kind = Number::kFloat;
-    n.f = s == "inf" || s == "Infinity" ? HUGE_VAL : s == "-inf" || s == "-Infinity" ? -HUGE_VAL
-                                                                                     : NAN;
+    n.f = *ExportFloat(*v);
   } else if (kind == "as_bool" && v->is_boolean()) {
     n.kind = Number::kBool;
     n.b = v->get<bool>();

@@ -36,6 +36,16 @@ struct ExportValues {
 // Kiln's dtype for the schema's ScalarType enum (torch/_export/serde/schema.py).
 absl::StatusOr<DType> DTypeFromExport(int64_t scalar_type);
 
+// The schema's ScalarType and MemoryFormat enums as c10's numbers, which
+// libtorch takes for such an argument (the fallback, the verified import's
+// reference); nullopt for one libtorch 1.13 has no number for.
+std::optional<int64_t> C10ScalarTypeFromExport(int64_t scalar_type);
+std::optional<int64_t> C10MemoryFormatFromExport(int64_t memory_format);
+
+// An "as_float" value: a number, or the strings the serializer writes for
+// infinities and NaN ("inf", "-inf", "Infinity", "nan"); nullopt otherwise.
+std::optional<double> ExportFloat(const nlohmann::json& v);
+
 class ExportCall final : public AtenCall {
  public:
   // `node` is a graph node whose target is "torch.ops.<ns>.<op>.<overload>";

@@ -15,27 +15,6 @@
 #include "engine/importer/export/program_importer.h"
 
 namespace kiln::importer::export_internal {
-namespace {
-
-// The schema's enums (torch/_export/serde/schema.py) as c10's numbers, which
-// libtorch takes for a ScalarType, MemoryFormat or Layout argument.
-std::optional<int64_t> C10ScalarType(int64_t v) {
-  // BYTE=1 ... BFLOAT16=13 in the schema are c10's Byte=0 ... BFloat16=12.
-  if (v >= 1 && v <= 13) return v - 1;
-  return std::nullopt;
-}
-
-std::optional<int64_t> C10MemoryFormat(int64_t v) {
-  switch (v) {
-    case 1: return 0;  // ContiguousFormat -> Contiguous
-    case 2: return 2;  // ChannelsLast
-    case 3: return 3;  // ChannelsLast3d
-    case 4: return 1;  // PreserveFormat -> Preserve
-    default: return std::nullopt;
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::vector<ir::ValueId>> ProgramImporter::Fallback(const json& node,
                                                                    ExportCall& call) {
@@ -75,8 +54,8 @@ absl::StatusOr<std::vector<ir::ValueId>> ProgramImporter::Fallback(const json& n
       what = "none";
     } else if (kind == "as_int" && v.is_number_integer()) {
       attrs.SetInt(attr, v.get<int64_t>());
-    } else if (kind == "as_float" && v.is_number()) {
-      attrs.SetFloat(attr, v.get<double>());
+    } else if (kind == "as_float" && ExportFloat(v).has_value()) {
+      attrs.SetFloat(attr, *ExportFloat(v));
     } else if (kind == "as_bool" && v.is_boolean()) {
       attrs.SetBool(attr, v.get<bool>());
     } else if (kind == "as_string" && v.is_string()) {
@@ -108,8 +87,9 @@ absl::StatusOr<std::vector<ir::ValueId>> ProgramImporter::Fallback(const json& n
       inputs.push_back(id);
       what = "in";
     } else if ((kind == "as_scalar_type" || kind == "as_memory_format") && v.is_number_integer()) {
-      std::optional<int64_t> c10 = kind == "as_scalar_type" ? C10ScalarType(v.get<int64_t>())
-                                                            : C10MemoryFormat(v.get<int64_t>());
+      std::optional<int64_t> c10 = kind == "as_scalar_type"
+                                       ? C10ScalarTypeFromExport(v.get<int64_t>())
+                                       : C10MemoryFormatFromExport(v.get<int64_t>());
       if (!c10.has_value()) {
         return call.Unimplemented(absl::StrCat(name, ": ", kind.substr(3), " ", v.dump(),
                                                ", which Kiln cannot pass to libtorch"));

@@ -27,6 +27,7 @@
 // (program_importer.h is what they share).
 #include "engine/importer/export/exported_program_importer.h"
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <set>
@@ -153,6 +154,19 @@ absl::StatusOr<ir::Graph> ProgramImporter::Run() {
   return g_.Compacted();
 }
 
+absl::StatusOr<std::map<std::string, Tensor>> ProgramImporter::State() {
+  const json& gm = p_.ep["graph_module"];
+  values_.tensor_values = &Field(gm["graph"], "tensor_values");
+  RETURN_IF_ERROR(Inputs(gm));
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, what] : state_) {
+    auto it = values_.bound.find(name);
+    const Tensor* t = it == values_.bound.end() ? nullptr : g_.ConstantValue(it->second);
+    if (t != nullptr) state.emplace(name, *t);
+  }
+  return state;
+}
+
 absl::Status ProgramImporter::Node(const json& node, int index) {
   const Target t = ParseTarget(node["target"].get<std::string>());
   if (IsAssertion(t.op)) return absl::OkStatus();
@@ -176,11 +190,20 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
   } else {
     RETURN_IF_ERROR(RefuseStateMutation(node, call, t.op));
     AtenConverter convert = FindAtenConverter(OutOfPlaceOp(t.op));
+    if (forced_.count(t.op) > 0) convert = nullptr;  // ImportOptions::force_fallback
     if (convert != nullptr) {
       ASSIGN_OR_RETURN(results, convert(call, cx_));
     } else {
       ASSIGN_OR_RETURN(results, Fallback(node, call));
     }
+  }
+  if (const char* perturb = std::getenv("KILN_TEST_PERTURB_OP");
+      perturb != nullptr && t.op == perturb && !results.empty() &&
+      cx_.KindOf(results[0]) == ir::ValueKind::kTensor) {
+    // Fault injection for testing the verified import (never set in
+    // production), as in the TorchScript front: the op's first result plus 0.5.
+    ASSIGN_OR_RETURN(ir::ValueId half, cx_.AddScalarConstant(0.5, DType::kF32, "perturb"));
+    results[0] = cx_.Emit(call, ir::OpKind::kAdd, {results[0], half}, {}, ".perturbed");
   }
   if (results.size() != outputs.size()) {
     return absl::InternalError(absl::StrCat(call.Where(), "converter returned ", results.size(),
@@ -324,6 +347,17 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
     }
     ProgramImporter importer(p, options, info);
     return importer.Run();
+  } catch (const std::exception& e) {
+    return Invalid(absl::StrCat("malformed program: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> ReadExportedProgramState(std::string_view bytes) {
+  try {
+    ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));
+    ImportOptions options;
+    ProgramImporter importer(p, options, nullptr);
+    return importer.State();
   } catch (const std::exception& e) {
     return Invalid(absl::StrCat("malformed program: ", e.what()));
   }

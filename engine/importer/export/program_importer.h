@@ -102,9 +102,17 @@ std::vector<const json*> PositionalArgs(const json& node);
 class ProgramImporter {
  public:
   ProgramImporter(const Program& p, const ImportOptions& options, ExportedProgramInfo* info)
-      : p_(p), options_(options), info_(info), cx_(&g_) {}
+      : p_(p),
+        options_(options),
+        info_(info),
+        cx_(&g_),
+        forced_(options.force_fallback.begin(), options.force_fallback.end()) {}
 
   absl::StatusOr<ir::Graph> Run();
+
+  // The parameters, buffers and lifted constants the signature binds, by the
+  // graph's names for them (ReadExportedProgramState).
+  absl::StatusOr<std::map<std::string, Tensor>> State();
 
  private:
   // torch 2.1-2.7's layout: the pickled state dict and constants, by name.
@@ -178,6 +186,7 @@ class ProgramImporter {
   // Views taken again after writes (RetakeViews), against a budget that keeps
   // a hostile program of many writes and views from taking quadratic time.
   int64_t retaken_ = 0;
+  const std::set<std::string> forced_;  // ops to run through the fallback anyway
   // The program's names for its parameters, buffers and constants, and for
   // views of them -> what they are ("buffer 'calls'").
   std::map<std::string, std::string> state_;
