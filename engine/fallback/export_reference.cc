@@ -3,6 +3,8 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <memory>
@@ -294,6 +296,71 @@ class Evaluator {
     return true;
   }
 
+  const json* Named(const std::map<std::string, const json*>& named, const char* name) const {
+    auto it = named.find(name);
+    return it == named.end() ? nullptr : it->second;
+  }
+
+  // scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+  // is_causal=False, *, scale=None, enable_gqa=False), at inference.
+  at::Tensor Sdpa(const std::map<std::string, const json*>& named) const {
+    const c10::TypePtr tensor = c10::TensorType::get();
+    auto arg = [&](const char* name) { return Named(named, name); };
+    if (!arg("query") || !arg("key") || !arg("value")) throw CannotEvaluate{"sdpa's operands"};
+    at::Tensor q = Argument(*arg("query"), tensor).toTensor();
+    at::Tensor k = Argument(*arg("key"), tensor).toTensor();
+    at::Tensor v = Argument(*arg("value"), tensor).toTensor();
+    if (arg("enable_gqa") && Argument(*arg("enable_gqa"), c10::BoolType::get()).toBool() &&
+        q.dim() >= 3 && k.size(-3) != q.size(-3)) {
+      k = k.repeat_interleave(q.size(-3) / k.size(-3), -3);
+      v = v.repeat_interleave(q.size(-3) / v.size(-3), -3);
+    }
+    double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    if (arg("scale")) {
+      const c10::IValue s = Argument(*arg("scale"), c10::FloatType::get());
+      if (!s.isNone()) scale = s.toDouble();
+    }
+    at::Tensor attn = at::matmul(q, k.transpose(-2, -1)) * scale;
+    if (arg("is_causal") && Argument(*arg("is_causal"), c10::BoolType::get()).toBool()) {
+      const at::Tensor keep =
+          at::ones({q.size(-2), k.size(-2)}, q.options().dtype(at::kBool)).tril();
+      attn = attn.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+    }
+    if (arg("attn_mask")) {
+      const c10::IValue m = Argument(*arg("attn_mask"), tensor);
+      if (m.isTensor()) {
+        const at::Tensor mask = m.toTensor();
+        attn = mask.scalar_type() == at::kBool
+                   ? attn.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity())
+                   : attn + mask;
+      }
+    }
+    return at::matmul(at::softmax(attn, -1), v);
+  }
+
+  // rms_norm(input, normalized_shape, weight=None, eps=None).
+  at::Tensor RmsNorm(const std::map<std::string, const json*>& named) const {
+    auto arg = [&](const char* name) { return Named(named, name); };
+    if (!arg("input") || !arg("normalized_shape")) throw CannotEvaluate{"rms_norm's operands"};
+    const at::Tensor x = Argument(*arg("input"), c10::TensorType::get()).toTensor();
+    const std::vector<int64_t> shape =
+        Argument(*arg("normalized_shape"), c10::ListType::ofInts()).toIntVector();
+    std::vector<int64_t> dims;
+    for (int64_t i = -static_cast<int64_t>(shape.size()); i < 0; ++i) dims.push_back(i);
+    double eps = static_cast<double>(std::numeric_limits<float>::epsilon());
+    if (x.scalar_type() == at::kDouble) eps = std::numeric_limits<double>::epsilon();
+    if (arg("eps")) {
+      const c10::IValue e = Argument(*arg("eps"), c10::FloatType::get());
+      if (!e.isNone()) eps = e.toDouble();
+    }
+    at::Tensor y = x * at::rsqrt((x * x).mean(dims, /*keepdim=*/true) + eps);
+    if (arg("weight")) {
+      const c10::IValue w = Argument(*arg("weight"), c10::TensorType::get());
+      if (w.isTensor()) y = y * w.toTensor();
+    }
+    return y;
+  }
+
   void Node(const json& node, int depth) {
     const std::string target = Target(node);
     static const std::set<std::string> kAssertions = {
@@ -337,6 +404,12 @@ class Evaluator {
         v = op == "aten::sym_size" ? self.size(dim) : self.stride(dim);
       }
       BindOutputs(node, {c10::IValue(v)});
+      return;
+    }
+    // Ops newer than libtorch 1.13, written out in its own ops (as PyTorch
+    // documents them), so that models using them still have a reference.
+    if (op == "aten::scaled_dot_product_attention" || op == "aten::rms_norm") {
+      BindOutputs(node, {c10::IValue(op == "aten::rms_norm" ? RmsNorm(named) : Sdpa(named))});
       return;
     }
     std::shared_ptr<torch::jit::Operator> found;

@@ -373,6 +373,8 @@ def Models():
     # (bfloat16 has no .npy form for the CLI to send: this model's interface is float32.)
     out.append(("bfloat16_mlp", Bf16Mlp(), (torch.randn(2, 8),), ({0: batch},),
                 [(torch.randn(1, 8),), (torch.randn(6, 8),)], 3e-2))
+    out.append(("rms_norm", RmsNormModel(), (torch.randn(2, 4, 16),), ({0: batch},),
+                [(torch.randn(1, 4, 16),), (torch.randn(5, 4, 16),)], 1e-5))
     out.append(("fallback_ops", FallbackOps(), (torch.randn(2, 7),), ({0: batch},),
                 [(torch.randn(1, 7),), (torch.randn(4, 7),)], 1e-5))
     out.append(("inplace_views", InPlaceViews(), (torch.randn(2, 5, 4, 6),), ({0: batch},),
@@ -480,6 +482,21 @@ class InPlaceViews(torch.nn.Module):
                 mask[h[0]:h[1], w[0]:w[1]] = count
                 count += 1
         return y + mask, before * 1.0
+
+
+class RmsNormModel(torch.nn.Module):
+    """nn.RMSNorm (torch >= 2.4, which libtorch 1.13 lacks), with and without an affine weight
+    and with its default eps (the dtype's machine epsilon), as LLM blocks use it."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.RMSNorm(16)
+        self.plain = torch.nn.RMSNorm([4, 16], eps=1e-5, elementwise_affine=False)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return self.plain(self.norm(x) * 3.0)
 
 
 class FallbackOps(torch.nn.Module):

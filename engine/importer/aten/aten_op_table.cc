@@ -176,6 +176,7 @@ const AtenOpTable& Table() {
       {"aten::batch_norm", ConvertBatchNorm},
       {"aten::_native_batch_norm_legit_no_training", ConvertBatchNorm},
       {"aten::layer_norm", ConvertLayerNorm},
+      {"aten::rms_norm", ConvertRmsNorm},
       {"aten::group_norm", ConvertGroupNorm},
       {"aten::instance_norm", ConvertInstanceNorm},
       {"aten::softmax", ConvertSoftmax},

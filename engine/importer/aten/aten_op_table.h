@@ -99,6 +99,7 @@ ConvertResult ConvertUpsample(AtenCall& call, ConvertContext& cx);
 // batch_norm and _native_batch_norm_legit_no_training (export's eval form).
 ConvertResult ConvertBatchNorm(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertRmsNorm(AtenCall& call, ConvertContext& cx);  // torch >= 2.4
 ConvertResult ConvertGroupNorm(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertInstanceNorm(AtenCall& call, ConvertContext& cx);  // input statistics only
 ConvertResult ConvertSoftmax(AtenCall& call, ConvertContext& cx);  // softmax, _softmax

@@ -435,6 +435,44 @@ ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kLayerNorm, std::move(inputs), std::move(attrs)));
 }
 
+// rms_norm(input, normalized_shape, weight=None, eps=None) (torch >= 2.4,
+// nn.RMSNorm): x * rsqrt(mean(x * x over the last len(normalized_shape) dims)
+// + eps) * weight; eps None is the input dtype's machine epsilon, as PyTorch
+// takes it. Built of elementwise ops and a mean (libtorch 1.13 has no
+// rms_norm to fall back on).
+ConvertResult ConvertRmsNorm(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> normalized_shape, call.Ints("normalized_shape"));
+  ASSIGN_OR_RETURN(ir::ValueId weight, call.OptionalTensor("weight"));
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  if (k == 0) return call.InvalidArgument("an empty normalized_shape");
+  double eps = 0;
+  if (call.Has("eps")) {
+    ASSIGN_OR_RETURN(eps, call.Double("eps"));
+  } else {
+    switch (cx.DTypeOf(x)) {
+      case DType::kF64: eps = 2.220446049250313e-16; break;
+      case DType::kF16: eps = 0.0009765625; break;
+      case DType::kBF16: eps = 0.0078125; break;
+      default: eps = 1.1920928955078125e-07; break;  // float32's
+    }
+  }
+  std::vector<int64_t> axes;
+  for (int64_t i = -k; i < 0; ++i) axes.push_back(i);
+  ir::Attributes mean_attrs;
+  mean_attrs.SetInts("axes", std::move(axes));
+  mean_attrs.SetBool("keepdim", true);
+  const ir::ValueId square = cx.Emit(call, OpKind::kMul, {x, x}, {}, ".square");
+  const ir::ValueId mean = cx.Emit(call, OpKind::kMean, {square}, std::move(mean_attrs), ".mean");
+  ASSIGN_OR_RETURN(ir::ValueId eps_value,
+                   cx.AddScalarConstant(eps, DType::kF32, call.OutputName(0) + ".eps"));
+  const ir::ValueId shifted = cx.Emit(call, OpKind::kAdd, {mean, eps_value}, {}, ".shifted");
+  const ir::ValueId scale = cx.Emit(call, OpKind::kRsqrt, {shifted}, {}, ".rsqrt");
+  if (weight == ir::kNoValue) return One(cx.Emit(call, OpKind::kMul, {x, scale}));
+  const ir::ValueId normed = cx.Emit(call, OpKind::kMul, {x, scale}, {}, ".normed");
+  return One(cx.Emit(call, OpKind::kMul, {normed, weight}));
+}
+
 ConvertResult ConvertSoftmax(AtenCall& call, ConvertContext& cx) {
   return ConvertSoftmaxLike(OpKind::kSoftmax, call, cx);
 }
