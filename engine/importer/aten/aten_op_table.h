@@ -146,6 +146,9 @@ ConvertResult ConvertT(AtenCall& call, ConvertContext& cx);  // a constant is tr
 // add.t: the concatenation of two int, float or bool lists (TorchScript).
 ConvertResult ConvertListConcat(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertPermute(AtenCall& call, ConvertContext& cx);  // permute, transpose, movedim
+// The Permute attributes of permute, transpose, swapdims, swapaxes, movedim, moveaxis or t;
+// with `inverse`, of the permutation that undoes it (a write back through it: view_write.h).
+absl::StatusOr<ir::Attributes> PermuteAttrs(AtenCall& call, bool inverse);
 ConvertResult ConvertUnsqueeze(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSqueeze(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertExpand(AtenCall& call, ConvertContext& cx);

@@ -9,6 +9,7 @@
 // node, which its kernel reads in Prepare and the executor folds when the
 // input shapes fix it.
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -204,31 +205,49 @@ ConvertResult ConvertListConcat(AtenCall& call, ConvertContext& cx) {
   return One(result);
 }
 
-// permute(self, dims), transpose / swapdims(self, dim0, dim1),
-// swapaxes(self, axis0, axis1), movedim / moveaxis(self, source, destination).
-ConvertResult ConvertPermute(AtenCall& call, ConvertContext& cx) {
+absl::StatusOr<ir::Attributes> PermuteAttrs(AtenCall& call, bool inverse) {
   const std::string_view op = OutOfPlaceOp(call.op());
-  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ir::Attributes attrs;
   if (op == "aten::permute") {
     ASSIGN_OR_RETURN(std::vector<int64_t> perm, call.Ints("dims"));
+    if (inverse) {
+      const int64_t rank = static_cast<int64_t>(perm.size());
+      std::vector<int64_t> back(perm.size(), -1);
+      for (int64_t i = 0; i < rank; ++i) {
+        const int64_t d = perm[i] < 0 ? perm[i] + rank : perm[i];
+        if (d < 0 || d >= rank || back[d] != -1) {
+          return call.InvalidArgument("dims is not a permutation");
+        }
+        back[d] = i;
+      }
+      perm = std::move(back);
+    }
     attrs.SetInts("perm", std::move(perm));
   } else if (op == "aten::movedim" || op == "aten::moveaxis") {
     ASSIGN_OR_RETURN(std::vector<int64_t> source, call.Ints("source"));
     ASSIGN_OR_RETURN(std::vector<int64_t> destination, call.Ints("destination"));
+    if (inverse) std::swap(source, destination);
     attrs.SetInts("source", std::move(source));
     attrs.SetInts("destination", std::move(destination));
-  } else if (op == "aten::swapaxes") {
-    ASSIGN_OR_RETURN(int64_t d0, call.Int("axis0"));
-    ASSIGN_OR_RETURN(int64_t d1, call.Int("axis1"));
-    attrs.SetInt("dim0", d0);
-    attrs.SetInt("dim1", d1);
-  } else {
-    ASSIGN_OR_RETURN(int64_t d0, call.Int("dim0"));
-    ASSIGN_OR_RETURN(int64_t d1, call.Int("dim1"));
+  } else if (op == "aten::t") {
+    attrs.SetInt("dim0", 0);
+    attrs.SetInt("dim1", 1);
+    attrs.SetBool("identity_below_rank2", true);
+  } else {  // transpose, swapdims, swapaxes: their own inverse
+    const bool axes = op == "aten::swapaxes";
+    ASSIGN_OR_RETURN(int64_t d0, call.Int(axes ? "axis0" : "dim0"));
+    ASSIGN_OR_RETURN(int64_t d1, call.Int(axes ? "axis1" : "dim1"));
     attrs.SetInt("dim0", d0);
     attrs.SetInt("dim1", d1);
   }
+  return attrs;
+}
+
+// permute(self, dims), transpose / swapdims(self, dim0, dim1),
+// swapaxes(self, axis0, axis1), movedim / moveaxis(self, source, destination).
+ConvertResult ConvertPermute(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::Attributes attrs, PermuteAttrs(call, /*inverse=*/false));
   return One(cx.Emit(call, OpKind::kPermute, {x}, std::move(attrs)));
 }
 

@@ -27,41 +27,6 @@ bool IsPermuteView(std::string_view op) {
          op == "aten::swapdims";
 }
 
-// The permutation attributes of the view's inverse.
-absl::StatusOr<ir::Attributes> InversePermutation(AtenCall& view) {
-  const std::string_view op = view.op();
-  ir::Attributes attrs;
-  if (op == "aten::permute") {
-    ASSIGN_OR_RETURN(std::vector<int64_t> perm, view.Ints("dims"));
-    const int64_t rank = static_cast<int64_t>(perm.size());
-    std::vector<int64_t> inverse(perm.size(), -1);
-    for (int64_t i = 0; i < rank; ++i) {
-      const int64_t d = perm[i] < 0 ? perm[i] + rank : perm[i];
-      if (d < 0 || d >= rank || inverse[d] != -1) {
-        return view.InvalidArgument("dims is not a permutation");
-      }
-      inverse[d] = i;
-    }
-    attrs.SetInts("perm", std::move(inverse));
-  } else if (op == "aten::movedim" || op == "aten::moveaxis") {
-    ASSIGN_OR_RETURN(std::vector<int64_t> source, view.Ints("source"));
-    ASSIGN_OR_RETURN(std::vector<int64_t> destination, view.Ints("destination"));
-    attrs.SetInts("source", std::move(destination));
-    attrs.SetInts("destination", std::move(source));
-  } else if (op == "aten::t") {
-    attrs.SetInt("dim0", 0);
-    attrs.SetInt("dim1", 1);
-    attrs.SetBool("identity_below_rank2", true);
-  } else {  // transpose, swapaxes, swapdims: their own inverse
-    const bool axes = op != "aten::transpose";
-    ASSIGN_OR_RETURN(int64_t d0, view.Int(axes ? "axis0" : "dim0"));
-    ASSIGN_OR_RETURN(int64_t d1, view.Int(axes ? "axis1" : "dim1"));
-    attrs.SetInt("dim0", d0);
-    attrs.SetInt("dim1", d1);
-  }
-  return attrs;
-}
-
 // The SliceScatter attributes that put a slice, narrow or select back.
 absl::StatusOr<ir::Attributes> ScatterAttrs(AtenCall& view) {
   const std::string_view op = view.op();
@@ -132,7 +97,7 @@ absl::StatusOr<ir::ValueId> WriteThroughView(AtenCall& view, bool self_is_view,
     return cx.Emit(view, OpKind::kReshapeLike, {written, self}, {}, ".base");
   }
   if (IsPermuteView(op)) {
-    ASSIGN_OR_RETURN(ir::Attributes attrs, InversePermutation(view));
+    ASSIGN_OR_RETURN(ir::Attributes attrs, aten::PermuteAttrs(view, /*inverse=*/true));
     return cx.Emit(view, OpKind::kPermute, {written}, std::move(attrs), ".base");
   }
   if (op == "aten::reshape" || op == "aten::flatten" || op == "aten::contiguous") {
