@@ -1,5 +1,7 @@
 #include "engine/fallback/export_reference.h"
 
+#include "engine/fallback/named_arguments.h"
+
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
@@ -13,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/importer/export/export_call.h"
-#include "engine/importer/export/exported_program_importer.h"
 #include "engine/importer/export/program_importer.h"
 
 namespace kiln::fallback {
@@ -386,9 +387,12 @@ class Evaluator {
     std::string overload = target.substr(dot2 + 1);
     if (overload == "default") overload.clear();
     std::map<std::string, const json*> named;
+    std::vector<std::string> names;  // in the node's order
     for (const json& in : Field(node, "inputs")) {
       const json& name = Field(in, "name");
-      if (name.is_string()) named[name.get<std::string>()] = &in["arg"];
+      if (!name.is_string()) continue;
+      named[name.get<std::string>()] = &in["arg"];
+      names.push_back(name.get<std::string>());
     }
     // Symbolic sizes (libtorch 1.13 has no sym_size operator).
     if (op == "aten::sym_size" || op == "aten::sym_stride" || op == "aten::sym_numel" ||
@@ -412,32 +416,18 @@ class Evaluator {
       BindOutputs(node, {c10::IValue(op == "aten::rms_norm" ? RmsNorm(named) : Sdpa(named))});
       return;
     }
-    std::shared_ptr<torch::jit::Operator> found;
-    try {
-      found = torch::jit::findOperatorFor(c10::OperatorName(op, overload));
-    } catch (const std::exception&) {
-    }
-    const std::string where = absl::StrCat(op, overload.empty() ? "" : ".", overload);
-    if (found == nullptr) throw CannotEvaluate{absl::StrCat("libtorch 1.13 has no operator ", where)};
-    const c10::FunctionSchema& schema = found->schema();
+    absl::StatusOr<std::shared_ptr<torch::jit::Operator>> found = FindOperator(op, overload);
+    if (!found.ok()) throw CannotEvaluate{std::string(found.status().message())};
+    const c10::FunctionSchema& schema = (*found)->schema();
+    absl::StatusOr<std::vector<int>> match = MatchNamedArguments(schema, names);
+    if (!match.ok()) throw CannotEvaluate{std::string(match.status().message())};
     torch::jit::Stack stack;
-    size_t used = 0;
-    for (const c10::Argument& a : schema.arguments()) {
-      auto it = named.find(a.name());
-      if (it != named.end()) {
-        stack.push_back(Argument(*it->second, a.type()));
-        ++used;
-      } else if (a.default_value().has_value()) {
-        stack.push_back(*a.default_value());
-      } else {
-        throw CannotEvaluate{absl::StrCat("libtorch 1.13's ", where, " needs argument '", a.name(), "'")};
-      }
+    for (size_t i = 0; i < match->size(); ++i) {
+      const c10::Argument& a = schema.arguments()[i];
+      stack.push_back((*match)[i] < 0 ? *a.default_value()
+                                      : Argument(*named.at(names[(*match)[i]]), a.type()));
     }
-    if (used != named.size()) {
-      throw CannotEvaluate{absl::StrCat("libtorch 1.13's ", where,
-                                        " lacks an argument the program gives")};
-    }
-    torch::jit::Operation operation = found->getOperation();
+    torch::jit::Operation operation = (*found)->getOperation();
     operation(stack);
     // A float64 run keeps float tensors in double where a node names float32
     // (a dtype written into the program), as the TorchScript reference cannot.
@@ -498,7 +488,14 @@ absl::StatusOr<ReferenceResult> RunExportReference(std::string_view bytes,
                                                    const ReferenceRequest& request) {
   ASSIGN_OR_RETURN(importer::export_internal::Program program,
                    importer::export_internal::OpenProgram(bytes));
-  ASSIGN_OR_RETURN(auto state, importer::ReadExportedProgramState(bytes));
+  std::map<std::string, Tensor> state;
+  try {  // the weights, read as the importer reads them, from the archive opened once
+    const importer::ImportOptions options;
+    importer::export_internal::ProgramImporter importer(program, options, nullptr);
+    ASSIGN_OR_RETURN(state, importer.State());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("PT2 archive: malformed program: ", e.what()));
+  }
   ReferenceResult result;
   if (request.trace) {
     result.trace_problem = "the values inside a torch.export program are not traced yet";

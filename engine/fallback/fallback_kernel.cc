@@ -12,11 +12,14 @@
 // cloned first, so Kiln's buffers are never changed behind the plan's back.
 #include "engine/fallback/fallback.h"
 
+#include "engine/fallback/named_arguments.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -109,6 +112,51 @@ struct PositionalSpec {
   std::vector<std::string> constant_attr;
 };
 
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<torch::jit::Operator>> FindOperator(const std::string& name,
+                                                                   const std::string& overload) {
+  std::shared_ptr<torch::jit::Operator> op;
+  try {
+    op = torch::jit::findOperatorFor(c10::OperatorName(name, overload));
+  } catch (const std::exception& e) {
+    return absl::UnimplementedError(e.what());
+  }
+  if (op == nullptr) {
+    return absl::UnimplementedError(absl::StrCat("libtorch has no operator ", name,
+                                                 overload.empty() ? "" : ".", overload));
+  }
+  return op;
+}
+
+absl::StatusOr<std::vector<int>> MatchNamedArguments(const c10::FunctionSchema& schema,
+                                                     const std::vector<std::string>& names) {
+  std::vector<int> match;
+  size_t used = 0;
+  for (const c10::Argument& argument : schema.arguments()) {
+    const auto it = std::find(names.begin(), names.end(), argument.name());
+    if (it != names.end()) {
+      match.push_back(static_cast<int>(it - names.begin()));
+      ++used;
+    } else if (argument.default_value().has_value()) {
+      match.push_back(-1);
+    } else {
+      return absl::UnimplementedError(absl::StrCat("libtorch's ", schema.name(),
+                                                   " needs argument '", argument.name(),
+                                                   "', which the program does not give"));
+    }
+  }
+  for (size_t i = 0; used != names.size() && i < names.size(); ++i) {
+    if (std::find(match.begin(), match.end(), static_cast<int>(i)) == match.end()) {
+      return absl::UnimplementedError(absl::StrCat("libtorch's ", c10::toString(schema),
+                                                   " has no argument '", names[i], "'"));
+    }
+  }
+  return match;
+}
+
+namespace {
+
 absl::StatusOr<PositionalSpec> Positional(const ir::Attributes& attrs,
                                           const c10::FunctionSchema& schema) {
   const std::vector<std::string> spec =
@@ -130,51 +178,37 @@ absl::StatusOr<PositionalSpec> Positional(const ir::Attributes& attrs,
     return absl::InvalidArgumentError(absl::StrCat("has ", spec.size(), " argument specs for ",
                                                    names.size(), " argument names"));
   }
-  size_t next = 0;  // the next named argument, matched in schema order
-  for (const c10::Argument& argument : arguments) {
-    if (next < names.size() && names[next] == argument.name()) {
-      out.spec.push_back(spec[next]);
-      out.constant_attr.push_back(absl::StrCat("arg", next));
-      ++next;
-    } else if (argument.default_value().has_value()) {
+  ASSIGN_OR_RETURN(std::vector<int> match, MatchNamedArguments(schema, names));
+  // The node's inputs follow its arguments, so these must be in schema order.
+  int last = -1;
+  for (int i : match) {
+    if (i < 0) {
       out.spec.push_back("default");
       out.constant_attr.emplace_back();
-    } else {
-      return absl::UnimplementedError(absl::StrCat(
-          "libtorch's ", schema.name(), " needs argument '", argument.name(),
-          "', which the program does not give"));
+      continue;
     }
-  }
-  if (next != names.size()) {
-    return absl::UnimplementedError(absl::StrCat("libtorch's ", c10::toString(schema),
-                                                 " has no argument '", names[next],
-                                                 "' (or not in that order)"));
+    if (i < last) {
+      return absl::UnimplementedError(absl::StrCat(
+          "the program gives the arguments of libtorch's ", c10::toString(schema),
+          " in another order"));
+    }
+    last = i;
+    out.spec.push_back(spec[i]);
+    out.constant_attr.push_back(absl::StrCat("arg", i));
   }
   return out;
 }
 
 // The operator of a Fallback node, or Unimplemented naming it.
-absl::StatusOr<std::shared_ptr<torch::jit::Operator>> FindOperator(const ir::Attributes& attrs) {
-  const std::string name = attrs.GetString("op");
-  const std::string overload = attrs.GetString("overload");
-  std::shared_ptr<torch::jit::Operator> op;
-  try {
-    op = torch::jit::findOperatorFor(c10::OperatorName(name, overload));
-  } catch (const std::exception& e) {
-    return absl::UnimplementedError(e.what());
-  }
-  if (op == nullptr) {
-    return absl::UnimplementedError(absl::StrCat("libtorch has no operator ", name,
-                                                 overload.empty() ? "" : ".", overload));
-  }
-  return op;
+absl::StatusOr<std::shared_ptr<torch::jit::Operator>> OperatorOf(const ir::Attributes& attrs) {
+  return FindOperator(attrs.GetString("op"), attrs.GetString("overload"));
 }
 
 absl::Status PrepareFallback(PrepareContext& ctx) {
   const ir::Attributes& attrs = ctx.node.attrs;
   auto plan = std::make_shared<Plan>();
   plan->name = attrs.GetString("op");
-  absl::StatusOr<std::shared_ptr<torch::jit::Operator>> op = FindOperator(attrs);
+  absl::StatusOr<std::shared_ptr<torch::jit::Operator>> op = OperatorOf(attrs);
   if (!op.ok()) return Annotate(op.status(), kernels::NodeContext(ctx.node));
   plan->op = *std::move(op);
   plan->operation = plan->op->getOperation();
@@ -449,7 +483,7 @@ void InstallFallbackKernel(int num_threads) {
 }
 
 absl::Status CheckFallbackNode(const ir::Node& node) {
-  absl::StatusOr<std::shared_ptr<torch::jit::Operator>> op = FindOperator(node.attrs);
+  absl::StatusOr<std::shared_ptr<torch::jit::Operator>> op = OperatorOf(node.attrs);
   if (!op.ok()) return op.status();
   return Positional(node.attrs, (*op)->schema()).status();
 }

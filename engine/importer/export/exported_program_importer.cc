@@ -352,17 +352,6 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
   }
 }
 
-absl::StatusOr<std::map<std::string, Tensor>> ReadExportedProgramState(std::string_view bytes) {
-  try {
-    ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));
-    ImportOptions options;
-    ProgramImporter importer(p, options, nullptr);
-    return importer.State();
-  } catch (const std::exception& e) {
-    return Invalid(absl::StrCat("malformed program: ", e.what()));
-  }
-}
-
 absl::StatusOr<std::vector<std::string>> UnsupportedExportOps(std::string_view bytes) {
   try {
     ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));

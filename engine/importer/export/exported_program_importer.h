@@ -18,7 +18,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -78,10 +77,5 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
 // on an unreadable archive.
 absl::StatusOr<std::vector<std::string>> UnsupportedExportOps(std::string_view bytes);
 
-// The tensors a program binds to its graph's inputs before the user inputs
-// (parameters, buffers and lifted constants, read as the import reads them),
-// by the graph's names for them ("p_fc_weight"): what the verified import's
-// reference (engine/fallback/export_reference.cc) evaluates the program with.
-absl::StatusOr<std::map<std::string, Tensor>> ReadExportedProgramState(std::string_view bytes);
 
 }  // namespace kiln::importer

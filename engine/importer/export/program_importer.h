@@ -111,7 +111,8 @@ class ProgramImporter {
   absl::StatusOr<ir::Graph> Run();
 
   // The parameters, buffers and lifted constants the signature binds, by the
-  // graph's names for them (ReadExportedProgramState).
+  // graph's names for them ("p_fc_weight"): what the verified import's
+  // reference (engine/fallback/export_reference.cc) evaluates the program with.
   absl::StatusOr<std::map<std::string, Tensor>> State();
 
  private:
