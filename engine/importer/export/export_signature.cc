@@ -53,13 +53,21 @@ void Leaves(const json& spec, const std::optional<std::string>& name, std::vecto
 
 }  // namespace
 
-std::vector<std::string> OutputNames(const json& module_call_graph) {
-  std::vector<std::string> names;
-  if (!module_call_graph.is_array()) return names;
+// The signatures of the root module's entries (fqn "") in the module call graph.
+std::vector<const json*> RootSignatures(const json& module_call_graph) {
+  std::vector<const json*> out;
+  if (!module_call_graph.is_array()) return out;
   for (const json& entry : module_call_graph) {
     const json& fqn = Field(entry, "fqn");
-    if (!fqn.is_string() || !fqn.get<std::string>().empty()) continue;
-    const json& out_spec = Field(Field(entry, "signature"), "out_spec");
+    if (fqn.is_string() && fqn.get<std::string>().empty()) out.push_back(&Field(entry, "signature"));
+  }
+  return out;
+}
+
+std::vector<std::string> OutputNames(const json& module_call_graph) {
+  std::vector<std::string> names;
+  for (const json* signature : RootSignatures(module_call_graph)) {
+    const json& out_spec = Field(*signature, "out_spec");
     if (!out_spec.is_string()) break;
     json spec = json::parse(out_spec.get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (!spec.is_array() || spec.size() != 2) break;
@@ -70,11 +78,8 @@ std::vector<std::string> OutputNames(const json& module_call_graph) {
 
 std::vector<std::string> ForwardArgNames(const json& module_call_graph) {
   std::vector<std::string> names;
-  if (!module_call_graph.is_array()) return names;
-  for (const json& entry : module_call_graph) {
-    const json& fqn = Field(entry, "fqn");
-    if (!fqn.is_string() || !fqn.get<std::string>().empty()) continue;
-    const json& args = Field(Field(entry, "signature"), "forward_arg_names");
+  for (const json* signature : RootSignatures(module_call_graph)) {
+    const json& args = Field(*signature, "forward_arg_names");
     if (!args.is_array()) break;
     for (const json& a : args) {
       if (a.is_string()) names.push_back(a.get<std::string>());
