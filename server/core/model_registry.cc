@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <set>
 #include <utility>
@@ -42,12 +41,6 @@
 
 namespace kiln::server {
 namespace {
-
-// The answer of an import without libtorch to a .pt2 whose ops need its fallback.
-bool NeedsLibtorchFallback(const absl::Status& s) {
-  return absl::IsFailedPrecondition(s) &&
-         s.message().find(kNeedsLibtorchFallback) != absl::string_view::npos;
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -258,8 +251,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
       serialized = ImportInChildProcess(options_.torch_worker, path, answer, limits);
       if (absl::IsFailedPrecondition(serialized.status())) {  // no worker to run libtorch
         return absl::UnimplementedError(
-            absl::StrCat(needs.message().substr(std::strlen(kNeedsLibtorchFallback) + 2), "; ",
-                         serialized.status().message()));
+            absl::StrCat(UntranslatedOpsMessage(needs), "; ", serialized.status().message()));
       }
     }
     if (serialized.ok()) {
@@ -300,7 +292,7 @@ absl::StatusOr<ir::Graph> ModelRegistry::ObtainGraph(const std::string& path,
   absl::StatusOr<ir::Graph> imported = ImportModel(bytes, std::move(owner));
   if (NeedsLibtorchFallback(imported.status())) {
     return absl::UnimplementedError(absl::StrCat(
-        imported.status().message().substr(std::strlen(kNeedsLibtorchFallback) + 2),
+        UntranslatedOpsMessage(imported.status()),
         "; this kilnd has no libtorch fallback (it was built without libtorch)"));
   }
   ASSIGN_OR_RETURN(ir::Graph graph, std::move(imported));

@@ -15,6 +15,18 @@ bool IsExport(importer::ModelFormat f) {
 }
 }  // namespace
 
+bool NeedsLibtorchFallback(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) &&
+         s.message().find(kNeedsLibtorchFallback) != absl::string_view::npos;
+}
+
+std::string UntranslatedOpsMessage(const absl::Status& s) {
+  std::string_view m(s.message().data(), s.message().size());
+  const std::string_view marker = kNeedsLibtorchFallback;  // "<marker>: <ops>"
+  if (m.rfind(marker, 0) == 0 && m.size() >= marker.size() + 2) m.remove_prefix(marker.size() + 2);
+  return std::string(m);
+}
+
 bool ImportNeedsTorch(std::string_view bytes) { return !IsExport(importer::DetectFormat(bytes)); }
 
 absl::StatusOr<ir::Graph> ImportModel(std::string_view bytes,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -17,6 +18,10 @@ namespace kiln::server {
 // libtorch's fallback, so the import is done again where libtorch is (the
 // registry's torch worker), or refused where there is none.
 inline constexpr char kNeedsLibtorchFallback[] = "needs the libtorch fallback";
+
+// Whether `s` is that answer, and what it says without its marker (the ops).
+bool NeedsLibtorchFallback(const absl::Status& s);
+std::string UntranslatedOpsMessage(const absl::Status& s);
 
 // Whether importing `bytes` needs libtorch (everything but a torch.export archive).
 bool ImportNeedsTorch(std::string_view bytes);
