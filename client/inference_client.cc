@@ -1,11 +1,15 @@
 #include "client/inference_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -15,6 +19,7 @@
 #include "engine/common/status_macros.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "kiln/v1/repository_service.grpc.pb.h"
+#include "proto/local/local_wire.h"
 
 namespace kiln::client {
 namespace {
@@ -116,8 +121,107 @@ absl::StatusOr<std::string> ReadTlsFile(const std::string& path, const char* fla
 
 }  // namespace
 
+// A connection to kilnd's local socket (ClientOptions::local_socket), made on
+// the first inference and again after it breaks; one call at a time.
+class LocalChannel {
+ public:
+  explicit LocalChannel(const ClientOptions& options) : options_(options) {}
+  ~LocalChannel() { Close(); }
+
+  absl::Status Infer(const inference::ModelInferRequest& request,
+                     inference::ModelInferResponse* response) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_ < 0) RETURN_IF_ERROR(Open());
+    absl::Status sent = local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest,
+                                               request.SerializeAsString());
+    if (!sent.ok()) {
+      // kilnd restarted since the last call: one fresh connection.
+      Close();
+      RETURN_IF_ERROR(Open());
+      RETURN_IF_ERROR(local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest,
+                                             request.SerializeAsString()));
+    }
+    local_wire::Frame frame;
+    absl::Status read = ReadAnswer(&frame);
+    if (!read.ok()) return read;
+    if (frame.kind == local_wire::FrameKind::kInferResponse) {
+      if (!response->ParseFromString(frame.body)) {
+        Close();
+        return absl::InternalError("local socket: kilnd's answer does not parse");
+      }
+      return absl::OkStatus();
+    }
+    return StatusOf(frame);
+  }
+
+ private:
+  absl::Status Open() {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const std::string& path = options_.local_socket;
+    if (path.size() >= sizeof(address.sun_path)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("local socket path '", path, "' is too long"));
+    }
+    std::memcpy(address.sun_path, path.data(), path.size());
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+      const int error = errno;
+      Close();
+      return absl::UnavailableError(absl::StrCat("cannot connect to kilnd's local socket '", path,
+                                                 "': ", std::strerror(error)));
+    }
+    if (options_.token.empty()) return absl::OkStatus();
+    RETURN_IF_ERROR(local_wire::WriteFrame(fd_, local_wire::FrameKind::kAuthorization,
+                                           "Bearer " + options_.token));
+    local_wire::Frame frame;
+    RETURN_IF_ERROR(ReadAnswer(&frame));
+    absl::Status accepted = StatusOf(frame);
+    if (!accepted.ok()) Close();
+    return accepted;
+  }
+
+  absl::Status ReadAnswer(local_wire::Frame* frame) {
+    absl::Status read = local_wire::ReadFrame(fd_, UINT32_MAX, frame);
+    if (!read.ok()) {
+      Close();
+      return absl::UnavailableError(
+          absl::StrCat("kilnd's local socket closed before answering: ", read.message()));
+    }
+    return absl::OkStatus();
+  }
+
+  // The status a kStatus frame carries (anything else here is kilnd breaking
+  // the protocol).
+  absl::Status StatusOf(const local_wire::Frame& frame) {
+    if (frame.kind != local_wire::FrameKind::kStatus) {
+      Close();
+      return absl::InternalError("local socket: kilnd answered with an unexpected frame");
+    }
+    absl::Status status;
+    std::string id;
+    absl::Status decoded = local_wire::DecodeStatus(frame.body, &status, &id);
+    if (!decoded.ok()) {
+      Close();
+      return decoded;
+    }
+    return status;
+  }
+
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  const ClientOptions& options_;
+  std::mutex mu_;
+  int fd_ = -1;
+};
+
 struct InferenceClient::Impl {
   ClientOptions options;
+  std::unique_ptr<LocalChannel> local;  // set when options.local_socket is
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<GRPCInferenceService::Stub> stub;
   std::unique_ptr<kiln::v1::ModelRepositoryService::Stub> kiln;
@@ -149,6 +253,7 @@ absl::StatusOr<std::unique_ptr<InferenceClient>> InferenceClient::Connect(const 
   args.SetMaxSendMessageSize(-1);
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (!options.local_socket.empty()) impl->local = std::make_unique<LocalChannel>(impl->options);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (options.tls || !options.tls_ca_file.empty() || !options.tls_cert_file.empty()) {
     grpc::SslCredentialsOptions ssl;
@@ -475,8 +580,16 @@ absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
 
   inference::ModelInferResponse local;
   inference::ModelInferResponse& response = response_out != nullptr ? *response_out : local;
-  RETURN_IF_ERROR(
-      FromGrpcStatus(impl_->stub->ModelInfer(impl_->Context().get(), request, &response)));
+  if (impl_->local != nullptr) {
+    if (impl_->options.timeout.count() > 0) {
+      (*request.mutable_parameters())["timeout"].set_int64_param(
+          std::chrono::duration_cast<std::chrono::microseconds>(impl_->options.timeout).count());
+    }
+    RETURN_IF_ERROR(impl_->local->Infer(request, &response));
+  } else {
+    RETURN_IF_ERROR(
+        FromGrpcStatus(impl_->stub->ModelInfer(impl_->Context().get(), request, &response)));
+  }
   std::vector<NamedTensor> result;
   for (int i = 0; i < response.outputs_size(); ++i) {
     ASSIGN_OR_RETURN(Tensor tensor, DecodeOutput(response, i));

@@ -189,6 +189,12 @@ struct ClientOptions {
   // For mutual TLS: the client's certificate chain and key (PEM files).
   std::string tls_cert_file;
   std::string tls_key_file;
+  // Inference (Infer, InferProfiled, InferFromSharedMemory) over kilnd's
+  // local socket at this path (kilnd --local-socket; proto/local/local_wire.h)
+  // instead of gRPC: the same requests and answers with less work per call,
+  // for a client on kilnd's machine. Every other call still goes over gRPC
+  // to `target`. The timeout travels as the request's "timeout" parameter.
+  std::string local_socket;
 };
 
 class InferenceClient {

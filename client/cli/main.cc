@@ -475,6 +475,11 @@ int main(int argc, char** argv) {
   app.add_option("--token", token,
                  "Bearer token sent with every call (kilnd --auth-tokens; default: $KILN_TOKEN). "
                  "Prefer the variable: a command line is visible to other users");
+  const char* env_local = std::getenv("KILN_LOCAL_SOCKET");
+  std::string local_socket = env_local != nullptr ? env_local : "";
+  app.add_option("--local-socket", local_socket,
+                 "Send inferences over kilnd's local socket at this path (kilnd --local-socket) "
+                 "instead of gRPC; other calls still use --server (default: $KILN_LOCAL_SOCKET)");
   std::string tls_ca, tls_cert, tls_key;
   bool tls = false;
   app.add_flag("--tls", tls, "Connect with TLS, checking the server against the system's CAs");
@@ -634,6 +639,7 @@ FP32[1, 64, 56, 56]{nhwc}) and the source op. Inputs as for `kiln infer`.)");
   kiln::client::ClientOptions client_options;
   client_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_s * 1e3)));
   client_options.token = token;
+  client_options.local_socket = local_socket;
   client_options.tls = tls;
   client_options.tls_ca_file = tls_ca;
   client_options.tls_cert_file = tls_cert;

@@ -106,6 +106,10 @@ int main(int argc, char** argv) {
           },
           "PORT (negative: off)"))
       ->capture_default_str();
+  app.add_option("--local-socket", options.local_socket,
+                 "Also serve ModelInfer on this Unix socket path (mode 0600), Kiln's local "
+                 "protocol for clients on this machine: less per-request work than gRPC "
+                 "(the client's --local-socket). Empty: none");
   app.add_option("--http-thread-count", options.http_threads,
                  "HTTP connections served at once (each kept-alive connection holds a thread "
                  "while it is open)")
@@ -283,6 +287,9 @@ int main(int argc, char** argv) {
   }
   // The gRPC line first: scripts read the first "listening on" line.
   std::printf("kilnd listening on %s\n", (*server)->address().c_str());
+  if (!(*server)->local_socket().empty()) {
+    std::printf("kilnd local socket listening on %s\n", (*server)->local_socket().c_str());
+  }
   if ((*server)->http_port() >= 0) {
     std::printf("kilnd HTTP listening on %s\n", (*server)->http_address().c_str());
   }

@@ -24,6 +24,7 @@
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
 #include "server/http/kserve_routes.h"
+#include "server/local/local_server.h"
 #include "server/metrics/server_metrics.h"
 #include "server/scheduler/compute_pool.h"
 #include "server/security/access_policy.h"
@@ -184,6 +185,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     spdlog::info("serving HTTP/REST on {} ({} threads)", server->http_address(),
                  options.http_threads);
   }
+  if (!options.local_socket.empty()) {
+    LocalServerOptions local_options;
+    local_options.path = options.local_socket;
+    local_options.max_message_bytes = static_cast<uint32_t>(max_message);
+    local_options.in_flight = server->in_flight_.get();
+    ASSIGN_OR_RETURN(server->local_server_,
+                     LocalServer::Start(local_options, server->inference_core_.get(),
+                                        server->auth_.get()));
+    spdlog::info("serving ModelInfer on local socket {}", options.local_socket);
+  }
   if (options.metrics_port >= 0) {
     // Scrapes read the statistics the requests already record; two threads
     // are plenty for a scraper or two.
@@ -262,6 +273,10 @@ std::string Server::metrics_address() const {
   return metrics_port_ < 0 ? std::string() : JoinHostPort(host_, metrics_port_);
 }
 
+std::string Server::local_socket() const {
+  return local_server_ == nullptr ? std::string() : local_server_->path();
+}
+
 std::string Server::http_address() const {
   return http_port_ < 0 ? std::string() : JoinHostPort(host_, http_port_);
 }
@@ -295,6 +310,7 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   std::thread http_stop([this] {
     if (http_server_ != nullptr) http_server_->Stop();
     if (metrics_server_ != nullptr) metrics_server_->Stop();
+    if (local_server_ != nullptr) local_server_->Stop();
   });
   grpc_server_->Shutdown(std::chrono::system_clock::now() + grace + kBackstop);
   http_stop.join();

@@ -24,6 +24,7 @@
 namespace kiln::server {
 
 class GrpcServer;
+class LocalServer;
 class InferenceCore;
 class ModelRegistry;
 class ModelRepository;
@@ -46,6 +47,9 @@ struct ServerOptions {
   // 0 picks a free port, a negative value serves none (the library's
   // default; kilnd's is 8002, Triton's).
   int metrics_port = -1;
+  // ModelInfer over a Unix domain socket at this path (server/local/), for
+  // clients on this machine; empty: none.
+  std::string local_socket;
   std::string model_repository = "./var/models";
   // Compiled-graph cache: disk directory (empty: none) and memory bound.
   std::string cache_dir;
@@ -114,6 +118,9 @@ class Server {
   // "HOST:METRICS_PORT", as address(); empty without metrics.
   std::string metrics_address() const;
 
+  // The local socket's path; empty without one.
+  std::string local_socket() const;
+
   // RPCs being handled now (every service, health checks included).
   int in_flight() const { return in_flight_->load(); }
 
@@ -152,6 +159,7 @@ class Server {
   std::unique_ptr<http::HttpServer> http_server_;
   int metrics_port_ = -1;
   std::unique_ptr<http::HttpServer> metrics_server_;
+  std::unique_ptr<LocalServer> local_server_;
   std::thread sweeper_;
   std::mutex sweeper_mu_;
   std::condition_variable sweeper_cv_;

@@ -2,7 +2,7 @@
 //
 //   kiln-bench --worker kiln  --model M.pt|M.pt2 --threads N [--precision bf16]
 //   kiln-bench --worker torch --model M.pt --threads N [--blas-threads B]
-//   kiln-bench --worker kilnd --server HOST:PORT --model NAME [--shared-memory]
+//   kiln-bench --worker kilnd --server HOST:PORT --model NAME [--shared-memory] [--local-socket P]
 //   kiln-bench --sgemm-peak --threads N
 //
 // A worker loads one TorchScript file once, prints "ready", then answers commands on stdin, one
@@ -22,7 +22,8 @@
 //
 // The kilnd worker is a client: each call is one ModelInfer of the served model NAME over gRPC through
 // Kiln's C++ client library (client/inference_client.h), timed here like the in-process engines, so
-// the kilnd column carries transport and serving but no interpreter's overhead.
+// the kilnd column carries transport and serving but no interpreter's overhead. --local-socket sends
+// the calls over kilnd's local socket instead (proto/local/local_wire.h).
 //
 // --sgemm-peak prints the machine's single-precision GEMM rate at --threads: a large square
 // cblas_sgemm through OpenBLAS and, when libdnnl.so.2 loads, oneDNN's dnnl_sgemm (best of a few).
@@ -216,9 +217,12 @@ class TorchEngine : public Engine {
 
 class KilndEngine : public KilnTensorEngine {
  public:
-  KilndEngine(const std::string& server, const std::string& name, bool shared_memory)
+  KilndEngine(const std::string& server, const std::string& name, bool shared_memory,
+              const std::string& local_socket)
       : name_(name), shared_memory_(shared_memory) {
-    auto client = kiln::client::InferenceClient::Connect(server);
+    kiln::client::ClientOptions options;
+    options.local_socket = local_socket;
+    auto client = kiln::client::InferenceClient::Connect(server, options);
     if (!client.ok()) Fail(std::string(client.status().message()));
     client_ = *std::move(client);
     auto metadata = client_->Metadata(name_);
@@ -335,7 +339,7 @@ int SgemmPeak(int threads) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Kiln's benchmark worker (driven by tests/bench/peer_bench.py)"};
-  std::string worker, model, server;
+  std::string worker, model, server, local_socket;
   int threads = 1, blas_threads = 0;
   bool sgemm_peak = false, shared_memory = false;
   std::string precision = "fp32";
@@ -352,6 +356,8 @@ int main(int argc, char** argv) {
                  "the kiln worker compiles without this pass (repeatable): what a pass wins");
   app.add_flag("--shared-memory", shared_memory,
                "kilnd worker: pass the input through a registered shared-memory region");
+  app.add_option("--local-socket", local_socket,
+                 "kilnd worker: infer over kilnd's local socket at this path instead of gRPC");
   app.add_flag("--sgemm-peak", sgemm_peak, "print the sgemm GFLOP/s at --threads and exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -368,7 +374,7 @@ int main(int argc, char** argv) {
     engine = std::make_unique<KilnEngine>(model, threads, *kiln::ParsePrecision(precision),
                                           disabled_passes);
   } else if (worker == "kilnd") {
-    engine = std::make_unique<KilndEngine>(server, model, shared_memory);
+    engine = std::make_unique<KilndEngine>(server, model, shared_memory, local_socket);
   } else {
     at::set_num_threads(threads);
     openblas_set_num_threads(blas_threads > 0 ? blas_threads : threads);

@@ -11,6 +11,9 @@ and the peak RSS is the engine's own):
   kdshm   the same kilnd, from a second client that passes its input through a registered
           shared-memory region (the system shared-memory extension) instead of the request;
           shm-k is the median per-round difference kdshm - kiln (what serving adds)
+  kdloc   the same kilnd, from a third client that passes its input through shared memory and
+          makes the call over kilnd's local socket (kilnd --local-socket) instead of gRPC;
+          loc-k is kdloc - kiln as shm-k, and loc% the same as a share of kiln's median
   torch   libtorch 1.13, the frozen TorchScript (kiln-bench --worker torch), at the best of four
           settings for that model and batch: libgomp's default wait policy or
           OMP_WAIT_POLICY=PASSIVE, times OpenBLAS at 1 thread or at --threads; chosen by a short
@@ -53,7 +56,7 @@ sys.path.insert(0, HERE)
 from bench_models import MODELS, input_spec  # noqa: E402
 from kilnd_process import KilndProcess  # noqa: E402  (the one kilnd launcher)
 
-ENGINES = ["kiln", "kilnd", "kdshm", "ort", "torch"]
+ENGINES = ["kiln", "kilnd", "kdshm", "kdloc", "ort", "torch"]
 # Kiln in process on the torch.export archive of the same weights (--export-chroot; export_pt2.py):
 # timed with the others when the archive could be made.
 PT2 = "pt2"
@@ -161,7 +164,9 @@ class KilndEngine(ClientEngine):
         self.name = "kilnd"
         self.model_name = name
         self.repo = tempfile.mkdtemp(prefix="kiln-bench-repo-")
+        self.socket = os.path.join(self.repo, "kilnd.sock")
         self.server = KilndProcess(bin_dir, ["--port", "0", "--model-repository", self.repo,
+                                             "--local-socket", self.socket,
                                              "--threads", threads, "--log-level", "warn"])
         self.client = None
         try:
@@ -195,13 +200,16 @@ class KilndEngine(ClientEngine):
     def pid(self):
         return self.server.proc.pid
 
-    def shared_memory_client(self, bin_dir, log_path):
+    def shared_memory_client(self, bin_dir, log_path, local_socket=False):
         """A second client of the same kilnd that passes its input through a registered
-        shared-memory region (the system shared-memory extension) instead of the request."""
-        return KilndSharedMemoryClient(self, Worker(
-            "kdshm", [os.path.join(bin_dir, "kiln-bench"), "--worker", "kilnd", "--server",
-                      self.server.address, "--model", self.model_name, "--shared-memory"],
-            log_path))
+        shared-memory region (the system shared-memory extension) instead of the request; with
+        `local_socket`, over kilnd's local socket instead of gRPC (the kdloc column)."""
+        name = "kdloc" if local_socket else "kdshm"
+        cmd = [os.path.join(bin_dir, "kiln-bench"), "--worker", "kilnd", "--server",
+               self.server.address, "--model", self.model_name, "--shared-memory"]
+        if local_socket:
+            cmd += ["--local-socket", self.socket]
+        return KilndSharedMemoryClient(self, Worker(name, cmd, log_path), name)
 
     def close(self):
         if self.client is not None:
@@ -211,10 +219,11 @@ class KilndEngine(ClientEngine):
 
 
 class KilndSharedMemoryClient(ClientEngine):
-    """The kdshm column: kilnd through shared memory; its server (and MB) is the kilnd column's."""
+    """The kdshm and kdloc columns: kilnd through shared memory; its server (and MB) is the kilnd
+    column's."""
 
-    def __init__(self, kilnd, worker):
-        self.name, self.kilnd, self.client = "kdshm", kilnd, worker
+    def __init__(self, kilnd, worker, name):
+        self.name, self.kilnd, self.client = name, kilnd, worker
 
     def close(self):
         self.client.close()
@@ -365,7 +374,9 @@ class Bench:
                                        "--threads", t, "--precision", self.args.precision],
                               log % "kiln"))
         engines.append(KilndEngine(self.args.bin, pt, name, t, log % "kilnd", self.args.precision))
-        engines.append(engines[-1].shared_memory_client(self.args.bin, log % "kdshm"))
+        kilnd = engines[-1]
+        engines.append(kilnd.shared_memory_client(self.args.bin, log % "kdshm"))
+        engines.append(kilnd.shared_memory_client(self.args.bin, log % "kdloc", local_socket=True))
         engines.append(Worker("ort", self.in_chroot("ort", f"{CHROOT_MOUNT}/{name}.onnx", t),
                               log % "ort", path_map=self.inside))
         pt2 = os.path.join(self.models_dir, f"{name}.pt2")
@@ -428,6 +439,8 @@ class Bench:
         row["kilnd/ort"] = median_ratio(times["kilnd"], times["ort"])
         row["kdshm/kiln"] = median_ratio(times["kdshm"], times["kiln"])
         row["kdshm-kiln"] = statistics.median(a - b for a, b in zip(times["kdshm"], times["kiln"]))
+        row["kdloc-kiln"] = statistics.median(a - b for a, b in zip(times["kdloc"], times["kiln"]))
+        row["kdloc%"] = 100 * row["kdloc-kiln"] / row["kiln_ms"]
         # The .pt2 against the TorchScript of the same weights, both Kiln in process.
         row["pt2/kiln"] = (median_ratio(times[PT2], times["kiln"]) if PT2 in times
                            else float("nan"))
@@ -466,12 +479,15 @@ COLUMNS = [  # (header, unit, width, format of a row)
     ("kiln", "ms", 8, lambda r: f"{r['kiln_ms']:.2f}"),
     ("kilnd", "ms", 8, lambda r: f"{r['kilnd_ms']:.2f}"),
     ("kd-shm", "ms", 8, lambda r: f"{r['kdshm_ms']:.2f}"),
+    ("kd-loc", "ms", 8, lambda r: f"{r['kdloc_ms']:.2f}"),
     ("torch", "ms", 8, lambda r: f"{r['torch_ms']:.2f}"),
     ("ort", "ms", 8, lambda r: f"{r['ort_ms']:.2f}"),
     ("k/ort", "", 6, lambda r: f"{r['kiln/ort']:.2f}"),
     ("k/torch", "", 7, lambda r: f"{r['kiln/torch']:.2f}"),
     ("kd/ort", "", 6, lambda r: f"{r['kilnd/ort']:.2f}"),
     ("shm-k", "ms", 6, lambda r: f"{r['kdshm-kiln']:+.2f}"),
+    ("loc-k", "ms", 6, lambda r: f"{r['kdloc-kiln']:+.2f}"),
+    ("loc%", "", 5, lambda r: f"{r['kdloc%']:+.1f}"),
     ("pt2/k", "", 6, lambda r: f"{r['pt2/kiln']:.2f}"),
     ("kiln", "GF/s", 6, lambda r: f"{r['kiln_gflops']:.0f}"),
     ("kilnd", "GF/s", 6, lambda r: f"{r['kilnd_gflops']:.0f}"),

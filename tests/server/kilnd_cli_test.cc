@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 
@@ -56,7 +57,9 @@ Result RunCommand(const std::string& command) {
 // kilnd as a child process; its stderr (the log) goes to a file.
 class Kilnd {
  public:
-  explicit Kilnd(const std::string& repo, const std::string& log) {
+  // Also serves the local socket at `repo`/../kilnd.sock.
+  explicit Kilnd(const std::string& repo, const std::string& log)
+      : socket_(fs::path(repo).parent_path().string() + "/kilnd.sock") {
     int fds[2];
     if (::pipe(fds) != 0) return;
     pid_ = ::fork();
@@ -68,7 +71,8 @@ class Kilnd {
       const std::string bin = Bin("kilnd");
       ::execl(bin.c_str(), bin.c_str(), "--host", "127.0.0.1", "--port", "0", "--http-port", "0",
               "--metrics-port", "0",
-              "--model-repository", repo.c_str(), "--threads", "1", nullptr);
+              "--model-repository", repo.c_str(), "--threads", "1", "--local-socket",
+              socket_.c_str(), nullptr);
       ::_exit(127);
     }
     ::close(fds[1]);
@@ -98,8 +102,10 @@ class Kilnd {
   }
 
   const std::string& address() const { return address_; }
+  const std::string& socket() const { return socket_; }
 
  private:
+  std::string socket_;
   pid_t pid_ = -1;
   FILE* out_ = nullptr;
   std::string address_;
@@ -155,6 +161,22 @@ TEST_F(KilndCliTest, ServesUploadsInfersAndStopsCleanly) {
     EXPECT_NEAR(got->data<float>()[i], want->data<float>()[i], 1e-4);
   }
   EXPECT_THAT(Kiln(server, "stats mlp").output, HasSubstr("inferences 1, failures 0"));
+
+  // The same inference over kilnd's local socket (--local-socket, or KILN_LOCAL_SOCKET).
+  const std::string local_dir = root_ + "/out-local";
+  Result local = RunCommand("KILN_LOCAL_SOCKET=" + server.socket() + " " + Bin("kiln") +
+                            " --server " + server.address() + " infer mlp --input x=" +
+                            Fixture("mlp.input.x.npy") + " --output-dir " + local_dir);
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  auto got_local = client::ReadNpy(local_dir + "/output0.npy");
+  ASSERT_TRUE(got_local.ok()) << got_local.status();
+  ASSERT_EQ(got_local->dims(), got->dims());
+  EXPECT_EQ(std::memcmp(got_local->raw_data(), got->raw_data(), got->byte_size()), 0);
+  EXPECT_THAT(Kiln(server, "stats mlp").output, HasSubstr("inferences 2, failures 0"));
+  Result no_socket = Kiln(server, "--local-socket " + root_ + "/none.sock infer mlp --input x=" +
+                                      Fixture("mlp.input.x.npy"));
+  EXPECT_EQ(no_socket.exit_code, 2) << no_socket.output;  // UNAVAILABLE
+  EXPECT_THAT(no_socket.output, HasSubstr("cannot connect to kilnd's local socket"));
 
   // KILN_SERVER is the default for --server.
   Result via_env = RunCommand("KILN_SERVER=" + server.address() + " " + Bin("kiln") + " models");
