@@ -362,6 +362,23 @@ class Evaluator {
     return y;
   }
 
+  // _safe_softmax(self, dim, dtype=None): softmax, with zeros where every
+  // value along dim is -inf (PyTorch's own definition of it).
+  at::Tensor SafeSoftmax(const std::map<std::string, const json*>& named) const {
+    auto arg = [&](const char* name) { return Named(named, name); };
+    if (!arg("self") || !arg("dim")) throw CannotEvaluate{"_safe_softmax's operands"};
+    const at::Tensor x = Argument(*arg("self"), c10::TensorType::get()).toTensor();
+    const int64_t dim = Argument(*arg("dim"), c10::IntType::get()).toInt();
+    c10::optional<at::ScalarType> dtype;
+    if (arg("dtype")) {
+      const c10::IValue d = Argument(*arg("dtype"), c10::OptionalType::create(c10::IntType::get()));
+      if (!d.isNone()) dtype = static_cast<at::ScalarType>(d.toInt());
+    }
+    const at::Tensor out = at::softmax(x, dim, dtype);
+    const at::Tensor masked = x.eq(-std::numeric_limits<double>::infinity()).all(dim, true);
+    return at::where(masked, at::zeros_like(out), out);
+  }
+
   void Node(const json& node, int depth) {
     const std::string target = Target(node);
     static const std::set<std::string> kAssertions = {
@@ -412,8 +429,11 @@ class Evaluator {
     }
     // Ops newer than libtorch 1.13, written out in its own ops (as PyTorch
     // documents them), so that models using them still have a reference.
-    if (op == "aten::scaled_dot_product_attention" || op == "aten::rms_norm") {
-      BindOutputs(node, {c10::IValue(op == "aten::rms_norm" ? RmsNorm(named) : Sdpa(named))});
+    if (op == "aten::scaled_dot_product_attention" || op == "aten::rms_norm" ||
+        op == "aten::_safe_softmax") {
+      BindOutputs(node, {c10::IValue(op == "aten::rms_norm"    ? RmsNorm(named)
+                                     : op == "aten::_safe_softmax" ? SafeSoftmax(named)
+                                                                   : Sdpa(named))});
       return;
     }
     absl::StatusOr<std::shared_ptr<torch::jit::Operator>> found = FindOperator(op, overload);

@@ -375,6 +375,8 @@ def Models():
                 [(torch.randn(1, 8),), (torch.randn(6, 8),)], 3e-2))
     out.append(("rms_norm", RmsNormModel(), (torch.randn(2, 4, 16),), ({0: batch},),
                 [(torch.randn(1, 4, 16),), (torch.randn(5, 4, 16),)], 1e-5))
+    out.append(("safe_softmax", SafeSoftmax(), masked_scores(2), ({0: batch}, {0: batch}),
+                [masked_scores(1), masked_scores(3)], 1e-3))
     out.append(("fallback_ops", FallbackOps(), (torch.randn(2, 7),), ({0: batch},),
                 [(torch.randn(1, 7),), (torch.randn(4, 7),)], 1e-5))
     out.append(("inplace_views", InPlaceViews(), (torch.randn(2, 5, 4, 6),), ({0: batch},),
@@ -508,11 +510,33 @@ class FallbackOps(torch.nn.Module):
 
 
 class NewerOp(torch.nn.Module):
-    """An op torch 2.5+ has and libtorch 1.13 lacks (_safe_softmax, which torch's own
-    attention decompositions use): neither Kiln nor its fallback runs it."""
+    """An op torch 2.2+ has and libtorch 1.13 lacks (_int_mm, int8 x int8 -> int32 matmul):
+    neither Kiln nor its fallback runs it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randint(-8, 8, (32, 16), dtype=torch.int8))
 
     def forward(self, x):
-        return torch.ops.aten._safe_softmax(x, 1) + 1.0
+        return torch._int_mm(x, self.w).float() + 1.0
+
+
+class SafeSoftmax(torch.nn.Module):
+    """_safe_softmax (torch 2.5+, what torch's own attention decompositions use): a row whose
+    every score is masked to -inf gives zeros, not NaN; in float32 from float16 scores too."""
+
+    def forward(self, scores, mask):
+        masked = scores.masked_fill(mask, float("-inf"))
+        return (torch.ops.aten._safe_softmax(masked, -1),
+                torch.ops.aten._safe_softmax(masked.half(), -1, torch.float32))
+
+
+def masked_scores(b):
+    """(scores, mask) with the first row of every batch fully masked and a partly masked one."""
+    mask = torch.zeros(b, 4, 6, dtype=torch.bool)
+    mask[:, 0, :] = True
+    mask[:, 1, 2:] = True
+    return torch.randn(b, 4, 6), mask
 
 
 def LegacyModels():
@@ -535,8 +559,8 @@ def Refused():
     """(name, module, example args, the status code and a phrase of the refusal)."""
     return [("mutated_buffer", MutatedBuffer(), (torch.randn(2, 3),), "INVALID_ARGUMENT",
              "mutates buffer 'calls'"),
-            ("newer_op", NewerOp(), (torch.randn(2, 3),), "UNIMPLEMENTED",
-             "libtorch has no operator aten::_safe_softmax")]
+            ("newer_op", NewerOp(), (torch.randint(-8, 8, (32, 32), dtype=torch.int8),),
+             "UNIMPLEMENTED", "libtorch has no operator aten::_int_mm")]
 
 
 # ------------------------------------------------------------------ writing

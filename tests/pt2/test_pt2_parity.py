@@ -126,11 +126,11 @@ class Pt2ParityTest(unittest.TestCase):
     def test_verified_import_evaluates_the_program_through_libtorch(self):
         # The reference of a .pt2: the program evaluated node by node through libtorch 1.13's
         # operators (control flow, in-place writes through views and the fallback included).
-        # scaled_dot_product_attention and rms_norm, newer than libtorch 1.13, are written out
-        # in its ops. (Where a node has no reference at all, verification is skipped naming it;
+        # scaled_dot_product_attention, rms_norm and _safe_softmax, newer than libtorch 1.13, are
+        # written out in its ops. (Where a node has no reference at all, verification is skipped naming it;
         # test_kilnd_without_libtorch_serves_pt2 shows the skip without a worker.)
         for name in ["resnet18", "cond_model", "while_model", "inplace_views", "fallback_ops",
-                     "bert_encoder", "sdpa_attention", "rms_norm"]:
+                     "bert_encoder", "sdpa_attention", "rms_norm", "safe_softmax"]:
             with self.subTest(model=name):
                 self.served(name)
                 self.assertRegex(self.metadata(name),

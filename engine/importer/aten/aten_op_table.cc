@@ -181,6 +181,7 @@ const AtenOpTable& Table() {
       {"aten::instance_norm", ConvertInstanceNorm},
       {"aten::softmax", ConvertSoftmax},
       {"aten::_softmax", ConvertSoftmax},
+      {"aten::_safe_softmax", ConvertSafeSoftmax},
       {"aten::log_softmax", ConvertLogSoftmax},
       {"aten::_log_softmax", ConvertLogSoftmax},
       {"aten::softmin", ConvertSoftmin},

@@ -103,6 +103,7 @@ ConvertResult ConvertRmsNorm(AtenCall& call, ConvertContext& cx);  // torch >= 2
 ConvertResult ConvertGroupNorm(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertInstanceNorm(AtenCall& call, ConvertContext& cx);  // input statistics only
 ConvertResult ConvertSoftmax(AtenCall& call, ConvertContext& cx);  // softmax, _softmax
+ConvertResult ConvertSafeSoftmax(AtenCall& call, ConvertContext& cx);  // torch >= 2.5
 ConvertResult ConvertLogSoftmax(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertMean(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertReduce(ir::OpKind op, AtenCall& call, ConvertContext& cx);

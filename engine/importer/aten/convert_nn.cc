@@ -1,6 +1,7 @@
 // Converters for neural-network aten ops: convolution, linear algebra,
 // pooling, normalization, softmax, reductions and embedding. Attribute names
 // and meanings follow the conventions next to each op in engine/ir/op_kinds.def.
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -475,6 +476,40 @@ ConvertResult ConvertRmsNorm(AtenCall& call, ConvertContext& cx) {
 
 ConvertResult ConvertSoftmax(AtenCall& call, ConvertContext& cx) {
   return ConvertSoftmaxLike(OpKind::kSoftmax, call, cx);
+}
+
+// _safe_softmax(self, dim, dtype=None) (torch >= 2.5; what its own attention
+// decompositions use): softmax, except that a slice along dim whose every
+// value is -inf (a fully masked row) gives zeros instead of NaN. A slice is
+// all -inf exactly when its max is -inf (a NaN makes the max NaN, and the
+// softmax NaN, as PyTorch's).
+ConvertResult ConvertSafeSoftmax(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  // The constants are 0-dim, so they take the float type of the tensor they
+  // meet (PyTorch's promotion); float32 where the import does not know it.
+  DType out_dtype = cx.DTypeOf(x);
+  if (call.Has("dtype")) {
+    ASSIGN_OR_RETURN(std::optional<DType> dtype, call.ScalarType("dtype"));
+    if (dtype.has_value()) out_dtype = *dtype;
+  }
+  const DType x_dtype = IsFloatingPoint(cx.DTypeOf(x)) ? cx.DTypeOf(x) : DType::kF32;
+  if (!IsFloatingPoint(out_dtype)) out_dtype = DType::kF32;
+  ir::Attributes softmax_attrs;
+  softmax_attrs.SetInt("axis", dim);
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> softmax,
+                   EmitWithDType(OpKind::kSoftmax, call, cx, x, std::move(softmax_attrs)));
+  ir::Attributes max_attrs;
+  max_attrs.SetInts("axes", {dim});
+  max_attrs.SetBool("keepdim", true);
+  const ir::ValueId max = cx.Emit(call, OpKind::kReduceMax, {x}, std::move(max_attrs), ".max");
+  ASSIGN_OR_RETURN(ir::ValueId minus_inf,
+                   cx.AddScalarConstant(-std::numeric_limits<double>::infinity(), x_dtype,
+                                        call.OutputName(0) + ".neg_inf"));
+  const ir::ValueId masked = cx.Emit(call, OpKind::kEqual, {max, minus_inf}, {}, ".masked");
+  ASSIGN_OR_RETURN(ir::ValueId zero,
+                   cx.AddScalarConstant(0.0, out_dtype, call.OutputName(0) + ".zero"));
+  return One(cx.Emit(call, OpKind::kWhere, {masked, zero, softmax[0]}));
 }
 
 ConvertResult ConvertLogSoftmax(AtenCall& call, ConvertContext& cx) {
