@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/importer/export/export_call.h"
+#include "engine/importer/export/exported_program_importer.h"
 #include "engine/importer/export/program_importer.h"
 
 namespace kiln::fallback {
@@ -37,7 +38,10 @@ constexpr int64_t kMaxIterations = 1000000;
 
 class Evaluator {
  public:
-  explicit Evaluator(bool float64) : float64_(float64) {}
+  // With `trace`, a copy of every tensor a top-level node outputs is kept
+  // there by its name (taken at once: a later in-place op may change it).
+  Evaluator(bool float64, std::unordered_map<std::string, at::Tensor>* trace)
+      : float64_(float64), trace_(trace) {}
 
   void Bind(const std::string& name, c10::IValue v) { env_[name] = std::move(v); }
   c10::IValue Get(const std::string& name) const {
@@ -53,6 +57,7 @@ class Evaluator {
     for (const json& node : nodes) {
       try {
         Node(node, depth);
+        if (trace_ != nullptr && depth == 0) KeepOutputs(node);
       } catch (CannotEvaluate& e) {
         if (!e.located) {
           const json& name = Field(node, "name");
@@ -68,6 +73,19 @@ class Evaluator {
   }
 
  private:
+  void KeepOutputs(const json& node) {
+    const json& outputs = Field(node, "outputs");
+    if (!outputs.is_array()) return;
+    for (const json& out : outputs) {
+      const json& name = Field(Field(out, "as_tensor"), "name");
+      if (!name.is_string()) continue;
+      auto it = env_.find(name.get<std::string>());
+      if (it != env_.end() && it->second.isTensor()) {
+        (*trace_)[it->first] = it->second.toTensor().clone();
+      }
+    }
+  }
+
   static std::string Target(const json& node) {
     const json& t = Field(node, "target");
     if (!t.is_string()) throw CannotEvaluate{"a node has no target"};
@@ -213,7 +231,7 @@ class Evaluator {
     const json& graph = Field(Field(arg, "as_graph"), "graph");
     const json& inputs = Field(graph, "inputs");
     if (!inputs.is_array() || inputs.size() != args.size()) throw CannotEvaluate{"a subgraph's inputs"};
-    Evaluator sub(float64_);
+    Evaluator sub(float64_, nullptr);
     for (size_t i = 0; i < args.size(); ++i) {
       sub.Bind(Field(Field(inputs[i], "as_tensor"), "name").get<std::string>(), args[i]);
     }
@@ -455,15 +473,17 @@ class Evaluator {
   }
 
   bool float64_;
+  std::unordered_map<std::string, at::Tensor>* trace_;
   std::unordered_map<std::string, c10::IValue> env_;
 };
 
 // Runs the program on the request's inputs; its user outputs, flattened.
-std::vector<std::vector<Tensor>> Evaluate(const json& ep,
-                                          const std::map<std::string, Tensor>& state,
-                                          const ReferenceRequest& request, bool float64) {
+// With `trace`, also every top-level node's tensor outputs by name.
+std::vector<std::vector<Tensor>> Evaluate(
+    const json& ep, const std::map<std::string, Tensor>& state, const ReferenceRequest& request,
+    bool float64, std::unordered_map<std::string, at::Tensor>* trace = nullptr) {
   c10::InferenceMode inference;
-  Evaluator eval(float64);
+  Evaluator eval(float64, trace);
   auto torch_of = [&](const Tensor& t) {
     absl::StatusOr<at::Tensor> x = ToTorch(t);
     if (!x.ok()) throw CannotEvaluate{std::string(x.status().message())};
@@ -502,6 +522,37 @@ std::vector<std::vector<Tensor>> Evaluate(const json& ep,
   return outputs;
 }
 
+// The trace of ReferenceRequest::trace: the program imported again with
+// request.import and an ExportTrace, evaluated keeping every traced tensor;
+// each traced ir value with libtorch's value for it.
+void RunTraced(std::string_view bytes, const importer::export_internal::Program& program,
+               const std::map<std::string, Tensor>& state, const ReferenceRequest& request,
+               ReferenceResult& result) {
+  importer::ExportTrace trace;
+  absl::StatusOr<ir::Graph> graph =
+      importer::ImportExportedProgramTraced(bytes, request.import, &trace);
+  if (!graph.ok()) {
+    result.trace_problem = std::string(graph.status().message());
+    return;
+  }
+  std::unordered_map<std::string, at::Tensor> values;
+  Evaluate(program.ep, state, request, /*float64=*/false, &values);
+  for (const importer::ExportTrace::Entry& entry : trace.nodes) {
+    for (const auto& [name, id] : entry.outputs) {
+      verify::TraceValue traced;
+      traced.value = static_cast<int32_t>(id);
+      traced.op = entry.op;
+      traced.where = absl::StrCat("node ", entry.index, " (", entry.op, ") output %", name);
+      if (auto it = values.find(name); it != values.end()) {
+        absl::StatusOr<std::vector<Tensor>> t = Flatten(c10::IValue(it->second));
+        if (t.ok() && t->size() == 1) traced.ref = std::move((*t)[0]);
+      }
+      result.trace.push_back(std::move(traced));
+    }
+  }
+  result.trace_graph = *std::move(graph);
+}
+
 }  // namespace
 
 absl::StatusOr<ReferenceResult> RunExportReference(std::string_view bytes,
@@ -518,7 +569,20 @@ absl::StatusOr<ReferenceResult> RunExportReference(std::string_view bytes,
   }
   ReferenceResult result;
   if (request.trace) {
-    result.trace_problem = "the values inside a torch.export program are not traced yet";
+    try {
+      RunTraced(bytes, program, state, request, result);
+    } catch (const CannotEvaluate& e) {
+      result.trace_problem = absl::StrCat("libtorch 1.13 cannot evaluate this program: ", e.why);
+    } catch (const nlohmann::json::exception& e) {
+      result.trace_problem = absl::StrCat("a malformed program: ", e.what());
+    } catch (const std::exception& e) {
+      if (OutOfMemory(e)) throw;
+      result.trace_problem = std::string(e.what()).substr(0, 200);
+    }
+    if (!result.trace_problem.empty()) {
+      result.trace.clear();
+      result.trace_graph.reset();
+    }
     return result;
   }
   try {

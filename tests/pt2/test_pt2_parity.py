@@ -139,7 +139,7 @@ class Pt2ParityTest(unittest.TestCase):
 
     def test_verified_import_refuses_a_diverging_translation(self):
         # KILN_TEST_PERTURB_OP (a test-only fault-injection hook) adds 0.5 to the native conv2d:
-        # the reference catches it and the load fails; kilnd keeps serving.
+        # the reference catches it, names the node, and the load fails; kilnd keeps serving.
         perturbed = KilndProcess(BIN, ["--host", "127.0.0.1", "--port", "0", "--model-repository",
                                        os.path.join(self.tmp, "perturbed-models"), "--threads", "2"],
                                  env={"KILN_TEST_PERTURB_OP": "aten::conv2d"})
@@ -149,7 +149,19 @@ class Pt2ParityTest(unittest.TestCase):
                       "--name", "r18", "--no-progress")
             self.assertNotEqual(up.returncode, 0, up.stdout)
             self.assertIn("verified import failed", up.stdout + up.stderr)
+            # The trace names the first node whose values diverge (the program's own names).
+            self.assertRegex(up.stdout + up.stderr,
+                             r"first divergence: node 0 \(aten::conv2d\) output %conv2d: max \|diff\| 0\.5")
             self.assertEqual(kiln(perturbed.address, "health").returncode, 0)
+            # on_mismatch "fallback": the diverging op runs through libtorch, and the model loads.
+            config = os.path.join(self.tmp, "on_mismatch.json")
+            with open(config, "w") as f:
+                json.dump({"verify": {"on_mismatch": "fallback"}}, f)
+            up = kiln(perturbed.address, "upload", os.path.join(FIXTURES, model["file"]),
+                      "--name", "r18", "--config", config, "--no-progress")
+            self.assertEqual(up.returncode, 0, up.stdout + up.stderr)
+            meta = kiln(perturbed.address, "metadata", "r18").stdout
+            self.assertRegex(meta, r"verify = passed on .*served through the fallback: aten::conv2d")
         finally:
             perturbed.stop()
 

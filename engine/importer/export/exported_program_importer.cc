@@ -146,12 +146,45 @@ absl::StatusOr<ir::Graph> ProgramImporter::Run() {
         absl::StrJoin(missing, ", ")));
   }
   RETURN_IF_ERROR(Inputs(gm));
-  for (const json& node : nodes) RETURN_IF_ERROR(Node(node, next_index_++));
+  for (const json& node : nodes) {
+    const int index = next_index_++;
+    RETURN_IF_ERROR(Node(node, index));
+    if (trace_ != nullptr) Trace(node, index);
+  }
   RETURN_IF_ERROR(Outputs(gm));
   if (absl::Status s = ir::VerifyGraph(g_); !s.ok()) {
     return absl::InternalError(absl::StrCat("imported graph is malformed: ", s.message()));
   }
-  return g_.Compacted();
+  if (trace_ == nullptr) return g_.Compacted();
+  // The trace follows the renumbering; a value nothing uses is dropped.
+  std::vector<ir::ValueId> remap;
+  ir::Graph compacted = g_.Compacted(&remap);
+  for (ExportTrace::Entry& entry : trace_->nodes) {
+    std::vector<std::pair<std::string, ir::ValueId>> kept;
+    for (const auto& [name, id] : entry.outputs) {
+      if (id < remap.size() && remap[id] != ir::kNoValue) kept.emplace_back(name, remap[id]);
+    }
+    entry.outputs = std::move(kept);
+  }
+  return compacted;
+}
+
+void ProgramImporter::Trace(const json& node, int index) {
+  const json& target = Field(node, "target");
+  if (!target.is_string()) return;
+  ExportTrace::Entry entry;
+  entry.index = index;
+  entry.op = ParseTarget(target.get<std::string>()).op;
+  const json& outputs = Field(node, "outputs");
+  if (!outputs.is_array()) return;
+  for (const json& out : outputs) {
+    const json& name = Field(Field(out, "as_tensor"), "name");
+    if (!name.is_string()) continue;
+    auto it = values_.bound.find(name.get<std::string>());
+    if (it == values_.bound.end() || cx_.KindOf(it->second) != ir::ValueKind::kTensor) continue;
+    entry.outputs.emplace_back(name.get<std::string>(), it->second);
+  }
+  if (!entry.outputs.empty()) trace_->nodes.push_back(std::move(entry));
 }
 
 absl::StatusOr<std::map<std::string, Tensor>> ProgramImporter::State() {
@@ -175,6 +208,7 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
   if (!outputs.is_array()) return call.InvalidArgument("has no outputs list");
   if (IsControlFlow(t.op)) return ControlFlow(node, t.op, call);
   std::vector<ir::ValueId> results;
+  bool native = false;  // translated by the aten table (not the fallback)
   if (std::optional<ir::OpKind> arith = SymArithmetic(t.op)) {
     // _operator.mul(a, b): positional arguments, ints known only at run time.
     const json& inputs = Field(node, "inputs");
@@ -193,15 +227,17 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
     if (forced_.count(t.op) > 0) convert = nullptr;  // ImportOptions::force_fallback
     if (convert != nullptr) {
       ASSIGN_OR_RETURN(results, convert(call, cx_));
+      native = true;
     } else {
       ASSIGN_OR_RETURN(results, Fallback(node, call));
     }
   }
   if (const char* perturb = std::getenv("KILN_TEST_PERTURB_OP");
-      perturb != nullptr && t.op == perturb && !results.empty() &&
+      perturb != nullptr && native && t.op == perturb && !results.empty() &&
       cx_.KindOf(results[0]) == ir::ValueKind::kTensor) {
     // Fault injection for testing the verified import (never set in
-    // production), as in the TorchScript front: the op's first result plus 0.5.
+    // production), as in the TorchScript front: the native translation's first
+    // result plus 0.5 (a forced fallback of the op is libtorch's own).
     ASSIGN_OR_RETURN(ir::ValueId half, cx_.AddScalarConstant(0.5, DType::kF32, "perturb"));
     results[0] = cx_.Emit(call, ir::OpKind::kAdd, {results[0], half}, {}, ".perturbed");
   }
@@ -346,6 +382,19 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
       if (tv.is_string()) info->torch_version = tv.get<std::string>();
     }
     ProgramImporter importer(p, options, info);
+    return importer.Run();
+  } catch (const std::exception& e) {
+    return Invalid(absl::StrCat("malformed program: ", e.what()));
+  }
+}
+
+absl::StatusOr<ir::Graph> ImportExportedProgramTraced(std::string_view bytes,
+                                                      const ImportOptions& options,
+                                                      ExportTrace* trace) {
+  try {
+    ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));
+    ProgramImporter importer(p, options, nullptr);
+    importer.set_trace(trace);
     return importer.Run();
   } catch (const std::exception& e) {
     return Invalid(absl::StrCat("malformed program: ", e.what()));

@@ -75,6 +75,25 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
 // The ops ("aten::conv2d") of the program that Kiln cannot translate, sorted;
 // empty when every op has a translation. Fails as ImportExportedProgram does
 // on an unreadable archive.
+// Which ir value each top-level node's tensor outputs became: the verified
+// import compares Kiln's intermediate values with the reference's by it, to
+// name the first node whose translation diverges.
+struct ExportTrace {
+  struct Entry {
+    int index = 0;   // the node's number in messages ("node 12")
+    std::string op;  // "aten::conv2d"
+    // The node's tensor outputs by the program's names ("conv2d_3"), and the
+    // ir values that stand for them in the imported graph.
+    std::vector<std::pair<std::string, ir::ValueId>> outputs;
+  };
+  std::vector<Entry> nodes;
+};
+
+// ImportExportedProgram (weights copied), recording `trace`.
+absl::StatusOr<ir::Graph> ImportExportedProgramTraced(std::string_view bytes,
+                                                      const ImportOptions& options,
+                                                      ExportTrace* trace);
+
 absl::StatusOr<std::vector<std::string>> UnsupportedExportOps(std::string_view bytes);
 
 

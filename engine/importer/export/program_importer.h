@@ -109,6 +109,8 @@ class ProgramImporter {
         forced_(options.force_fallback.begin(), options.force_fallback.end()) {}
 
   absl::StatusOr<ir::Graph> Run();
+  // Run records which ir value each top-level node's tensor outputs became.
+  void set_trace(ExportTrace* trace) { trace_ = trace; }
 
   // The parameters, buffers and lifted constants the signature binds, by the
   // graph's names for them ("p_fc_weight"): what the verified import's
@@ -128,6 +130,8 @@ class ProgramImporter {
 
   // One node of the graph or of a subgraph; `index` numbers it in messages.
   absl::Status Node(const json& node, int index);
+  // Records top-level node `node`'s tensor outputs in trace_.
+  void Trace(const json& node, int index);
 
   // A Fallback node for a node whose op has no row in the aten table: it
   // runs through libtorch where the server has it (export_fallback.cc).
@@ -179,6 +183,7 @@ class ProgramImporter {
   const Program& p_;
   const ImportOptions& options_;
   ExportedProgramInfo* info_;
+  ExportTrace* trace_ = nullptr;
   ir::Graph g_;
   ConvertContext cx_;
   ExportValues values_;  // the graph's names, or the subgraph's being translated

@@ -484,6 +484,32 @@ TEST(ExportImporterTest, ImportsAndRunsAProgram) {
   }
 }
 
+TEST(ExportImporterTest, TheTraceNamesEachNodesOutputsAndTheirValues) {
+  // What the verified import compares node by node: every top-level node with
+  // a tensor output, by the program's name for it, bound to a tensor of the
+  // graph that import returns (after its renumbering).
+  ExportTrace trace;
+  absl::StatusOr<ir::Graph> g = ImportExportedProgramTraced(Program().Archive(), {}, &trace);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_FALSE(trace.nodes.empty());
+  int last_index = -1;
+  for (const ExportTrace::Entry& entry : trace.nodes) {
+    EXPECT_GT(entry.index, last_index) << "in program order";
+    last_index = entry.index;
+    EXPECT_EQ(entry.op.rfind("aten::", 0), 0u) << entry.op;
+    ASSERT_FALSE(entry.outputs.empty());
+    for (const auto& [name, id] : entry.outputs) {
+      EXPECT_FALSE(name.empty());
+      ASSERT_LT(id, g->values().size()) << name;
+      EXPECT_EQ(g->value(id).kind, ir::ValueKind::kTensor) << name;
+    }
+  }
+  // The same graph as without a trace.
+  absl::StatusOr<ir::Graph> plain = ImportExportedProgram(Program().Archive());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(ir::PrintGraph(*plain), ir::PrintGraph(*g));
+}
+
 TEST(ExportImporterTest, OrderedDictResultsAreNamedByTheirKeys) {
   // torchvision's segmentation models return an OrderedDict: its keys name the outputs too.
   Program p;
