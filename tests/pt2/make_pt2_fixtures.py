@@ -375,6 +375,8 @@ def Models():
                 [(torch.randn(1, 8),), (torch.randn(6, 8),)], 3e-2))
     out.append(("rms_norm", RmsNormModel(), (torch.randn(2, 4, 16),), ({0: batch},),
                 [(torch.randn(1, 4, 16),), (torch.randn(5, 4, 16),)], 1e-5))
+    out.append(("inplace_pieces", InPlacePieces(), (torch.randn(2, 4, 6),), ({0: batch},),
+                [(torch.randn(1, 4, 6),), (torch.randn(3, 4, 6),)], 1e-5))
     out.append(("safe_softmax", SafeSoftmax(), masked_scores(2), ({0: batch}, {0: batch}),
                 [masked_scores(1), masked_scores(3)], 1e-3))
     out.append(("fallback_ops", FallbackOps(), (torch.randn(2, 7),), ({0: batch},),
@@ -484,6 +486,22 @@ class InPlaceViews(torch.nn.Module):
                 mask[h[0]:h[1], w[0]:w[1]] = count
                 count += 1
         return y + mask, before * 1.0
+
+
+class InPlacePieces(torch.nn.Module):
+    """In-place writes into pieces of split, chunk and unbind (q *= scale after
+    q, k = qkv.chunk(2)), which write the tensor they were split from; a piece taken before
+    a write into another shows it when it views the written rows."""
+
+    def forward(self, x):
+        y = x * 1.0
+        q, k = y.chunk(2, dim=-1)
+        q.mul_(2.0)
+        a, b = y.split([1, 3], dim=1)
+        b.add_(1.0)
+        u = y.unbind(2)
+        u[0].sub_(5.0)
+        return y + 0.0, k * 1.0, a * 1.0
 
 
 class RmsNormModel(torch.nn.Module):

@@ -50,4 +50,18 @@ bool IsViewOp(std::string_view op);
 absl::StatusOr<ir::ValueId> WriteThroughView(AtenCall& view, bool self_is_view,
                                              ir::ValueId written, ConvertContext& cx);
 
+// Ops whose result is a list of views of "self" (split, split_with_sizes,
+// chunk, unbind, and their kin): a write into one piece reaches self.
+bool IsPieceViewOp(std::string_view op);
+
+// Step 2 for a piece: `split` is the call of such an op (IsPieceViewOp) whose
+// result number `piece` now holds `written`; returns what "self" holds after
+// the write, a SliceScatter of `written` into it (unbind: at index `piece`;
+// split and split_with_sizes: over the piece's rows; chunk: the same, when
+// the dim's size is known at import). Unimplemented for what Kiln cannot
+// express (a size known only at run time, tensor_split): refused, never
+// silently left unwritten.
+absl::StatusOr<ir::ValueId> WriteThroughPiece(AtenCall& split, int64_t piece, ir::ValueId written,
+                                              ConvertContext& cx);
+
 }  // namespace kiln::importer

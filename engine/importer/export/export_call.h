@@ -28,6 +28,7 @@ struct ExportValues {
     const nlohmann::json* node = nullptr;
     int index = 0;
     std::string base;
+    int64_t piece = -1;  // which result of a split-like op (IsPieceViewOp); -1: a view op's
   };
   std::unordered_map<std::string, View> view_of;
   std::unordered_map<std::string, std::vector<std::string>> views_of;
@@ -70,6 +71,7 @@ class ExportCall final : public AtenCall {
   absl::StatusOr<std::vector<ir::ValueId>> OptionalTensors(std::string_view name,
                                                            std::vector<bool>* masks) override;
   std::optional<Dims> StaticShape(std::string_view name) const override;
+  std::optional<Dims> KnownDims(std::string_view name) const override;
 
   absl::StatusOr<int64_t> Int(std::string_view name, std::optional<int64_t> def) const override;
   absl::StatusOr<double> Double(std::string_view name, std::optional<double> def) const override;

@@ -281,6 +281,24 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
       values_.views_of[self].push_back(view);
     }
   }
+  if (IsPieceViewOp(t.op) && outputs.size() == 1 && outputs[0].contains("as_tensors")) {
+    // split, chunk, unbind: each piece is a view of self, written back by
+    // WriteThroughPiece (q.mul_(s) after q, k = x.chunk(2)).
+    const std::string self = TensorArgName(node, "self");
+    const json& pieces = outputs[0]["as_tensors"];
+    for (size_t k = 0; !self.empty() && pieces.is_array() && k < pieces.size(); ++k) {
+      const json& name = Field(pieces[k], "name");
+      if (!name.is_string()) continue;
+      const std::string piece = name.get<std::string>();
+      if (auto it = state_.find(self); depth_ == 0 && it != state_.end()) {
+        state_[piece] = it->second;
+      }
+      if (values_.view_of.count(piece) == 0) {
+        values_.view_of[piece] = {&node, index, self, static_cast<int64_t>(k)};
+        values_.views_of[self].push_back(piece);
+      }
+    }
+  }
   // In-place ops of the training IR (relu_, add_, fill_ on a slice): later
   // readers of the written tensor ("self", or dropout_'s "input"), of the
   // tensors it is a view of and of their other views see the result.
@@ -306,7 +324,11 @@ absl::Status ProgramImporter::Written(const std::string& name, ir::ValueId value
     const Target t = ParseTarget(Field(*view.node, "target").get<std::string>());
     ExportCall through(*view.node, view.index, t.op, t.overload, values_, cx_);
     const bool self_is_view = values_.view_of.count(view.base) > 0;
-    ASSIGN_OR_RETURN(value, WriteThroughView(through, self_is_view, value, cx_));
+    if (view.piece >= 0) {
+      ASSIGN_OR_RETURN(value, WriteThroughPiece(through, view.piece, value, cx_));
+    } else {
+      ASSIGN_OR_RETURN(value, WriteThroughView(through, self_is_view, value, cx_));
+    }
     values_.bound[view.base] = value;
     changed.push_back(view.base);
   }

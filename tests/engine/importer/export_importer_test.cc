@@ -975,7 +975,43 @@ TEST(ExportImporterTest, AWriteThroughASliceReachesTheTensorAndItsOtherViews) {
   EXPECT_EQ(Values((*out)[1].tensor), (std::vector<float>{0.0f}));  // was -11 before the write
 }
 
+// q, k = x.chunk(2); q.mul_(s): the pieces of split, chunk and unbind are views
+// of what they split, and a write into one reaches it.
+Program ChunkThenWrite(int64_t dim) {
+  Program p;
+  json& nodes = p.ep["graph_module"]["graph"]["nodes"];
+  json chunk = Node("torch.ops.aten.chunk.default",
+                    {Arg("self", T("linear")), Arg("chunks", {{"as_int", 3}}),
+                     Arg("dim", {{"as_int", dim}})},
+                    "unused");
+  chunk["outputs"] = json::array(
+      {{{"as_tensors", json::array({{{"name", "p0"}}, {{"name", "p1"}}, {{"name", "p2"}}})}}});
+  nodes[1] = Node("torch.ops.aten.relu_.default", {Arg("self", T("p1"))}, "relu_");
+  nodes.insert(nodes.begin() + 1, chunk);
+  json& tv = p.ep["graph_module"]["graph"]["tensor_values"];
+  for (const char* piece : {"p0", "p1", "p2"}) {
+    tv[piece] = dim == 1 ? Meta({Sym("s0"), 1}) : Meta({Sym("s1"), 3});
+  }
+  return p;
+}
+
+TEST(ExportImporterTest, AWriteIntoAChunkReachesTheTensorItWasSplitFrom) {
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(ChunkThenWrite(1).Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  // linear(x) = {-1.5, -11, -2}; relu_ on the middle chunk zeroes column 1 of linear.
+  absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+      (*model)->Infer({{"features", Floats({1, 4}, {-2, -1, -2, 7})}}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0].tensor), (std::vector<float>{-3.0f, 0.0f, -8.0f}));  // * {2, 3, 4}
+}
+
 TEST(ExportImporterHostileTest, WritesThroughViewsKilnCannotFollowAreRefused) {
+  // A write into a chunk of a dim known only at run time: refused, naming why.
+  absl::Status chunked = ImportStatus(ChunkThenWrite(0).Archive());
+  EXPECT_EQ(chunked.code(), absl::StatusCode::kUnimplemented) << chunked;
+  EXPECT_THAT(chunked.message(), HasSubstr("known only at run time"));
   // A view whose result has its input's name: views in a cycle.
   Program cycle;
   json& nodes = cycle.ep["graph_module"]["graph"]["nodes"];
