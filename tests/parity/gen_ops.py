@@ -429,8 +429,19 @@ def inplace_base_then_view(x):
     return v
 
 
+def inplace_pieces(x):
+    y = x * 1.0                      # (2, 3, 4, 5)
+    q, k = y.chunk(2, dim=2)         # q *= s after q, k = qkv.chunk(2)
+    q.mul_(2.0)
+    a, b = y.split([1, 2], dim=1)
+    b.add_(1.0)
+    y.unbind(3)[0].sub_(5.0)
+    return y, k
+
+
 cases("shape", [
     ("inplace_through_views", inplace_through_views, randn(*X)),
+    ("inplace_pieces", inplace_pieces, randn(*X)),
     ("inplace_sibling_views", inplace_sibling_views, randn(*X)),
     ("inplace_reshaped_views", inplace_reshaped_views, randn(*X)),
     ("inplace_base_then_view", inplace_base_then_view, randn(*X)),

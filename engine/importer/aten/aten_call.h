@@ -88,9 +88,6 @@ class AtenCall {
   // The static sizes of tensor argument `name` when the front knows them all
   // (a constant's, or export's tensor metadata without symbols); nullopt otherwise.
   virtual std::optional<Dims> StaticShape(std::string_view name) const = 0;
-  // The sizes of tensor argument `name` the front knows, -1 for each known
-  // only at run time (export's symbolic sizes); nullopt when it knows none.
-  virtual std::optional<Dims> KnownDims(std::string_view name) const { return StaticShape(name); }
 
   // ---- numbers, lists, strings (constants) ----
 

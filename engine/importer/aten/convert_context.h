@@ -79,8 +79,6 @@ class ConvertContext {
 
   // The dtype the graph knows for `id` (kUnknown for most results).
   DType DTypeOf(ir::ValueId id) const { return graph_->value(id).type.dtype; }
-  // The dims the import knows (-1: dynamic); nullopt when the rank is unknown.
-  const std::optional<Dims>& DimsOf(ir::ValueId id) const { return graph_->value(id).type.dims; }
   ir::ValueKind KindOf(ir::ValueId id) const { return graph_->value(id).kind; }
   // The constant tensor behind `id`, or nullptr.
   const Tensor* ConstValue(ir::ValueId id) const { return graph_->ConstantValue(id); }

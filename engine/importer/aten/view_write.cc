@@ -119,55 +119,39 @@ bool IsPieceViewOp(std::string_view op) {
 absl::StatusOr<ir::ValueId> WriteThroughPiece(AtenCall& split, int64_t piece, ir::ValueId written,
                                               ConvertContext& cx) {
   const std::string_view op = split.op();
-  ASSIGN_OR_RETURN(ir::ValueId self, split.Tensor("self"));
-  ASSIGN_OR_RETURN(int64_t dim, split.Int("dim", 0));
-  ir::Attributes attrs;
-  attrs.SetInt("axis", dim);
-  if (op == "aten::unbind") {
-    attrs.SetInt("index", piece);
-    return cx.Emit(split, OpKind::kSliceScatter, {self, written}, std::move(attrs), ".base");
-  }
-  // The piece's rows [start, end) along dim.
-  int64_t start = 0, end = 0;
-  auto known_only_at_run_time = [&](const char* what) {
-    return split.Unimplemented(absl::StrCat("is written through one of its pieces, and its ", what,
-                                            " is known only at run time"));
-  };
-  if (op == "aten::split_with_sizes" || op == "aten::unsafe_split_with_sizes" ||
-      ((op == "aten::split" || op == "aten::unsafe_split") && !split.Int("split_size").ok() &&
-       split.Has("split_size"))) {
-    const char* name = split.Has("split_sizes") ? "split_sizes" : "split_size";
-    absl::StatusOr<std::vector<int64_t>> sizes = split.Ints(name);
-    if (!sizes.ok()) return known_only_at_run_time(name);
-    if (piece < 0 || piece >= static_cast<int64_t>(sizes->size())) {
-      return split.InvalidArgument("a piece past its split sizes");
-    }
-    for (int64_t k = 0; k < piece; ++k) start += (*sizes)[k];
-    end = start + (*sizes)[piece];
-  } else if (op == "aten::split" || op == "aten::unsafe_split") {
-    absl::StatusOr<int64_t> size = split.Int("split_size");
-    if (!size.ok()) return known_only_at_run_time("split_size");
-    start = piece * *size;
-    end = start + *size;  // the last piece's end is past the dim: clamped, as slice's
-  } else if (op == "aten::chunk" || op == "aten::unsafe_chunk") {
-    ASSIGN_OR_RETURN(int64_t chunks, split.Int("chunks"));
-    std::optional<Dims> dims = split.KnownDims("self");
-    if (!dims.has_value()) dims = cx.DimsOf(self);
-    const int64_t rank = dims.has_value() ? static_cast<int64_t>(dims->size()) : 0;
-    const int64_t d = dim < 0 ? dim + rank : dim;
-    if (chunks < 1 || d < 0 || d >= rank || (*dims)[d] < 0) {
-      return known_only_at_run_time("size along dim");
-    }
-    const int64_t size = ((*dims)[d] + chunks - 1) / chunks;
-    start = piece * size;
-    end = start + size;
-  } else {
+  // The pieces cover self along dim, in order: self after the write is the
+  // pieces of its current value joined again, `written` in place of piece
+  // number `piece`. (No offsets needed, so sizes known only at run time do.)
+  AtenConverter convert = FindAtenConverter(op);
+  if (convert == nullptr) {
     return split.Unimplemented("is written through one of its pieces, which Kiln cannot express");
   }
-  attrs.SetInt("start", start);
-  attrs.SetInt("end", end);
-  attrs.SetInt("step", 1);
-  return cx.Emit(split, OpKind::kSliceScatter, {self, written}, std::move(attrs), ".base");
+  ASSIGN_OR_RETURN(int64_t dim, split.Int("dim", 0));
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> out, convert(split, cx));
+  std::vector<ir::ValueId> pieces = out;
+  if (out.size() == 1) {
+    const std::vector<ir::ValueId>* elements = cx.ListElements(out[0]);
+    if (elements == nullptr) {
+      return split.Unimplemented(
+          "is written through one of its pieces, and how many there are is known only at run time");
+    }
+    pieces = *elements;
+  }
+  if (piece < 0 || piece >= static_cast<int64_t>(pieces.size())) {
+    return split.InvalidArgument(absl::StrCat("has no piece ", piece, " to write through"));
+  }
+  pieces[piece] = written;
+  if (op == "aten::unbind") {  // the pieces lost dim: put it back
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      ir::Attributes attrs;
+      attrs.SetInt("axis", dim);
+      pieces[k] = cx.Emit(split, OpKind::kUnsqueeze, {pieces[k]}, std::move(attrs),
+                          absl::StrCat(".piece", k));
+    }
+  }
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  return cx.Emit(split, OpKind::kConcat, std::move(pieces), std::move(attrs), ".base");
 }
 
 }  // namespace kiln::importer

@@ -56,11 +56,10 @@ bool IsPieceViewOp(std::string_view op);
 
 // Step 2 for a piece: `split` is the call of such an op (IsPieceViewOp) whose
 // result number `piece` now holds `written`; returns what "self" holds after
-// the write, a SliceScatter of `written` into it (unbind: at index `piece`;
-// split and split_with_sizes: over the piece's rows; chunk: the same, when
-// the dim's size is known at import). Unimplemented for what Kiln cannot
-// express (a size known only at run time, tensor_split): refused, never
-// silently left unwritten.
+// the write: the op's pieces of self taken again, `written` in place of that
+// one, concatenated along dim (stacked, for unbind). Unimplemented when Kiln
+// does not translate the op or cannot tell how many pieces there are: refused,
+// never silently left unwritten.
 absl::StatusOr<ir::ValueId> WriteThroughPiece(AtenCall& split, int64_t piece, ir::ValueId written,
                                               ConvertContext& cx);
 

@@ -200,7 +200,7 @@ absl::StatusOr<std::vector<ir::ValueId>> ExportCall::OptionalTensors(std::string
   return ids;
 }
 
-std::optional<Dims> ExportCall::KnownDims(std::string_view name) const {
+std::optional<Dims> ExportCall::StaticShape(std::string_view name) const {
   std::string kind;
   const json* v = Arg(name, &kind);
   if (v == nullptr || kind != "as_tensor" || values_.tensor_values == nullptr ||
@@ -215,17 +215,10 @@ std::optional<Dims> ExportCall::KnownDims(std::string_view name) const {
   }
   Dims dims;
   for (const json& s : (*meta)["sizes"]) {
-    const bool literal = s.is_object() && s.contains("as_int") && s["as_int"].is_number_integer();
-    dims.push_back(literal ? s["as_int"].get<int64_t>() : -1);
-  }
-  return dims;
-}
-
-std::optional<Dims> ExportCall::StaticShape(std::string_view name) const {
-  std::optional<Dims> dims = KnownDims(name);
-  if (!dims.has_value()) return std::nullopt;
-  for (int64_t d : *dims) {
-    if (d < 0) return std::nullopt;
+    if (!s.is_object() || !s.contains("as_int") || !s["as_int"].is_number_integer()) {
+      return std::nullopt;
+    }
+    dims.push_back(s["as_int"].get<int64_t>());
   }
   return dims;
 }

@@ -71,7 +71,6 @@ class ExportCall final : public AtenCall {
   absl::StatusOr<std::vector<ir::ValueId>> OptionalTensors(std::string_view name,
                                                            std::vector<bool>* masks) override;
   std::optional<Dims> StaticShape(std::string_view name) const override;
-  std::optional<Dims> KnownDims(std::string_view name) const override;
 
   absl::StatusOr<int64_t> Int(std::string_view name, std::optional<int64_t> def) const override;
   absl::StatusOr<double> Double(std::string_view name, std::optional<double> def) const override;

@@ -19,9 +19,12 @@
 // value, whose result the outer scope is rebound to afterwards.
 #include "engine/importer/torchscript/translator.h"
 
+#include <torch/csrc/jit/ir/constants.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -92,6 +95,37 @@ const Node* ViewProducer(const Value* v) {
     return nullptr;
   }
   return n;
+}
+
+// A piece of a split-like op's list (IsPieceViewOp: split, chunk, unbind),
+// taken by prim::ListUnpack or by aten::__getitem__ at a constant index: a
+// write into it is a write into the op's first input.
+struct PieceOf {
+  const Node* split = nullptr;
+  int64_t piece = 0;
+};
+
+std::optional<PieceOf> PieceProducer(const Value* v) {
+  const Node* n = v->node();
+  if (!IsTensor(v) || n->inputs().empty()) return std::nullopt;
+  PieceOf p;
+  if (n->kind() == c10::prim::ListUnpack) {
+    for (size_t i = 0; i < n->outputs().size(); ++i) {
+      if (n->outputs()[i] == v) p.piece = static_cast<int64_t>(i);
+    }
+  } else if (n->kind() == c10::aten::__getitem__ && n->inputs().size() == 2) {
+    const c10::optional<c10::IValue> index = torch::jit::toIValue(n->input(1));
+    if (!index.has_value() || !index->isInt() || index->toInt() < 0) return std::nullopt;
+    p.piece = index->toInt();
+  } else {
+    return std::nullopt;
+  }
+  p.split = n->input(0)->node();
+  if (!IsPieceViewOp(p.split->kind().toQualString()) || p.split->inputs().empty() ||
+      !IsTensor(p.split->input(0))) {
+    return std::nullopt;
+  }
+  return p;
 }
 
 bool IsListMutation(c10::Symbol kind) {
@@ -418,11 +452,21 @@ absl::Status Translator::Written(const Node* node, ir::ValueId value) {
   if (!IsInPlaceKind(node->kind().toQualString()) || !IsTensor(target)) return absl::OkStatus();
   std::set<const Value*> done = {target};
   std::vector<const Value*> changed = {target};
-  for (const Node* view = ViewProducer(target); view != nullptr;
-       view = ViewProducer(changed.back())) {
-    const Value* base = view->input(0);
-    TorchScriptCall call(*view, ctx_);
-    ASSIGN_OR_RETURN(value, WriteThroughView(call, ViewProducer(base) != nullptr, value, ctx_));
+  for (;;) {
+    const Value* written = changed.back();
+    const Value* base = nullptr;
+    if (const Node* view = ViewProducer(written)) {
+      base = view->input(0);
+      TorchScriptCall call(*view, ctx_);
+      const bool base_is_view = ViewProducer(base) != nullptr || PieceProducer(base).has_value();
+      ASSIGN_OR_RETURN(value, WriteThroughView(call, base_is_view, value, ctx_));
+    } else if (std::optional<PieceOf> piece = PieceProducer(written)) {
+      base = piece->split->input(0);
+      TorchScriptCall call(*piece->split, ctx_);
+      ASSIGN_OR_RETURN(value, WriteThroughPiece(call, piece->piece, value, ctx_));
+    } else {
+      break;
+    }
     ctx_.MarkMutated(base);
     ctx_.Bind(base, value);
     done.insert(base);
@@ -439,6 +483,22 @@ absl::Status Translator::RetakeViews(const Value* base, std::set<const Value*>& 
     pending.pop_back();
     for (const torch::jit::Use& use : v->uses()) {
       const Node* user = use.user;
+      if (use.offset == 0 && IsPieceViewOp(user->kind().toQualString()) &&
+          user->outputs().size() == 1 && ctx_.Bound(user->output()).has_value() &&
+          done.insert(user->output()).second) {
+        // The list of pieces again, and the pieces taken from it.
+        RETURN_IF_ERROR(TranslateNode(user, /*top_level=*/false));
+        for (const torch::jit::Use& take : user->output()->uses()) {
+          const Node* unpack = take.user;
+          if (unpack->outputs().empty() || !ctx_.Bound(unpack->outputs()[0]).has_value()) continue;
+          if (!PieceProducer(unpack->outputs()[0]).has_value()) continue;
+          RETURN_IF_ERROR(TranslateNode(unpack, /*top_level=*/false));
+          for (const Value* piece : unpack->outputs()) {
+            if (done.insert(piece).second) pending.push_back(piece);
+          }
+        }
+        continue;
+      }
       if (use.offset != 0 || user->outputs().size() != 1 || ViewProducer(user->output()) != user) {
         continue;
       }
@@ -565,7 +625,11 @@ void Translator::CollectMutated(const torch::jit::Block* block, const Node* owne
       for (const Value* target = n->input(0); target != nullptr;) {
         if (!DefinedInside(target, owner) && seen.insert(target).second) out.push_back(target);
         const Node* view = in_place ? ViewProducer(target) : nullptr;
-        target = view != nullptr ? view->input(0) : nullptr;
+        std::optional<PieceOf> piece;
+        if (in_place && view == nullptr) piece = PieceProducer(target);
+        target = view != nullptr ? view->input(0)
+                 : piece.has_value() ? piece->split->input(0)
+                                     : nullptr;
       }
     }
     for (const torch::jit::Block* sub : n->blocks()) CollectMutated(sub, owner, out, seen);
