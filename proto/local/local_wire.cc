@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -13,6 +14,8 @@ namespace kiln::local_wire {
 namespace {
 
 constexpr size_t kHeaderBytes = 5;
+// ReadFrame grows a body by at most this much per read.
+constexpr size_t kReadStep = size_t{1} << 20;
 
 void PutU32(uint32_t v, char* out) {
   for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
@@ -101,11 +104,20 @@ absl::Status ReadFrame(int fd, uint32_t max_body_bytes, Frame* frame) {
                                                    " bytes is past the limit of ", max_body_bytes));
   }
   frame->kind = static_cast<FrameKind>(kind);
-  frame->body.resize(size);
-  if (ReadFully(fd, frame->body.data(), size, &error) < size) {
-    return absl::UnavailableError(absl::StrCat(
-        "local socket: the stream ended inside a frame of ", size, " bytes",
-        error != 0 ? absl::StrCat(" (", std::strerror(error), ")") : std::string()));
+  // Grown as the bytes arrive, not from the declared size: a peer that
+  // announces a large frame and sends nothing holds no memory for it.
+  frame->body.clear();
+  size_t got_body = 0;
+  while (got_body < size) {
+    const size_t step = std::min<size_t>(size - got_body, kReadStep);
+    frame->body.resize(got_body + step);
+    const size_t n = ReadFully(fd, frame->body.data() + got_body, step, &error);
+    got_body += n;
+    if (n < step) {
+      return absl::UnavailableError(absl::StrCat(
+          "local socket: the stream ended inside a frame of ", size, " bytes",
+          error != 0 ? absl::StrCat(" (", std::strerror(error), ")") : std::string()));
+    }
   }
   return absl::OkStatus();
 }

@@ -56,7 +56,8 @@ absl::Status WriteFrame(int fd, FrameKind kind, absl::string_view body);
 // Reads one frame. OutOfRange at a clean end of the stream (the peer closed
 // between frames), Unavailable for a read error or a stream cut inside a
 // frame, InvalidArgument for an unknown kind or a size past `max_body_bytes`
-// (the body is not read: the stream cannot be trusted after it).
+// (the body is not read: the stream cannot be trusted after it). The body
+// grows as its bytes arrive, never to a declared size ahead of them.
 absl::Status ReadFrame(int fd, uint32_t max_body_bytes, Frame* frame);
 
 // A kStatus body: the code (4 bytes, little endian), the request id's length

@@ -88,7 +88,8 @@ absl::StatusOr<std::unique_ptr<LocalServer>> LocalServer::Start(
   absl::StatusOr<sockaddr_un> address = SocketAddress(options.path);
   if (!address.ok()) return address.status();
   if (absl::Status cleared = ClearStaleSocket(*address); !cleared.ok()) return cleared;
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: an accept after poll() must never wait (Stop() wakes the poll).
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
   // Owner only before anyone can connect (a connect before listen() fails).
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0 ||

@@ -249,6 +249,12 @@ TEST_F(LocalSocketTest, MalformedFramesGetAStatusAndNeverHurtTheServer) {
     RawConnection cut(socket_);
     const char half[] = {100, 0, 0, 0, 2, 1, 2};
     ASSERT_EQ(::write(cut.fd(), half, sizeof(half)), static_cast<ssize_t>(sizeof(half)));
+    // A frame that announces 512 MiB (under the limit) and sends a few bytes:
+    // kilnd holds memory only for what arrived.
+    RawConnection big(socket_);
+    const unsigned char announce[] = {0, 0, 0, 0x20, 2, 1, 2, 3};
+    ASSERT_EQ(::write(big.fd(), announce, sizeof(announce)),
+              static_cast<ssize_t>(sizeof(announce)));
   }
   auto local = LocalClient();
   auto fine = local->Infer("mlp", {{"x", x_}});
