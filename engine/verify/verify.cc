@@ -446,7 +446,9 @@ absl::StatusOr<VerifyReport> VerifyOnce(TorchReference& reference,
     report.skip_reason = skip;
     return report;
   }
-  report.samples = samples.text;
+  report.samples = options.values_source.empty()
+                       ? samples.text
+                       : absl::StrCat(options.values_source, " ", samples.text);
   report.signature = samples.signature;
 
   // Kiln's side first: a model that runs past the load's deadline (a loop

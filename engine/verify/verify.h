@@ -54,6 +54,9 @@ struct VerifyOptions {
   // optional input left out), run instead of samples drawn from the contract:
   // verification on first use of a signature (no List[Tensor] inputs).
   std::optional<std::vector<runtime::RunValue>> values;
+  // What `values` are, shown before them in the report ("the archive's
+  // sample inputs"); empty: nothing.
+  std::string values_source;
   // Kiln's outputs for `values`, from the plan that answered the request:
   // judged instead of compiling and running the same signature a second
   // time (the time and the second arena of a first use).
@@ -127,6 +130,9 @@ struct ReferenceRequest {
   // return libtorch's value of every traced node output (TraceValue).
   bool trace = false;
   importer::ImportOptions import;
+  // Only return the sample inputs the uploaded file carries (a torch.export
+  // archive's own), in ReferenceResult::samples; nothing is run.
+  bool archive_samples = false;
 };
 
 // One value of forward()'s top level, as libtorch computed it, and the ir
@@ -158,6 +164,11 @@ struct ReferenceResult {
   std::optional<ir::Graph> trace_graph;
   std::vector<TraceValue> trace;
   std::string trace_problem;
+  // request.archive_samples: the file's sample inputs, forward()'s positional
+  // arguments in order (empty names) then its keyword arguments by name; or
+  // why there are none.
+  std::vector<std::pair<std::string, Tensor>> samples;
+  std::string samples_problem;
 };
 
 // Runs the uploaded program through libtorch. Fails with InvalidArgument when

@@ -51,6 +51,45 @@ class ExportReference : public verify::TorchReference {
   verify::TorchReference& inner_;
 };
 
+// The archive's sample inputs as the model's inputs, in order: positional
+// ones first, then keyword ones by name; each must have the input's dtype,
+// rank and fixed sizes. Why not, when they do not fit.
+absl::StatusOr<std::vector<runtime::RunValue>> SampleValues(
+    const runtime::Model& model, const std::vector<std::pair<std::string, Tensor>>& samples) {
+  std::vector<const Tensor*> positional;
+  for (const auto& [name, t] : samples) {
+    if (name.empty()) positional.push_back(&t);
+  }
+  if (positional.size() > model.inputs().size()) {
+    return absl::InvalidArgumentError("more samples than inputs");
+  }
+  std::vector<runtime::RunValue> values;
+  for (size_t i = 0; i < model.inputs().size(); ++i) {
+    const runtime::TensorSpec& in = model.inputs()[i];
+    const Tensor* t = i < positional.size() ? positional[i] : nullptr;
+    for (const auto& [name, named] : samples) {
+      if (t == nullptr && name == in.name) t = &named;
+    }
+    if (t == nullptr || !in.list.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("none for input '", in.name, "'"));
+    }
+    bool fits = in.dtype == DType::kUnknown || in.dtype == t->dtype();
+    if (in.dims.has_value()) {
+      fits = fits && in.dims->size() == t->dims().size();
+      for (size_t d = 0; fits && d < in.dims->size(); ++d) {
+        fits = (*in.dims)[d] < 0 || (*in.dims)[d] == t->dims()[d];
+      }
+    }
+    if (!fits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", in.name, "' does not take the sample ", DTypeName(t->dtype()),
+                       DimsToString(t->dims())));
+    }
+    values.push_back(runtime::RunValue::Of(*t));
+  }
+  return values;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
@@ -94,6 +133,25 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
     options.fallback_on_mismatch = config.verify.fallback_on_mismatch ? 4 : 0;
     options.run = run;
     ExportReference export_reference(reference);
+    if (exported && config.verify.inputs.empty()) {
+      // The archive's own sample inputs (what the program was exported with:
+      // real token ids, masks, images) rather than samples made up from the
+      // contract, where they fit it; shapes the config gives win.
+      verify::ReferenceRequest ask;
+      ask.archive_samples = true;
+      absl::StatusOr<verify::ReferenceResult> got = export_reference.Run(ask);
+      if (got.ok() && got->unavailable.empty() && got->samples_problem.empty()) {
+        absl::StatusOr<std::vector<runtime::RunValue>> values = SampleValues(*model, got->samples);
+        if (values.ok()) {
+          options.values = *std::move(values);
+          options.values_source = "the archive's sample inputs";
+        } else {
+          spdlog::info("{}: the archive's sample inputs do not fit the model ({}); verifying on "
+                       "samples made from its contract",
+                       label, std::string(values.status().message()));
+        }
+      }
+    }
     absl::StatusOr<verify::VerifiedModel> verified =
         verify::VerifyModel(exported ? export_reference : reference, config.import,
                             std::move(model), rebuild, options);

@@ -136,6 +136,11 @@ class Pt2ParityTest(unittest.TestCase):
                 self.assertRegex(self.metadata(name),
                                  r"verify = passed on .*\(reference: the ExportedProgram evaluated "
                                  r"node by node through libtorch 1\.13's operators\)")
+        # On the archive's own sample inputs (the example the program was exported with), in
+        # both layouts: real token ids and masks rather than samples made from the contract.
+        self.assertRegex(self.metadata("bert_encoder"),
+                         r"verify = passed on the archive's sample inputs input_ids=INT64\[2, 8\], "
+                         r"attention_mask=FP32\[2, 8\]")
 
     def test_verified_import_refuses_a_diverging_translation(self):
         # KILN_TEST_PERTURB_OP (a test-only fault-injection hook) adds 0.5 to the native conv2d:
@@ -180,6 +185,9 @@ class Pt2ParityTest(unittest.TestCase):
             with self.subTest(model=model["name"]):
                 self.check_model(model, LEGACY_FIXTURES)
         self.assertRegex(self.metadata("legacy_mlp"), r"input\.input\.dim_ranges = dim 0: \[1, 32\]")
+        # serialized_example_inputs.pt is read as the newer layout's sample inputs are.
+        self.assertRegex(self.metadata("legacy_mlp"),
+                         r"verify = passed on the archive's sample inputs input=FP32\[2, 10\]")
 
     def test_metadata_names_inputs_after_forward_and_dynamic_dims(self):
         self.served("bert_encoder")

@@ -117,6 +117,15 @@ absl::StatusOr<Program> OpenProgram(std::string_view bytes) {
   return p;
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadSampleInputs(const Program& p) {
+  const std::string file = p.legacy ? "serialized_example_inputs.pt"
+                                    : absl::StrCat("data/sample_inputs/", p.model, ".pt");
+  const ZipEntry* entry = p.zip.Find(p.root + file);
+  if (entry == nullptr) return absl::NotFoundError(absl::StrCat("the archive has no ", file));
+  ASSIGN_OR_RETURN(std::string bytes, p.zip.Read(*entry));
+  return ReadTorchSaveSampleInputs(bytes, file);
+}
+
 // ------------------------------------------------------------ tensors
 
 const json& Field(const json& j, const char* key) {

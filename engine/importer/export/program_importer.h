@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +57,13 @@ struct Program {
 // Opens the archive in `bytes`: the PT2 layout or torch 2.1-2.7's, its
 // program JSON parsed and its schema major version checked.
 absl::StatusOr<Program> OpenProgram(std::string_view bytes);
+
+// The program's sample inputs as torch.export.save stored them
+// (data/sample_inputs/<model>.pt; serialized_example_inputs.pt in the older
+// layout): forward()'s positional arguments in order (empty names), then
+// its keyword arguments by name. NotFound when the archive holds none,
+// InvalidArgument when they are not tensors (ReadTorchSaveSampleInputs).
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadSampleInputs(const Program& p);
 
 // j[key], or a null json when j is not an object or has no such key.
 const json& Field(const json& j, const char* key);

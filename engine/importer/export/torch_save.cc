@@ -124,6 +124,34 @@ class Machine {
   Machine(std::string_view bytes, const PickleLimits& limits) : b_(bytes), limits_(limits) {}
 
   absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> Run() {
+    ASSIGN_OR_RETURN(uint32_t top, RunToTop());
+    return Result(top);
+  }
+
+  // torch.export's sample inputs: (args, kwargs), tensors only; args named
+  // "" in order, then kwargs by their keys.
+  absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> RunSampleInputs() {
+    ASSIGN_OR_RETURN(uint32_t top, RunToTop());
+    ASSIGN_OR_RETURN(const Value* pair, Expect(top, Value::kTuple, "the pickled sample inputs"));
+    if (pair->items.size() != 2) return Fail("the sample inputs are not an (args, kwargs) pair");
+    ASSIGN_OR_RETURN(const Value* args, Expect(pair->items[0], Value::kTuple, "the sample args"));
+    ASSIGN_OR_RETURN(const Value* kwargs, Expect(pair->items[1], Value::kDict, "the sample kwargs"));
+    std::vector<std::pair<std::string, PickledTensor>> out;
+    for (uint32_t a : args->items) {
+      ASSIGN_OR_RETURN(const Value* t, Expect(a, Value::kTensor, "a sample arg"));
+      out.emplace_back("", tensors_[t->i]);
+    }
+    for (size_t k = 0; k + 1 < kwargs->items.size(); k += 2) {
+      ASSIGN_OR_RETURN(const Value* key, Expect(kwargs->items[k], Value::kStr, "a sample kwarg's name"));
+      ASSIGN_OR_RETURN(const Value* t, Expect(kwargs->items[k + 1], Value::kTensor, "a sample kwarg"));
+      out.emplace_back(key->s, tensors_[t->i]);
+    }
+    return out;
+  }
+
+ private:
+  // Runs the pickle to its STOP; the id of the one value left.
+  absl::StatusOr<uint32_t> RunToTop() {
     bool stopped = false;
     while (!stopped) {
       if (pos_ >= b_.size()) return Fail("ends before STOP (truncated)");
@@ -133,10 +161,9 @@ class Machine {
     }
     if (pos_ != b_.size()) return Fail(absl::StrCat(b_.size() - pos_, " bytes after STOP"));
     if (stack_.size() != 1 || !marks_.empty()) return Fail("STOP with a malformed stack");
-    return Result(stack_[0]);
+    return stack_[0];
   }
 
- private:
   absl::Status Fail(absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat("pickle: ", what, " (byte ", op_pos_, ")"));
   }
@@ -592,8 +619,12 @@ absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, c
   return t;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveTensors(
-    std::string_view bytes, const std::string& what) {
+namespace {
+
+// A torch.save zip archive's pickle run by `run` (a Machine's Run or
+// RunSampleInputs), its tensors read from the archive's storages, in order.
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSave(
+    std::string_view bytes, const std::string& what, bool sample_inputs) {
   auto invalid = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("PT2 archive: ", what, ": ", why));
   };
@@ -618,11 +649,15 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveTensors
   }
   absl::StatusOr<std::string> pkl = zip->Read(*pickle);
   if (!pkl.ok()) return invalid(pkl.status().message());
+  const PickleLimits limits;
+  Machine machine(*pkl, limits);
   absl::StatusOr<std::vector<std::pair<std::string, PickledTensor>>> entries =
-      ReadStateDictPickle(*pkl);
+      sample_inputs ? machine.RunSampleInputs() : machine.Run();
   if (!entries.ok()) return invalid(entries.status().message());
   std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& [name, t] : *entries) {
+  for (size_t k = 0; k < entries->size(); ++k) {
+    const auto& [key, t] = (*entries)[k];
+    const std::string name = key.empty() ? absl::StrCat("arg ", k) : key;
     const std::string file = absl::StrCat(prefix, "data/", t.storage_key);
     const ZipEntry* entry = zip->Find(file);
     if (entry == nullptr) return invalid(absl::StrCat("'", name, "': no ", file));
@@ -633,16 +668,27 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveTensors
       return invalid(absl::StrCat("'", name, "': its storage declares ", declared, " bytes but ",
                                   file, " has ", data->size()));
     }
-    // Copied, never viewed (no owner): this is torch 2.1-2.7's older layout,
-    // a torch.save zip nested inside the archive and read out of it first, so
-    // there are no archive bytes to view; it keeps copying (the PT2 layout of
-    // torch >= 2.8 is the one whose weights are viewed in place).
+    // Copied, never viewed (no owner): this torch.save zip is nested inside
+    // the archive and read out of it first, so there are no archive bytes to
+    // view (the PT2 layout's weights of torch >= 2.8 are viewed in place).
     ASSIGN_OR_RETURN(Tensor tensor,
                      TensorFromStorage(absl::StrCat(what, " '", name, "'"), t.dtype, t.sizes,
                                        t.strides, t.storage_offset, *data, file));
-    out.emplace_back(name, std::move(tensor));
+    out.emplace_back(key, std::move(tensor));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveTensors(
+    std::string_view bytes, const std::string& what) {
+  return ReadTorchSave(bytes, what, /*sample_inputs=*/false);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveSampleInputs(
+    std::string_view bytes, const std::string& what) {
+  return ReadTorchSave(bytes, what, /*sample_inputs=*/true);
 }
 
 }  // namespace kiln::importer

@@ -83,4 +83,12 @@ absl::StatusOr<Tensor> TensorFromStorage(const std::string& what, DType dtype, c
 absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveTensors(
     std::string_view bytes, const std::string& what);
 
+// Reads torch.export's sample inputs, a torch.save zip archive of the pair
+// (args, kwargs) (data/sample_inputs/<model>.pt of a PT2 archive,
+// serialized_example_inputs.pt of the older layout): the args' tensors in
+// order with empty names, then the kwargs' by name. InvalidArgument as
+// ReadTorchSaveTensors, and for an arg or kwarg that is not a tensor.
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadTorchSaveSampleInputs(
+    std::string_view bytes, const std::string& what);
+
 }  // namespace kiln::importer

@@ -66,14 +66,20 @@ class Pickle {
                  const std::vector<int64_t>& strides, bool parameter = false) {
     Str(name);
     if (parameter) Global("torch._utils", "_rebuild_parameter");
+    Rebuild(storage_type, key, numel, offset, sizes, strides);
+    if (parameter)
+      Byte(0x88).Global("collections", "OrderedDict").Op(')').Op('R').Byte(0x87).Op('R');
+    return *this;
+  }
+  // _rebuild_tensor_v2(storage key, offset, sizes, strides): a tensor with no name.
+  Pickle& Rebuild(const std::string& storage_type, const std::string& key, int64_t numel,
+                  int64_t offset, const std::vector<int64_t>& sizes,
+                  const std::vector<int64_t>& strides) {
     Global("torch._utils", "_rebuild_tensor_v2").Op('(');
     Op('(').Str("storage").Global("torch", storage_type).Str(key).Str("cpu").Int(numel).Op('t');
     Op('Q').Int(offset).Ints(sizes).Ints(strides).Byte(0x89);
     Global("collections", "OrderedDict").Op(')').Op('R');
-    Op('t').Op('R');
-    if (parameter)
-      Byte(0x88).Global("collections", "OrderedDict").Op(')').Op('R').Byte(0x87).Op('R');
-    return *this;
+    return Op('t').Op('R');
   }
   const std::string& bytes() const { return b_; }
 
@@ -173,6 +179,38 @@ TEST(TorchPickleTest, ReadsTheArchiveAndMaterializesViews) {
     for (int j = 0; j < 3; ++j) EXPECT_EQ(w.data<float>()[i * 3 + j], wt.data<float>()[j * 2 + i]);
   }
   EXPECT_EQ((*r)[2].second.data<int64_t>()[0], 7);
+}
+
+TEST(TorchPickleTest, ReadsSampleInputsArgsThenKwargs) {
+  // torch.export's sample inputs: ((x, ids), {"mask": m}), as torch.save writes them.
+  Pickle p;
+  p.Byte(0x80).Byte(2).Op('(').Op('(');
+  p.Rebuild("FloatStorage", "0", 6, 0, {2, 3}, {3, 1});
+  p.Rebuild("LongStorage", "1", 2, 0, {2}, {1});
+  p.Op('t').Op('}').Op('(').Str("mask");
+  p.Rebuild("FloatStorage", "0", 6, 3, {3}, {1});
+  p.Op('u').Op('t').Op('.');
+  int64_t ids[2] = {5, 9};
+  auto r = ReadTorchSaveSampleInputs(
+      TorchSave(p.bytes(), {{"0", Floats({1, 2, 3, 4, 5, 6})},
+                            {"1", std::string(reinterpret_cast<char*>(ids), 16)}}),
+      "model.pt");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].first, "");
+  EXPECT_EQ((*r)[0].second.dims(), (Dims{2, 3}));
+  EXPECT_EQ((*r)[1].first, "");
+  EXPECT_EQ((*r)[1].second.data<int64_t>()[1], 9);
+  EXPECT_EQ((*r)[2].first, "mask");
+  EXPECT_EQ((*r)[2].second.data<float>()[0], 4.0f);
+  // A number among the args (not a tensor), or a state dict: refused, named.
+  Pickle number;
+  number.Byte(0x80).Byte(2).Op('(').Op('(').Int(3).Op('t').Op('}').Op('t').Op('.');
+  auto n = ReadTorchSaveSampleInputs(TorchSave(number.bytes(), {}), "model.pt");
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument) << n.status();
+  EXPECT_THAT(n.status().message(), HasSubstr("a sample arg is a int"));
+  auto dict = ReadTorchSaveSampleInputs(GoodArchive(), "model.pt");
+  EXPECT_EQ(dict.status().code(), absl::StatusCode::kInvalidArgument) << dict.status();
 }
 
 TEST(TorchPickleTest, EveryTruncationIsRefused) {
