@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -24,6 +25,9 @@ namespace kiln::server {
 namespace {
 
 using local_wire::FrameKind;
+
+// How long writing an answer may wait for a client that does not read.
+constexpr time_t kSendTimeoutSeconds = 10;
 
 absl::StatusOr<sockaddr_un> SocketAddress(const std::string& path) {
   sockaddr_un address{};
@@ -65,10 +69,15 @@ struct LocalServer::Connection {
   explicit Connection(int fd) : fd(fd) {}
   ~Connection() { ::close(fd); }
 
-  // Answers from whichever thread ends a request, one frame at a time.
+  // Answers from whichever thread ends a request, one frame at a time. A
+  // write that fails (the client gone, or not reading for
+  // kSendTimeoutSeconds) may have left half a frame: the connection ends,
+  // its reader included.
   absl::Status Write(FrameKind kind, absl::string_view body) {
     std::lock_guard<std::mutex> lock(write_mu);
-    return local_wire::WriteFrame(fd, kind, body);
+    absl::Status written = local_wire::WriteFrame(fd, kind, body);
+    if (!written.ok()) ::shutdown(fd, SHUT_RDWR);
+    return written;
   }
 
   const int fd;
@@ -129,6 +138,10 @@ void LocalServer::AcceptLoop() {
       if (!stopping_.load()) spdlog::error("local socket: accept: {}", std::strerror(errno));
       return;
     }
+    // A client that stops reading its answers holds a compute thread for at
+    // most this long (the thread that ends a request writes its answer).
+    const timeval send_timeout{kSendTimeoutSeconds, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
     auto connection = std::make_shared<Connection>(fd);
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return;

@@ -8,7 +8,8 @@
 // (a kAuthorization frame) and every request is checked against it as a gRPC
 // call's would be. Each connection has a thread that reads its frames and
 // hands each request to the core; the answer is written from the thread that
-// finishes the request, so no thread wakes in between.
+// finishes the request, so no thread wakes in between. A client that stops
+// reading its answers holds that thread for at most 10 s, then is cut off.
 #pragma once
 
 #include <atomic>

@@ -261,6 +261,35 @@ TEST_F(LocalSocketTest, MalformedFramesGetAStatusAndNeverHurtTheServer) {
   EXPECT_TRUE(fine.ok()) << fine.status();
 }
 
+TEST_F(LocalSocketTest, AClientThatNeverReadsIsCutOffAndHoldsNoThread) {
+  StartServer();
+  RawConnection flood(socket_);
+  ASSERT_TRUE(flood.connected());
+  inference::ModelInferRequest request;
+  request.set_model_name("mlp");
+  auto* input = request.add_inputs();
+  input->set_name("x");
+  input->set_datatype("FP32");
+  for (int64_t d : x_.dims()) input->add_shape(d);
+  request.add_raw_input_contents()->assign(static_cast<const char*>(x_.raw_data()),
+                                           x_.byte_size());
+  const std::string frame = request.SerializeAsString();
+  // Requests, never an answer read: the answers fill the socket's buffer and
+  // the thread writing them waits; it gives up after 10 s and ends the connection.
+  std::thread writer([&] {
+    for (int i = 0; i < 20000; ++i) {
+      if (!local_wire::WriteFrame(flood.fd(), FrameKind::kInferRequest, frame).ok()) break;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto start = std::chrono::steady_clock::now();
+  auto out = LocalClient()->Infer("mlp", {{"x", x_}});
+  EXPECT_TRUE(out.ok()) << out.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
+  ::shutdown(flood.fd(), SHUT_RDWR);
+  writer.join();
+}
+
 TEST_F(LocalSocketTest, ConcurrentClients) {
   StartServer();
   auto want = grpc_->Infer("mlp", {{"x", x_}});
