@@ -6,7 +6,7 @@ THREADS ?= 2
 REPO ?= var/models
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps configure build build-no-torch test test-zoo-pt2 serve example-model bench bench-load test-container test-compose clean
+.PHONY: all deps configure build build-no-torch test test-zoo-pt2 serve example-model bench bench-load bench-overhead test-container test-compose clean
 
 all: build
 
@@ -64,6 +64,13 @@ serve: build example-model
 bench: build
 	$(PYTHON) tests/bench/peer_bench.py --bin $(BUILD)/bin --work $(BUILD)/peers \
 	  --export-chroot $(BUILD)/pt2/sid --threads $(THREADS) $(BENCH_ARGS)
+
+# What kilnd adds to a batch-1 request over Kiln in process, through gRPC and through its local
+# socket, both with the input in shared memory (tests/bench/overhead_bench.py; issue 14's 0.3 ms / 3%
+# figure): 60 interleaved rounds per model, about 3 minutes; models shared with make bench.
+bench-overhead: build
+	$(PYTHON) tests/bench/overhead_bench.py --bin $(BUILD)/bin --work $(BUILD)/peers \
+	  --threads $(THREADS) $(OVERHEAD_ARGS)
 
 # Closed-loop clients on loopback at concurrency 1, 4, 16 and 64 against an MLP, mobilenet_v2 and a
 # small BERT-shaped encoder, without and with dynamic batching (tests/bench/load_bench.py): requests/s,
