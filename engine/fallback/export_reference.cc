@@ -522,15 +522,16 @@ std::vector<std::vector<Tensor>> Evaluate(
   return outputs;
 }
 
-// The trace of ReferenceRequest::trace: the program imported again with
+// The trace of ReferenceRequest::trace: the program already opened, imported with
 // request.import and an ExportTrace, evaluated keeping every traced tensor;
 // each traced ir value with libtorch's value for it.
-void RunTraced(std::string_view bytes, const importer::export_internal::Program& program,
+void RunTraced(const importer::export_internal::Program& program,
                const std::map<std::string, Tensor>& state, const ReferenceRequest& request,
                ReferenceResult& result) {
   importer::ExportTrace trace;
-  absl::StatusOr<ir::Graph> graph =
-      importer::ImportExportedProgramTraced(bytes, request.import, &trace);
+  importer::export_internal::ProgramImporter importer(program, request.import, nullptr);
+  importer.set_trace(&trace);
+  absl::StatusOr<ir::Graph> graph = importer.Run();
   if (!graph.ok()) {
     result.trace_problem = std::string(graph.status().message());
     return;
@@ -581,7 +582,7 @@ absl::StatusOr<ReferenceResult> RunExportReference(std::string_view bytes,
   ReferenceResult result;
   if (request.trace) {
     try {
-      RunTraced(bytes, program, state, request, result);
+      RunTraced(program, state, request, result);
     } catch (const CannotEvaluate& e) {
       result.trace_problem = absl::StrCat("libtorch 1.13 cannot evaluate this program: ", e.why);
     } catch (const nlohmann::json::exception& e) {

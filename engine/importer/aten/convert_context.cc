@@ -1,6 +1,7 @@
 // ConvertContext: the graph-building helpers every converter uses.
 #include "engine/importer/aten/convert_context.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,18 @@ ir::ValueId ConvertContext::Emit(const AtenCall& call, ir::OpKind op,
   ir::NodeId id = graph_->AddNode(op, std::move(inputs), std::move(attrs), std::string(call.op()),
                                   {std::move(name)});
   return graph_->node(id).outputs[0];
+}
+
+absl::Status ConvertContext::PerturbForTest(const AtenCall& call,
+                                           std::vector<ir::ValueId>& results) {
+  const char* op = std::getenv("KILN_TEST_PERTURB_OP");
+  if (op == nullptr || call.op() != op || results.empty() ||
+      KindOf(results[0]) != ir::ValueKind::kTensor) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(ir::ValueId half, AddScalarConstant(0.5, DType::kF32, "perturb"));
+  results[0] = Emit(call, ir::OpKind::kAdd, {results[0], half}, {}, ".perturbed");
+  return absl::OkStatus();
 }
 
 ir::ValueId ConvertContext::EmitValue(const AtenCall& call, ir::OpKind op, ir::ValueKind kind,

@@ -59,6 +59,13 @@ class ConvertContext {
     return it == nested_.end() ? nullptr : &it->second;
   }
 
+  // Fault injection for testing the verified import, never set in production:
+  // when KILN_TEST_PERTURB_OP names call.op() ("aten::gelu") and the first of
+  // `results` is a tensor, it becomes itself plus 0.5, so Kiln diverges from
+  // libtorch exactly there. Both fronts call it after a native translation
+  // only (a forced fallback runs libtorch's own op and is not perturbed).
+  absl::Status PerturbForTest(const AtenCall& call, std::vector<ir::ValueId>& results);
+
   // A Kiln tensor as an ir Constant.
   ir::ValueId AddConstant(Tensor value, std::string name);
   // A 0-dim Constant of `dtype` holding `value`.

@@ -232,15 +232,7 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
       ASSIGN_OR_RETURN(results, Fallback(node, call));
     }
   }
-  if (const char* perturb = std::getenv("KILN_TEST_PERTURB_OP");
-      perturb != nullptr && native && t.op == perturb && !results.empty() &&
-      cx_.KindOf(results[0]) == ir::ValueKind::kTensor) {
-    // Fault injection for testing the verified import (never set in
-    // production), as in the TorchScript front: the native translation's first
-    // result plus 0.5 (a forced fallback of the op is libtorch's own).
-    ASSIGN_OR_RETURN(ir::ValueId half, cx_.AddScalarConstant(0.5, DType::kF32, "perturb"));
-    results[0] = cx_.Emit(call, ir::OpKind::kAdd, {results[0], half}, {}, ".perturbed");
-  }
+  if (native) RETURN_IF_ERROR(cx_.PerturbForTest(call, results));
   if (results.size() != outputs.size()) {
     return absl::InternalError(absl::StrCat(call.Where(), "converter returned ", results.size(),
                                             " values for ", outputs.size(), " outputs"));
@@ -354,6 +346,13 @@ absl::Status ProgramImporter::RetakeViews(const std::string& name, std::set<std:
       const ExportValues::View view = values_.view_of.at(v);
       RETURN_IF_ERROR(Node(*view.node, view.index));
       pending.push_back(v);
+      if (view.piece < 0) continue;
+      // One run of a split-like node takes all its pieces again.
+      for (const std::string& other : views) {
+        if (values_.view_of.at(other).node == view.node && done.insert(other).second) {
+          pending.push_back(other);
+        }
+      }
     }
   }
   return absl::OkStatus();
@@ -389,7 +388,7 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
 absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
                                                 std::shared_ptr<const void> owner,
                                                 const ImportOptions& options,
-                                                ExportedProgramInfo* info) {
+                                                ExportedProgramInfo* info, ExportTrace* trace) {
   // nlohmann throws on a type mismatch this code did not foresee (an
   // untrusted archive); no exception leaves the importer.
   try {
@@ -404,18 +403,6 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
       if (tv.is_string()) info->torch_version = tv.get<std::string>();
     }
     ProgramImporter importer(p, options, info);
-    return importer.Run();
-  } catch (const std::exception& e) {
-    return Invalid(absl::StrCat("malformed program: ", e.what()));
-  }
-}
-
-absl::StatusOr<ir::Graph> ImportExportedProgramTraced(std::string_view bytes,
-                                                      const ImportOptions& options,
-                                                      ExportTrace* trace) {
-  try {
-    ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));
-    ProgramImporter importer(p, options, nullptr);
     importer.set_trace(trace);
     return importer.Run();
   } catch (const std::exception& e) {

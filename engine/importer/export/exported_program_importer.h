@@ -60,21 +60,6 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
                                                 const ImportOptions& options = {},
                                                 ExportedProgramInfo* info = nullptr);
 
-// The same over bytes that `owner` keeps alive (a MappedFile of the archive, a
-// shared buffer), which must never be written while it lives: a weight stored
-// uncompressed in the PT2 layout whose tensor is contiguous and starts
-// kConstantViewAlign-aligned in memory (torch aligns each entry's data to 64
-// bytes in the file, and a mapping starts on a page) becomes a constant that
-// views those bytes and holds `owner`, instead of a copy. Deflated or
-// misaligned weights, and the torch 2.1-2.7 layout's, are copied.
-absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
-                                                std::shared_ptr<const void> owner,
-                                                const ImportOptions& options = {},
-                                                ExportedProgramInfo* info = nullptr);
-
-// The ops ("aten::conv2d") of the program that Kiln cannot translate, sorted;
-// empty when every op has a translation. Fails as ImportExportedProgram does
-// on an unreadable archive.
 // Which ir value each top-level node's tensor outputs became: the verified
 // import compares Kiln's intermediate values with the reference's by it, to
 // name the first node whose translation diverges.
@@ -89,11 +74,25 @@ struct ExportTrace {
   std::vector<Entry> nodes;
 };
 
-// ImportExportedProgram (weights copied), recording `trace`.
-absl::StatusOr<ir::Graph> ImportExportedProgramTraced(std::string_view bytes,
-                                                      const ImportOptions& options,
-                                                      ExportTrace* trace);
+// The same over bytes that `owner` keeps alive (a MappedFile of the archive, a
+// shared buffer), which must never be written while it lives: a weight stored
+// uncompressed in the PT2 layout whose tensor is contiguous and starts
+// kConstantViewAlign-aligned in memory (torch aligns each entry's data to 64
+// bytes in the file, and a mapping starts on a page) becomes a constant that
+// views those bytes and holds `owner`, instead of a copy. Deflated or
+// misaligned weights, and the torch 2.1-2.7 layout's, are copied.
+//
+// With `trace`, also records which ir value each top-level node's tensor
+// outputs became (the verified import's divergence search).
+absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
+                                                std::shared_ptr<const void> owner,
+                                                const ImportOptions& options = {},
+                                                ExportedProgramInfo* info = nullptr,
+                                                ExportTrace* trace = nullptr);
 
+// The ops ("aten::conv2d") of the program that Kiln cannot translate, sorted;
+// empty when every op has a translation. Fails as ImportExportedProgram does
+// on an unreadable archive.
 absl::StatusOr<std::vector<std::string>> UnsupportedExportOps(std::string_view bytes);
 
 

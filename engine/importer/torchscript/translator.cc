@@ -398,15 +398,9 @@ absl::Status Translator::Finish(const Node* node,
                                             node->outputs().size(), " outputs"));
   }
   AddFallbackTwin(*node, *results, ctx_);
-  if (const char* op = std::getenv("KILN_TEST_PERTURB_OP");
-      op != nullptr && node->kind().toQualString() == std::string_view(op) && !results->empty() &&
-      IsTensor(node->output(0))) {
-    // Fault injection for testing the verified import (never set in
-    // production): the native translation of this op adds 0.5 to its first
-    // output, so Kiln diverges from libtorch exactly there. A forced fallback
-    // of the op runs libtorch's own and is not perturbed.
-    ASSIGN_OR_RETURN(ir::ValueId half, ctx_.AddScalarConstant(0.5, DType::kF32, "perturb"));
-    (*results)[0] = ctx_.Emit(*node, ir::OpKind::kAdd, {(*results)[0], half}, {}, ".perturbed");
+  if (std::getenv("KILN_TEST_PERTURB_OP") != nullptr) {  // the test hook; see PerturbForTest
+    TorchScriptCall call(*node, ctx_);
+    RETURN_IF_ERROR(ctx_.PerturbForTest(call, *results));
   }
   for (size_t i = 0; i < results->size(); ++i) ctx_.Bind(node->outputs()[i], (*results)[i]);
   if (MutatesFirstInput(*node) && !node->inputs().empty() && !results->empty()) {

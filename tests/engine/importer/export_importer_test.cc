@@ -489,7 +489,7 @@ TEST(ExportImporterTest, TheTraceNamesEachNodesOutputsAndTheirValues) {
   // a tensor output, by the program's name for it, bound to a tensor of the
   // graph that import returns (after its renumbering).
   ExportTrace trace;
-  absl::StatusOr<ir::Graph> g = ImportExportedProgramTraced(Program().Archive(), {}, &trace);
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(Program().Archive(), nullptr, {}, nullptr, &trace);
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_FALSE(trace.nodes.empty());
   int last_index = -1;
