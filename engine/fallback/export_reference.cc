@@ -560,17 +560,6 @@ absl::StatusOr<ReferenceResult> RunExportReference(std::string_view bytes,
                                                    const ReferenceRequest& request) {
   ASSIGN_OR_RETURN(importer::export_internal::Program program,
                    importer::export_internal::OpenProgram(bytes));
-  if (request.archive_samples) {  // read, not run: no weights needed
-    ReferenceResult result;
-    absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> samples =
-        importer::export_internal::ReadSampleInputs(program);
-    if (samples.ok()) {
-      result.samples = *std::move(samples);
-    } else {
-      result.samples_problem = std::string(samples.status().message());
-    }
-    return result;
-  }
   std::map<std::string, Tensor> state;
   try {  // the weights, read as the importer reads them, from the archive opened once
     const importer::ImportOptions options;

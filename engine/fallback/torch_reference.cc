@@ -186,10 +186,6 @@ absl::StatusOr<ReferenceResult> RunReferenceImpl(std::string_view bytes,
     return RunExportReference(bytes, request);
   }
   ReferenceResult result;
-  if (request.archive_samples) {
-    result.samples_problem = "a TorchScript file carries no sample inputs";
-    return result;
-  }
   if (request.float64) {
     try {
       if (absl::Status s = RunFloat64(bytes, request, result); !s.ok()) {

@@ -130,9 +130,6 @@ struct ReferenceRequest {
   // return libtorch's value of every traced node output (TraceValue).
   bool trace = false;
   importer::ImportOptions import;
-  // Only return the sample inputs the uploaded file carries (a torch.export
-  // archive's own), in ReferenceResult::samples; nothing is run.
-  bool archive_samples = false;
 };
 
 // One value of forward()'s top level, as libtorch computed it, and the ir
@@ -164,11 +161,6 @@ struct ReferenceResult {
   std::optional<ir::Graph> trace_graph;
   std::vector<TraceValue> trace;
   std::string trace_problem;
-  // request.archive_samples: the file's sample inputs, forward()'s positional
-  // arguments in order (empty names) then its keyword arguments by name; or
-  // why there are none.
-  std::vector<std::pair<std::string, Tensor>> samples;
-  std::string samples_problem;
 };
 
 // Runs the uploaded program through libtorch. Fails with InvalidArgument when

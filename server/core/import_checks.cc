@@ -7,7 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
+#include "engine/importer/export/exported_program_importer.h"
 #include "server/core/model_repository.h"
 #include "server/torch/torch_backend.h"
 
@@ -137,11 +139,15 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
       // The archive's own sample inputs (what the program was exported with:
       // real token ids, masks, images) rather than samples made up from the
       // contract, where they fit it; shapes the config gives win.
-      verify::ReferenceRequest ask;
-      ask.archive_samples = true;
-      absl::StatusOr<verify::ReferenceResult> got = export_reference.Run(ask);
-      if (got.ok() && got->unavailable.empty() && got->samples_problem.empty()) {
-        absl::StatusOr<std::vector<runtime::RunValue>> values = SampleValues(*model, got->samples);
+      // Read here by the importer's own reader (which runs nothing, as the
+      // import itself), not by a libtorch worker: a process start less.
+      absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(model_path);
+      absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> samples =
+          file.ok() ? importer::ExportedProgramSampleInputs(
+                          std::string_view((*file)->data(), (*file)->size()))
+                    : file.status();
+      if (samples.ok()) {
+        absl::StatusOr<std::vector<runtime::RunValue>> values = SampleValues(*model, *samples);
         if (values.ok()) {
           options.values = *std::move(values);
           options.values_source = "the archive's sample inputs";

@@ -74,7 +74,6 @@ v1::ReferenceRequest ReferenceRequestToProto(const verify::ReferenceRequest& req
   for (const std::string& n : request.import.input_names) proto.add_input_names(n);
   for (const std::string& n : request.import.output_names) proto.add_output_names(n);
   for (const std::string& n : request.import.force_fallback) proto.add_force_fallback(n);
-  proto.set_archive_samples(request.archive_samples);
   return proto;
 }
 
@@ -102,7 +101,6 @@ absl::StatusOr<verify::ReferenceRequest> ReferenceRequestFromProto(
   request.import.output_names.assign(proto.output_names().begin(), proto.output_names().end());
   request.import.force_fallback.assign(proto.force_fallback().begin(),
                                        proto.force_fallback().end());
-  request.archive_samples = proto.archive_samples();
   return request;
 }
 
@@ -117,12 +115,6 @@ absl::StatusOr<v1::ReferenceAnswer> ReferenceResultToProto(const verify::Referen
   for (const Tensor& t : result.float64_outputs) TensorToProto(t, proto.add_float64_outputs());
   proto.set_float64_problem(result.float64_problem);
   proto.set_trace_problem(result.trace_problem);
-  for (const auto& [name, t] : result.samples) {
-    v1::NamedTensorData* sample = proto.add_samples();
-    sample->set_name(name);
-    TensorToProto(t, sample->mutable_tensor());
-  }
-  proto.set_samples_problem(result.samples_problem);
   if (result.trace_graph.has_value()) {
     absl::StatusOr<cache::SerializedGraph> graph = cache::SerializeGraph(*result.trace_graph);
     if (!graph.ok()) {
@@ -153,11 +145,6 @@ absl::StatusOr<verify::ReferenceResult> ReferenceResultFromProto(const v1::Refer
   ASSIGN_OR_RETURN(result.float64_outputs, TensorsFromProto(proto.float64_outputs()));
   result.float64_problem = proto.float64_problem();
   result.trace_problem = proto.trace_problem();
-  for (const v1::NamedTensorData& sample : proto.samples()) {
-    ASSIGN_OR_RETURN(Tensor t, TensorFromProto(sample.tensor()));
-    result.samples.emplace_back(sample.name(), std::move(t));
-  }
-  result.samples_problem = proto.samples_problem();
   if (!proto.trace_graph().empty()) {
     // The graph's tensors may point into the bytes they are read from.
     auto bytes = std::make_shared<std::string>(proto.trace_graph());

@@ -419,4 +419,14 @@ absl::StatusOr<std::vector<std::string>> UnsupportedExportOps(std::string_view b
   }
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ExportedProgramSampleInputs(
+    std::string_view bytes) {
+  try {
+    ASSIGN_OR_RETURN(Program p, OpenProgram(bytes));
+    return export_internal::ReadSampleInputs(p);
+  } catch (const std::exception& e) {
+    return Invalid(absl::StrCat("malformed program: ", e.what()));
+  }
+}
+
 }  // namespace kiln::importer

@@ -95,5 +95,13 @@ absl::StatusOr<ir::Graph> ImportExportedProgram(std::string_view bytes,
 // on an unreadable archive.
 absl::StatusOr<std::vector<std::string>> UnsupportedExportOps(std::string_view bytes);
 
+// The sample inputs torch.export.save stored in the archive (what the program
+// was exported with): forward()'s positional arguments in order (empty
+// names), then its keyword arguments by name. Read by Kiln's own bounded
+// pickle reader, which runs nothing. NotFound when the archive holds none,
+// InvalidArgument when they are not tensors or the archive is unreadable.
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ExportedProgramSampleInputs(
+    std::string_view bytes);
+
 
 }  // namespace kiln::importer

@@ -564,6 +564,13 @@ TEST(ExportImporterTest, DimsSharingASymbolMustBeEqual) {
   EXPECT_THAT(out.status().message(), HasSubstr("the model declares them equal (s0)"));
 }
 
+TEST(ExportImporterTest, AnArchiveWithoutSampleInputsSaysSo) {
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> samples =
+      ExportedProgramSampleInputs(Program().Archive());
+  EXPECT_TRUE(absl::IsNotFound(samples.status())) << samples.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(ExportedProgramSampleInputs("not a zip").status()));
+}
+
 TEST(ExportImporterTest, ListsEveryUnsupportedOpAtOnce) {
   Program p;
   auto& nodes = p.ep["graph_module"]["graph"]["nodes"];
