@@ -1,5 +1,7 @@
 #include "server/scheduler/batch_costs.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -23,6 +25,10 @@ void BatchCosts::Record(const std::string& key, int64_t size, uint64_t ns) {
     // A size learned before is trusted again on one run: each run of a size
     // that turns out slow costs the requests in it.
     cost.runs = stale ? kTrustedAfter : 1;
+  } else if (cost.runs == 1) {
+    // The first run of a size may have compiled its plan: the cheaper of two.
+    cost.ns = std::min(cost.ns, static_cast<double>(ns));
+    ++cost.runs;
   } else {
     cost.ns += kNewRunWeight * (static_cast<double>(ns) - cost.ns);
     ++cost.runs;
@@ -55,16 +61,23 @@ size_t BatchCosts::Choose(const std::string& key, const std::vector<int64_t>& re
     full = Known(signature, sizes[n - 1]);
     if (full < 0) return n;
   }
-  // The best rows per nanosecond; on a tie the larger batch (less waiting).
-  size_t best = n;
-  double best_rate = static_cast<double>(real[n - 1]) / full;
+  // Every candidate's size known first: the largest prefix of each padded
+  // size (fewer real rows in the same run only cost more per row).
+  std::vector<size_t> candidates = {n};
   for (size_t k = n - 1; k >= 1; --k) {
-    if (sizes[k - 1] == sizes[k]) continue;  // the same run with fewer real rows
-    const double ns = Known(signature, sizes[k - 1]);
-    if (ns < 0) return k;  // the largest prefix of a size not known yet: learn it
-    const double rate = static_cast<double>(real[k - 1]) / ns;
-    if (rate > best_rate) {
-      best = k;
+    if (sizes[k - 1] == sizes[k]) continue;
+    if (Known(signature, sizes[k - 1]) < 0) return k;  // the largest not known yet: learn it
+    candidates.push_back(k);
+  }
+  // From the smallest up, a larger batch must serve kBatchMargin more rows
+  // per nanosecond than the best smaller one.
+  size_t best = 0;
+  double best_rate = 0;
+  for (auto k = candidates.rbegin(); k != candidates.rend(); ++k) {
+    const double ns = *k == n ? full : Known(signature, sizes[*k - 1]);
+    const double rate = static_cast<double>(real[*k - 1]) / ns;
+    if (best == 0 || rate > best_rate * (1 + kBatchMargin)) {
+      best = *k;
       best_rate = rate;
     }
   }

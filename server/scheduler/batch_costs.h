@@ -12,10 +12,14 @@
 // size it turns; its runs do.
 //
 // How: for each signature (BatchKey) and each size a batch ran as (padding
-// included), an average of its run time, updated on every run. A planned
+// included), an average of what its runs cost the compute thread (its CPU
+// time, joining and splitting included: a wait for a core that the clients
+// or another compute thread held is the load's, not the size's), updated on
+// every run (the first two: the cheaper, as the first may compile). A planned
 // batch (PlanBatch's requests, oldest first) is first cut to this thread's
 // share of the queue when other compute threads are free; of its prefixes,
-// the one with the most real rows per nanosecond of its padded size runs;
+// the one with the most real rows per nanosecond of its padded size runs
+// (a larger one only when it serves kBatchMargin more than a smaller one);
 // the others stay queued for the next free compute thread. A size is tried
 // before it is trusted (kTrustedAfter runs), and forgotten when it has not
 // run for kForgetAfter runs of its signature, so that a size judged on a
@@ -39,6 +43,14 @@ class BatchCosts {
   static constexpr int kTrustedAfter = 2;
   // Runs of a signature after which a size that has not run is unknown again.
   static constexpr uint64_t kForgetAfter = 256;
+  // How many more rows per second of compute a larger batch must serve than
+  // the best smaller one to run instead. A batch costs what its run time
+  // does not show: joining and splitting the requests, and the cores the
+  // other compute threads no longer share with single requests (mobilenet_v2
+  // at one thread measured 6.6 ms per row in a batch of 8 against 7.0 alone,
+  // and ran slower batched than not at concurrency 64). A weight-bound model
+  // wins far more than this (an MLP: 0.18 ms per row at 64 against 2.4).
+  static constexpr double kBatchMargin = 0.10;
   // Signatures remembered at most (a model with a dynamic sequence length
   // has one per length); past it, every average is dropped and relearned.
   static constexpr size_t kMaxKeys = 64;

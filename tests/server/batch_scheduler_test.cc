@@ -7,6 +7,7 @@
 #include "server/scheduler/batch_scheduler.h"
 
 #include <dirent.h>
+#include <time.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -316,7 +317,15 @@ class RowCost : public runtime::RunObserver {
     const size_t open = types[0].find('[');
     if (open == std::string::npos) return;
     const int64_t rows = std::stoll(types[0].substr(open + 1));
-    std::this_thread::sleep_for(std::chrono::microseconds(us_(rows)));
+    // Spent on the CPU, as a kernel would: the batcher weighs sizes by the
+    // compute thread's CPU time.
+    const auto cpu = [] {
+      timespec t{};
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      return static_cast<int64_t>(t.tv_sec) * 1000000 + t.tv_nsec / 1000;
+    };
+    for (const int64_t until = cpu() + us_(rows); cpu() < until;) {
+    }
   }
 
  private:
