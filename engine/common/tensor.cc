@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/common/tensor_buffer.h"
 
 namespace kiln {
 
@@ -73,17 +74,14 @@ Tensor Tensor::Zeros(DType dtype, Dims dims) {
 absl::StatusOr<Tensor> Tensor::Allocate(DType dtype, Dims dims, const std::string& what,
                                         const std::shared_ptr<MemoryBudget>& budget) {
   ASSIGN_OR_RETURN(const size_t size, CheckedByteSize(dtype, dims, what));
-  // Round up so aligned_alloc's size is a multiple of the alignment, and never 0.
-  size_t bytes = (size + 63) / 64 * 64;
-  if (bytes == 0) bytes = 64;
+  const size_t bytes = TensorBufferBytes(size);
   if (budget != nullptr) RETURN_IF_ERROR(budget->Reserve(bytes, what));
-  void* p = std::aligned_alloc(64, bytes);
-  if (p == nullptr) {
+  absl::StatusOr<void*> buffer = AllocateTensorBuffer(bytes, dtype, dims, what);
+  if (!buffer.ok()) {
     if (budget != nullptr) budget->Release(bytes);
-    return absl::ResourceExhaustedError(absl::StrCat(what, ": cannot allocate ",
-                                                     BytesToString(bytes), " for ",
-                                                     DTypeName(dtype), DimsToString(dims)));
+    return buffer.status();
   }
+  void* p = *buffer;
   std::memset(p, 0, bytes);
   Tensor t;
   t.dtype_ = dtype;
@@ -98,6 +96,19 @@ absl::StatusOr<Tensor> Tensor::Allocate(DType dtype, Dims dims, const std::strin
   }
   t.data_ = p;
   return t;
+}
+
+size_t TensorBufferBytes(size_t size) { return size == 0 ? 64 : (size + 63) / 64 * 64; }
+
+absl::StatusOr<void*> AllocateTensorBuffer(size_t bytes, DType dtype, const Dims& dims,
+                                           const std::string& what) {
+  void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": cannot allocate ",
+                                                     BytesToString(bytes), " for ",
+                                                     DTypeName(dtype), DimsToString(dims)));
+  }
+  return p;
 }
 
 Tensor Tensor::Wrap(DType dtype, Dims dims, void* data, std::shared_ptr<void> keep_alive) {

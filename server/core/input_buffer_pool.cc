@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/common/tensor_buffer.h"
 
 namespace kiln::server {
 
@@ -73,13 +74,10 @@ absl::StatusOr<Tensor> InputBufferPool::Allocate(DType dtype, Dims dims,
   if (size < state_->min_bytes || size > state_->max_bytes || state_->max_buffers == 0) {
     return Tensor::Allocate(dtype, std::move(dims), what);
   }
-  const size_t bytes = (size + 63) / 64 * 64;  // aligned_alloc's rule, as Tensor::Allocate
+  const size_t bytes = TensorBufferBytes(size);
   void* p = state_->Take(bytes);
-  if (p == nullptr) p = std::aligned_alloc(64, bytes);
   if (p == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(what, ": cannot allocate ",
-                                                     BytesToString(bytes), " for ",
-                                                     DTypeName(dtype), DimsToString(dims)));
+    ASSIGN_OR_RETURN(p, AllocateTensorBuffer(bytes, dtype, dims, what));
   }
   std::shared_ptr<void> keep(p, [state = state_, bytes](void* q) { state->Give(q, bytes); });
   return Tensor::Wrap(dtype, std::move(dims), p, std::move(keep));
