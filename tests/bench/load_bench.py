@@ -11,7 +11,9 @@ compute thread frees up). At each concurrency C, C client threads each send one 
 wait for its answer and send the next (closed loop), first --warmup seconds unmeasured, then
 --seconds measured. The batched model's config has a model_warmup sample, so its batch sizes (the
 batcher's allowed sizes) are compiled at load. Printed per point: requests/s, p50,
-p90 and p99 latency (ms, client side), errors, and the batch sizes the server ran (statistics).
+p90 and p99 latency (ms, client side), errors, the cores kilnd and the clients (this process)
+used over the measured window (kd-cpu, cl-cpu: CPU seconds per second; on a 2-core machine the
+clients' share is taken from kilnd), and the batch sizes the server ran (statistics).
 
 Models (made once under --work, seeded):
   mlp          Linear 1024->2048, ReLU, 2048->2048, ReLU, 2048->1000 (about 8 M float
@@ -155,8 +157,19 @@ class Server:
         shutil.rmtree(self.repo, ignore_errors=True)
 
 
+def cpu_seconds(pid):
+    """CPU time (user + system, s) of process `pid` so far; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def run_point(server, model, req, concurrency, warmup_s, seconds):
-    """Closed loop at `concurrency`; returns the measured latencies (ms) and error count."""
+    """Closed loop at `concurrency`; returns the measured latencies (ms), errors, the batch
+    sizes run, and the cores kilnd and the clients used over the measured window."""
     lock = threading.Lock()
     latencies, errors = [], []
     start = time.monotonic()
@@ -183,8 +196,17 @@ def run_point(server, model, req, concurrency, warmup_s, seconds):
                     else:
                         errors.append(error)
 
+    cpu = {}
+
+    def sample_cpu():
+        # Cores used over the measured window: kilnd's, and this process's (the clients).
+        for when, key in ((measure_from, "from"), (stop_at, "to")):
+            time.sleep(max(0.0, when - time.monotonic()))
+            cpu[key] = (cpu_seconds(server.proc.proc.pid), cpu_seconds(os.getpid()), time.monotonic())
+
     before = server.batch_counts(model)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
+    threads.append(threading.Thread(target=sample_cpu))
     for t in threads:
         t.start()
     for t in threads:
@@ -192,7 +214,11 @@ def run_point(server, model, req, concurrency, warmup_s, seconds):
     after = server.batch_counts(model)
     ran = {b: after.get(b, 0) - before.get(b, 0) for b in after if after.get(b, 0) > before.get(b, 0)}
     latencies.sort()
-    return latencies, errors, ran
+    cores = (float("nan"), float("nan"))
+    if "from" in cpu and "to" in cpu and None not in cpu["from"] + cpu["to"]:
+        span = cpu["to"][2] - cpu["from"][2]
+        cores = tuple((cpu["to"][i] - cpu["from"][i]) / span for i in (0, 1))
+    return latencies, errors, ran, cores
 
 
 def loadavg():
@@ -224,7 +250,8 @@ def main():
         try:
             print(f"\n{name}: dynamic batching of {name}_batched: {server.batching}", flush=True)
             print(f"{'model':<22} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8} "
-                  f"{'p99 ms':>8} {'errors':>6}  batch sizes run (size x count)", flush=True)
+                  f"{'p99 ms':>8} {'errors':>6} {'kd-cpu':>6} {'cl-cpu':>6}  "
+                  f"batch sizes run (size x count)", flush=True)
             datatype, x = sample_input(name)
             models = (name, f"{name}_batched")
             reqs = {model: server.request(model, datatype, x) for model in models}
@@ -235,18 +262,21 @@ def main():
             for rnd, c, model in ((r, c, m) for r in range(args.rounds) for c in levels
                                   for m in models):
                 req = reqs[model]
-                lat, errors, ran = run_point(server, model, req, c, args.warmup, args.seconds)
+                lat, errors, ran, cores = run_point(server, model, req, c, args.warmup,
+                                                    args.seconds)
                 row = {"model": model, "concurrency": c, "round": rnd,
                        "rps": len(lat) / args.seconds,
                        "p50": percentile(lat, 50), "p90": percentile(lat, 90),
                        "p99": percentile(lat, 99), "errors": len(errors),
                        "batches": {str(k): v for k, v in sorted(ran.items())},
-                       "first_error": errors[0] if errors else ""}
+                       "first_error": errors[0] if errors else "",
+                       "kilnd_cores": cores[0], "client_cores": cores[1]}
                 rows.append(row)
                 sizes = " ".join(f"{k}x{v}" for k, v in sorted(ran.items()))
                 label = model if args.rounds == 1 else f"{model} r{rnd}"
                 print(f"{label:<22} {c:>4} {row['rps']:>8.1f} {row['p50']:>8.2f} "
-                      f"{row['p90']:>8.2f} {row['p99']:>8.2f} {row['errors']:>6}  {sizes}",
+                      f"{row['p90']:>8.2f} {row['p99']:>8.2f} {row['errors']:>6} "
+                      f"{cores[0]:>6.2f} {cores[1]:>6.2f}  {sizes}",
                       flush=True)
                 if errors:
                     print(f"  first error: {errors[0]}", flush=True)
