@@ -13,8 +13,12 @@ constexpr double kNewRunWeight = 0.25;
 
 }  // namespace
 
-void BatchCosts::Record(const std::string& key, int64_t size, uint64_t ns) {
+void BatchCosts::Record(const std::string& key, int64_t size, uint64_t ns, int64_t real_rows,
+                        uint64_t process_ns) {
   if (size < 1) return;
+  if (real_rows < 0) real_rows = size;
+  clock_ns_ += ns;
+  if (process_ns == 0) process_ns = clock_ns_;
   if (keys_.size() >= kMaxKeys && keys_.find(key) == keys_.end()) keys_.clear();
   Signature& signature = keys_[key];
   ++signature.runs;
@@ -35,6 +39,72 @@ void BatchCosts::Record(const std::string& key, int64_t size, uint64_t ns) {
   }
   cost.last = signature.runs;
   last_key_ = key;
+  Police(signature, size, real_rows, process_ns);
+}
+
+void BatchCosts::Police(Signature& signature, int64_t size, int64_t real_rows,
+                        uint64_t process_ns) {
+  auto add = [&](Window& w) {
+    if (w.runs == 0) {
+      w.first_ns = process_ns;
+    } else {
+      w.rows += real_rows;
+    }
+    w.last_ns = std::max(w.last_ns, process_ns);
+    ++w.runs;
+    w.batched = w.batched || size > 1;
+  };
+  ++signature.policy_runs;
+  switch (signature.policy) {
+    case Policy::kSizes:
+      add(signature.current);
+      if (signature.current.runs >= kWindow) {
+        // Only a policy that batches now is put on trial.
+        signature.last_batched = signature.current.batched ? signature.current : Window();
+        signature.current = Window();
+      }
+      if (signature.policy_runs >= signature.batch_for && signature.last_batched.runs > 0) {
+        signature.policy = Policy::kTrial;
+        signature.policy_runs = 0;
+        signature.trial = Window();
+      }
+      return;
+    case Policy::kTrial: {
+      // A batch that started before the trial is not one of its singles.
+      if (size > 1) return;
+      add(signature.trial);
+      if (signature.trial.runs < kWindow) return;
+      const double singles = signature.trial.PerRow();
+      const double batched = signature.last_batched.PerRow();
+      const bool batching_wins = batched * (1 + kBatchMargin) < singles;
+      signature.verdict = absl::StrFormat(
+          "; singles %.2f ms per row against %.2f batched (a trial of %d runs): %s", singles / 1e6,
+          batched / 1e6, kWindow, batching_wins ? "batching" : "singles");
+      signature.policy = batching_wins ? Policy::kSizes : Policy::kSingles;
+      // The policy that won holds longer each time it wins again; after
+      // singles, one window of batching is enough to compare.
+      if (batching_wins) {
+        signature.batch_for = std::min(signature.batch_for * 2, kMaxTrialEvery);
+        signature.singles_for = kTrialEvery;
+      } else {
+        signature.singles_for = signature.decided_singles
+                                    ? std::min(signature.singles_for * 2, kMaxTrialEvery)
+                                    : kTrialEvery;
+        signature.batch_for = kWindow;
+      }
+      signature.decided_singles = !batching_wins;
+      signature.policy_runs = 0;
+      signature.current = Window();
+      signature.last_batched = Window();
+      return;
+    }
+    case Policy::kSingles:
+      if (signature.policy_runs >= signature.singles_for) {
+        signature.policy = Policy::kSizes;
+        signature.policy_runs = 0;
+      }
+      return;
+  }
 }
 
 double BatchCosts::Known(const Signature& signature, int64_t size) const {
@@ -52,6 +122,7 @@ size_t BatchCosts::Choose(const std::string& key, const std::vector<int64_t>& re
   auto it = keys_.find(key);
   if (it == keys_.end()) return n;  // nothing known: the full batch first
   const Signature& signature = it->second;
+  if (signature.policy != Policy::kSizes) return 1;  // a singles trial, or singles won one
   double full = Known(signature, sizes[n - 1]);
   if (full < 0) return n;
   // This thread's share of what waits, when other compute threads are free.
@@ -94,6 +165,7 @@ std::string BatchCosts::Describe() const {
     absl::StrAppend(&out, out.empty() ? "" : ", ", size, ": ",
                     absl::StrFormat("%.2f", ns / 1e6 / static_cast<double>(size)));
   }
+  if (!out.empty()) out += it->second.verdict;
   return out;
 }
 

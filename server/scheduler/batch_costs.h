@@ -26,6 +26,20 @@
 // busy moment is tried again (then one run is enough to trust it). Until the
 // full batch's size is known, it runs whole (Triton's rule); then the
 // largest prefix of a size not known yet runs, until all are.
+//
+// Sizes are measured under the contention their own choice creates: a single
+// run beside a batch on the other compute thread costs more than one beside
+// another single (mobilenet_v2 at one thread: 10.8 ms per row against under
+// 8), so per-size costs can favour batching where singles on every thread
+// serve more. So policies are compared as a whole too: after kTrialEvery runs
+// of a signature whose last kWindow runs held a batch, the next kWindow runs
+// are singles only,
+// and the CPU time per row they cost the whole process (the scheduler's
+// work and the cores' shared caches included) is set against the last
+// kWindow runs of batching. Batching goes on only when it served kBatchMargin more rows per
+// second of compute; otherwise singles run for kTrialEvery runs, then one
+// window of batching and a trial again. A policy that wins again holds
+// twice as long (up to kMaxTrialEvery runs).
 #pragma once
 
 #include <cstddef>
@@ -51,12 +65,20 @@ class BatchCosts {
   // and ran slower batched than not at concurrency 64). A weight-bound model
   // wins far more than this (an MLP: 0.18 ms per row at 64 against 2.4).
   static constexpr double kBatchMargin = 0.10;
+  // The singles trial (above): its length, and how often it comes.
+  static constexpr int kWindow = 32;
+  static constexpr uint64_t kTrialEvery = 256;
+  static constexpr uint64_t kMaxTrialEvery = 4096;
   // Signatures remembered at most (a model with a dynamic sequence length
   // has one per length); past it, every average is dropped and relearned.
   static constexpr size_t kMaxKeys = 64;
 
-  // A batch of signature `key` ran as `size` rows (padding included) in `ns`.
-  void Record(const std::string& key, int64_t size, uint64_t ns);
+  // A batch of signature `key` ran as `size` rows (padding included), of
+  // which `real_rows` were requests' (default: all), in `ns` of its compute
+  // thread's CPU time; `process_ns`: the process's CPU time as it ended
+  // (default: a clock that the runs' `ns` advance, as if nothing else ran).
+  void Record(const std::string& key, int64_t size, uint64_t ns, int64_t real_rows = -1,
+              uint64_t process_ns = 0);
 
   // How many requests of a planned batch to run now, at least 1: `rows` are
   // the planned requests' rows in queue order; `padded(r)` the rows a batch
@@ -79,7 +101,8 @@ class BatchCosts {
   }
 
   // "1: 4.5, 8: 5.6" (ms per real row of each trusted size), for the
-  // signature most recently run; empty before any is trusted.
+  // signature most recently run, then what the last singles trial found;
+  // empty before any size is trusted.
   std::string Describe() const;
 
  private:
@@ -88,10 +111,34 @@ class BatchCosts {
     int runs = 0;        // since it was last (re)learned
     uint64_t last = 0;   // the signature's run count when it last ran
   };
+  // Runs taken together: the process's CPU time from the first one's end to
+  // the last one's, and the real rows of the runs after the first.
+  struct Window {
+    uint64_t first_ns = 0;
+    uint64_t last_ns = 0;
+    int64_t rows = 0;
+    int runs = 0;
+    bool batched = false;  // one of them ran more than one request's rows
+    double PerRow() const {
+      return rows > 0 ? static_cast<double>(last_ns - first_ns) / static_cast<double>(rows) : 0;
+    }
+  };
+  enum class Policy { kSizes, kTrial, kSingles };
   struct Signature {
     std::map<int64_t, Cost> sizes;
     uint64_t runs = 0;
+    Policy policy = Policy::kSizes;
+    uint64_t policy_runs = 0;  // since the policy began
+    uint64_t batch_for = kTrialEvery;    // kSizes runs before the next trial
+    uint64_t singles_for = kTrialEvery;  // kSingles runs before batching again
+    bool decided_singles = false;        // the last trial's verdict
+    Window current;       // kSizes: the window filling now
+    Window last_batched;  // kSizes: the last full window, if it ran batches
+    Window trial;         // kTrial: the singles
+    std::string verdict;  // the last trial's, for Describe
   };
+  // The singles trial's bookkeeping for one run (Record).
+  static void Police(Signature& signature, int64_t size, int64_t real_rows, uint64_t process_ns);
 
   // The number of prefixes to take: `real[k]` and `sizes[k]` are the real
   // and padded rows of the first k + 1 requests.
@@ -102,6 +149,7 @@ class BatchCosts {
 
   std::map<std::string, Signature> keys_;
   std::string last_key_;
+  uint64_t clock_ns_ = 0;  // Record's default process clock
 };
 
 }  // namespace kiln::server

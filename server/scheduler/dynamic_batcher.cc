@@ -29,6 +29,13 @@ uint64_t ThreadCpuNs() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
+// The CPU time of the whole process (the singles trial: batch_costs.h).
+uint64_t ProcessCpuNs() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+}
+
 uint64_t NsBetween(BatchClock::time_point from, BatchClock::time_point to) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
@@ -388,9 +395,11 @@ void DynamicBatcher::TurnOff(const std::string& reason) {
   spdlog::warn("dynamic batching turned off for a model: {}", reason);
 }
 
-void DynamicBatcher::RecordCost(const std::string& key, int64_t size, uint64_t ns) {
+void DynamicBatcher::RecordCost(const std::string& key, int64_t size, uint64_t ns,
+                                int64_t real_rows) {
+  const uint64_t process_ns = ProcessCpuNs();
   std::lock_guard<std::mutex> lock(mu_);
-  costs_.Record(key, size, ns);
+  costs_.Record(key, size, ns, real_rows, process_ns);
 }
 
 void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
@@ -467,7 +476,7 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
     TurnOff(std::string(parts.status().message()));
     return one_by_one(0);
   }
-  RecordCost(batch[0]->key, run_rows, ThreadCpuNs() - cpu_start);
+  RecordCost(batch[0]->key, run_rows, ThreadCpuNs() - cpu_start, real_rows);
   bool check = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -144,7 +144,7 @@ class DynamicBatcher {
   std::vector<size_t> PlanLocked(BatchClock::time_point now, BatchClock::time_point* wait_until);
   void Run(const Items& batch);
   // Records a run of `size` rows that took `ns` (costs_).
-  void RecordCost(const std::string& key, int64_t size, uint64_t ns);
+  void RecordCost(const std::string& key, int64_t size, uint64_t ns, int64_t real_rows = -1);
   void RunAlone(Item& item);
   void TurnOff(const std::string& reason);
   // Marks `items` done and answers them (in arrival order with

@@ -293,6 +293,67 @@ TEST(BatchCostsTest, ALargerBatchMustWinByAMargin) {
   EXPECT_EQ(four.Take("k", std::vector<int64_t>(7, 1), PowersOfTwo), 7u);
 }
 
+// Runs `n` batches of `size` rows at `ms_per_row`, or singles when size is 1.
+void RunFor(BatchCosts& costs, uint64_t n, int64_t size, double ms_per_row) {
+  for (uint64_t i = 0; i < n; ++i) {
+    costs.Record("k", size, static_cast<uint64_t>(ms_per_row * 1e6 * static_cast<double>(size)));
+  }
+}
+
+TEST(BatchCostsTest, SinglesWinATrialWhenBatchingMeasuredCheaperOnlyBesideItself) {
+  BatchCosts costs;
+  const std::vector<int64_t> eight(8, 1);
+  // Batches of 8 measure 9 ms per row (beside other batches), singles 11 (beside batches):
+  // per size, 8 wins.
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 9.0 : 11.0; });
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 8u);
+  RunFor(costs, BatchCosts::kTrialEvery, 8, 9.0);
+  // The trial: only singles now, and beside singles they cost 7.5 ms per row.
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+  RunFor(costs, BatchCosts::kWindow, 1, 7.5);
+  EXPECT_THAT(costs.Describe(), HasSubstr("singles 7.50 ms per row against 9.00 batched"));
+  EXPECT_THAT(costs.Describe(), HasSubstr(": singles"));
+  // Singles hold for kTrialEvery runs, then batching gets one window and another trial.
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+  RunFor(costs, BatchCosts::kTrialEvery - 1, 1, 7.5);
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+  RunFor(costs, 1, 1, 7.5);
+  EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
+  RunFor(costs, BatchCosts::kWindow, 8, 9.0);
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);  // on trial again
+  RunFor(costs, BatchCosts::kWindow, 1, 7.5);
+  // Singles won twice: they now hold twice as long.
+  RunFor(costs, BatchCosts::kTrialEvery, 1, 7.5);
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+  RunFor(costs, BatchCosts::kTrialEvery, 1, 7.5);
+  EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
+}
+
+TEST(BatchCostsTest, BatchingThatWinsItsTrialGoesOnAndIsTriedLessOften) {
+  BatchCosts costs;
+  const std::vector<int64_t> eight(8, 1);
+  // An MLP: 0.2 ms per row at 8, 1.4 alone, beside anything.
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 0.2 : 1.4; });
+  RunFor(costs, BatchCosts::kTrialEvery, 8, 0.2);
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);  // the trial
+  RunFor(costs, BatchCosts::kWindow, 1, 1.4);
+  EXPECT_THAT(costs.Describe(), HasSubstr(": batching"));
+  // Batches again (sizes not run for long are learned again first: 4 here).
+  EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
+  // The next trial comes after twice as many runs.
+  RunFor(costs, 2 * BatchCosts::kTrialEvery - 1, 8, 0.2);
+  EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
+  RunFor(costs, 1, 8, 0.2);
+  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+}
+
+TEST(BatchCostsTest, NoTrialWhileOnlySinglesRun) {
+  BatchCosts costs;
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 1 ? 1.0 : 2.0; });
+  RunFor(costs, 4 * BatchCosts::kTrialEvery, 1, 1.0);
+  EXPECT_THAT(costs.Describe(), Not(HasSubstr("trial")));
+}
+
 TEST(BatchCostsTest, ASizeNotRunForLongIsLearnedAgain) {
   BatchCosts costs;
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 1 ? 1.0 : 2.0; });
