@@ -70,8 +70,9 @@ void BatchCosts::Police(Signature& signature, int64_t size, int64_t real_rows,
       }
       return;
     case Policy::kTrial: {
-      // A batch that started before the trial is not one of its singles.
-      if (size > 1) return;
+      // Every run counts (a request of several rows is a single too); a batch
+      // that started before the trial and ends in it is at most one per
+      // compute thread.
       add(signature.trial);
       if (signature.trial.runs < kWindow) return;
       const double singles = signature.trial.PerRow();

@@ -33,13 +33,13 @@
 // 8), so per-size costs can favour batching where singles on every thread
 // serve more. So policies are compared as a whole too: after kTrialEvery runs
 // of a signature whose last kWindow runs held a batch, the next kWindow runs
-// are singles only,
-// and the CPU time per row they cost the whole process (the scheduler's
-// work and the cores' shared caches included) is set against the last
-// kWindow runs of batching. Batching goes on only when it served kBatchMargin more rows per
-// second of compute; otherwise singles run for kTrialEvery runs, then one
-// window of batching and a trial again. A policy that wins again holds
-// twice as long (up to kMaxTrialEvery runs).
+// are singles only, and the CPU time per row they cost the whole process (the
+// scheduler's work and the cores' shared caches included) is set against the
+// last kWindow runs of batching (in a process busy with other models or
+// signatures too, both windows see their work). Batching goes on only when it
+// served kBatchMargin more rows per second of compute; otherwise singles run
+// for kTrialEvery runs, then one window of batching and a trial again. A
+// policy that wins again holds twice as long (up to kMaxTrialEvery runs).
 #pragma once
 
 #include <cstddef>

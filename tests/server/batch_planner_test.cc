@@ -271,7 +271,8 @@ TEST(BatchCostsTest, ComputeBoundModelRunsSingles) {
   EXPECT_EQ(middle.Take("k", {2, 2, 2, 2}, PowersOfTwo), 2u);
   // Padding is paid for: 3 requests run as 4 have 3 real rows, 2 run as 2 beat them here.
   BatchCosts padded;
-  Learn(padded, "k", {1, 2, 4}, [](int64_t size) { return size == 1 ? 0.8 : size == 2 ? 0.6 : 0.65; });
+  Learn(padded, "k", {1, 2, 4},
+        [](int64_t size) { return size == 1 ? 0.8 : size == 2 ? 0.6 : 0.65; });
   EXPECT_EQ(padded.Take("k", std::vector<int64_t>(3, 1), PowersOfTwo), 2u);
 }
 
@@ -300,6 +301,17 @@ void RunFor(BatchCosts& costs, uint64_t n, int64_t size, double ms_per_row) {
   }
 }
 
+// Runs batches of `size` at `ms_per_row` for as long as the costs take batches (at most `limit`
+// runs); returns how many ran.
+uint64_t BatchUntilTrial(BatchCosts& costs, int64_t size, double ms_per_row, uint64_t limit) {
+  uint64_t n = 0;
+  while (n < limit && costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo) > 1) {
+    RunFor(costs, 1, size, ms_per_row);
+    ++n;
+  }
+  return n;
+}
+
 TEST(BatchCostsTest, SinglesWinATrialWhenBatchingMeasuredCheaperOnlyBesideItself) {
   BatchCosts costs;
   const std::vector<int64_t> eight(8, 1);
@@ -307,7 +319,8 @@ TEST(BatchCostsTest, SinglesWinATrialWhenBatchingMeasuredCheaperOnlyBesideItself
   // per size, 8 wins.
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 9.0 : 11.0; });
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 8u);
-  RunFor(costs, BatchCosts::kTrialEvery, 8, 9.0);
+  // The trial comes after kTrialEvery runs (the 8 above count).
+  EXPECT_EQ(BatchUntilTrial(costs, 8, 9.0, 1000), BatchCosts::kTrialEvery - 8);
   // The trial: only singles now, and beside singles they cost 7.5 ms per row.
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
   RunFor(costs, BatchCosts::kWindow, 1, 7.5);
@@ -319,8 +332,8 @@ TEST(BatchCostsTest, SinglesWinATrialWhenBatchingMeasuredCheaperOnlyBesideItself
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
   RunFor(costs, 1, 1, 7.5);
   EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
-  RunFor(costs, BatchCosts::kWindow, 8, 9.0);
-  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);  // on trial again
+  // One window of batching, then on trial again.
+  EXPECT_EQ(BatchUntilTrial(costs, 8, 9.0, 1000), static_cast<uint64_t>(BatchCosts::kWindow));
   RunFor(costs, BatchCosts::kWindow, 1, 7.5);
   // Singles won twice: they now hold twice as long.
   RunFor(costs, BatchCosts::kTrialEvery, 1, 7.5);
@@ -334,17 +347,24 @@ TEST(BatchCostsTest, BatchingThatWinsItsTrialGoesOnAndIsTriedLessOften) {
   const std::vector<int64_t> eight(8, 1);
   // An MLP: 0.2 ms per row at 8, 1.4 alone, beside anything.
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 0.2 : 1.4; });
-  RunFor(costs, BatchCosts::kTrialEvery, 8, 0.2);
+  EXPECT_EQ(BatchUntilTrial(costs, 8, 0.2, 1000), BatchCosts::kTrialEvery - 8);
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);  // the trial
   RunFor(costs, BatchCosts::kWindow, 1, 1.4);
   EXPECT_THAT(costs.Describe(), HasSubstr(": batching"));
-  // Batches again (sizes not run for long are learned again first: 4 here).
+  // Batches again, and the next trial comes after twice as many runs.
   EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
-  // The next trial comes after twice as many runs.
-  RunFor(costs, 2 * BatchCosts::kTrialEvery - 1, 8, 0.2);
-  EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
-  RunFor(costs, 1, 8, 0.2);
-  EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+  EXPECT_EQ(BatchUntilTrial(costs, 8, 0.2, 1000), 2 * BatchCosts::kTrialEvery);
+}
+
+TEST(BatchCostsTest, ATrialOfRequestsOfSeveralRowsEnds) {
+  BatchCosts costs;
+  // Requests of 2 rows each: a single request runs as 2.
+  Learn(costs, "k", {2, 4, 8}, [](int64_t size) { return size == 8 ? 1.0 : 2.0; });
+  RunFor(costs, BatchCosts::kTrialEvery, 8, 1.0);
+  const std::vector<int64_t> pairs(4, 2);
+  EXPECT_EQ(costs.Take("k", pairs, PowersOfTwo), 1u);  // the trial
+  RunFor(costs, BatchCosts::kWindow, 2, 2.0);
+  EXPECT_THAT(costs.Describe(), HasSubstr(": batching"));
 }
 
 TEST(BatchCostsTest, NoTrialWhileOnlySinglesRun) {
