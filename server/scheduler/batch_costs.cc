@@ -14,11 +14,12 @@ constexpr double kNewRunWeight = 0.25;
 }  // namespace
 
 void BatchCosts::Record(const std::string& key, int64_t size, uint64_t ns, int64_t real_rows,
-                        uint64_t process_ns) {
+                        uint64_t process_ns, uint64_t wall_ns) {
   if (size < 1) return;
   if (real_rows < 0) real_rows = size;
   clock_ns_ += ns;
   if (process_ns == 0) process_ns = clock_ns_;
+  if (wall_ns == 0) wall_ns = clock_ns_;
   if (keys_.size() >= kMaxKeys && keys_.find(key) == keys_.end()) keys_.clear();
   Signature& signature = keys_[key];
   ++signature.runs;
@@ -39,12 +40,14 @@ void BatchCosts::Record(const std::string& key, int64_t size, uint64_t ns, int64
   }
   cost.last = signature.runs;
   last_key_ = key;
-  Police(signature, size, real_rows, process_ns);
+  Police(signature, size, real_rows, ns, process_ns, wall_ns);
 }
 
-void BatchCosts::Police(Signature& signature, int64_t size, int64_t real_rows,
-                        uint64_t process_ns) {
+void BatchCosts::Police(Signature& signature, int64_t size, int64_t real_rows, uint64_t ns,
+                        uint64_t process_ns, uint64_t wall_ns) {
   auto add = [&](Window& w) {
+    if (w.runs > 0 && wall_ns > w.last_wall_ns + kMaxPauseNs + 2 * ns) w = Window();
+    w.last_wall_ns = std::max(w.last_wall_ns, wall_ns);
     if (w.runs == 0) {
       w.first_ns = process_ns;
     } else {

@@ -75,10 +75,11 @@ class BatchCosts {
 
   // A batch of signature `key` ran as `size` rows (padding included), of
   // which `real_rows` were requests' (default: all), in `ns` of its compute
-  // thread's CPU time; `process_ns`: the process's CPU time as it ended
-  // (default: a clock that the runs' `ns` advance, as if nothing else ran).
+  // thread's CPU time; `process_ns` and `wall_ns`: the process's CPU time
+  // and a steady clock as it ended (default: a clock that the runs' `ns`
+  // advance, as if nothing else ran).
   void Record(const std::string& key, int64_t size, uint64_t ns, int64_t real_rows = -1,
-              uint64_t process_ns = 0);
+              uint64_t process_ns = 0, uint64_t wall_ns = 0);
 
   // How many requests of a planned batch to run now, at least 1: `rows` are
   // the planned requests' rows in queue order; `padded(r)` the rows a batch
@@ -112,10 +113,14 @@ class BatchCosts {
     uint64_t last = 0;   // the signature's run count when it last ran
   };
   // Runs taken together: the process's CPU time from the first one's end to
-  // the last one's, and the real rows of the runs after the first.
+  // the last one's, and the real rows of the runs after the first. Runs of
+  // one window follow each other: after a pause longer than kMaxPauseNs plus
+  // twice the run (the model was idle, or another one ran), it starts again.
+  static constexpr uint64_t kMaxPauseNs = 10'000'000;
   struct Window {
     uint64_t first_ns = 0;
     uint64_t last_ns = 0;
+    uint64_t last_wall_ns = 0;
     int64_t rows = 0;
     int runs = 0;
     bool batched = false;  // one of them ran more than one request's rows
@@ -138,7 +143,8 @@ class BatchCosts {
     std::string verdict;  // the last trial's, for Describe
   };
   // The singles trial's bookkeeping for one run (Record).
-  static void Police(Signature& signature, int64_t size, int64_t real_rows, uint64_t process_ns);
+  static void Police(Signature& signature, int64_t size, int64_t real_rows, uint64_t ns,
+                     uint64_t process_ns, uint64_t wall_ns);
 
   // The number of prefixes to take: `real[k]` and `sizes[k]` are the real
   // and padded rows of the first k + 1 requests.

@@ -398,8 +398,11 @@ void DynamicBatcher::TurnOff(const std::string& reason) {
 void DynamicBatcher::RecordCost(const std::string& key, int64_t size, uint64_t ns,
                                 int64_t real_rows) {
   const uint64_t process_ns = ProcessCpuNs();
+  const uint64_t wall_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(BatchClock::now().time_since_epoch())
+          .count());
   std::lock_guard<std::mutex> lock(mu_);
-  costs_.Record(key, size, ns, real_rows, process_ns);
+  costs_.Record(key, size, ns, real_rows, process_ns, wall_ns);
 }
 
 void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {

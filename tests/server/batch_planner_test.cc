@@ -367,6 +367,29 @@ TEST(BatchCostsTest, ATrialOfRequestsOfSeveralRowsEnds) {
   EXPECT_THAT(costs.Describe(), HasSubstr(": batching"));
 }
 
+TEST(BatchCostsTest, AWindowStartsAgainAfterAPause) {
+  BatchCosts costs;
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 1.0 : 2.0; });
+  EXPECT_EQ(BatchUntilTrial(costs, 8, 1.0, 1000), BatchCosts::kTrialEvery - 8);
+  // The trial's first singles, then the model rests for a second while the process works on
+  // something else (its CPU clock moves on): what ran meanwhile is not the singles' cost.
+  uint64_t cpu = 10'000'000'000;
+  uint64_t wall = 10'000'000'000;
+  for (int i = 0; i < 10; ++i) {
+    cpu += 2'000'000;
+    wall += 2'000'000;
+    costs.Record("k", 1, 2'000'000, 1, cpu, wall);
+  }
+  cpu += 900'000'000;
+  wall += 1'000'000'000;
+  for (int i = 0; i < BatchCosts::kWindow; ++i) {
+    cpu += 2'000'000;
+    wall += 2'000'000;
+    costs.Record("k", 1, 2'000'000, 1, cpu, wall);
+  }
+  EXPECT_THAT(costs.Describe(), HasSubstr("singles 2.00 ms per row"));
+}
+
 TEST(BatchCostsTest, NoTrialWhileOnlySinglesRun) {
   BatchCosts costs;
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 1 ? 1.0 : 2.0; });
