@@ -19,20 +19,14 @@ constexpr auto kPoll = std::chrono::milliseconds(5);
 constexpr double kRelTolerance = 1e-4;
 constexpr double kAbsTolerance = 1e-5;
 
-// The CPU time of the calling thread: what a run costs the compute thread,
-// without the time it waited for a core the clients or other compute
+// CPU time by `clock`: CLOCK_THREAD_CPUTIME_ID, what a run costs the compute
+// thread, without the time it waited for a core the clients or other compute
 // threads held (which wall time counts, and which swings with the load, not
-// with the batch size).
-uint64_t ThreadCpuNs() {
+// with the batch size); CLOCK_PROCESS_CPUTIME_ID, the whole process's (the
+// singles trial: batch_costs.h).
+uint64_t CpuNs(clockid_t clock) {
   timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
-}
-
-// The CPU time of the whole process (the singles trial: batch_costs.h).
-uint64_t ProcessCpuNs() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  ::clock_gettime(clock, &t);
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
@@ -397,7 +391,7 @@ void DynamicBatcher::TurnOff(const std::string& reason) {
 
 void DynamicBatcher::RecordCost(const std::string& key, int64_t size, uint64_t ns,
                                 int64_t real_rows) {
-  const uint64_t process_ns = ProcessCpuNs();
+  const uint64_t process_ns = CpuNs(CLOCK_PROCESS_CPUTIME_ID);
   const uint64_t wall_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(BatchClock::now().time_since_epoch())
           .count());
@@ -406,11 +400,11 @@ void DynamicBatcher::RecordCost(const std::string& key, int64_t size, uint64_t n
 }
 
 void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
-  const uint64_t cpu_start = ThreadCpuNs();
+  const uint64_t cpu_start = CpuNs(CLOCK_THREAD_CPUTIME_ID);
   if (batch.size() == 1) {
     RunAlone(*batch[0]);
     if (batch[0]->result.outputs.ok()) {
-      RecordCost(batch[0]->key, batch[0]->rows, ThreadCpuNs() - cpu_start);
+      RecordCost(batch[0]->key, batch[0]->rows, CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start);
     }
     return;
   }
@@ -479,7 +473,7 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
     TurnOff(std::string(parts.status().message()));
     return one_by_one(0);
   }
-  RecordCost(batch[0]->key, run_rows, ThreadCpuNs() - cpu_start, real_rows);
+  RecordCost(batch[0]->key, run_rows, CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start, real_rows);
   bool check = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
