@@ -20,6 +20,7 @@
 #include "server/core/model_registry.h"
 #include "server/core/model_repository.h"
 #include "server/core/repository_core.h"
+#include "server/core/thread_name.h"
 #include "server/core/upload_store.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
@@ -249,6 +250,7 @@ void Server::StartSweeper() {
   const auto interval = std::clamp<std::chrono::seconds>(
       uploads_->limits().ttl / 4, std::chrono::seconds(1), std::chrono::seconds(60));
   sweeper_ = std::thread([this, interval] {
+    NameThisThread("kiln-sweeper");
     std::unique_lock<std::mutex> lock(sweeper_mu_);
     while (!sweeper_cv_.wait_for(lock, interval, [this] { return sweeper_stop_; })) {
       lock.unlock();

@@ -33,6 +33,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/core/thread_name.h"
 #include "server/http/http_status.h"
 
 namespace kiln::server::http {
@@ -335,6 +336,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   }
   Impl* impl = http->impl_.get();
   http->listener_ = std::thread([impl] {
+    NameThisThread("kiln-http");  // its worker pool starts here and inherits it
     impl->server->listen_after_bind();
     impl->listener_done = true;
   });

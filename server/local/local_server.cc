@@ -19,6 +19,7 @@
 #include "proto/local/local_wire.h"
 #include "server/core/call_log.h"
 #include "server/core/inference_core.h"
+#include "server/core/thread_name.h"
 #include "server/security/access_policy.h"
 
 namespace kiln::server {
@@ -117,7 +118,10 @@ absl::StatusOr<std::unique_ptr<LocalServer>> LocalServer::Start(
     server->stopped_ = true;
     return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(error)));
   }
-  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  server->acceptor_ = std::thread([s = server.get()] {
+    NameThisThread("kiln-local");
+    s->AcceptLoop();
+  });
   return server;
 }
 
@@ -157,7 +161,10 @@ void LocalServer::AcceptLoop() {
     }
     connections_.push_back(connection);
     ++readers_;
-    std::thread([this, connection] { Serve(connection); }).detach();
+    std::thread([this, connection] {
+      NameThisThread("kiln-local-conn");
+      Serve(connection);
+    }).detach();
   }
 }
 

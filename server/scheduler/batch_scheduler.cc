@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "server/core/thread_name.h"
 
 namespace kiln::server {
 
@@ -45,7 +46,10 @@ void BatchScheduler::Enqueue(std::shared_ptr<DynamicBatcher> batcher,
       if (model.batcher == nullptr) model.batcher = std::move(batcher);
       model.arrived = true;
       dirty_ = true;
-      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+      if (!thread_.joinable()) thread_ = std::thread([this] {
+          NameThisThread("kiln-batcher");
+          Loop();
+        });
     }
   }
   if (!refused.ok()) {

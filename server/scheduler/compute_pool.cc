@@ -2,13 +2,17 @@
 
 #include <algorithm>
 
+#include "server/core/thread_name.h"
 
 namespace kiln::server {
 
 ComputePool::ComputePool(int workers) {
   const int n = std::max(1, workers);
   threads_.reserve(n);
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Work(); });
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] {
+      NameThisThread("kiln-compute");
+      Work();
+    });
 }
 
 ComputePool::~ComputePool() {
@@ -55,6 +59,11 @@ void ComputePool::Submit(std::function<void()> task) {
   ready_.notify_one();
 }
 
-void RunOnShortLivedThread(const std::function<void()>& fn) { std::thread(fn).join(); }
+void RunOnShortLivedThread(const std::function<void()>& fn) {
+  std::thread([&fn] {
+    NameThisThread("kiln-load");
+    fn();
+  }).join();
+}
 
 }  // namespace kiln::server

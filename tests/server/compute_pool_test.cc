@@ -3,12 +3,14 @@
 // still queued when the pool ends is destroyed unrun.
 #include "server/scheduler/compute_pool.h"
 
+#include <pthread.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <future>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,6 +37,23 @@ TEST(ComputePoolTest, RunsOnTheSameComputeThreadsInOrder) {
   EXPECT_EQ(ids.size(), 1u);
   EXPECT_EQ(ids.count(std::this_thread::get_id()), 0u);
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+// A profile or `top -H` of kilnd tells compute threads from gRPC's and the
+// others by name; a load's short-lived thread has a name of its own.
+TEST(ComputePoolTest, ThreadsAreNamed) {
+  auto name = [] {
+    char buffer[16] = {};
+    pthread_getname_np(pthread_self(), buffer, sizeof(buffer));
+    return std::string(buffer);
+  };
+  ComputePool pool(1);
+  std::promise<std::string> compute;
+  pool.Submit([&] { compute.set_value(name()); });
+  EXPECT_EQ(compute.get_future().get(), "kiln-compute");
+  std::string load;
+  RunOnShortLivedThread([&] { load = name(); });
+  EXPECT_EQ(load, "kiln-load");
 }
 
 TEST(ComputePoolTest, AtMostWorkersAtOnce) {
