@@ -492,9 +492,7 @@ size_t Model::num_compiled() const {
   return executables_.size();
 }
 
-absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
-    const std::vector<NamedTensor>& inputs, const std::vector<std::string>& requested,
-    const RunOptions& run) const {
+absl::StatusOr<MatchedInputs> Model::MatchInputs(const std::vector<NamedTensor>& inputs) const {
   std::vector<const Tensor*> bound(inputs_.size(), nullptr);
   // Of list inputs, by index: a map, since a request may name any index.
   std::vector<std::map<size_t, const Tensor*>> elements(inputs_.size());
@@ -658,6 +656,48 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
                                                      "' (", SpecString(inputs_[i]), ")"));
     }
   }
+  MatchedInputs matched;
+  std::vector<kernels::TensorInfo>& signature = matched.signature;
+  std::vector<RunValue>& args = matched.args;
+  // Per input: a list's length, nullopt for any other input and for an
+  // optional list left out (which runs as None).
+  std::vector<std::optional<size_t>>& lengths = matched.lengths;
+  lengths.assign(inputs_.size(), std::nullopt);
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const Tensor* t = bound[i];
+    if (!inputs_[i].list.empty() && (whole_list[i] || !elements[i].empty())) {
+      // One value, the list; the signature has an entry per element (see RunMatched).
+      matched.has_list = true;
+      lengths[i] = elements[i].size();
+      std::vector<Tensor> list;
+      for (const auto& [index, e] : elements[i]) {
+        signature.push_back(kernels::TensorInfo{e->dtype(), e->dims(), nullptr, true});
+        list.push_back(*e);
+      }
+      args.push_back(RunValue::List(std::move(list)));
+      continue;
+    }
+    if (t == nullptr) {
+      if (const auto& d = graph_.value(graph_.inputs()[i]).default_value; d.has_value()) {
+        t = &*d;  // a parameter with a default, left out
+      } else {  // an optional input left out: None
+        signature.push_back(kernels::TensorInfo{DType::kUnknown, {}, nullptr, false});
+        args.push_back(RunValue::None());
+        continue;
+      }
+    }
+    signature.push_back(kernels::TensorInfo{t->dtype(), t->dims(), nullptr, true});
+    args.push_back(RunValue::Of(*t));
+  }
+  return matched;
+}
+
+absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
+    const std::vector<NamedTensor>& inputs, const std::vector<std::string>& requested,
+    const RunOptions& run) const {
+  ASSIGN_OR_RETURN(MatchedInputs matched, MatchInputs(inputs));
+  const std::vector<kernels::TensorInfo>& signature = matched.signature;
+  const std::vector<RunValue>& args = matched.args;
   std::vector<size_t> wanted;
   const auto& names = graph_.output_names();
   std::vector<std::string> reply_names = names;  // as requested: a name or an alias
@@ -686,45 +726,13 @@ absl::StatusOr<std::vector<NamedTensor>> Model::Infer(
     }
   }
 
-  std::vector<kernels::TensorInfo> signature;
-  std::vector<RunValue> args;
-  // Per input: a list's length, nullopt for any other input and for an
-  // optional list left out (which runs as None).
-  std::vector<std::optional<size_t>> lengths(inputs_.size());
-  bool has_list = false;
-  for (size_t i = 0; i < bound.size(); ++i) {
-    const Tensor* t = bound[i];
-    if (!inputs_[i].list.empty() && (whole_list[i] || !elements[i].empty())) {
-      // One value, the list; the signature has an entry per element (see RunMatched).
-      has_list = true;
-      lengths[i] = elements[i].size();
-      std::vector<Tensor> list;
-      for (const auto& [index, e] : elements[i]) {
-        signature.push_back(kernels::TensorInfo{e->dtype(), e->dims(), nullptr, true});
-        list.push_back(*e);
-      }
-      args.push_back(RunValue::List(std::move(list)));
-      continue;
-    }
-    if (t == nullptr) {
-      if (const auto& d = graph_.value(graph_.inputs()[i]).default_value; d.has_value()) {
-        t = &*d;  // a parameter with a default, left out
-      } else {  // an optional input left out: None
-        signature.push_back(kernels::TensorInfo{DType::kUnknown, {}, nullptr, false});
-        args.push_back(RunValue::None());
-        continue;
-      }
-    }
-    signature.push_back(kernels::TensorInfo{t->dtype(), t->dims(), nullptr, true});
-    args.push_back(RunValue::Of(*t));
-  }
   std::vector<RunValue> outs;
   std::optional<std::vector<RunValue>> gated;
   if (options_.gate != nullptr) {
     // The gate's own runs of the model need its services too.
     RunOptions gate_run = run;
     if (gate_run.services == nullptr) gate_run.services = options_.services;
-    const std::string key = (has_list ? ListVariant(lengths) : "") + SignatureKey(signature);
+    const std::string key = (matched.has_list ? ListVariant(matched.lengths) : "") + SignatureKey(signature);
     ASSIGN_OR_RETURN(gated, options_.gate->Admit(*this, key, signature, args, gate_run));
   }
   if (gated.has_value()) {

@@ -59,6 +59,16 @@ struct TensorSpec {
   std::vector<ir::DimRange> dim_ranges;
 };
 
+// A request's inputs matched to a graph's (Model::MatchInputs): one value
+// per graph input, the signature with an entry per list element, and each
+// List[Tensor] input's length (nullopt for the others).
+struct MatchedInputs {
+  std::vector<kernels::TensorInfo> signature;
+  std::vector<RunValue> args;
+  std::vector<std::optional<size_t>> lengths;
+  bool has_list = false;
+};
+
 // "[1, 64]", or ">= 2" when unbounded above.
 std::string DimRangeString(const ir::DimRange& range);
 
@@ -171,6 +181,15 @@ class Model {
   absl::StatusOr<std::vector<NamedTensor>> Infer(const std::vector<NamedTensor>& inputs,
                                                  const std::vector<std::string>& requested,
                                                  const RunOptions& run = {}) const;
+
+  // Matches a request's named inputs to the graph's inputs with every check
+  // Infer makes (names and aliases, dtypes and also_accepts, dims, declared
+  // dim ranges and shared symbols, lists, scalars, missing inputs) and
+  // nothing run: the values RunMatched takes, in graph input order. Infer
+  // runs on it; so does anything else that feeds the model tensors from
+  // outside (an archive's sample inputs), so that no second copy of the
+  // checks drifts from this one.
+  absl::StatusOr<MatchedInputs> MatchInputs(const std::vector<NamedTensor>& inputs) const;
 
   // Runs values already matched to the graph's inputs (one per graph input;
   // a List[Tensor] input as a list, with an entry per element in

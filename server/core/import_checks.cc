@@ -54,42 +54,29 @@ class ExportReference : public verify::TorchReference {
 };
 
 // The archive's sample inputs as the model's inputs, in order: positional
-// ones first, then keyword ones by name; each must have the input's dtype,
-// rank and fixed sizes. Why not, when they do not fit.
+// ones first, then keyword ones by name, checked as a request's inputs are
+// (Model::MatchInputs). Why not, when they do not fit.
 absl::StatusOr<std::vector<runtime::RunValue>> SampleValues(
     const runtime::Model& model, const std::vector<std::pair<std::string, Tensor>>& samples) {
-  std::vector<const Tensor*> positional;
+  std::vector<runtime::NamedTensor> named;
+  size_t position = 0;
   for (const auto& [name, t] : samples) {
-    if (name.empty()) positional.push_back(&t);
+    if (!name.empty()) {
+      named.push_back({name, t});
+      continue;
+    }
+    if (position >= model.inputs().size()) {
+      return absl::InvalidArgumentError("more samples than inputs");
+    }
+    named.push_back({model.inputs()[position++].name, t});
   }
-  if (positional.size() > model.inputs().size()) {
-    return absl::InvalidArgumentError("more samples than inputs");
+  for (const runtime::TensorSpec& in : model.inputs()) {
+    if (!in.list.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", in.list, "' is a tensor list"));
+    }
   }
-  std::vector<runtime::RunValue> values;
-  for (size_t i = 0; i < model.inputs().size(); ++i) {
-    const runtime::TensorSpec& in = model.inputs()[i];
-    const Tensor* t = i < positional.size() ? positional[i] : nullptr;
-    for (const auto& [name, named] : samples) {
-      if (t == nullptr && name == in.name) t = &named;
-    }
-    if (t == nullptr || !in.list.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("none for input '", in.name, "'"));
-    }
-    bool fits = in.dtype == DType::kUnknown || in.dtype == t->dtype();
-    if (in.dims.has_value()) {
-      fits = fits && in.dims->size() == t->dims().size();
-      for (size_t d = 0; fits && d < in.dims->size(); ++d) {
-        fits = (*in.dims)[d] < 0 || (*in.dims)[d] == t->dims()[d];
-      }
-    }
-    if (!fits) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input '", in.name, "' does not take the sample ", DTypeName(t->dtype()),
-                       DimsToString(t->dims())));
-    }
-    values.push_back(runtime::RunValue::Of(*t));
-  }
-  return values;
+  ASSIGN_OR_RETURN(runtime::MatchedInputs matched, model.MatchInputs(named));
+  return std::move(matched.args);
 }
 
 }  // namespace

@@ -125,6 +125,32 @@ TEST(ModelTest, EmbeddingIndicesAreInt64AndWhereConditionsBool) {
               HasSubstr("expected datatype INT64, got INT32 (INT64 is declared"));
 }
 
+// What an archive's sample inputs go through (import_checks.cc): Infer's own
+// checks, values in graph input order, nothing compiled or run.
+TEST(ModelTest, MatchInputsChecksWhatInferChecksAndRunsNothing) {
+  auto m = Model::Create(EmbeddingMaskGraph(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  NamedTensor ids32{"ids", Tensor::Zeros(DType::kInt32, {2})};
+  NamedTensor mask{"mask", Tensor::Zeros(DType::kBool, {2, 4})};
+  auto matched = (*m)->MatchInputs({F32("v", {2, 4}), mask, ids32});
+  ASSERT_TRUE(matched.ok()) << matched.status();
+  ASSERT_EQ(matched->args.size(), 3u);
+  EXPECT_EQ(matched->args[0].tensor.dtype(), DType::kInt32);  // also_accepts
+  EXPECT_EQ(matched->args[1].tensor.dtype(), DType::kBool);
+  EXPECT_EQ(matched->args[2].tensor.dims(), (Dims{2, 4}));
+  ASSERT_EQ(matched->signature.size(), 3u);
+  EXPECT_EQ(matched->signature[0].dtype, DType::kInt32);
+  EXPECT_FALSE(matched->has_list);
+  EXPECT_EQ((*m)->num_compiled(), 0u);
+  NamedTensor ids_f32{"ids", Tensor::Zeros(DType::kF32, {2})};
+  auto refused = (*m)->MatchInputs({ids_f32, mask, F32("v", {2, 4})});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(std::string(refused.status().message()),
+            InferError(**m, {ids_f32, mask, F32("v", {2, 4})}));
+  EXPECT_THAT(std::string((*m)->MatchInputs({ids32, mask}).status().message()),
+              HasSubstr("missing input 'v'"));
+}
+
 TEST(ModelTest, TritonPositionalNamesAreAliases) {
   auto m = Model::Create(TwoInputGraph(), {});
   ASSERT_TRUE(m.ok()) << m.status();
