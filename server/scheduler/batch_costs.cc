@@ -13,17 +13,13 @@ constexpr double kNewRunWeight = 0.25;
 
 }  // namespace
 
-void BatchCosts::Record(const std::string& key, int64_t size, uint64_t ns, int64_t real_rows,
-                        uint64_t process_ns, uint64_t wall_ns) {
-  if (size < 1) return;
-  if (real_rows < 0) real_rows = size;
-  clock_ns_ += ns;
-  if (process_ns == 0) process_ns = clock_ns_;
-  if (wall_ns == 0) wall_ns = clock_ns_;
+void BatchCosts::Record(const std::string& key, const Run& run) {
+  if (run.size < 1) return;
+  const uint64_t ns = run.ns;
   if (keys_.size() >= kMaxKeys && keys_.find(key) == keys_.end()) keys_.clear();
   Signature& signature = keys_[key];
   ++signature.runs;
-  Cost& cost = signature.sizes[size];
+  Cost& cost = signature.sizes[run.size];
   const bool stale = cost.runs > 0 && signature.runs - cost.last > kForgetAfter;
   if (cost.runs == 0 || stale) {
     cost.ns = static_cast<double>(ns);
@@ -40,22 +36,21 @@ void BatchCosts::Record(const std::string& key, int64_t size, uint64_t ns, int64
   }
   cost.last = signature.runs;
   last_key_ = key;
-  Police(signature, size, real_rows, ns, process_ns, wall_ns);
+  Police(signature, run);
 }
 
-void BatchCosts::Police(Signature& signature, int64_t size, int64_t real_rows, uint64_t ns,
-                        uint64_t process_ns, uint64_t wall_ns) {
+void BatchCosts::Police(Signature& signature, const Run& run) {
   auto add = [&](Window& w) {
-    if (w.runs > 0 && wall_ns > w.last_wall_ns + kMaxPauseNs + 2 * ns) w = Window();
-    w.last_wall_ns = std::max(w.last_wall_ns, wall_ns);
+    if (w.runs > 0 && run.wall_ns > w.last_wall_ns + kMaxPauseNs + 2 * run.ns) w = Window();
+    w.last_wall_ns = std::max(w.last_wall_ns, run.wall_ns);
     if (w.runs == 0) {
-      w.first_ns = process_ns;
+      w.first_ns = run.process_ns;
     } else {
-      w.rows += real_rows;
+      w.rows += run.real_rows;
     }
-    w.last_ns = std::max(w.last_ns, process_ns);
+    w.last_ns = std::max(w.last_ns, run.process_ns);
     ++w.runs;
-    w.batched = w.batched || size > 1;
+    w.batched = w.batched || run.requests > 1;
   };
   ++signature.policy_runs;
   switch (signature.policy) {

@@ -73,13 +73,17 @@ class BatchCosts {
   // has one per length); past it, every average is dropped and relearned.
   static constexpr size_t kMaxKeys = 64;
 
-  // A batch of signature `key` ran as `size` rows (padding included), of
-  // which `real_rows` were requests' (default: all), in `ns` of its compute
-  // thread's CPU time; `process_ns` and `wall_ns`: the process's CPU time
-  // and a steady clock as it ended (default: a clock that the runs' `ns`
-  // advance, as if nothing else ran).
-  void Record(const std::string& key, int64_t size, uint64_t ns, int64_t real_rows = -1,
-              uint64_t process_ns = 0, uint64_t wall_ns = 0);
+  // One run of a batch, as the batcher measured it.
+  struct Run {
+    int64_t size = 1;        // the rows it ran as, padding included
+    int64_t real_rows = 1;   // of which requests' rows
+    int64_t requests = 1;    // how many requests it joined (1: a single, of any rows)
+    uint64_t ns = 0;         // its compute thread's CPU time
+    uint64_t process_ns = 0;  // the process's CPU time as it ended
+    uint64_t wall_ns = 0;     // a steady clock as it ended
+  };
+  // A run of signature `key`.
+  void Record(const std::string& key, const Run& run);
 
   // How many requests of a planned batch to run now, at least 1: `rows` are
   // the planned requests' rows in queue order; `padded(r)` the rows a batch
@@ -123,7 +127,7 @@ class BatchCosts {
     uint64_t last_wall_ns = 0;
     int64_t rows = 0;
     int runs = 0;
-    bool batched = false;  // one of them ran more than one request's rows
+    bool batched = false;  // one of them joined more than one request
     double PerRow() const {
       return rows > 0 ? static_cast<double>(last_ns - first_ns) / static_cast<double>(rows) : 0;
     }
@@ -143,8 +147,7 @@ class BatchCosts {
     std::string verdict;  // the last trial's, for Describe
   };
   // The singles trial's bookkeeping for one run (Record).
-  static void Police(Signature& signature, int64_t size, int64_t real_rows, uint64_t ns,
-                     uint64_t process_ns, uint64_t wall_ns);
+  static void Police(Signature& signature, const Run& run);
 
   // The number of prefixes to take: `real[k]` and `sizes[k]` are the real
   // and padded rows of the first k + 1 requests.
@@ -155,7 +158,6 @@ class BatchCosts {
 
   std::map<std::string, Signature> keys_;
   std::string last_key_;
-  uint64_t clock_ns_ = 0;  // Record's default process clock
 };
 
 }  // namespace kiln::server

@@ -389,14 +389,19 @@ void DynamicBatcher::TurnOff(const std::string& reason) {
   spdlog::warn("dynamic batching turned off for a model: {}", reason);
 }
 
-void DynamicBatcher::RecordCost(const std::string& key, int64_t size, uint64_t ns,
-                                int64_t real_rows) {
-  const uint64_t process_ns = CpuNs(CLOCK_PROCESS_CPUTIME_ID);
-  const uint64_t wall_ns = static_cast<uint64_t>(
+void DynamicBatcher::RecordCost(const std::string& key, int64_t size, int64_t real_rows,
+                                int64_t requests, uint64_t ns) {
+  BatchCosts::Run run;
+  run.size = size;
+  run.real_rows = real_rows;
+  run.requests = requests;
+  run.ns = ns;
+  run.process_ns = CpuNs(CLOCK_PROCESS_CPUTIME_ID);
+  run.wall_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(BatchClock::now().time_since_epoch())
           .count());
   std::lock_guard<std::mutex> lock(mu_);
-  costs_.Record(key, size, ns, real_rows, process_ns, wall_ns);
+  costs_.Record(key, run);
 }
 
 void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
@@ -404,7 +409,8 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
   if (batch.size() == 1) {
     RunAlone(*batch[0]);
     if (batch[0]->result.outputs.ok()) {
-      RecordCost(batch[0]->key, batch[0]->rows, CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start);
+      RecordCost(batch[0]->key, batch[0]->rows, batch[0]->rows, 1,
+                 CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start);
     }
     return;
   }
@@ -473,7 +479,8 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
     TurnOff(std::string(parts.status().message()));
     return one_by_one(0);
   }
-  RecordCost(batch[0]->key, run_rows, CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start, real_rows);
+  RecordCost(batch[0]->key, run_rows, real_rows, static_cast<int64_t>(batch.size()),
+             CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start);
   bool check = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

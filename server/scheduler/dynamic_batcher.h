@@ -143,8 +143,10 @@ class DynamicBatcher {
   // The positions in the queue of the batch due at `now` (empty: none). mu_ held.
   std::vector<size_t> PlanLocked(BatchClock::time_point now, BatchClock::time_point* wait_until);
   void Run(const Items& batch);
-  // Records a run of `size` rows that took `ns` (costs_).
-  void RecordCost(const std::string& key, int64_t size, uint64_t ns, int64_t real_rows = -1);
+  // Records a run of `size` rows (`real_rows` of them requests', from
+  // `requests` requests) that took `ns` of the compute thread's CPU (costs_).
+  void RecordCost(const std::string& key, int64_t size, int64_t real_rows, int64_t requests,
+                  uint64_t ns);
   void RunAlone(Item& item);
   void TurnOff(const std::string& reason);
   // Marks `items` done and answers them (in arrival order with

@@ -203,19 +203,49 @@ TEST(BatchRowsBoundTest, PlannerStopsAtTheCap) {
 // The batch size by measured cost (batch_costs.h).
 int64_t PowersOfTwo(int64_t r) { return PaddedRows(r, {1, 2, 4, 8}); }
 
+// BatchCosts fed as the batcher feeds it, with clocks that the runs advance
+// as if nothing else ran in the process.
+class FedCosts : public BatchCosts {
+ public:
+  // A run of `size` rows from `requests` requests (default: one per row) that took `ns`.
+  void Ran(const std::string& key, int64_t size, uint64_t ns, int64_t requests = -1) {
+    clock_ns_ += ns;
+    Run run;
+    run.size = size;
+    run.real_rows = size;
+    run.requests = requests < 0 ? size : requests;
+    run.ns = ns;
+    run.process_ns = clock_ns_;
+    run.wall_ns = clock_ns_;
+    Record(key, run);
+  }
+
+ private:
+  uint64_t clock_ns_ = 0;
+};
+
+// A single request's run of one row that took `ns`, ending at `process_ns` and `wall_ns`.
+BatchCosts::Run Single(uint64_t ns, uint64_t process_ns, uint64_t wall_ns) {
+  BatchCosts::Run run;
+  run.ns = ns;
+  run.process_ns = process_ns;
+  run.wall_ns = wall_ns;
+  return run;
+}
+
 // `times` runs of each size, taking `ms_per_row(size)` ms per padded row.
 template <typename F>
-void Learn(BatchCosts& costs, const std::string& key, std::vector<int64_t> sizes, F ms_per_row,
+void Learn(FedCosts& costs, const std::string& key, std::vector<int64_t> sizes, F ms_per_row,
            int times = BatchCosts::kTrustedAfter) {
   for (int i = 0; i < times; ++i) {
     for (int64_t size : sizes) {
-      costs.Record(key, size, static_cast<uint64_t>(ms_per_row(size) * 1e6 * size));
+      costs.Ran(key, size, static_cast<uint64_t>(ms_per_row(size) * 1e6 * size));
     }
   }
 }
 
 TEST(BatchCostsTest, UnknownSizesRunWholeThenTheLargestUnknownPrefix) {
-  BatchCosts costs;
+  FedCosts costs;
   const std::vector<int64_t> eight(8, 1);
   // Nothing known: Triton's batch as planned.
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 8u);
@@ -227,7 +257,7 @@ TEST(BatchCostsTest, UnknownSizesRunWholeThenTheLargestUnknownPrefix) {
   Learn(costs, "k", {2}, [](int64_t) { return 1.0; });
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
   // One run is not enough to trust a size.
-  costs.Record("k", 1, 1000000);
+  costs.Ran("k", 1, 1000000);
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
   // Another signature knows nothing.
   EXPECT_EQ(costs.Take("other", eight, PowersOfTwo), 8u);
@@ -236,7 +266,7 @@ TEST(BatchCostsTest, UnknownSizesRunWholeThenTheLargestUnknownPrefix) {
 }
 
 TEST(BatchCostsTest, WeightBoundModelRunsWholeBatches) {
-  BatchCosts costs;
+  FedCosts costs;
   // A run costs about the same at any size (reading the weights): 8 rows for the price of 1.2.
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return (1.0 + 0.03 * size) / size; });
   EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 8u);
@@ -246,7 +276,7 @@ TEST(BatchCostsTest, WeightBoundModelRunsWholeBatches) {
 }
 
 TEST(BatchCostsTest, AThreadTakesItsShareWhenOthersAreFree) {
-  BatchCosts costs;
+  FedCosts costs;
   const std::vector<int64_t> eight(8, 1);
   // Unknown: the whole batch, share or not (Triton's batch first).
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo, /*share=*/4), 8u);
@@ -259,18 +289,18 @@ TEST(BatchCostsTest, AThreadTakesItsShareWhenOthersAreFree) {
 }
 
 TEST(BatchCostsTest, ComputeBoundModelRunsSingles) {
-  BatchCosts costs;
+  FedCosts costs;
   // Rows cost more in a batch than alone (mobilenet_v2 on one thread): 1.0 ms alone, 1.25 at 8.
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return 1.0 + 0.25 * (size - 1) / 7.0; });
   EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
   // A sweet spot in the middle wins.
-  BatchCosts middle;
+  FedCosts middle;
   Learn(middle, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 4 ? 0.5 : 1.0; });
   EXPECT_EQ(middle.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 4u);
   // Requests of several rows: the prefix's rows count, not the number of requests.
   EXPECT_EQ(middle.Take("k", {2, 2, 2, 2}, PowersOfTwo), 2u);
   // Padding is paid for: 3 requests run as 4 have 3 real rows, 2 run as 2 beat them here.
-  BatchCosts padded;
+  FedCosts padded;
   Learn(padded, "k", {1, 2, 4},
         [](int64_t size) { return size == 1 ? 0.8 : size == 2 ? 0.6 : 0.65; });
   EXPECT_EQ(padded.Take("k", std::vector<int64_t>(3, 1), PowersOfTwo), 2u);
@@ -278,15 +308,15 @@ TEST(BatchCostsTest, ComputeBoundModelRunsSingles) {
 
 TEST(BatchCostsTest, ALargerBatchMustWinByAMargin) {
   // 6% fewer ms per row at 8 than alone (mobilenet_v2 at one thread): singles run.
-  BatchCosts close;
+  FedCosts close;
   Learn(close, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 6.6 : 7.0; });
   EXPECT_EQ(close.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
   // A tie runs the smaller batch.
-  BatchCosts tie;
+  FedCosts tie;
   Learn(tie, "k", {1, 2, 4, 8}, [](int64_t) { return 1.0; });
   EXPECT_EQ(tie.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
   // 20% fewer at 4, and 8 no better than 4: 4.
-  BatchCosts four;
+  FedCosts four;
   Learn(four, "k", {1, 2, 4, 8}, [](int64_t size) { return size >= 4 ? 0.8 : 1.0; });
   EXPECT_EQ(four.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 4u);
   // Seven requests padded to 8 still beat four alone by more than the margin.
@@ -295,15 +325,15 @@ TEST(BatchCostsTest, ALargerBatchMustWinByAMargin) {
 }
 
 // Runs `n` batches of `size` rows at `ms_per_row`, or singles when size is 1.
-void RunFor(BatchCosts& costs, uint64_t n, int64_t size, double ms_per_row) {
+void RunFor(FedCosts& costs, uint64_t n, int64_t size, double ms_per_row) {
   for (uint64_t i = 0; i < n; ++i) {
-    costs.Record("k", size, static_cast<uint64_t>(ms_per_row * 1e6 * static_cast<double>(size)));
+    costs.Ran("k", size, static_cast<uint64_t>(ms_per_row * 1e6 * static_cast<double>(size)));
   }
 }
 
 // Runs batches of `size` at `ms_per_row` for as long as the costs take batches (at most `limit`
 // runs); returns how many ran.
-uint64_t BatchUntilTrial(BatchCosts& costs, int64_t size, double ms_per_row, uint64_t limit) {
+uint64_t BatchUntilTrial(FedCosts& costs, int64_t size, double ms_per_row, uint64_t limit) {
   uint64_t n = 0;
   while (n < limit && costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo) > 1) {
     RunFor(costs, 1, size, ms_per_row);
@@ -313,7 +343,7 @@ uint64_t BatchUntilTrial(BatchCosts& costs, int64_t size, double ms_per_row, uin
 }
 
 TEST(BatchCostsTest, SinglesWinATrialWhenBatchingMeasuredCheaperOnlyBesideItself) {
-  BatchCosts costs;
+  FedCosts costs;
   const std::vector<int64_t> eight(8, 1);
   // Batches of 8 measure 9 ms per row (beside other batches), singles 11 (beside batches):
   // per size, 8 wins.
@@ -343,7 +373,7 @@ TEST(BatchCostsTest, SinglesWinATrialWhenBatchingMeasuredCheaperOnlyBesideItself
 }
 
 TEST(BatchCostsTest, BatchingThatWinsItsTrialGoesOnAndIsTriedLessOften) {
-  BatchCosts costs;
+  FedCosts costs;
   const std::vector<int64_t> eight(8, 1);
   // An MLP: 0.2 ms per row at 8, 1.4 alone, beside anything.
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 0.2 : 1.4; });
@@ -357,7 +387,7 @@ TEST(BatchCostsTest, BatchingThatWinsItsTrialGoesOnAndIsTriedLessOften) {
 }
 
 TEST(BatchCostsTest, ATrialOfRequestsOfSeveralRowsEnds) {
-  BatchCosts costs;
+  FedCosts costs;
   // Requests of 2 rows each: a single request runs as 2.
   Learn(costs, "k", {2, 4, 8}, [](int64_t size) { return size == 8 ? 1.0 : 2.0; });
   RunFor(costs, BatchCosts::kTrialEvery, 8, 1.0);
@@ -368,7 +398,7 @@ TEST(BatchCostsTest, ATrialOfRequestsOfSeveralRowsEnds) {
 }
 
 TEST(BatchCostsTest, AWindowStartsAgainAfterAPause) {
-  BatchCosts costs;
+  FedCosts costs;
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 1.0 : 2.0; });
   EXPECT_EQ(BatchUntilTrial(costs, 8, 1.0, 1000), BatchCosts::kTrialEvery - 8);
   // The trial's first singles, then the model rests for a second while the process works on
@@ -378,31 +408,38 @@ TEST(BatchCostsTest, AWindowStartsAgainAfterAPause) {
   for (int i = 0; i < 10; ++i) {
     cpu += 2'000'000;
     wall += 2'000'000;
-    costs.Record("k", 1, 2'000'000, 1, cpu, wall);
+    costs.Record("k", Single(2'000'000, cpu, wall));
   }
   cpu += 900'000'000;
   wall += 1'000'000'000;
   for (int i = 0; i < BatchCosts::kWindow; ++i) {
     cpu += 2'000'000;
     wall += 2'000'000;
-    costs.Record("k", 1, 2'000'000, 1, cpu, wall);
+    costs.Record("k", Single(2'000'000, cpu, wall));
   }
   EXPECT_THAT(costs.Describe(), HasSubstr("singles 2.00 ms per row"));
 }
 
 TEST(BatchCostsTest, NoTrialWhileOnlySinglesRun) {
-  BatchCosts costs;
+  FedCosts costs;
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 1 ? 1.0 : 2.0; });
   RunFor(costs, 4 * BatchCosts::kTrialEvery, 1, 1.0);
   EXPECT_THAT(costs.Describe(), Not(HasSubstr("trial")));
 }
 
+// A request of several rows run alone is a single: no trial against itself.
+TEST(BatchCostsTest, NoTrialWhileRequestsOfSeveralRowsRunAlone) {
+  FedCosts costs;
+  for (uint64_t i = 0; i < 4 * BatchCosts::kTrialEvery; ++i) costs.Ran("k", 2, 2'000'000, 1);
+  EXPECT_THAT(costs.Describe(), Not(HasSubstr("trial")));
+}
+
 TEST(BatchCostsTest, ASizeNotRunForLongIsLearnedAgain) {
-  BatchCosts costs;
+  FedCosts costs;
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 1 ? 1.0 : 2.0; });
   EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
   // Only singles run for a while: the batch sizes are forgotten, and 8 is tried again.
-  for (uint64_t i = 0; i <= BatchCosts::kForgetAfter; ++i) costs.Record("k", 1, 1000000);
+  for (uint64_t i = 0; i <= BatchCosts::kForgetAfter; ++i) costs.Ran("k", 1, 1000000);
   EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 8u);
   // It is now cheap (the machine was busy before). A size known before is trusted again on
   // one run, so 4 is tried next, then 2; then 8 wins.
