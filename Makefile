@@ -74,8 +74,8 @@ bench-overhead: build
 
 # Closed-loop clients on loopback at concurrency 1, 4, 16 and 64 against an MLP, mobilenet_v2 and a
 # small BERT-shaped encoder, without and with dynamic batching (tests/bench/load_bench.py): requests/s,
-# p50/p90/p99, errors. About 3 minutes; models cached under $(BUILD)/bench-load. A quicker run:
-# make bench-load LOAD_ARGS='--models mlp --seconds 2'
+# p50/p90/p99, errors; three interleaved rounds of 2 s per point, the figures from their medians. About 5
+# minutes; models cached under $(BUILD)/bench-load. A quicker run: make bench-load LOAD_ARGS='--models mlp --rounds 1'
 bench-load: build
 	$(PYTHON) tests/bench/load_bench.py --bin $(BUILD)/bin --work $(BUILD)/bench-load \
 	  --threads $(THREADS) $(LOAD_ARGS)

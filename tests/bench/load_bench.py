@@ -2,7 +2,7 @@
 """Closed-loop load through a real kilnd on loopback (`make bench-load`).
 
     python3 tests/bench/load_bench.py --bin build/bin --work build/bench-load \
-        [--models mlp,mobilenet_v2,bert_small] [--concurrency 1,4,16,64] [--seconds 5] [--rounds 1]
+        [--models mlp,mobilenet_v2,bert_small] [--concurrency 1,4,16,64] [--seconds 2] [--rounds 3]
 
 For each model, one kilnd (--threads THREADS, its default --concurrent-inferences) serves the
 model twice: "<model>" without batching and "<model>_batched" with Triton's dynamic batching
@@ -233,9 +233,12 @@ def main():
     ap.add_argument("--threads", default="2", help="kilnd --threads")
     ap.add_argument("--models", default="mlp,mobilenet_v2,bert_small")
     ap.add_argument("--concurrency", default="1,4,16,64")
-    ap.add_argument("--seconds", type=float, default=5.0, help="measured per point")
-    ap.add_argument("--warmup", type=float, default=2.0, help="unmeasured, before each point")
-    ap.add_argument("--rounds", type=int, default=1,
+    # Several short rounds rather than one long one: on a shared machine a single 5 s point
+    # swings by 10-25% between runs of the same build, and batched against unbatched is then
+    # read as the median of per-round ratios (each pair measured seconds apart).
+    ap.add_argument("--seconds", type=float, default=2.0, help="measured per point")
+    ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured, before each point")
+    ap.add_argument("--rounds", type=int, default=3,
                     help="sweeps of every point, interleaved; the figures use the medians")
     ap.add_argument("--json", help="write every point here")
     args = ap.parse_args()
