@@ -32,20 +32,26 @@ void BatchScheduler::Enqueue(std::shared_ptr<DynamicBatcher> batcher,
                              std::vector<std::string> requested, const runtime::RunOptions& run,
                              DynamicBatcher::Done done) {
   absl::Status refused;
+  bool wake = false;
   {
     // Held while queueing, so that the destructor, once it has seen
     // stopping_, finds every queued request's model in models_.
     std::lock_guard<std::mutex> lock(mu_);
+    BatchClock::time_point look_by = BatchClock::time_point::max();
     if (stopping_) {
       refused = absl::UnavailableError("the server is shutting down");
     } else {
-      refused = batcher->Enqueue(std::move(inputs), std::move(requested), run, &done);
+      refused = batcher->Enqueue(std::move(inputs), std::move(requested), run, &done, &look_by);
     }
     if (refused.ok()) {
       Model& model = models_[batcher.get()];
       if (model.batcher == nullptr) model.batcher = std::move(batcher);
       model.arrived = true;
       dirty_ = true;
+      // A task waiting in the pool takes this request when it starts; the
+      // thread is needed only to submit one, or to look at the request
+      // before it wakes anyway.
+      wake = waiting_ && (!model.starting || look_by < wake_at_);
       if (!thread_.joinable()) thread_ = std::thread([this] {
           NameThisThread("kiln-batcher");
           Loop();
@@ -58,7 +64,7 @@ void BatchScheduler::Enqueue(std::shared_ptr<DynamicBatcher> batcher,
     done(std::move(result));
     return;
   }
-  changed_.notify_all();
+  if (wake) changed_.notify_all();
 }
 
 void BatchScheduler::Submit(Model& model) {
@@ -69,20 +75,31 @@ void BatchScheduler::Submit(Model& model) {
   pool_->Submit([this, batcher] {
     // This thread and the idle ones may share what is queued.
     batcher->RunNext(pool_->idle() + 1, [&] {
+      bool wake = false;
       {
+        // What is left queued needs a next task. Asked under mu_ (the order
+        // Enqueue takes the two locks in): a request queued as this task
+        // stops counting as the one that takes it is seen either here or by
+        // Enqueue, which then finds no task waiting.
         std::lock_guard<std::mutex> lock(mu_);
         models_[batcher.get()].starting = false;
         dirty_ = true;
+        wake = waiting_ && batcher->HasQueued();
       }
-      changed_.notify_all();
+      if (wake) changed_.notify_all();
     });
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      --models_[batcher.get()].tasks;
+      Model& model = models_[batcher.get()];
+      --model.tasks;
       --tasks_;
       dirty_ = true;
+      // The destructor waits for the last task; a model with no task left may
+      // leave the watch list (and release its batcher).
+      wake = stopping_ || (waiting_ && model.tasks == 0 && !model.starting);
     }
-    changed_.notify_all();
+    if (wake) changed_.notify_all();
   });
 }
 
@@ -117,11 +134,14 @@ void BatchScheduler::Loop() {
     }
     if (dirty_) continue;
     auto woken = [this] { return dirty_ || stopping_; };
+    waiting_ = true;
+    wake_at_ = wake;
     if (wake == BatchClock::time_point::max()) {
       changed_.wait(lock, woken);
     } else {
       changed_.wait_until(lock, wake, woken);
     }
+    waiting_ = false;
   }
 }
 

@@ -11,9 +11,16 @@
 // a compute thread join it) and runs it. Each model has at most one such task
 // waiting for a compute thread at a time, and any number running: the batch
 // grows while the compute threads are busy instead of queueing as many small
-// ones. Between polls the thread sleeps until a request arrives, a task
-// starts or ends, or the earliest delay, timeout or deadline of the queues
-// (every few milliseconds while a request may be cancelled by its client).
+// ones. Between polls the thread sleeps until the earliest delay, timeout or
+// deadline of the queues (every few milliseconds while a request may be
+// cancelled by its client), or until something needs it: a request arrives
+// for a model with no task waiting in the pool (one that is waiting takes
+// the request when it starts), or one that must be looked at before the
+// thread wakes anyway; a task takes its batch and leaves requests queued (a
+// next task is due); a model's last task ends (it may leave the watch list).
+// Under load that is about one wake-up per batch instead of three per
+// request, each of which took a core from a compute thread
+// (docs/performance.md: kilnd's CPU by thread).
 #pragma once
 
 #include <condition_variable>
@@ -64,6 +71,10 @@ class BatchScheduler {
   std::condition_variable changed_;
   bool dirty_ = false;  // something changed since the last poll began
   bool stopping_ = false;
+  // The thread sleeps (until wake_at_ at the latest); when it does not, it
+  // polls again before it sleeps if dirty_.
+  bool waiting_ = false;
+  BatchClock::time_point wake_at_ = BatchClock::time_point::max();
   std::map<const DynamicBatcher*, Model> models_;  // those with queued or running requests
   int tasks_ = 0;
   std::thread thread_;

@@ -200,7 +200,8 @@ absl::StatusOr<int64_t> DynamicBatcher::CheckRows(
 
 absl::Status DynamicBatcher::Enqueue(std::vector<runtime::NamedTensor> inputs,
                                      std::vector<std::string> requested,
-                                     const runtime::RunOptions& run, Done* done) {
+                                     const runtime::RunOptions& run, Done* done,
+                                     BatchClock::time_point* look_by) {
   auto item = std::make_shared<Item>();
   item->key = BatchKey(inputs, requested);
   item->rows = inputs.empty() || inputs[0].tensor.rank() == 0 ? 1 : inputs[0].tensor.dim(0);
@@ -218,11 +219,21 @@ absl::Status DynamicBatcher::Enqueue(std::vector<runtime::NamedTensor> inputs,
         "the model's queue is full: ", queue_.size(), " requests wait (max_queue_size ",
         policy.max_queue_size, "); retry later"));
   }
+  if (look_by != nullptr) {
+    // As Poll computes its wake for a queued request.
+    *look_by = std::min(item->timeout_at, item->run.deadline);
+    if (item->run.stop) *look_by = std::min(*look_by, item->enqueued + kPoll);
+  }
   item->done = std::move(*done);
   item->seq = next_seq_++;
   if (config_->preserve_ordering) outstanding_.emplace(item->seq, item);
   queue_.push_back(std::move(item));
   return absl::OkStatus();
+}
+
+bool DynamicBatcher::HasQueued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !queue_.empty();
 }
 
 void DynamicBatcher::ExpireLocked(BatchClock::time_point now, Items* ended) {

@@ -104,9 +104,15 @@ class DynamicBatcher {
   // Queues the request and returns at once; `*done` is moved from and later
   // called with its result. A full queue is UNAVAILABLE (`*done` untouched).
   // Requests reach it through the scheduler (batch_scheduler.h), which then
-  // polls this batcher.
+  // polls this batcher. `*look_by` (may be null): when a poll must look at
+  // the request at the latest (its queue timeout, its deadline, or soon when
+  // it may be cancelled).
   absl::Status Enqueue(std::vector<runtime::NamedTensor> inputs, std::vector<std::string> requested,
-                       const runtime::RunOptions& run, Done* done);
+                       const runtime::RunOptions& run, Done* done,
+                       BatchClock::time_point* look_by = nullptr);
+
+  // Whether any request waits in the queue.
+  bool HasQueued() const;
 
   // What the scheduler learns from a poll.
   struct PollResult {

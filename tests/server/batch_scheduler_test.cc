@@ -291,6 +291,40 @@ TEST(BatchSchedulerTest, WaitingRequestsHoldNoThreadEach) {
   EXPECT_LE(ThreadCount(), before + 1);
 }
 
+// The scheduler's thread sleeps through arrivals that a task already waiting
+// in the pool will take, and through tasks that leave nothing queued. A
+// flood of requests with no deadline and no cancellation (so no periodic
+// poll would rescue one left behind) from several threads is answered in
+// full: none is lost between a task taking its batch and the next arrival.
+TEST(BatchSchedulerTest, AFloodOfRequestsIsAnsweredInFull) {
+  constexpr int kThreads = 8;
+  constexpr int kEach = 300;
+  DynamicBatching dynamic;
+  dynamic.max_queue_delay_us = 0;
+  auto batcher = DynamicBatcher::Create(Batching(4, dynamic), RowWiseModel());
+  ComputePool pool(2);
+  Answers answers;
+  {
+    BatchScheduler scheduler(&pool);
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kThreads; ++c) {
+      clients.emplace_back([&, c] {
+        for (int i = 0; i < kEach; ++i) {
+          const int tag = c * kEach + i;
+          scheduler.Enqueue(batcher, Input(1, 4, static_cast<float>(tag % 7)), {}, {},
+                            answers.For(tag));
+          if (i % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      });
+    }
+    for (std::thread& t : clients) t.join();
+    ASSERT_TRUE(answers.WaitFor(kThreads * kEach)) << answers.count() << " answered";
+  }
+  for (int tag = 0; tag < kThreads * kEach; ++tag) {
+    ASSERT_TRUE(answers.result(tag).outputs.ok()) << answers.result(tag).outputs.status();
+  }
+}
+
 TEST(BatchSchedulerTest, StoppingAnswersQueuedRequestsUnavailable) {
   DynamicBatching dynamic;
   dynamic.max_queue_delay_us = 20'000'000;
