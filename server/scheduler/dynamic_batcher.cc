@@ -110,6 +110,16 @@ struct DynamicBatcher::Item {
   uint64_t seq = 0;
   bool finished = false;  // mu_: its result is set (preserve_ordering holds it back)
   Result result;
+
+  // When a poll must look at it at the latest: its queue timeout (unless
+  // already delayed), its deadline, and soon when it may be cancelled (that
+  // is only seen by asking).
+  BatchClock::time_point LookBy(BatchClock::time_point now) const {
+    BatchClock::time_point by = std::min(delayed ? BatchClock::time_point::max() : timeout_at,
+                                         run.deadline);
+    if (run.stop) by = std::min(by, now + kPoll);
+    return by;
+  }
 };
 
 std::shared_ptr<DynamicBatcher> DynamicBatcher::Create(
@@ -219,11 +229,7 @@ absl::Status DynamicBatcher::Enqueue(std::vector<runtime::NamedTensor> inputs,
         "the model's queue is full: ", queue_.size(), " requests wait (max_queue_size ",
         policy.max_queue_size, "); retry later"));
   }
-  if (look_by != nullptr) {
-    // As Poll computes its wake for a queued request.
-    *look_by = std::min(item->timeout_at, item->run.deadline);
-    if (item->run.stop) *look_by = std::min(*look_by, item->enqueued + kPoll);
-  }
+  if (look_by != nullptr) *look_by = item->LookBy(item->enqueued);
   item->done = std::move(*done);
   item->seq = next_seq_++;
   if (config_->preserve_ordering) outstanding_.emplace(item->seq, item);
@@ -291,12 +297,7 @@ DynamicBatcher::PollResult DynamicBatcher::Poll(BatchClock::time_point now) {
     result.ready = !PlanLocked(now, &due).empty();
     result.empty = queue_.empty();
     if (!result.ready) result.wake = due;
-    for (const auto& item : queue_) {
-      if (!item->delayed) result.wake = std::min(result.wake, item->timeout_at);
-      result.wake = std::min(result.wake, item->run.deadline);
-      // Cancellation is only seen by asking.
-      if (item->run.stop) result.wake = std::min(result.wake, now + kPoll);
-    }
+    for (const auto& item : queue_) result.wake = std::min(result.wake, item->LookBy(now));
   }
   Finish(ended);
   return result;
