@@ -353,8 +353,13 @@ add("aten::addmm", "dtypes", "torch.addmm(x0, x1, x2)", [T((5,), S), T((3, 4), S
     ["f32"], ("script",))
 add("aten::baddbmm", "dtypes", "torch.baddbmm(x0, x1, x2)",
     [T((2, 3, 5), S), T((2, 3, 4), S), T((2, 4, 5), S)], ALL)
+# beta=0: `self` is ignored. Products of at least 400 multiply-adds per matrix: below that,
+# libtorch 1.13's own baddbmm kernel computes 0 * (its uninitialized output), which is NaN
+# whenever the allocator hands it memory that held one (pytorch/pytorch#80588, fixed in 2.1),
+# and the reference then varies from run to run (with a dirtied allocator, 18131 of 20000 calls
+# at [2, 3, 4] x [2, 4, 5]; none at [2, 8, 8] x [2, 8, 8]).
 add("aten::baddbmm", "kw", "torch.baddbmm(x0, x1, x2, beta=0.0, alpha=0.5)",
-    [T((5,), S), T((2, 3, 4), S), T((2, 4, 5), S)], ["f32", "f64"])
+    [T((8,), S), T((2, 8, 8), S), T((2, 8, 8), S)], ["f32", "f64"])
 add("aten::linear", "dtypes", "F.linear(x0, x1, x2)", [T((2, 3, 4), S), T((5, 4), S), T((5,), S)], ALL)
 add("aten::linear", "no_bias", "F.linear(x0, x1)", [T((3, 4), S), T((5, 4), S)], ["f32", "f64"])
 for r in (1, 2, 4, 5):
