@@ -149,7 +149,8 @@ class Server {
   // What both front ends call (server/core/inference_core.h, repository_core.h).
   std::unique_ptr<InferenceCore> inference_core_;
   std::unique_ptr<RepositoryCore> repository_core_;
-  // Counted by an interceptor; heap-held so its address is stable for it.
+  // RPCs and requests in flight, counted by each front end; heap-held so that
+  // its address is stable for them.
   std::unique_ptr<std::atomic<int>> in_flight_ = std::make_unique<std::atomic<int>>(0);
   // Set at the end of Shutdown's grace period: RunLimits::stopping.
   std::shared_ptr<std::atomic<bool>> stopping_;

@@ -34,8 +34,9 @@ void AddContractTrailer(grpc::ServerContext* context, const std::string& contrac
 
 }  // namespace
 
-InferenceService::InferenceService(InferenceCore* core, const security::Authenticator* auth)
-    : core_(core), auth_(auth) {}
+InferenceService::InferenceService(InferenceCore* core, const security::Authenticator* auth,
+                                   std::atomic<int>* in_flight)
+    : core_(core), auth_(auth), in_flight_(in_flight) {}
 
 grpc::Status InferenceService::ServerLive(grpc::ServerContext* context,
                                           const inference::ServerLiveRequest*,
@@ -85,12 +86,14 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
+  if (in_flight_ != nullptr) in_flight_->fetch_add(1);
   InferCall call;
   call.deadline = context->deadline();
   call.cancelled = [context] { return context->IsCancelled(); };
   core_->ModelInfer(*caller, *request, response, std::move(call),
-                    [reactor, request](const absl::Status& status) {
+                    [in_flight = in_flight_, reactor, request](const absl::Status& status) {
                       if (!status.ok()) LogFailedCall("ModelInfer", request->model_name(), status);
+                      if (in_flight != nullptr) in_flight->fetch_sub(1);
                       reactor->Finish(ToGrpcStatus(status));
                     });
   return reactor;

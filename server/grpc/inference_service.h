@@ -4,6 +4,8 @@
 // through ToGrpcStatus(); all behaviour lives in the core.
 #pragma once
 
+#include <atomic>
+
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/core/inference_core.h"
 #include "server/security/access_policy.h"
@@ -17,8 +19,11 @@ class InferenceService final
           inference::GRPCInferenceService::Service> {
  public:
   // `core` must outlive the service; so must `auth`, who may call what (null:
-  // everyone may call anything).
-  InferenceService(InferenceCore* core, const security::Authenticator* auth);
+  // everyone may call anything), and `in_flight` (may be null), where
+  // ModelInfer counts its calls while they run (grpc_server.cc: the other
+  // RPCs are counted by an interceptor, which ModelInfer goes without).
+  InferenceService(InferenceCore* core, const security::Authenticator* auth,
+                   std::atomic<int>* in_flight = nullptr);
 
   grpc::Status ServerLive(grpc::ServerContext* context, const inference::ServerLiveRequest* request,
                           inference::ServerLiveResponse* response) override;
@@ -61,6 +66,7 @@ class InferenceService final
  private:
   InferenceCore* core_;
   const security::Authenticator* auth_;
+  std::atomic<int>* in_flight_;
 };
 
 }  // namespace kiln::server

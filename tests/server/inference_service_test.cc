@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -502,6 +503,44 @@ TEST_F(InferenceServiceTest, ConcurrentRequestsAndReplacementUnderLoad) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(UploadFixture("mlp", "mlp.pt").ok());
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// ModelInfer runs without the logging interceptor unless debug lines are logged
+// (grpc_server.cc) and counts itself in flight, which shutdown's "draining N in
+// flight" reads: counted while it runs, not after it has answered.
+TEST_F(InferenceServiceTest, ModelInferCountsItselfInFlight) {
+  REQUIRE_FIXTURE("resnet18.pt");
+  ASSERT_TRUE(UploadFixture("resnet18", "resnet18.pt").ok());
+  const std::vector<NamedTensor> one = FixtureInputs("resnet18");
+  ASSERT_EQ(one.size(), 1u);
+  const Tensor& x = one[0].tensor;
+  ASSERT_EQ(x.dim(0), 1);
+  // A batch of 32: a few hundred milliseconds, long enough to be seen running.
+  constexpr int64_t kRows = 32;
+  Dims dims = x.dims();
+  dims[0] = kRows;
+  Tensor batch = Tensor::Zeros(x.dtype(), dims);
+  for (int64_t r = 0; r < kRows; ++r) {
+    std::memcpy(static_cast<char*>(batch.raw_data()) + r * x.byte_size(), x.raw_data(),
+                x.byte_size());
+  }
+  EXPECT_EQ(server_->in_flight(), 0);
+  absl::StatusOr<std::vector<NamedTensor>> outputs;
+  std::atomic<bool> answered{false};
+  std::thread call([&] {
+    outputs = client_->Infer("resnet18", {{one[0].name, batch}});
+    answered = true;
+  });
+  int most = 0;
+  while (!answered.load()) {
+    most = std::max(most, server_->in_flight());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  call.join();
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ((*outputs)[0].tensor.dim(0), kRows);
+  EXPECT_EQ(most, 1);
+  EXPECT_EQ(server_->in_flight(), 0);
 }
 
 }  // namespace
