@@ -27,16 +27,19 @@ namespace {
 // ContinueFinalizeResultAfterInterception starts an empty batch), which for a
 // callback handler is more work and thread switches on every call
 // (docs/performance.md: one to two fewer switches per call in gRPC's
-// threads without it). ModelInfer counts itself in flight (inference_service.cc).
+// threads without it). ModelInfer counts itself in flight and logs its own
+// start (inference_service.cc), so that a call logged as started is always one
+// shutdown counts as in flight.
 class RequestInterceptor : public grpc::experimental::Interceptor {
  public:
-  // `counts`: this interceptor counts the RPC in `in_flight` (else its
-  // handler does).
+  // `handler_counts`: the RPC's handler counts it in `in_flight` and logs its
+  // start; this interceptor logs only its end.
   RequestInterceptor(grpc::experimental::ServerRpcInfo* info, std::atomic<int>* in_flight,
-                     bool counts)
+                     bool handler_counts)
       : method_(info->method()),
         in_flight_(in_flight),
-        counts_(counts && in_flight != nullptr),
+        counts_(!handler_counts && in_flight != nullptr),
+        logs_start_(!handler_counts),
         level_(method_.rfind("/grpc.health.", 0) == 0 ? spdlog::level::trace
                                                       : spdlog::level::debug) {}
 
@@ -49,10 +52,8 @@ class RequestInterceptor : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(Hook::POST_RECV_INITIAL_METADATA) && !started_) {
       started_ = true;
       start_ = std::chrono::steady_clock::now();
-      const int n = counts_ ? in_flight_->fetch_add(1) + 1
-                    : in_flight_ != nullptr ? in_flight_->load() + 1  // its handler counts it next
-                                            : 0;
-      spdlog::log(level_, "rpc {} started ({} in flight)", method_, n);
+      const int n = counts_ ? in_flight_->fetch_add(1) + 1 : 0;
+      if (logs_start_) spdlog::log(level_, "rpc {} started ({} in flight)", method_, n);
     }
     if (methods->QueryInterceptionHookPoint(Hook::PRE_SEND_STATUS)) {
       const grpc::Status status = methods->GetSendStatus();
@@ -71,6 +72,7 @@ class RequestInterceptor : public grpc::experimental::Interceptor {
   const std::string method_;
   std::atomic<int>* const in_flight_;
   const bool counts_;
+  const bool logs_start_;
   const spdlog::level::level_enum level_;
   bool started_ = false;
   std::chrono::steady_clock::time_point start_;
@@ -85,9 +87,9 @@ class RequestInterceptorFactory : public grpc::experimental::ServerInterceptorFa
       grpc::experimental::ServerRpcInfo* info) override {
     if (std::strcmp(info->method(), kModelInfer) == 0) {
       if (!spdlog::should_log(spdlog::level::debug)) return nullptr;
-      return new RequestInterceptor(info, in_flight_, /*counts=*/false);
+      return new RequestInterceptor(info, in_flight_, /*handler_counts=*/true);
     }
-    return new RequestInterceptor(info, in_flight_, /*counts=*/true);
+    return new RequestInterceptor(info, in_flight_, /*handler_counts=*/false);
   }
 
  private:

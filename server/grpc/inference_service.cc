@@ -1,5 +1,7 @@
 #include "server/grpc/inference_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <string>
 #include <utility>
 
@@ -81,12 +83,16 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Counted, and its debug line written, as one step: a call logged as started
+  // is one that shutdown's "draining N in flight" counts.
+  const int n = in_flight_ != nullptr ? in_flight_->fetch_add(1) + 1 : 0;
+  spdlog::debug("rpc /inference.GRPCInferenceService/ModelInfer started ({} in flight)", n);
   absl::StatusOr<Caller> caller = security::Authenticate(auth_, *context, Rpc::kModelInfer);
   if (!caller.ok()) {
+    if (in_flight_ != nullptr) in_flight_->fetch_sub(1);
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
-  if (in_flight_ != nullptr) in_flight_->fetch_add(1);
   InferCall call;
   call.deadline = context->deadline();
   call.cancelled = [context] { return context->IsCancelled(); };

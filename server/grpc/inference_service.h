@@ -20,8 +20,10 @@ class InferenceService final
  public:
   // `core` must outlive the service; so must `auth`, who may call what (null:
   // everyone may call anything), and `in_flight` (may be null), where
-  // ModelInfer counts its calls while they run (grpc_server.cc: the other
-  // RPCs are counted by an interceptor, which ModelInfer goes without).
+  // ModelInfer counts its calls while they run and logs each start at debug
+  // level (grpc_server.cc: the other RPCs are counted and logged by an
+  // interceptor, which ModelInfer goes without unless debug lines are logged,
+  // and then only for the line at its end).
   InferenceService(InferenceCore* core, const security::Authenticator* auth,
                    std::atomic<int>* in_flight = nullptr);
 
