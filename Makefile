@@ -84,11 +84,13 @@ bench-load: build
 test-container: deps
 	BUILD=$(BUILD) scripts/test-container.sh
 
-# Runs deploy/compose.yaml with podman-compose, the image made from this build's binaries: health check,
-# curl upload and inference (against PyTorch), metrics, the named volumes across down / up.
+# Runs deploy/compose.yaml with podman-compose (COMPOSE_ENGINE=docker: Docker and docker-compose), the image
+# made from this build's binaries: health check, curl upload and inference (against PyTorch), metrics, the
+# named volumes across down / up.
+COMPOSE_ENGINE ?= podman
 test-compose: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target kilnd kiln kiln-torch-worker
-	BUILD=$(BUILD) scripts/test-compose.sh
+	BUILD=$(BUILD) COMPOSE_ENGINE=$(COMPOSE_ENGINE) scripts/test-compose.sh
 
 clean:
 	rm -rf $(BUILD)

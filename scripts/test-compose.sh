@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs deploy/compose.yaml for real with podman-compose and checks what it promises: kilnd from the image
+# Runs deploy/compose.yaml for real with podman-compose (COMPOSE_ENGINE=podman, the default) or with Docker and
+# docker-compose (COMPOSE_ENGINE=docker) and checks what it promises: kilnd from the image
 # with its HTTP, gRPC and metrics ports, the health check, a model uploaded and inferred with curl (the
 # answer compared with PyTorch's), the metrics port, the named volumes holding the model repository and
 # the compiled-graph cache, and a `down` / `up` that serves the model again from those volumes (loaded from
@@ -7,7 +8,7 @@
 #
 # The image is built from the binaries `make build` made (`--target prebuilt`: nothing is compiled in the
 # image; TARGET=compiled compiles them in it). Works on a Debian bookworm machine without a container
-# registry (scripts/podman-setup.sh). The host ports are 18000-18002 unless KILN_HTTP_PORT,
+# registry (scripts/podman-setup.sh, scripts/docker-setup.sh). The host ports are 18000-18002 unless KILN_HTTP_PORT,
 # KILN_GRPC_PORT or KILN_METRICS_PORT say otherwise, so that a kilnd on 8000-8002 is left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,13 +23,39 @@ export KILN_HTTP_PORT=${KILN_HTTP_PORT:-18000}
 export KILN_GRPC_PORT=${KILN_GRPC_PORT:-18001}
 export KILN_METRICS_PORT=${KILN_METRICS_PORT:-18002}
 http=http://127.0.0.1:$KILN_HTTP_PORT
-compose=(podman-compose -p "$PROJECT" -f deploy/compose.yaml)
-tag=test-compose
+ENGINE=${COMPOSE_ENGINE:-podman}
+tag="test-compose ($ENGINE)"
 
-PODMAN_SETUP_TAG=$tag
-PODMAN_EXTRA_PACKAGES="podman-compose curl"
-source scripts/podman-setup.sh
-podman_setup
+# What differs between the engines: the CLI, the compose tool, and how the health check is read (podman runs
+# it on its schedule only through systemd timers, which a host without systemd lacks, so `podman healthcheck
+# run` runs it now; Docker's daemon runs it every `interval` itself).
+case "$ENGINE" in
+  podman)
+    engine=podman
+    compose=(podman-compose -p "$PROJECT" -f deploy/compose.yaml)
+    PODMAN_SETUP_TAG=$tag
+    PODMAN_EXTRA_PACKAGES="podman-compose curl"
+    source scripts/podman-setup.sh
+    podman_setup
+    engine_teardown() { :; }
+    healthy() { podman healthcheck run "$1" > /dev/null 2>&1; }
+    ;;
+  docker)
+    engine=docker
+    compose=(docker-compose -p "$PROJECT" -f deploy/compose.yaml)
+    DOCKER_SETUP_TAG=$tag
+    DOCKER_EXTRA_PACKAGES="curl"
+    source scripts/docker-setup.sh
+    docker_setup
+    engine_teardown() { docker_teardown; }
+    healthy() { [ "$(docker inspect "$1" --format '{{.State.Health.Status}}' 2> /dev/null)" = healthy ]; }
+    ;;
+  *)
+    echo "test-compose: COMPOSE_ENGINE is '$ENGINE': podman or docker" >&2
+    exit 2
+    ;;
+esac
+volume_exists() { "$engine" volume inspect "$1" > /dev/null 2>&1; }
 
 if [ "$TARGET" = prebuilt ]; then
   # The build context passes build/bin's three binaries only (.containerignore).
@@ -39,19 +66,19 @@ if [ "$TARGET" = prebuilt ]; then
   done
 fi
 echo "$tag: building $KILN_IMAGE (--target $TARGET)"
-podman build -q --network host --build-arg BASE="$BASE_IMAGE" --target "$TARGET" -f deploy/Dockerfile \
+"$engine" build -q --network host --build-arg BASE="$BASE_IMAGE" --target "$TARGET" -f deploy/Dockerfile \
   -t "$KILN_IMAGE" . > /dev/null
-echo "$tag: image size $(($(podman image inspect "$KILN_IMAGE" --format '{{.Size}}') / 1024 / 1024)) MiB"
+echo "$tag: image size $(($("$engine" image inspect "$KILN_IMAGE" --format '{{.Size}}') / 1024 / 1024)) MiB"
 
 # What an earlier run left is removed first, and all of it at exit.
 compose_clean() {
   "${compose[@]}" down -v -t 30 > /dev/null 2>&1 || true
-  podman volume rm -f "${PROJECT}_models" "${PROJECT}_cache" > /dev/null 2>&1 || true
-  podman network rm -f "${PROJECT}_default" > /dev/null 2>&1 || true  # podman-compose 1.0 keeps it
+  "$engine" volume rm -f "${PROJECT}_models" "${PROJECT}_cache" > /dev/null 2>&1 || true
+  "$engine" network rm "${PROJECT}_default" > /dev/null 2>&1 || true  # podman-compose 1.0 keeps it
 }
 compose_clean
 work=$(mktemp -d)
-trap 'compose_clean; rm -rf "$work"' EXIT
+trap 'compose_clean; rm -rf "$work"; engine_teardown' EXIT
 
 # A TorchScript model, an input, and PyTorch's output for it.
 $PYTHON - "$work" <<'PY'
@@ -66,17 +93,16 @@ json.dump(model(x).detach().flatten().tolist(), open(f"{sys.argv[1]}/expected.js
 PY
 
 cid() {
-  podman ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=kiln"
+  "$engine" ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=kiln"
 }
 
 # Ready: the compose file's own health check passes in the container and HTTP readiness answers 200
-# through the published port. Prints the seconds since $1. `podman healthcheck run` runs the check now
-# (podman schedules it every `interval` with systemd timers, which a host without systemd lacks).
+# through the published port. Prints the seconds since $1.
 wait_ready() {
   local start=$1 id=
   for _ in $(seq 1 600); do
     id=$(cid)
-    if [ -n "$id" ] && podman healthcheck run "$id" > /dev/null 2>&1 &&
+    if [ -n "$id" ] && healthy "$id" &&
        curl -sf "$http/v2/health/ready" > /dev/null 2>&1; then
       $PYTHON -c "import time; print(round(time.time() - $start, 2))"
       return 0
@@ -84,7 +110,7 @@ wait_ready() {
     sleep 0.2
   done
   echo "$tag: kilnd was not ready after two minutes" >&2
-  [ -n "$id" ] && podman logs "$id" >&2
+  [ -n "$id" ] && "$engine" logs "$id" >&2
   return 1
 }
 
@@ -110,7 +136,7 @@ echo "$tag: ${compose[*]} up -d"
 start=$($PYTHON -c "import time; print(time.time())")
 "${compose[@]}" up -d > "$work/up.log" 2>&1 || { cat "$work/up.log"; exit 1; }
 first=$(wait_ready "$start")
-health=$(podman inspect "$(cid)" --format '{{.State.Health.Status}}')
+health=$("$engine" inspect "$(cid)" --format '{{.State.Health.Status}}')
 [ "$health" = healthy ] || { echo "$tag: health status '$health', not healthy" >&2; exit 1; }
 echo "$tag: up to ready (health check passing, status $health) $first s"
 
@@ -127,10 +153,10 @@ ok=$(metric nv_inference_request_success "model=\"$MODEL\",version=\"1\"")
 echo "$tag: metrics port: nv_inference_request_success{model=\"$MODEL\"} $ok"
 
 for v in models cache; do
-  podman volume exists "${PROJECT}_$v" || { echo "$tag: no volume ${PROJECT}_$v" >&2; exit 1; }
+  volume_exists "${PROJECT}_$v" || { echo "$tag: no volume ${PROJECT}_$v" >&2; exit 1; }
 done
-models=$(podman volume inspect "${PROJECT}_models" --format '{{.Mountpoint}}')
-cache=$(podman volume inspect "${PROJECT}_cache" --format '{{.Mountpoint}}')
+models=$("$engine" volume inspect "${PROJECT}_models" --format '{{.Mountpoint}}')
+cache=$("$engine" volume inspect "${PROJECT}_cache" --format '{{.Mountpoint}}')
 cmp -s "$work/model.pt" "$(find "$models/$MODEL" -name model.pt | head -n 1)" ||
   { echo "$tag: the models volume does not hold the upload:" >&2; find "$models" >&2; exit 1; }
 [ -n "$(find "$cache" -type f)" ] || { echo "$tag: the cache volume is empty" >&2; exit 1; }
@@ -153,11 +179,11 @@ echo "$tag: graph loaded from the cache volume (kiln_plan_cache_disk_hits_total{
 # SIGTERM drains and exits 0 (stop first: down removes the container and its exit code).
 id=$(cid)
 "${compose[@]}" stop -t 30 > /dev/null 2>&1
-code=$(podman inspect "$id" --format '{{.State.ExitCode}}')
-[ "$code" = 0 ] || { echo "$tag: kilnd exited with $code" >&2; podman logs "$id" >&2; exit 1; }
+code=$("$engine" inspect "$id" --format '{{.State.ExitCode}}')
+[ "$code" = 0 ] || { echo "$tag: kilnd exited with $code" >&2; "$engine" logs "$id" >&2; exit 1; }
 "${compose[@]}" down -v -t 30 > /dev/null 2>&1
 for v in models cache; do
-  ! podman volume exists "${PROJECT}_$v" || { echo "$tag: down -v left ${PROJECT}_$v" >&2; exit 1; }
+  ! volume_exists "${PROJECT}_$v" || { echo "$tag: down -v left ${PROJECT}_$v" >&2; exit 1; }
 done
 echo "$tag: stopped (exit 0), down -v removed the volumes"
 echo "$tag: passed"

@@ -186,6 +186,11 @@ class ComposeTest(unittest.TestCase):
         self.assertIsNotNone(target, kiln["build"]["target"])
         self.assertEqual(target.group(1), stages[-1])
         self.assertIn("prebuilt", stages)
+        # Docker's legacy builder runs every stage up to the target: the host-binaries stage must not
+        # come after the stage that compiles.
+        self.assertLess(stages.index("prebuilt"), stages.index("build"))
+        # Compose v1 (Debian bookworm's docker-compose 1.29) refuses a top-level `name`.
+        self.assertEqual(set(compose), {"services", "volumes"})
         published = sorted(int(p.rsplit(":", 1)[1]) for p in kiln["ports"])
         self.assertEqual(published, [8000, 8001, 8002])
         mounts = dict(v.split(":", 1) for v in kiln["volumes"])
