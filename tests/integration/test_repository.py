@@ -36,8 +36,9 @@ class Kilnd(KilndProcess):
                 "--log-level", "info", *extra]
         if cache:
             args += ["--cache-dir", cache]
-        # kilnd re-executes itself to set OMP_WAIT_POLICY when it is unset; setting it here
-        # halves each start (libtorch is loaded once, not twice).
+        # Passive OpenMP workers: these tests run several kilnds (and ctest runs tests side by
+        # side) on two cores, where libgomp's default spin after each parallel region takes
+        # milliseconds of CPU from the others.
         super().__init__(BIN, args, env={"OMP_WAIT_POLICY": "PASSIVE", **(env or {})})
 
 
