@@ -3,8 +3,10 @@
 # (the engine and its CLI), docker-compose (Compose v1, 1.29: bookworm packages no Compose v2 plugin) and
 # debootstrap, starts the Docker daemon when none answers (with systemctl where systemd runs; otherwise
 # dockerd in the background, stopped again by docker_teardown), and makes the bookworm base image, $BASE_IMAGE,
-# locally with debootstrap from the Debian mirror apt already uses.
+# locally (scripts/base-image.sh).
 # The caller sets `set -euo pipefail`; messages are prefixed with $DOCKER_SETUP_TAG.
+
+source "$(dirname "${BASH_SOURCE[0]}")/base-image.sh"
 
 BASE_IMAGE=localhost/bookworm-base:1
 DOCKER_SETUP_TAG=${DOCKER_SETUP_TAG:-docker-setup}
@@ -40,21 +42,8 @@ docker_setup() {
     fi
   fi
 
-  if ! docker image inspect "$BASE_IMAGE" > /dev/null 2>&1; then
-    local rootfs mirror
-    rootfs=$(mktemp -d)
-    echo "$DOCKER_SETUP_TAG: making $BASE_IMAGE with debootstrap (about two minutes)"
-    # The Debian mirror this machine's apt already uses, as apt itself reports it (scripts/podman-setup.sh).
-    mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Codename: bookworm' 'Origin: Debian' \
-               'Component: main' 2> /dev/null | head -n 1)
-    if [ -z "$mirror" ]; then
-      echo "$DOCKER_SETUP_TAG: apt knows no Debian bookworm repository (run apt-get update?)" >&2
-      return 1
-    fi
-    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" > /dev/null
-    tar -C "$rootfs" -c . | docker import --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" > /dev/null
-    rm -rf "$rootfs"
-  fi
+  docker image inspect "$BASE_IMAGE" > /dev/null 2>&1 ||
+    make_base_image docker "$BASE_IMAGE" "$DOCKER_SETUP_TAG"
 }
 
 # Stops the dockerd that docker_setup started (none: nothing to do).

@@ -5,6 +5,8 @@
 # image, $BASE_IMAGE, locally with debootstrap from the Debian mirror apt already uses.
 # The caller sets `set -euo pipefail`; messages are prefixed with $PODMAN_SETUP_TAG.
 
+source "$(dirname "${BASH_SOURCE[0]}")/base-image.sh"
+
 BASE_IMAGE=localhost/bookworm-base:1
 PODMAN_SETUP_TAG=${PODMAN_SETUP_TAG:-podman-setup}
 
@@ -30,20 +32,5 @@ events_logger = "file"
 CONF
   fi
 
-  if ! podman image exists "$BASE_IMAGE"; then
-    local rootfs mirror
-    rootfs=$(mktemp -d)
-    echo "$PODMAN_SETUP_TAG: making $BASE_IMAGE with debootstrap (about two minutes)"
-    # The Debian mirror this machine's apt already uses, as apt itself reports it (the repository of its
-    # bookworm main index), so the base image comes from the same place as every other package.
-    mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Codename: bookworm' 'Origin: Debian' \
-               'Component: main' 2> /dev/null | head -n 1)
-    if [ -z "$mirror" ]; then
-      echo "$PODMAN_SETUP_TAG: apt knows no Debian bookworm repository (run apt-get update?)" >&2
-      return 1
-    fi
-    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" > /dev/null
-    tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" > /dev/null
-    rm -rf "$rootfs"
-  fi
+  podman image exists "$BASE_IMAGE" || make_base_image podman "$BASE_IMAGE" "$PODMAN_SETUP_TAG"
 }
