@@ -183,6 +183,12 @@ int main(int argc, char** argv) {
                  "Default (0): as many as the cores hold, cores / --threads")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  std::string pin_threads(kiln::kernels::ThreadPinningName(options.pin_threads));
+  app.add_option("--pin-threads", pin_threads,
+                 "Pin each compute thread's team of --threads threads to CPUs of its own: auto "
+                 "(when --threads > 1 and the teams fit the CPUs kilnd may use), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   app.add_option("--max-upload-bytes", options.max_upload_bytes,
                  "Largest model file accepted by an upload, in bytes")
       ->check(CLI::PositiveNumber)
@@ -245,6 +251,7 @@ int main(int argc, char** argv) {
   options.import_sandbox = import_sandbox == "on" && isolation == "process";
   options.verify_on_first_use = verify_on_first_use == "on";
   options.max_request_memory_bytes = max_request_memory_mb << 20;
+  options.pin_threads = *kiln::kernels::ParseThreadPinning(pin_threads);  // CLI checked it
   {
     // libtorch runs in kiln-torch-worker, found beside this binary (a build
     // or deployment without libtorch has none: what needs it then fails

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
 #include "server/core/inference_core.h"
 #include "server/core/model_registry.h"
@@ -139,6 +140,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   core_options.concurrent_inferences = options.concurrent_inferences > 0
                                            ? options.concurrent_inferences
                                            : ComputePool::DefaultWorkers(options.threads);
+  {
+    const std::vector<int> allowed = kernels::AllowedCpus();
+    core_options.compute_cpus = kernels::PlanTeamCpus(core_options.concurrent_inferences,
+                                                      options.threads, options.pin_threads, allowed);
+    std::string pinned;
+    for (const auto& team : core_options.compute_cpus)
+      if (!team.empty()) absl::StrAppend(&pinned, pinned.empty() ? "" : " | ", absl::StrJoin(team, ","));
+    spdlog::info("compute: {} thread(s) x {} intra-op thread(s) on {} CPU(s); --pin-threads {}: {}",
+                 core_options.concurrent_inferences, options.threads, allowed.size(),
+                 std::string(kernels::ThreadPinningName(options.pin_threads)),
+                 pinned.empty() ? std::string("not pinned") : "CPUs " + pinned);
+  }
   server->inference_core_ = std::make_unique<InferenceCore>(server->registry_.get(), core_options);
   if (options.uploads.max_partial_uploads < 1 || options.uploads.max_partial_bytes == 0 ||
       options.uploads.ttl.count() < 1) {

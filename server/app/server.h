@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "engine/kernels/thread_binding.h"
 #include "server/core/run_limits.h"
 #include "server/security/tls.h"
 #include "server/core/upload_store.h"
@@ -59,6 +60,9 @@ struct ServerOptions {
   // Requests computing at once (compute threads, compute_pool.h); 0: as many
   // as the cores hold requests of `threads` threads.
   int concurrent_inferences = 0;
+  // Whether each compute thread pins its team of `threads` threads to CPUs of
+  // its own (engine/kernels/thread_binding.h; --pin-threads).
+  kernels::ThreadPinning pin_threads = kernels::ThreadPinning::kAuto;
   uint64_t max_upload_bytes = 512ull << 20;
   // Bounds on the uploads kept to resume (--max-partial-uploads,
   // --max-partial-upload-bytes, --partial-upload-ttl-s).

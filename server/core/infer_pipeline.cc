@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "engine/kernels/thread_binding.h"
 #include "engine/runtime/profiler.h"
 #include "server/core/request_parameters.h"
 #include "server/core/tensor_codec.h"
@@ -82,10 +84,19 @@ struct InferPipeline::Pending {
   }
 };
 
-InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, int concurrent_inferences)
+InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, int concurrent_inferences,
+                             std::vector<std::vector<int>> compute_cpus)
     : registry_(registry),
       limits_(std::move(limits)),
-      compute_(std::make_unique<ComputePool>(concurrent_inferences)),
+      compute_(std::make_unique<ComputePool>(
+          concurrent_inferences,
+          [cpus = std::move(compute_cpus)](int worker) {
+            if (worker >= static_cast<int>(cpus.size())) return;
+            // Unpinned, the thread still runs: only slower when the kernel
+            // co-locates its team (thread_binding.h).
+            if (absl::Status pinned = kernels::PinTeam(cpus[worker]); !pinned.ok())
+              spdlog::warn("compute thread {}: {}", worker, std::string(pinned.message()));
+          })),
       batches_(std::make_unique<BatchScheduler>(compute_.get())) {}
 
 InferPipeline::~InferPipeline() {

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "inference/grpc_service.pb.h"
@@ -46,8 +47,11 @@ class InferPipeline {
   using Done = std::function<void(absl::Status)>;
 
   // `registry` must outlive the pipeline. `concurrent_inferences` compute
-  // threads run the engine.
-  InferPipeline(ModelRegistry* registry, RunLimits limits, int concurrent_inferences);
+  // threads run the engine; compute thread i pins its OpenMP team to
+  // `compute_cpus[i]` where that list is given and not empty
+  // (kernels::PlanTeamCpus, engine/kernels/thread_binding.h).
+  InferPipeline(ModelRegistry* registry, RunLimits limits, int concurrent_inferences,
+                std::vector<std::vector<int>> compute_cpus = {});
   ~InferPipeline();  // finishes what runs; what is still queued is refused (UNAVAILABLE)
   InferPipeline(const InferPipeline&) = delete;
   InferPipeline& operator=(const InferPipeline&) = delete;

@@ -133,7 +133,8 @@ InferenceCore::InferenceCore(ModelRegistry* registry, InferenceCoreOptions optio
     : registry_(registry),
       options_(options),
       pipeline_(std::make_unique<InferPipeline>(registry, options_.limits,
-                                                options_.concurrent_inferences)) {}
+                                                options_.concurrent_inferences,
+                                                options_.compute_cpus)) {}
 
 absl::Status InferenceCore::ServerLive(const Caller& caller,
                                        inference::ServerLiveResponse* response) const {

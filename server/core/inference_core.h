@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +36,9 @@ struct InferenceCoreOptions {
   RunLimits limits;
   // Compute threads inferences run the engine on (compute_pool.h).
   int concurrent_inferences = 1;
+  // The CPUs each compute thread's OpenMP team is pinned to (empty or a
+  // shorter list: unpinned); kernels::PlanTeamCpus makes it.
+  std::vector<std::vector<int>> compute_cpus;
 };
 
 // What a successful load answers: the model's contract

@@ -6,11 +6,12 @@
 
 namespace kiln::server {
 
-ComputePool::ComputePool(int workers) {
+ComputePool::ComputePool(int workers, std::function<void(int worker)> on_start) {
   const int n = std::max(1, workers);
   threads_.reserve(n);
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] {
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this, i, on_start] {
       NameThisThread("kiln-compute");
+      if (on_start) on_start(i);
       Work();
     });
 }

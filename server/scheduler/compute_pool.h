@@ -31,7 +31,10 @@ namespace kiln::server {
 
 class ComputePool {
  public:
-  explicit ComputePool(int workers);
+  // `on_start(i)`, when given, runs first on compute thread i (0 <= i <
+  // workers), before it takes a task: where the thread sets up what it keeps
+  // for its life (its OpenMP team pinned to CPUs: infer_pipeline.cc).
+  explicit ComputePool(int workers, std::function<void(int worker)> on_start = nullptr);
   ~ComputePool();  // finishes the running tasks; queued ones are destroyed unrun
   ComputePool(const ComputePool&) = delete;
   ComputePool& operator=(const ComputePool&) = delete;

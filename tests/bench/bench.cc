@@ -1,6 +1,6 @@
 // kiln-bench: the native side of `make bench` (tests/bench/peer_bench.py drives it).
 //
-//   kiln-bench --worker kiln  --model M.pt|M.pt2 --threads N [--precision bf16]
+//   kiln-bench --worker kiln  --model M.pt|M.pt2 --threads N [--precision bf16] [--pin-threads M]
 //   kiln-bench --worker torch --model M.pt --threads N [--blas-threads B]
 //   kiln-bench --worker kilnd --server HOST:PORT --model NAME [--shared-memory] [--local-socket P]
 //   kiln-bench --sgemm-peak --threads N
@@ -46,6 +46,7 @@
 #include "engine/importer/export/exported_program_importer.h"
 #include "engine/importer/import.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
+#include "engine/kernels/thread_binding.h"
 #include "engine/runtime/model.h"
 #include "engine/runtime/profiler.h"
 
@@ -359,6 +360,12 @@ int main(int argc, char** argv) {
   app.add_option("--local-socket", local_socket,
                  "kilnd worker: infer over kilnd's local socket at this path instead of gRPC");
   app.add_flag("--sgemm-peak", sgemm_peak, "print the sgemm GFLOP/s at --threads and exit");
+  std::string pin_threads = "auto";
+  app.add_option("--pin-threads", pin_threads,
+                 "kiln worker: pin its team of --threads threads to CPUs, as kilnd's "
+                 "--pin-threads does (auto: when --threads > 1 and they fit the CPUs)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   // OpenBLAS's pthread pool explicitly, as kilnd does; Kiln sizes its OpenMP team per call from
@@ -371,6 +378,11 @@ int main(int argc, char** argv) {
   if (worker.empty() || model.empty()) Fail("--worker and --model are needed (or --sgemm-peak)");
   std::unique_ptr<Engine> engine;
   if (worker == "kiln") {
+    // The team kilnd's compute thread would have: the one compute thread's CPUs.
+    const auto plan = kiln::kernels::PlanTeamCpus(
+        1, threads, *kiln::kernels::ParseThreadPinning(pin_threads), kiln::kernels::AllowedCpus());
+    if (absl::Status pinned = kiln::kernels::PinTeam(plan[0]); !pinned.ok())
+      Fail(std::string(pinned.message()));
     engine = std::make_unique<KilnEngine>(model, threads, *kiln::ParsePrecision(precision),
                                           disabled_passes);
   } else if (worker == "kilnd") {

@@ -96,6 +96,7 @@ def measure(args, name, models_dir):
     socket = os.path.join(repo, "kilnd.sock")
     server = KilndProcess(args.bin, ["--port", "0", "--model-repository", os.path.join(repo, "m"),
                                      "--local-socket", socket, "--threads", args.threads,
+                                     "--pin-threads", args.pin_threads,
                                      "--log-level", "warn", "--http-port", "-1",
                                      "--metrics-port", "-1"])
     workers = {}
@@ -106,7 +107,8 @@ def measure(args, name, models_dir):
                   "--shared-memory"]
         workers = {
             "kiln": Worker(args.bin, ["--worker", "kiln", "--model", pt, "--threads",
-                                      str(args.threads)], dtype, shape, input_path),
+                                      str(args.threads), "--pin-threads", args.pin_threads],
+                           dtype, shape, input_path),
             "shm": Worker(args.bin, client, dtype, shape, input_path),
             "local": Worker(args.bin, client + ["--local-socket", socket], dtype, shape,
                             input_path),
@@ -142,9 +144,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", default="2")
     ap.add_argument("--gap-ms", type=float, default=30)
+    ap.add_argument("--pin-threads", default="auto", choices=["auto", "on", "off"],
+                    help="kilnd's and the in-process worker's --pin-threads")
     args = ap.parse_args()
     models_dir = os.path.join(args.work, "models")
-    print(f"threads={args.threads} rounds={args.rounds} gap={args.gap_ms:g} ms (medians of "
+    print(f"threads={args.threads} pin-threads={args.pin_threads} rounds={args.rounds} gap={args.gap_ms:g} ms (medians of "
           f"per-round differences to Kiln in process; figure = max(0.3 ms, 3%))")
     print(f"{'model':16} {'in process':>10} {'gRPC+shm':>18} {'local+shm':>18} {'figure':>7}  met")
     for name in args.models.split(","):

@@ -14,10 +14,12 @@ and the peak RSS is the engine's own):
   kdloc   the same kilnd, from a third client that passes its input through shared memory and
           makes the call over kilnd's local socket (kilnd --local-socket) instead of gRPC;
           loc-k is kdloc - kiln as shm-k, and loc% the same as a share of kiln's median
-  torch   libtorch 1.13, the frozen TorchScript (kiln-bench --worker torch), at the best of four
+  torch   libtorch 1.13, the frozen TorchScript (kiln-bench --worker torch), at the best of five
           settings for that model and batch: libgomp's default wait policy or
-          OMP_WAIT_POLICY=PASSIVE, times OpenBLAS at 1 thread or at --threads; chosen by a short
-          interleaved calibration in the same run, and named in the table
+          OMP_WAIT_POLICY=PASSIVE, times OpenBLAS at 1 thread or at --threads, and the default one
+          with its OpenMP threads pinned to cores (OMP_PROC_BIND=close, OMP_PLACES=cores: what
+          Kiln's --pin-threads auto does for its own team); chosen by a short interleaved
+          calibration in the same run, and named in the table
   ort     ONNX Runtime 1.21 from a Debian trixie chroot (made on first use, cached in --work)
           on the .onnx export (opset 14) of the same traced file
   pt2     Kiln in process again, on the torch.export archive (.pt2) of the same weights, written by
@@ -62,18 +64,21 @@ ENGINES = ["kiln", "kilnd", "kdshm", "kdloc", "ort", "torch"]
 PT2 = "pt2"
 CHROOT_MOUNT = "/kiln-bench"  # where --work/models appears inside the chroot
 # libtorch's settings: (libgomp's wait policy or None for its default, OpenBLAS threads or None
-# for --threads).
-TORCH_SETTINGS = [(None, None), (None, 1), ("PASSIVE", None), ("PASSIVE", 1)]
+# for --threads, OMP_PROC_BIND or None for unpinned).
+TORCH_SETTINGS = [(None, None, None), (None, 1, None), ("PASSIVE", None, None), ("PASSIVE", 1, None),
+                  (None, None, "close")]
 
 
 # The environment of every engine: no thread settings of the caller's leak in.
 CLEAN_ENV = {k: v for k, v in os.environ.items()
-             if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+             if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                          "OMP_PROC_BIND", "OMP_PLACES")}
 
 
 def torch_setting_label(setting, threads):
-    wait, blas = setting
-    return f"OMP_WAIT_POLICY={wait or 'default'},OPENBLAS_NUM_THREADS={blas or threads}"
+    wait, blas, bind = setting
+    label = f"OMP_WAIT_POLICY={wait or 'default'},OPENBLAS_NUM_THREADS={blas or threads}"
+    return label + (f",OMP_PROC_BIND={bind}" if bind else "")
 
 
 def log(*args):
@@ -385,11 +390,14 @@ class Bench:
                                         "--threads", t, "--precision", self.args.precision],
                                   log % PT2))
         for i, setting in enumerate(TORCH_SETTINGS):
-            wait, blas = setting
+            wait, blas, bind = setting
+            env = {"OMP_WAIT_POLICY": wait} if wait else {}
+            if bind:
+                env.update(OMP_PROC_BIND=bind, OMP_PLACES="cores")
             torch.append(Worker(torch_setting_label(setting, t),
                                 [self.kiln_bench, "--worker", "torch", "--model", pt, "--threads", t,
                                  "--blas-threads", str(blas or t)],
-                                log % f"torch{i}", {"OMP_WAIT_POLICY": wait} if wait else {}))
+                                log % f"torch{i}", env))
             if (blas or self.args.threads) > 1:
                 # OpenBLAS's idle threads spin (yielding) for 2^28 cycles, ~0.1 s here, after
                 # each call before they sleep.

@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <future>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <set>
 #include <string>
@@ -41,6 +43,39 @@ TEST(ComputePoolTest, RunsOnTheSameComputeThreadsInOrder) {
 
 // A profile or `top -H` of kilnd tells compute threads from gRPC's and the
 // others by name; a load's short-lived thread has a name of its own.
+TEST(ComputePoolTest, OnStartRunsOnEachComputeThreadBeforeItsTasks) {
+  std::mutex mu;
+  std::map<std::thread::id, int> started;  // thread -> its index
+  std::vector<std::pair<std::thread::id, bool>> ran;  // thread, whether it had started
+  {
+    ComputePool pool(2, [&](int worker) {
+      std::lock_guard<std::mutex> lock(mu);
+      started[std::this_thread::get_id()] = worker;
+    });
+    std::promise<void> both;
+    std::shared_future<void> go = both.get_future().share();
+    std::atomic<int> left{2};
+    for (int i = 0; i < 2; ++i) {
+      pool.Submit([&] {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ran.emplace_back(std::this_thread::get_id(), started.count(std::this_thread::get_id()) == 1);
+        }
+        // Both tasks at once, so each worker takes one.
+        if (--left == 0) both.set_value();
+        go.wait();
+      });
+    }
+    go.wait();  // both running: the pool's end waits for them
+  }
+  std::set<int> indexes;
+  for (const auto& [id, index] : started) indexes.insert(index);
+  EXPECT_EQ(indexes, (std::set<int>{0, 1}));
+  ASSERT_EQ(ran.size(), 2u);
+  for (const auto& [id, had_started] : ran) EXPECT_TRUE(had_started);
+  EXPECT_NE(ran[0].first, ran[1].first);
+}
+
 TEST(ComputePoolTest, ThreadsAreNamed) {
   auto name = [] {
     char buffer[16] = {};

@@ -1,0 +1,56 @@
+// Pinning a thread budget's OpenMP team to CPUs, one thread per CPU.
+//
+// Why: a team's threads spin at the end of each parallel region (libgomp's
+// default wait policy), and between requests they sleep. When a request
+// wakes them, the kernel may queue a woken member on the CPU its master
+// runs on, and the member then waits behind the master's spin, or the master
+// behind the member's, until a scheduler tick: measured on a 2-vCPU KVM
+// guest with an EEVDF kernel, mobilenet_v2 at 2 threads took 5.5 to 10.8 ms
+// per call unpinned and 4.9 to 5.2 ms pinned, and a 0.2 ms model served
+// through kilnd's local socket 1.5 to 3.1 ms later than in process unpinned
+// and 0.4 ms pinned (docs/performance.md). OpenMP's own OMP_PROC_BIND does
+// the same for the process's first team only; a server runs one team per
+// compute thread, each on CPUs of its own (PlanTeamCpus).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kiln::kernels {
+
+enum class ThreadPinning {
+  kAuto,  // pin teams of 2+ threads when every team gets CPUs of its own
+  kOn,    // pin every team, sharing CPUs round-robin when there are too few
+  kOff,   // never pin: the kernel's scheduler places every thread
+};
+
+absl::StatusOr<ThreadPinning> ParseThreadPinning(std::string_view text);  // auto|on|off
+std::string_view ThreadPinningName(ThreadPinning pinning);
+
+// The CPUs this process may run on (its affinity mask, which a container's
+// cpuset or taskset narrows), ascending.
+std::vector<int> AllowedCpus();
+
+// The CPUs of each of `teams` teams of `threads` threads: team k takes
+// `allowed`'s CPUs from index k * threads on (wrapping round under kOn when
+// they do not suffice). An empty list leaves that team unpinned: every team
+// under kOff, and under kAuto when a team has one thread (nothing to
+// co-locate) or when teams * threads exceeds the allowed CPUs (pinned teams
+// would share CPUs, where the scheduler does better).
+std::vector<std::vector<int>> PlanTeamCpus(int teams, int threads, ThreadPinning pinning,
+                                           const std::vector<int>& allowed);
+
+// Pins the calling thread's OpenMP team (Kiln's loops, oneDNN, the GEMMs):
+// its thread budget becomes cpus.size() threads (UseThreads), and member t of
+// that team, the calling thread being member 0, runs on cpus[t] only. Call it
+// once, on a thread that keeps its team (a compute thread), before the thread
+// runs a model; later regions of the same size reuse the pinned members. An
+// empty list does nothing. Fails, pinning nothing further, when the kernel
+// refuses a CPU (one outside the affinity mask).
+absl::Status PinTeam(const std::vector<int>& cpus);
+
+}  // namespace kiln::kernels
