@@ -47,7 +47,7 @@ std::vector<std::vector<int>> PlanTeamCpus(int teams, int threads, ThreadPinning
   std::vector<std::vector<int>> plan(teams > 0 ? teams : 0);
   if (pinning == ThreadPinning::kOff || allowed.empty() || threads < 1) return plan;
   if (pinning == ThreadPinning::kAuto &&
-      (threads < 2 || static_cast<int64_t>(teams) * threads > static_cast<int64_t>(allowed.size())))
+      (threads < 2 || static_cast<int64_t>(teams) * threads != static_cast<int64_t>(allowed.size())))
     return plan;
   size_t next = 0;
   for (auto& team : plan)
@@ -77,6 +77,15 @@ absl::Status PinTeam(const std::vector<int>& cpus) {
     return absl::InternalError(absl::StrCat("cannot pin a thread to CPU ", failed_cpu.load(), ": ",
                                             std::strerror(failed_errno.load())));
   return absl::OkStatus();
+}
+
+void WakeTeam(int num_threads) {
+  if (num_threads < 2) return;
+  UseThreads(num_threads);
+#pragma omp parallel num_threads(num_threads)
+  {
+    // Nothing: the region's start wakes the members, its end waits for them.
+  }
 }
 
 }  // namespace kiln::kernels

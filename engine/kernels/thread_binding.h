@@ -23,7 +23,7 @@
 namespace kiln::kernels {
 
 enum class ThreadPinning {
-  kAuto,  // pin teams of 2+ threads when every team gets CPUs of its own
+  kAuto,  // pin teams of 2+ threads when they fill the allowed CPUs exactly
   kOn,    // pin every team, sharing CPUs round-robin when there are too few
   kOff,   // never pin: the kernel's scheduler places every thread
 };
@@ -39,8 +39,10 @@ std::vector<int> AllowedCpus();
 // `allowed`'s CPUs from index k * threads on (wrapping round under kOn when
 // they do not suffice). An empty list leaves that team unpinned: every team
 // under kOff, and under kAuto when a team has one thread (nothing to
-// co-locate) or when teams * threads exceeds the allowed CPUs (pinned teams
-// would share CPUs, where the scheduler does better).
+// co-locate) or when teams * threads is not exactly the allowed CPUs: more,
+// and pinned teams would share CPUs, where the scheduler does better; fewer,
+// and the process is not sized to own the CPUs it may use (a second kilnd
+// on the same machine would pin to the same first ones).
 std::vector<std::vector<int>> PlanTeamCpus(int teams, int threads, ThreadPinning pinning,
                                            const std::vector<int>& allowed);
 
@@ -52,5 +54,13 @@ std::vector<std::vector<int>> PlanTeamCpus(int teams, int threads, ThreadPinning
 // empty list does nothing. Fails, pinning nothing further, when the kernel
 // refuses a CPU (one outside the affinity mask).
 absl::Status PinTeam(const std::vector<int>& cpus);
+
+// Wakes the calling thread's OpenMP team of `num_threads` threads with an
+// empty parallel region and returns once every member has woken: they then
+// spin (libgomp's default wait policy), so the next region starts at once.
+// A compute thread calls it when a request is on its way (ComputePool's
+// Prewake), so the members' wake-up overlaps the request's decoding. One
+// thread: nothing to do.
+void WakeTeam(int num_threads);
 
 }  // namespace kiln::kernels

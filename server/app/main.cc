@@ -180,13 +180,13 @@ int main(int argc, char** argv) {
   app.add_option("--concurrent-inferences", options.concurrent_inferences,
                  "Requests that compute at once, each on a compute thread of its own with "
                  "--threads threads; more wait in a queue (their deadline counting). "
-                 "Default (0): as many as the cores hold, cores / --threads")
+                 "Default (0): as many as the CPUs kilnd may use hold, CPUs / --threads")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   std::string pin_threads(kiln::kernels::ThreadPinningName(options.pin_threads));
   app.add_option("--pin-threads", pin_threads,
                  "Pin each compute thread's team of --threads threads to CPUs of its own: auto "
-                 "(when --threads > 1 and the teams fit the CPUs kilnd may use), on, off")
+                 "(when --threads > 1 and the teams fill the CPUs kilnd may use exactly), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option("--max-upload-bytes", options.max_upload_bytes,

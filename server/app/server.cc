@@ -137,18 +137,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   InferenceCoreOptions core_options;
   core_options.max_upload_bytes = options.max_upload_bytes;
   core_options.limits = limits;
-  core_options.concurrent_inferences = options.concurrent_inferences > 0
-                                           ? options.concurrent_inferences
-                                           : ComputePool::DefaultWorkers(options.threads);
+  ComputeOptions& compute = core_options.compute;
+  compute.threads = options.concurrent_inferences > 0 ? options.concurrent_inferences
+                                                      : ComputePool::DefaultWorkers(options.threads);
+  compute.team_threads = options.threads;
   {
     const std::vector<int> allowed = kernels::AllowedCpus();
-    core_options.compute_cpus = kernels::PlanTeamCpus(core_options.concurrent_inferences,
-                                                      options.threads, options.pin_threads, allowed);
+    compute.team_cpus =
+        kernels::PlanTeamCpus(compute.threads, options.threads, options.pin_threads, allowed);
     std::string pinned;
-    for (const auto& team : core_options.compute_cpus)
+    for (const auto& team : compute.team_cpus)
       if (!team.empty()) absl::StrAppend(&pinned, pinned.empty() ? "" : " | ", absl::StrJoin(team, ","));
     spdlog::info("compute: {} thread(s) x {} intra-op thread(s) on {} CPU(s); --pin-threads {}: {}",
-                 core_options.concurrent_inferences, options.threads, allowed.size(),
+                 compute.threads, options.threads, allowed.size(),
                  std::string(kernels::ThreadPinningName(options.pin_threads)),
                  pinned.empty() ? std::string("not pinned") : "CPUs " + pinned);
   }

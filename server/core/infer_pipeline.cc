@@ -84,19 +84,19 @@ struct InferPipeline::Pending {
   }
 };
 
-InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, int concurrent_inferences,
-                             std::vector<std::vector<int>> compute_cpus)
+InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, ComputeOptions compute)
     : registry_(registry),
       limits_(std::move(limits)),
       compute_(std::make_unique<ComputePool>(
-          concurrent_inferences,
-          [cpus = std::move(compute_cpus)](int worker) {
+          compute.threads,
+          [cpus = compute.team_cpus](int worker) {
             if (worker >= static_cast<int>(cpus.size())) return;
             // Unpinned, the thread still runs: only slower when the kernel
             // co-locates its team (thread_binding.h).
             if (absl::Status pinned = kernels::PinTeam(cpus[worker]); !pinned.ok())
               spdlog::warn("compute thread {}: {}", worker, std::string(pinned.message()));
-          })),
+          },
+          [n = compute.team_threads](int) { kernels::WakeTeam(n); })),
       batches_(std::make_unique<BatchScheduler>(compute_.get())) {}
 
 InferPipeline::~InferPipeline() {
@@ -117,6 +117,9 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
   if (!serving.ok()) return pending->Fail(serving.status());
   pending->serving = *std::move(serving);
   pending->serving.stats->RecordStart();
+  // A compute thread wakes while the request decodes (the batcher's queue
+  // decides when a batched one runs).
+  if (pending->serving.batcher == nullptr || !pending->serving.batcher->queues()) compute_->Prewake();
 
   // Parameters first: one kilnd does not understand refuses the request.
   absl::StatusOr<InferParameters> params = ParseInferParameters(request);

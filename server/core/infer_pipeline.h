@@ -42,16 +42,22 @@ struct InferCall {
   std::function<bool()> cancelled;
 };
 
+// The compute threads inferences run on (compute_pool.h).
+struct ComputeOptions {
+  int threads = 1;       // compute threads: requests computing at once
+  int team_threads = 1;  // each one's OpenMP team (kilnd --threads)
+  // The CPUs compute thread i pins its team to (kernels::PlanTeamCpus,
+  // engine/kernels/thread_binding.h); missing or empty: unpinned.
+  std::vector<std::vector<int>> team_cpus;
+};
+
 class InferPipeline {
  public:
   using Done = std::function<void(absl::Status)>;
 
-  // `registry` must outlive the pipeline. `concurrent_inferences` compute
-  // threads run the engine; compute thread i pins its OpenMP team to
-  // `compute_cpus[i]` where that list is given and not empty
-  // (kernels::PlanTeamCpus, engine/kernels/thread_binding.h).
-  InferPipeline(ModelRegistry* registry, RunLimits limits, int concurrent_inferences,
-                std::vector<std::vector<int>> compute_cpus = {});
+  // `registry` must outlive the pipeline. `compute.threads` compute threads
+  // run the engine.
+  InferPipeline(ModelRegistry* registry, RunLimits limits, ComputeOptions compute);
   ~InferPipeline();  // finishes what runs; what is still queued is refused (UNAVAILABLE)
   InferPipeline(const InferPipeline&) = delete;
   InferPipeline& operator=(const InferPipeline&) = delete;

@@ -133,8 +133,7 @@ InferenceCore::InferenceCore(ModelRegistry* registry, InferenceCoreOptions optio
     : registry_(registry),
       options_(options),
       pipeline_(std::make_unique<InferPipeline>(registry, options_.limits,
-                                                options_.concurrent_inferences,
-                                                options_.compute_cpus)) {}
+                                                options_.compute)) {}
 
 absl::Status InferenceCore::ServerLive(const Caller& caller,
                                        inference::ServerLiveResponse* response) const {

@@ -34,11 +34,8 @@ struct InferenceCoreOptions {
   uint64_t max_upload_bytes = 512ull << 20;
   // Each inference's memory and time.
   RunLimits limits;
-  // Compute threads inferences run the engine on (compute_pool.h).
-  int concurrent_inferences = 1;
-  // The CPUs each compute thread's OpenMP team is pinned to (empty or a
-  // shorter list: unpinned); kernels::PlanTeamCpus makes it.
-  std::vector<std::vector<int>> compute_cpus;
+  // The compute threads inferences run the engine on (infer_pipeline.h).
+  ComputeOptions compute;
 };
 
 // What a successful load answers: the model's contract

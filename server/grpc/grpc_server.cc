@@ -5,7 +5,6 @@
 #include <grpcpp/support/server_interceptor.h>
 #include <spdlog/spdlog.h>
 
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "engine/common/status_macros.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/repository_service.h"
+#include "server/security/access_policy.h"
 
 namespace kiln::server {
 namespace {
@@ -38,13 +38,12 @@ class RequestInterceptor : public grpc::experimental::Interceptor {
                      bool handler_counts)
       : method_(info->method()),
         in_flight_(in_flight),
-        counts_(!handler_counts && in_flight != nullptr),
-        logs_start_(!handler_counts),
+        handler_counts_(handler_counts),
         level_(method_.rfind("/grpc.health.", 0) == 0 ? spdlog::level::trace
                                                       : spdlog::level::debug) {}
 
   ~RequestInterceptor() override {
-    if (started_ && counts_) in_flight_->fetch_sub(1);
+    if (started_ && counts()) in_flight_->fetch_sub(1);
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -52,8 +51,10 @@ class RequestInterceptor : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(Hook::POST_RECV_INITIAL_METADATA) && !started_) {
       started_ = true;
       start_ = std::chrono::steady_clock::now();
-      const int n = counts_ ? in_flight_->fetch_add(1) + 1 : 0;
-      if (logs_start_) spdlog::log(level_, "rpc {} started ({} in flight)", method_, n);
+      if (!handler_counts_) {
+        const int n = counts() ? in_flight_->fetch_add(1) + 1 : 0;
+        spdlog::log(level_, "rpc {} started ({} in flight)", method_, n);
+      }
     }
     if (methods->QueryInterceptionHookPoint(Hook::PRE_SEND_STATUS)) {
       const grpc::Status status = methods->GetSendStatus();
@@ -71,8 +72,9 @@ class RequestInterceptor : public grpc::experimental::Interceptor {
  private:
   const std::string method_;
   std::atomic<int>* const in_flight_;
-  const bool counts_;
-  const bool logs_start_;
+  bool counts() const { return !handler_counts_ && in_flight_ != nullptr; }
+
+  const bool handler_counts_;
   const spdlog::level::level_enum level_;
   bool started_ = false;
   std::chrono::steady_clock::time_point start_;
@@ -80,12 +82,10 @@ class RequestInterceptor : public grpc::experimental::Interceptor {
 
 class RequestInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  static constexpr char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
-
   explicit RequestInterceptorFactory(std::atomic<int>* in_flight) : in_flight_(in_flight) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    if (std::strcmp(info->method(), kModelInfer) == 0) {
+    if (security::RpcMethod(security::Rpc::kModelInfer) == info->method()) {
       if (!spdlog::should_log(spdlog::level::debug)) return nullptr;
       return new RequestInterceptor(info, in_flight_, /*handler_counts=*/true);
     }

@@ -1,18 +1,22 @@
 #include "server/scheduler/compute_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "server/core/thread_name.h"
 
 namespace kiln::server {
 
-ComputePool::ComputePool(int workers, std::function<void(int worker)> on_start) {
+ComputePool::ComputePool(int workers, std::function<void(int worker)> on_start,
+                         std::function<void(int worker)> on_prewake)
+    : on_prewake_(std::move(on_prewake)) {
   const int n = std::max(1, workers);
   threads_.reserve(n);
   for (int i = 0; i < n; ++i) threads_.emplace_back([this, i, on_start] {
       NameThisThread("kiln-compute");
       if (on_start) on_start(i);
-      Work();
+      Work(i);
     });
 }
 
@@ -26,19 +30,45 @@ ComputePool::~ComputePool() {
 }
 
 int ComputePool::DefaultWorkers(int threads_per_request) {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  // The CPUs this process may use (a container's cpuset, taskset), not the
+  // machine's: hardware_concurrency counts every CPU online.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = sched_getaffinity(0, sizeof set, &set) == 0
+                        ? CPU_COUNT(&set)
+                        : static_cast<int>(std::thread::hardware_concurrency());
   return std::max(1, cores / std::max(1, threads_per_request));
 }
 
-void ComputePool::Work() {
+void ComputePool::Work(int worker) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     ++waiting_;
-    ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    ready_.wait(lock, [this] { return stopping_ || !queue_.empty() || prewake_; });
+    if (!stopping_ && queue_.empty()) {
+      // Prewoken: a task is on its way. Still counted as waiting (idle()),
+      // the thread readies its team and watches the queue; a Submit that
+      // notified nobody (this thread does not wait on `ready_` now) is seen
+      // here or, past the watch, by the predicate above.
+      prewake_ = false;
+      watching_ = true;
+      lock.unlock();
+      if (on_prewake_) on_prewake_(worker);
+      const auto until = std::chrono::steady_clock::now() + kPrewakeWatch;
+      while (queued_.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();  // a thread decoding on this CPU goes first
+      }
+      lock.lock();
+      watching_ = false;
+      --waiting_;
+      continue;
+    }
     --waiting_;
-    if (stopping_ || queue_.empty()) return;  // what is still queued goes with the pool
+    if (stopping_) return;  // what is still queued goes with the pool
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
+    queued_.store(queue_.size(), std::memory_order_release);
     lock.unlock();
     task();
     task = nullptr;  // what it holds goes before the next one starts
@@ -56,6 +86,17 @@ void ComputePool::Submit(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;  // `task` is destroyed unrun
     queue_.push_back(std::move(task));
+    queued_.store(queue_.size(), std::memory_order_release);
+  }
+  ready_.notify_one();
+}
+
+void ComputePool::Prewake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Nobody idle, or one already woken for this: nothing to do.
+    if (stopping_ || prewake_ || watching_ || waiting_ <= static_cast<int>(queue_.size())) return;
+    prewake_ = true;
   }
   ready_.notify_one();
 }

@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
   std::string pin_threads = "auto";
   app.add_option("--pin-threads", pin_threads,
                  "kiln worker: pin its team of --threads threads to CPUs, as kilnd's "
-                 "--pin-threads does (auto: when --threads > 1 and they fit the CPUs)")
+                 "--pin-threads does (auto: when --threads > 1 and they fill the CPUs exactly)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

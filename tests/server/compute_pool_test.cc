@@ -76,6 +76,67 @@ TEST(ComputePoolTest, OnStartRunsOnEachComputeThreadBeforeItsTasks) {
   EXPECT_NE(ran[0].first, ran[1].first);
 }
 
+// Waits until `pool` has `n` threads waiting for work (a new pool's threads
+// take a moment to get there).
+void AwaitIdle(const ComputePool& pool, int n) {
+  for (int i = 0; i < 10000 && pool.idle() != n; ++i) std::this_thread::sleep_for(milliseconds(1));
+  ASSERT_EQ(pool.idle(), n);
+}
+
+TEST(ComputePoolTest, PrewakeWakesAnIdleThreadThatThenTakesTheTask) {
+  std::atomic<int> prewoken{0};
+  std::promise<std::thread::id> prewoke_on;
+  ComputePool pool(1, nullptr, [&](int worker) {
+    EXPECT_EQ(worker, 0);
+    if (prewoken++ == 0) prewoke_on.set_value(std::this_thread::get_id());
+  });
+  AwaitIdle(pool, 1);
+  pool.Prewake();
+  const std::thread::id compute = prewoke_on.get_future().get();
+  EXPECT_NE(compute, std::this_thread::get_id());
+  // Still idle while it watches the queue: the batcher may count on it.
+  EXPECT_EQ(pool.idle(), 1);
+  std::promise<std::thread::id> ran_on;
+  pool.Submit([&] { ran_on.set_value(std::this_thread::get_id()); });
+  EXPECT_EQ(ran_on.get_future().get(), compute);
+}
+
+TEST(ComputePoolTest, ATaskAfterThePrewakeWatchStillRuns) {
+  std::atomic<int> prewoken{0};
+  ComputePool pool(1, nullptr, [&](int) { ++prewoken; });
+  AwaitIdle(pool, 1);
+  pool.Prewake();
+  // Past the watch the thread sleeps again; a Submit wakes it as usual.
+  std::this_thread::sleep_for(ComputePool::kPrewakeWatch * 5);
+  std::promise<void> ran;
+  pool.Submit([&] { ran.set_value(); });
+  EXPECT_EQ(ran.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(prewoken.load(), 1);
+  // And a second Prewake wakes it again.
+  AwaitIdle(pool, 1);
+  pool.Prewake();
+  for (int i = 0; i < 1000 && prewoken.load() < 2; ++i) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_EQ(prewoken.load(), 2);
+}
+
+TEST(ComputePoolTest, PrewakeWithNoIdleThreadWakesNobody) {
+  std::atomic<int> prewoken{0};
+  std::promise<void> release, running;
+  std::shared_future<void> go = release.get_future().share();
+  {
+    ComputePool pool(1, nullptr, [&](int) { ++prewoken; });
+    pool.Submit([&] {
+      running.set_value();
+      go.wait();
+    });
+    running.get_future().wait();
+    EXPECT_EQ(pool.idle(), 0);
+    pool.Prewake();
+    release.set_value();
+  }
+  EXPECT_EQ(prewoken.load(), 0);
+}
+
 TEST(ComputePoolTest, ThreadsAreNamed) {
   auto name = [] {
     char buffer[16] = {};

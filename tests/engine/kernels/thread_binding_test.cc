@@ -29,8 +29,8 @@ TEST(ThreadBindingTest, ParsesTheThreeModes) {
 TEST(ThreadBindingTest, AutoGivesEachTeamCpusOfItsOwn) {
   const std::vector<int> cpus = {0, 1, 2, 3, 6, 7};  // a cpuset with a hole
   EXPECT_EQ(PlanTeamCpus(3, 2, ThreadPinning::kAuto, cpus), (Plan{{0, 1}, {2, 3}, {6, 7}}));
+  EXPECT_EQ(PlanTeamCpus(2, 3, ThreadPinning::kAuto, cpus), (Plan{{0, 1, 2}, {3, 6, 7}}));
   EXPECT_EQ(PlanTeamCpus(1, 2, ThreadPinning::kAuto, {0, 1}), (Plan{{0, 1}}));
-  EXPECT_EQ(PlanTeamCpus(1, 4, ThreadPinning::kAuto, cpus), (Plan{{0, 1, 2, 3}}));
 }
 
 TEST(ThreadBindingTest, AutoLeavesSingleThreadsAndOversubscribedTeamsUnpinned) {
@@ -39,6 +39,9 @@ TEST(ThreadBindingTest, AutoLeavesSingleThreadsAndOversubscribedTeamsUnpinned) {
   // Teams that would share CPUs: the scheduler places them.
   EXPECT_EQ(PlanTeamCpus(2, 2, ThreadPinning::kAuto, {0, 1}), (Plan{{}, {}}));
   EXPECT_EQ(PlanTeamCpus(1, 4, ThreadPinning::kAuto, {0, 1}), (Plan{{}}));
+  // Teams that leave CPUs over: a second process could pin to the same ones.
+  EXPECT_EQ(PlanTeamCpus(1, 2, ThreadPinning::kAuto, {0, 1, 2, 3}), (Plan{{}}));
+  EXPECT_EQ(PlanTeamCpus(1, 2, ThreadPinning::kOn, {0, 1, 2, 3}), (Plan{{0, 1}}));
   EXPECT_EQ(PlanTeamCpus(2, 2, ThreadPinning::kOff, {0, 1, 2, 3}), (Plan{{}, {}}));
   EXPECT_EQ(PlanTeamCpus(1, 2, ThreadPinning::kAuto, {}), (Plan{{}}));
 }
