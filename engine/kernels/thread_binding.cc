@@ -3,9 +3,13 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/kernel.h"
@@ -42,12 +46,87 @@ std::vector<int> AllowedCpus() {
   return cpus;
 }
 
+std::optional<int> ParseCpuMax(std::string_view text) {
+  const std::string s(text);
+  long long quota = 0, period = 0;
+  if (std::sscanf(s.c_str(), "%lld %lld", &quota, &period) != 2 || quota <= 0 || period <= 0)
+    return std::nullopt;  // "max PERIOD", or nothing readable
+  return static_cast<int>(std::max<long long>(1, quota / period));
+}
+
+namespace {
+
+std::optional<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+std::optional<int> Min(std::optional<int> a, std::optional<int> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::min(*a, *b);
+}
+
+}  // namespace
+
+std::optional<int> CpuQuotaCores() {
+  // The limit may sit on the process's cgroup or any ancestor; the tightest
+  // wins. In a container with its own cgroup namespace the path is "/".
+  auto walk = [](std::string path, const std::function<std::optional<int>(const std::string&)>& at) {
+    std::optional<int> cores;
+    for (;;) {
+      cores = Min(cores, at(path == "/" ? std::string() : path));
+      if (path.empty() || path == "/") return cores;
+      path = path.substr(0, path.rfind('/'));
+    }
+  };
+  std::optional<int> cores;
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    // ID:CONTROLLERS:PATH; ID 0 is cgroup v2's unified hierarchy.
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
+    const std::string path = line.substr(b + 1);
+    if (id == "0") {
+      cores = Min(cores, walk(path, [](const std::string& dir) {
+                    auto text = ReadSmallFile("/sys/fs/cgroup" + dir + "/cpu.max");
+                    return text ? ParseCpuMax(*text) : std::nullopt;
+                  }));
+      continue;
+    }
+    if (("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
+    for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
+      cores = Min(cores, walk(path, [mount](const std::string& dir) -> std::optional<int> {
+                    auto quota = ReadSmallFile(mount + dir + "/cpu.cfs_quota_us");
+                    auto period = ReadSmallFile(mount + dir + "/cpu.cfs_period_us");
+                    if (!quota || !period) return std::nullopt;
+                    return ParseCpuMax(*quota + " " + *period);
+                  }));
+    }
+  }
+  return cores;
+}
+
+int UsableCpus() {
+  int cpus = static_cast<int>(AllowedCpus().size());
+  if (cpus < 1) cpus = 1;
+  if (auto quota = CpuQuotaCores()) cpus = std::min(cpus, *quota);
+  return cpus;
+}
+
 std::vector<std::vector<int>> PlanTeamCpus(int teams, int threads, ThreadPinning pinning,
-                                           const std::vector<int>& allowed) {
+                                           const std::vector<int>& allowed,
+                                           std::optional<int> quota_cores) {
   std::vector<std::vector<int>> plan(teams > 0 ? teams : 0);
   if (pinning == ThreadPinning::kOff || allowed.empty() || threads < 1) return plan;
   if (pinning == ThreadPinning::kAuto &&
-      (threads < 2 || static_cast<int64_t>(teams) * threads != static_cast<int64_t>(allowed.size())))
+      (threads < 2 || (quota_cores && *quota_cores < static_cast<int>(allowed.size())) ||
+       static_cast<int64_t>(teams) * threads != static_cast<int64_t>(allowed.size())))
     return plan;
   size_t next = 0;
   for (auto& team : plan)

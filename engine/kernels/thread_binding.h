@@ -13,6 +13,7 @@
 // compute thread, each on CPUs of its own (PlanTeamCpus).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,16 +36,32 @@ std::string_view ThreadPinningName(ThreadPinning pinning);
 // cpuset or taskset narrows), ascending.
 std::vector<int> AllowedCpus();
 
+// The CPU time this process's cgroup may use, in whole cores (rounded down,
+// at least 1): a container's CPU limit (Kubernetes' resources.limits.cpu,
+// `docker run --cpus`), read from cgroup v2's cpu.max of the process's
+// cgroup and its ancestors, or cgroup v1's cpu.cfs_quota_us. None: no limit.
+std::optional<int> CpuQuotaCores();
+// cpu.max's text ("200000 100000": 2 cores; "max 100000": none).
+std::optional<int> ParseCpuMax(std::string_view text);
+
+// How many CPUs this process can keep busy: the allowed CPUs, bounded by the
+// CPU quota. kilnd sizes its compute threads from it.
+int UsableCpus();
+
 // The CPUs of each of `teams` teams of `threads` threads: team k takes
 // `allowed`'s CPUs from index k * threads on (wrapping round under kOn when
 // they do not suffice). An empty list leaves that team unpinned: every team
 // under kOff, and under kAuto when a team has one thread (nothing to
-// co-locate) or when teams * threads is not exactly the allowed CPUs: more,
-// and pinned teams would share CPUs, where the scheduler does better; fewer,
-// and the process is not sized to own the CPUs it may use (a second kilnd
-// on the same machine would pin to the same first ones).
+// co-locate), when a CPU quota below the allowed CPUs applies (`quota_cores`:
+// the process shares those CPUs with others in its time slices, and other
+// processes would pin to the same first ones), or when teams * threads is not
+// exactly the allowed CPUs: more, and pinned teams would share CPUs, where
+// the scheduler does better; fewer, and the process is not sized to own the
+// CPUs it may use (a second kilnd on the same machine would pin to the same
+// first ones).
 std::vector<std::vector<int>> PlanTeamCpus(int teams, int threads, ThreadPinning pinning,
-                                           const std::vector<int>& allowed);
+                                           const std::vector<int>& allowed,
+                                           std::optional<int> quota_cores = std::nullopt);
 
 // Pins the calling thread's OpenMP team (Kiln's loops, oneDNN, the GEMMs):
 // its thread budget becomes cpus.size() threads (UseThreads), and member t of

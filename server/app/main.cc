@@ -186,7 +186,8 @@ int main(int argc, char** argv) {
   std::string pin_threads(kiln::kernels::ThreadPinningName(options.pin_threads));
   app.add_option("--pin-threads", pin_threads,
                  "Pin each compute thread's team of --threads threads to CPUs of its own: auto "
-                 "(when --threads > 1 and the teams fill the CPUs kilnd may use exactly), on, off")
+                 "(when --threads > 1 and the teams fill the CPUs kilnd may use exactly, with no "
+                 "lower CPU limit), on (always), off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option("--max-upload-bytes", options.max_upload_bytes,

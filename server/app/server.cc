@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -103,7 +104,32 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   cache_options.dir = options.cache_dir;
   cache_options.memory_bytes = options.cache_bytes;
   cache_options.disk_bytes = options.cache_disk_bytes;
+  // The compute threads, planned first: a load pins its team as the first one does.
+  ComputeOptions compute;
+  // As many requests as the usable CPUs (the affinity mask, within a
+  // container's CPU limit) hold at --threads threads each.
+  const int usable = kernels::UsableCpus();
+  compute.threads = options.concurrent_inferences > 0
+                        ? options.concurrent_inferences
+                        : std::max(1, usable / std::max(1, options.threads));
+  compute.team_threads = options.threads;
+  {
+    const std::vector<int> allowed = kernels::AllowedCpus();
+    const std::optional<int> quota = kernels::CpuQuotaCores();
+    compute.team_cpus = kernels::PlanTeamCpus(compute.threads, options.threads,
+                                              options.pin_threads, allowed, quota);
+    std::string pinned;
+    for (const auto& team : compute.team_cpus)
+      if (!team.empty()) absl::StrAppend(&pinned, pinned.empty() ? "" : " | ", absl::StrJoin(team, ","));
+    spdlog::info("compute: {} thread(s) x {} intra-op thread(s); {} CPU(s) allowed, CPU limit {}; "
+                 "--pin-threads {}: {}",
+                 compute.threads, options.threads, allowed.size(),
+                 quota ? absl::StrCat(*quota, " core(s)") : std::string("none"),
+                 std::string(kernels::ThreadPinningName(options.pin_threads)),
+                 pinned.empty() ? std::string("not pinned") : "CPUs " + pinned);
+  }
   RegistryOptions registry_options;
+  if (!compute.team_cpus.empty()) registry_options.load_team_cpus = compute.team_cpus.front();
   ASSIGN_OR_RETURN(registry_options.cache, cache::CompiledGraphCache::Create(cache_options));
   registry_options.compile.num_threads = options.threads;
   registry_options.torch_worker = options.torch_worker;
@@ -137,22 +163,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   InferenceCoreOptions core_options;
   core_options.max_upload_bytes = options.max_upload_bytes;
   core_options.limits = limits;
-  ComputeOptions& compute = core_options.compute;
-  compute.threads = options.concurrent_inferences > 0 ? options.concurrent_inferences
-                                                      : ComputePool::DefaultWorkers(options.threads);
-  compute.team_threads = options.threads;
-  {
-    const std::vector<int> allowed = kernels::AllowedCpus();
-    compute.team_cpus =
-        kernels::PlanTeamCpus(compute.threads, options.threads, options.pin_threads, allowed);
-    std::string pinned;
-    for (const auto& team : compute.team_cpus)
-      if (!team.empty()) absl::StrAppend(&pinned, pinned.empty() ? "" : " | ", absl::StrJoin(team, ","));
-    spdlog::info("compute: {} thread(s) x {} intra-op thread(s) on {} CPU(s); --pin-threads {}: {}",
-                 compute.threads, options.threads, allowed.size(),
-                 std::string(kernels::ThreadPinningName(options.pin_threads)),
-                 pinned.empty() ? std::string("not pinned") : "CPUs " + pinned);
-  }
+  core_options.compute = std::move(compute);
   server->inference_core_ = std::make_unique<InferenceCore>(server->registry_.get(), core_options);
   if (options.uploads.max_partial_uploads < 1 || options.uploads.max_partial_bytes == 0 ||
       options.uploads.ttl.count() < 1) {

@@ -58,7 +58,8 @@ struct ServerOptions {
   uint64_t cache_disk_bytes = 0;  // 0: no bound
   int threads = 1;  // intra-op threads per request
   // Requests computing at once (compute threads, compute_pool.h); 0: as many
-  // as the cores hold requests of `threads` threads.
+  // as the usable CPUs (the affinity mask, within a container's CPU limit)
+  // hold requests of `threads` threads.
   int concurrent_inferences = 0;
   // Whether each compute thread pins its team of `threads` threads to CPUs of
   // its own (engine/kernels/thread_binding.h; --pin-threads).

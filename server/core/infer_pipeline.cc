@@ -96,7 +96,13 @@ InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, ComputeO
             if (absl::Status pinned = kernels::PinTeam(cpus[worker]); !pinned.ok())
               spdlog::warn("compute thread {}: {}", worker, std::string(pinned.message()));
           },
-          [n = compute.team_threads](int) { kernels::WakeTeam(n); })),
+          // The team too, when pinned: unpinned, its members' wake-up may
+          // queue one behind the other on one CPU (thread_binding.h), and
+          // the empty region would wait for that.
+          [n = compute.team_threads, cpus = compute.team_cpus](int worker) {
+            if (worker < static_cast<int>(cpus.size()) && !cpus[worker].empty())
+              kernels::WakeTeam(n);
+          })),
       batches_(std::make_unique<BatchScheduler>(compute_.get())) {}
 
 InferPipeline::~InferPipeline() {

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/kernels/thread_binding.h"
 #include "absl/strings/str_join.h"
 #include "engine/cache/file_io.h"
 #include "engine/cache/engine_version.h"
@@ -343,7 +344,11 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::Build(
   // verified import's runs): on a thread of their own, whose OpenMP team ends
   // with it (compute_pool.h says why that matters).
   absl::StatusOr<Built> built = absl::InternalError("the load did not run");
-  RunOnShortLivedThread([&] { built = BuildHere(name, version, path, config, known_sha256); });
+  RunOnShortLivedThread([&] {
+    if (absl::Status pinned = kernels::PinTeam(options_.load_team_cpus); !pinned.ok())
+      spdlog::warn("load of {}: {}", name, std::string(pinned.message()));
+    built = BuildHere(name, version, path, config, known_sha256);
+  });
   return built;
 }
 

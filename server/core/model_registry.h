@@ -177,6 +177,12 @@ struct VersionStatistics {
 
 struct RegistryOptions {
   runtime::CompileOptions compile;
+  // The CPUs a load's thread pins its OpenMP team to (empty: unpinned): the
+  // first compute thread's (InferPipeline), so that oneDNN, which picks a
+  // weight's packed format from what the calling thread may run on, packs
+  // for a load's plans what the compute threads' plans of other signatures
+  // share instead of packing their own copy.
+  std::vector<int> load_team_cpus;
   // Required: imported graphs and compiled plans go through it.
   std::shared_ptr<cache::CompiledGraphCache> cache;
   // kiln-torch-worker (ServerOptions::torch_worker); empty runs libtorch in

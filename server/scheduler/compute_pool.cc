@@ -1,7 +1,5 @@
 #include "server/scheduler/compute_pool.h"
 
-#include <sched.h>
-
 #include <algorithm>
 
 #include "server/core/thread_name.h"
@@ -27,17 +25,6 @@ ComputePool::~ComputePool() {
   }
   ready_.notify_all();
   for (std::thread& t : threads_) t.join();
-}
-
-int ComputePool::DefaultWorkers(int threads_per_request) {
-  // The CPUs this process may use (a container's cpuset, taskset), not the
-  // machine's: hardware_concurrency counts every CPU online.
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cores = sched_getaffinity(0, sizeof set, &set) == 0
-                        ? CPU_COUNT(&set)
-                        : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, threads_per_request));
 }
 
 void ComputePool::Work(int worker) {

@@ -10,8 +10,9 @@
 // transformer ran 35% slower than the same engine in process. So inferences
 // run here, and the other OpenMP work (compiling and verifying a model at
 // load) runs on a short-lived thread whose team ends with it
-// (RunOnShortLivedThread). With the work handed to `workers` compute threads (by default as
-// many as the cores hold requests of --threads threads), there are never
+// (RunOnShortLivedThread). With the work handed to `workers` compute threads (kilnd's
+// default: as many as its usable CPUs, kernels::UsableCpus, hold requests of
+// --threads threads), there are never
 // more OpenMP threads than cores, and requests past that wait in the queue
 // instead of fighting for the cores. The wait counts against the request's
 // deadline: one still queued when its deadline passes, or whose client has
@@ -66,10 +67,6 @@ class ComputePool {
   // Compute threads with nothing to do now: waiting, with no task queued
   // for them. The batcher shares what is queued among them (dynamic_batcher.h).
   int idle() const;
-
-  // The default number of workers: how many requests of `threads_per_request`
-  // threads the machine's cores hold at once (at least 1).
-  static int DefaultWorkers(int threads_per_request);
 
  private:
   void Work(int worker);

@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
   std::string pin_threads = "auto";
   app.add_option("--pin-threads", pin_threads,
                  "kiln worker: pin its team of --threads threads to CPUs, as kilnd's "
-                 "--pin-threads does (auto: when --threads > 1 and they fill the CPUs exactly)")
+                 "--pin-threads does (default auto, as kilnd's)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -380,7 +380,8 @@ int main(int argc, char** argv) {
   if (worker == "kiln") {
     // The team kilnd's compute thread would have: the one compute thread's CPUs.
     const auto plan = kiln::kernels::PlanTeamCpus(
-        1, threads, *kiln::kernels::ParseThreadPinning(pin_threads), kiln::kernels::AllowedCpus());
+        1, threads, *kiln::kernels::ParseThreadPinning(pin_threads), kiln::kernels::AllowedCpus(),
+        kiln::kernels::CpuQuotaCores());
     if (absl::Status pinned = kiln::kernels::PinTeam(plan[0]); !pinned.ok())
       Fail(std::string(pinned.message()));
     engine = std::make_unique<KilnEngine>(model, threads, *kiln::ParsePrecision(precision),

@@ -46,6 +46,26 @@ TEST(ThreadBindingTest, AutoLeavesSingleThreadsAndOversubscribedTeamsUnpinned) {
   EXPECT_EQ(PlanTeamCpus(1, 2, ThreadPinning::kAuto, {}), (Plan{{}}));
 }
 
+TEST(ThreadBindingTest, AutoLeavesTeamsUnpinnedUnderACpuLimitBelowTheAllowedCpus) {
+  // A container limited to 2 cores of a 4-CPU machine's time.
+  EXPECT_EQ(PlanTeamCpus(2, 2, ThreadPinning::kAuto, {0, 1, 2, 3}, 2), (Plan{{}, {}}));
+  EXPECT_EQ(PlanTeamCpus(2, 2, ThreadPinning::kAuto, {0, 1, 2, 3}, 4), (Plan{{0, 1}, {2, 3}}));
+  EXPECT_EQ(PlanTeamCpus(1, 2, ThreadPinning::kOn, {0, 1, 2, 3}, 2), (Plan{{0, 1}}));
+}
+
+TEST(ThreadBindingTest, ReadsCgroupCpuLimits) {
+  EXPECT_EQ(ParseCpuMax("200000 100000"), 2);
+  EXPECT_EQ(ParseCpuMax("150000 100000"), 1);  // whole cores, rounded down
+  EXPECT_EQ(ParseCpuMax("50000 100000"), 1);   // at least one
+  EXPECT_EQ(ParseCpuMax("max 100000"), std::nullopt);
+  EXPECT_EQ(ParseCpuMax("-1 100000"), std::nullopt);  // cgroup v1's "no limit"
+  EXPECT_EQ(ParseCpuMax(""), std::nullopt);
+  // This process's own: whatever it is, within 1 and the allowed CPUs.
+  const int usable = UsableCpus();
+  EXPECT_GE(usable, 1);
+  EXPECT_LE(usable, static_cast<int>(AllowedCpus().size()));
+}
+
 TEST(ThreadBindingTest, OnPinsEvenWhenTeamsShareCpus) {
   EXPECT_EQ(PlanTeamCpus(2, 2, ThreadPinning::kOn, {0, 1, 2}), (Plan{{0, 1}, {2, 0}}));
   EXPECT_EQ(PlanTeamCpus(2, 1, ThreadPinning::kOn, {4, 5}), (Plan{{4}, {5}}));
