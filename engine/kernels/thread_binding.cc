@@ -112,10 +112,9 @@ std::optional<int> CpuQuotaCores() {
   return cores;
 }
 
-int UsableCpus() {
-  int cpus = static_cast<int>(AllowedCpus().size());
-  if (cpus < 1) cpus = 1;
-  if (auto quota = CpuQuotaCores()) cpus = std::min(cpus, *quota);
+int UsableCpus(const std::vector<int>& allowed, std::optional<int> quota_cores) {
+  int cpus = std::max(1, static_cast<int>(allowed.size()));
+  if (quota_cores) cpus = std::min(cpus, *quota_cores);
   return cpus;
 }
 

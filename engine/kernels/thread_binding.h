@@ -44,9 +44,10 @@ std::optional<int> CpuQuotaCores();
 // cpu.max's text ("200000 100000": 2 cores; "max 100000": none).
 std::optional<int> ParseCpuMax(std::string_view text);
 
-// How many CPUs this process can keep busy: the allowed CPUs, bounded by the
-// CPU quota. kilnd sizes its compute threads from it.
-int UsableCpus();
+// How many CPUs this process can keep busy: the `allowed` CPUs (AllowedCpus),
+// bounded by the CPU quota (CpuQuotaCores), at least 1. kilnd sizes its
+// compute threads from it.
+int UsableCpus(const std::vector<int>& allowed, std::optional<int> quota_cores);
 
 // The CPUs of each of `teams` teams of `threads` threads: team k takes
 // `allowed`'s CPUs from index k * threads on (wrapping round under kOn when

@@ -106,16 +106,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   cache_options.disk_bytes = options.cache_disk_bytes;
   // The compute threads, planned first: a load pins its team as the first one does.
   ComputeOptions compute;
-  // As many requests as the usable CPUs (the affinity mask, within a
-  // container's CPU limit) hold at --threads threads each.
-  const int usable = kernels::UsableCpus();
-  compute.threads = options.concurrent_inferences > 0
-                        ? options.concurrent_inferences
-                        : std::max(1, usable / std::max(1, options.threads));
-  compute.team_threads = options.threads;
   {
     const std::vector<int> allowed = kernels::AllowedCpus();
     const std::optional<int> quota = kernels::CpuQuotaCores();
+    // As many requests as the usable CPUs (the affinity mask, within a
+    // container's CPU limit) hold at --threads threads each.
+    compute.threads = options.concurrent_inferences > 0
+                          ? options.concurrent_inferences
+                          : std::max(1, kernels::UsableCpus(allowed, quota) /
+                                            std::max(1, options.threads));
+    compute.team_threads = options.threads;
     compute.team_cpus = kernels::PlanTeamCpus(compute.threads, options.threads,
                                               options.pin_threads, allowed, quota);
     std::string pinned;

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "spdlog/spdlog.h"
 #include "engine/kernels/thread_binding.h"
 #include "engine/runtime/profiler.h"
 #include "server/core/request_parameters.h"
@@ -13,6 +12,7 @@
 #include "server/scheduler/batch_scheduler.h"
 #include "server/scheduler/compute_pool.h"
 #include "server/scheduler/dynamic_batcher.h"
+#include "spdlog/spdlog.h"
 
 namespace kiln::server {
 namespace {

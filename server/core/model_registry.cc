@@ -23,7 +23,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/kernels/thread_binding.h"
 #include "absl/strings/str_join.h"
 #include "engine/cache/file_io.h"
 #include "engine/cache/engine_version.h"
@@ -31,6 +30,7 @@
 #include "engine/common/precision.h"
 #include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/thread_binding.h"
 #include "engine/passes/pass.h"
 #include "server/core/host_effect_ops.h"
 #include "server/core/import_checks.h"

@@ -86,7 +86,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   // Counted, and its debug line written, as one step: a call logged as started
   // is one that shutdown's "draining N in flight" counts.
   const int n = in_flight_ != nullptr ? in_flight_->fetch_add(1) + 1 : 0;
-  spdlog::debug("rpc {} started ({} in flight)", std::string(security::RpcMethod(Rpc::kModelInfer)), n);
+  if (spdlog::should_log(spdlog::level::debug))  // no string built per call otherwise
+    spdlog::debug("rpc {} started ({} in flight)", std::string(security::RpcMethod(Rpc::kModelInfer)), n);
   absl::StatusOr<Caller> caller = security::Authenticate(auth_, *context, Rpc::kModelInfer);
   if (!caller.ok()) {
     if (in_flight_ != nullptr) in_flight_->fetch_sub(1);

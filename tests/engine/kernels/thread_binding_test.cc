@@ -60,8 +60,11 @@ TEST(ThreadBindingTest, ReadsCgroupCpuLimits) {
   EXPECT_EQ(ParseCpuMax("max 100000"), std::nullopt);
   EXPECT_EQ(ParseCpuMax("-1 100000"), std::nullopt);  // cgroup v1's "no limit"
   EXPECT_EQ(ParseCpuMax(""), std::nullopt);
+  EXPECT_EQ(UsableCpus({0, 1, 2, 3}, 2), 2);
+  EXPECT_EQ(UsableCpus({0, 1}, std::nullopt), 2);
+  EXPECT_EQ(UsableCpus({}, std::nullopt), 1);
   // This process's own: whatever it is, within 1 and the allowed CPUs.
-  const int usable = UsableCpus();
+  const int usable = UsableCpus(AllowedCpus(), CpuQuotaCores());
   EXPECT_GE(usable, 1);
   EXPECT_LE(usable, static_cast<int>(AllowedCpus().size()));
 }
