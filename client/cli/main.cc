@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -458,6 +459,9 @@ absl::Status Health(InferenceClient& client) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's Abseil is built with absl::Mutex's deadlock detection on; gRPC's
+  // locks would pay for it on every call (server/app/main.cc says more).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"kiln: client for the Kiln inference server"};
   app.footer(kiln::cli::ExitCodeTable());
   const char* env_server = std::getenv("KILN_SERVER");

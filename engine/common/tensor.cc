@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/common/huge_pages.h"
 #include "engine/common/status_macros.h"
 #include "engine/common/tensor_buffer.h"
 
@@ -102,7 +103,10 @@ size_t TensorBufferBytes(size_t size) { return size == 0 ? 64 : (size + 63) / 64
 
 absl::StatusOr<void*> AllocateTensorBuffer(size_t bytes, DType dtype, const Dims& dims,
                                            const std::string& what) {
-  void* p = std::aligned_alloc(64, bytes);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  const size_t align = BufferAlignment(bytes, 64);
+  void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  if (p != nullptr) AdviseHugePages(p, bytes);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(what, ": cannot allocate ",
                                                      BytesToString(bytes), " for ",

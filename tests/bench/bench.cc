@@ -41,6 +41,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/mutex.h"
 #include "client/inference_client.h"
 #include "client/shared_memory.h"
 #include "engine/importer/export/exported_program_importer.h"
@@ -339,6 +340,9 @@ int SgemmPeak(int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As kilnd and the kiln CLI: gRPC's locks are not to pay Debian's debug-built
+  // Abseil deadlock detection in a timed client (server/app/main.cc says why).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"Kiln's benchmark worker (driven by tests/bench/peer_bench.py)"};
   std::string worker, model, server, local_socket;
   int threads = 1, blas_threads = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/common/huge_pages.h"
 #include "engine/common/mapped_file.h"
 #include "engine/common/sha256.h"
 
@@ -151,9 +153,23 @@ std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
         new dnnl::memory(packed, Engine(), const_cast<void*>(bytes.get())),
         [bytes](const dnnl::memory* m) { delete m; });
   } else {
-    auto owned = std::make_shared<dnnl::memory>(packed, Engine());
-    pack(owned->get_data_handle());
-    memory = std::move(owned);
+    // Kiln's buffer rather than oneDNN's, for the huge pages (huge_pages.h);
+    // without memory for it, oneDNN's allocation fails as it always did.
+    const size_t size = std::max<size_t>(packed.get_size(), 1);
+    const size_t align = BufferAlignment(size, 64);
+    std::shared_ptr<void> bytes(std::aligned_alloc(align, (size + align - 1) / align * align),
+                                std::free);
+    if (bytes != nullptr) {
+      AdviseHugePages(bytes.get(), size);
+      pack(bytes.get());
+      memory = std::shared_ptr<const dnnl::memory>(
+          new dnnl::memory(packed, Engine(), bytes.get()),
+          [bytes](const dnnl::memory* m) { delete m; });
+    } else {
+      auto owned = std::make_shared<dnnl::memory>(packed, Engine());
+      pack(owned->get_data_handle());
+      memory = std::move(owned);
+    }
   }
   ReleaseResidentPages(data, given.get_size());
   // The temporaries of a large pack (the transform's copy, the reorder's)

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <memory>
 
+#include "engine/common/huge_pages.h"
 #include "engine/common/sha256.h"
 #include "engine/common/tensor.h"
 
@@ -19,6 +23,35 @@ TEST(TensorTest, ZerosIsAlignedAndZeroFilled) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % 64, 0u);
   EXPECT_EQ(t.byte_size(), 60u);
   for (int i = 0; i < 15; ++i) EXPECT_EQ(t.data<float>()[i], 0.0f);
+}
+
+TEST(HugePagesTest, AdvisesOnlyWholeAlignedExtentsInside) {
+  EXPECT_EQ(AdviseHugePages(nullptr, 0), 0u);
+  constexpr size_t kMiB = size_t{1} << 20;
+  std::unique_ptr<char, decltype(&std::free)> buffer(
+      static_cast<char*>(std::aligned_alloc(kHugePageBytes, 6 * kMiB)), std::free);
+  ASSERT_NE(buffer, nullptr);
+  // No whole extent: shorter than one, or straddling a boundary.
+  EXPECT_EQ(AdviseHugePages(buffer.get(), kMiB), 0u);
+  EXPECT_EQ(AdviseHugePages(buffer.get() + kMiB, 2 * kMiB), 0u);
+  // [4 KiB, 4 MiB + 4 KiB) holds exactly one, [2 MiB, 4 MiB); with the
+  // kernel's transparent huge pages built in, the advice is taken.
+  const size_t advised = AdviseHugePages(buffer.get() + 4096, 4 * kMiB);
+  if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    EXPECT_EQ(advised, kHugePageBytes);
+  } else {
+    EXPECT_EQ(advised, 0u);
+  }
+}
+
+TEST(HugePagesTest, LargeTensorBuffersStartOnAnExtent) {
+  EXPECT_EQ(BufferAlignment(kHugePageBytes - 64, 64), 64u);
+  EXPECT_EQ(BufferAlignment(kHugePageBytes, 64), kHugePageBytes);
+  Tensor big = Tensor::Zeros(DType::kF32, {3, 1 << 20});  // 12 MiB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.raw_data()) % kHugePageBytes, 0u);
+  EXPECT_EQ(big.data<float>()[(3 << 20) - 1], 0.0f);
+  Tensor small = Tensor::Zeros(DType::kF32, {1000});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.raw_data()) % 64, 0u);
 }
 
 TEST(TensorTest, ReshapedSharesStorageAndCloneDoesNot) {
