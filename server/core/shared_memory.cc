@@ -1,12 +1,16 @@
 #include "server/core/shared_memory.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -28,21 +32,91 @@ bool ValidKey(const std::string& key) {
   return key != "/." && key != "/..";
 }
 
+// Copies that survive the client shrinking its object. Past the object's new
+// end, a page of a MAP_SHARED mapping is SIGBUS on access. The handler below
+// jumps back to the copy that faulted, which then reports failure; a SIGBUS
+// anywhere else goes to the previous disposition (the default: the process
+// dies, as it would have without this handler).
+thread_local sigjmp_buf* t_copy_recovery = nullptr;
+struct sigaction g_previous_sigbus {};
+
+extern "C" void OnSigbus(int sig, siginfo_t*, void*) {
+  if (sigjmp_buf* recovery = t_copy_recovery; recovery != nullptr) {
+    t_copy_recovery = nullptr;
+    siglongjmp(*recovery, 1);
+  }
+  // Not a copy of ours: put the old disposition back and return, so that the
+  // faulting instruction runs again under it.
+  sigaction(sig, &g_previous_sigbus, nullptr);
+}
+
+void InstallSigbusHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = OnSigbus;
+    // SA_NODEFER: SIGBUS stays unblocked after the jump out of the handler,
+    // so sigsetjmp need not save the signal mask (a system call per copy).
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+// memcpy, false when a page of either range faulted (SIGBUS) on the way.
+bool RecoverableCopy(void* to, const void* from, size_t bytes) {
+  sigjmp_buf recovery;
+  if (sigsetjmp(recovery, 0) != 0) return false;  // from OnSigbus
+  // The fences keep the compiler from moving the copy's loads and stores
+  // across the stores that arm and disarm the handler (it knows what memcpy
+  // touches, and that the handler runs in between is invisible to it).
+  t_copy_recovery = &recovery;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  std::memcpy(to, from, bytes);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_copy_recovery = nullptr;
+  return true;
+}
+
 }  // namespace
 
 SharedMemoryRegion::~SharedMemoryRegion() {
   if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
 }
 
-absl::StatusOr<uint8_t*> SharedMemoryRegion::Range(uint64_t offset, uint64_t bytes,
-                                                   const std::string& what) const {
+absl::Status SharedMemoryRegion::CheckRange(uint64_t offset, uint64_t bytes,
+                                            const std::string& what) const {
   uint64_t end = 0;
   if (__builtin_add_overflow(offset, bytes, &end) || end > byte_size_) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", bytes, " bytes at offset ", offset, " lie outside shared-memory region ",
                      Quoted(name_), " of ", byte_size_, " bytes"));
   }
-  return data_ + offset;
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryRegion::Shrunk(const std::string& what, uint64_t end) const {
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": shared-memory object ", Quoted(key_), " of region ", Quoted(name_),
+      " no longer holds ", offset_ + end, " bytes (shrunk after the region was registered?)"));
+}
+
+absl::Status SharedMemoryRegion::Read(uint64_t offset, void* out, uint64_t bytes,
+                                      const std::string& what) const {
+  if (absl::Status s = CheckRange(offset, bytes, what); !s.ok()) return s;
+  if (!RecoverableCopy(out, data_ + offset, static_cast<size_t>(bytes))) {
+    return Shrunk(what, offset + bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryRegion::Write(uint64_t offset, const void* in, uint64_t bytes,
+                                       const std::string& what) const {
+  if (absl::Status s = CheckRange(offset, bytes, what); !s.ok()) return s;
+  if (!RecoverableCopy(data_ + offset, in, static_cast<size_t>(bytes))) {
+    return Shrunk(what, offset + bytes);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::string& key,
@@ -94,6 +168,7 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   }
   close(fd);
   if (!status.ok()) return status;
+  InstallSigbusHandler();
   region->name_ = name;
   region->key_ = key;
   region->offset_ = offset;

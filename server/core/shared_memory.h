@@ -13,9 +13,12 @@
 // tensor's range is checked against its region before a byte is read or
 // written. Inputs are copied out of the region before the run (the client may
 // write the region at any time; a kernel must never see values change under
-// it), outputs are written into it after the run. A region stays mapped while
-// a request that looked it up still uses it, even if it is unregistered
-// meanwhile. The number of regions is bounded.
+// it), outputs are written into it after the run. The client owns the object
+// and may shrink it at any time: a copy that meets a page past the object's
+// new end (SIGBUS) fails the request with a status instead of killing the
+// daemon (shared_memory.cc). A region stays mapped while a request that
+// looked it up still uses it, even if it is unregistered meanwhile. The
+// number of regions is bounded.
 #pragma once
 
 #include <cstdint>
@@ -40,14 +43,22 @@ class SharedMemoryRegion {
   uint64_t offset() const { return offset_; }
   uint64_t byte_size() const { return byte_size_; }
 
-  // The `bytes` bytes at `offset` within the region (offset relative to the
-  // region's start, as the tensor parameter gives it), or InvalidArgument
-  // naming `what` when they do not lie inside it.
-  absl::StatusOr<uint8_t*> Range(uint64_t offset, uint64_t bytes, const std::string& what) const;
+  // Copies the `bytes` bytes at `offset` within the region (offset relative
+  // to the region's start, as the tensor parameter gives it) into `out`, or
+  // `in` into them. InvalidArgument naming `what`: the range does not lie
+  // inside the region (CheckRange), or the object no longer holds it (its
+  // owner shrank it after registering).
+  absl::Status Read(uint64_t offset, void* out, uint64_t bytes, const std::string& what) const;
+  absl::Status Write(uint64_t offset, const void* in, uint64_t bytes,
+                     const std::string& what) const;
+  // InvalidArgument naming `what` when the range does not lie inside the region.
+  absl::Status CheckRange(uint64_t offset, uint64_t bytes, const std::string& what) const;
 
  private:
   friend class SharedMemoryRegistry;
   SharedMemoryRegion() = default;
+  // InvalidArgument: the object ends before `end` (a byte offset in it).
+  absl::Status Shrunk(const std::string& what, uint64_t end) const;
 
   std::string name_, key_;
   uint64_t offset_ = 0, byte_size_ = 0;

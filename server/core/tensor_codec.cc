@@ -160,6 +160,20 @@ absl::StatusOr<Tensor> DecodeTyped(const InputTensor& input, DType dtype, Dims d
   return absl::InternalError(absl::StrCat("no typed decoder for ", std::string(DTypeName(dtype))));
 }
 
+// Kernels may rely on bools being exactly 0 or 1; raw bytes can be anything.
+void NormalizeBools(Tensor& t) {
+  if (t.dtype() != DType::kBool) return;
+  uint8_t* p = t.data<uint8_t>();
+  for (size_t i = 0; i < t.byte_size(); ++i) p[i] = p[i] != 0;
+}
+
+// Allocated, never assumed: whatever a client sends, a failure is a status.
+// Uninitialized: the caller writes every byte.
+absl::StatusOr<Tensor> AllocateInput(const InputTensor& input, DType dtype, Dims dims) {
+  return InputBufferPool::ForRequests().Allocate(dtype, std::move(dims),
+                                                 absl::StrCat("input '", input.name(), "'"));
+}
+
 absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dims,
                                  absl::string_view raw) {
   const size_t expected = static_cast<size_t>(NumElements(dims)) * DTypeSize(dtype);
@@ -169,16 +183,9 @@ absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dim
                                    expected, " (shape ", DimsToString(dims), " x ",
                                    DTypeSize(dtype), "-byte ", std::string(DTypeName(dtype)), ")"));
   }
-  // Allocated, never assumed: whatever a client sends, a failure is a status.
-  // Uninitialized: every byte is written just below.
-  ASSIGN_OR_RETURN(Tensor t, InputBufferPool::ForRequests().Allocate(
-                                 dtype, std::move(dims), absl::StrCat("input '", input.name(), "'")));
+  ASSIGN_OR_RETURN(Tensor t, AllocateInput(input, dtype, std::move(dims)));
   if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);
-  if (dtype == DType::kBool) {
-    // Kernels may rely on bools being exactly 0 or 1; raw bytes can be anything.
-    uint8_t* p = t.data<uint8_t>();
-    for (size_t i = 0; i < expected; ++i) p[i] = p[i] != 0;
-  }
+  NormalizeBools(t);
   return t;
 }
 
@@ -191,9 +198,9 @@ uint64_t CountParam(const Params& params, const char* name) {
   return it == params.end() ? 0 : CountParameter(it->second);
 }
 
-// The bytes a tensor's shared-memory parameters name: `expected` bytes
-// (`at_least`: or more) at the offset, inside the region.
-absl::StatusOr<uint8_t*> SharedMemoryRange(const Params& params, const SharedMemoryRegistry* shm,
+// Where the bytes a tensor's shared-memory parameters name lie: their region
+// and offset in it, checked to hold `expected` bytes (`at_least`: or more).
+absl::StatusOr<uint64_t> SharedMemoryRange(const Params& params, const SharedMemoryRegistry* shm,
                                            uint64_t expected, bool at_least,
                                            const std::string& what,
                                            std::shared_ptr<const SharedMemoryRegion>* region) {
@@ -212,7 +219,9 @@ absl::StatusOr<uint8_t*> SharedMemoryRange(const Params& params, const SharedMem
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": shared_memory_byte_size is ", size, ", the tensor needs ", expected));
   }
-  return (*region)->Range(CountParam(params, "shared_memory_offset"), size, what);
+  const uint64_t offset = CountParam(params, "shared_memory_offset");
+  RETURN_IF_ERROR((*region)->CheckRange(offset, size, what));
+  return offset;
 }
 
 bool InSharedMemory(const Params& params) { return params.find(kRegionParam) != params.end(); }
@@ -247,14 +256,15 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
         return InputError(input.name(), "contents must not be set for a shared-memory input");
       }
       const uint64_t bytes = static_cast<uint64_t>(NumElements(dims)) * DTypeSize(*dtype);
+      const std::string what = absl::StrCat("input '", input.name(), "'");
       std::shared_ptr<const SharedMemoryRegion> region;
-      ASSIGN_OR_RETURN(const uint8_t* data,
-                       SharedMemoryRange(input.parameters(), shared_memory, bytes, false,
-                                         absl::StrCat("input '", input.name(), "'"), &region));
+      ASSIGN_OR_RETURN(const uint64_t offset,
+                       SharedMemoryRange(input.parameters(), shared_memory, bytes, false, what,
+                                         &region));
       // Copied: the client may write the region while the model runs.
-      ASSIGN_OR_RETURN(tensor, DecodeRaw(input, *dtype, std::move(dims),
-                                         absl::string_view(reinterpret_cast<const char*>(data),
-                                                           static_cast<size_t>(bytes))));
+      ASSIGN_OR_RETURN(tensor, AllocateInput(input, *dtype, std::move(dims)));
+      RETURN_IF_ERROR(region->Read(offset, tensor.raw_data(), bytes, what));
+      NormalizeBools(tensor);
     } else if (raw) {
       if (HasTypedData(input)) {
         return InputError(input.name(), "contents must not be set when raw_input_contents is used");
@@ -281,7 +291,7 @@ absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
                            const SharedMemoryRegistry* shared_memory,
                            inference::ModelInferResponse* response) {
   // Where each output goes: the socket, or a checked range of a region.
-  std::vector<uint8_t*> targets(outputs.size(), nullptr);
+  std::vector<uint64_t> targets(outputs.size(), 0);
   std::vector<const Params*> target_params(outputs.size(), nullptr);
   std::vector<std::shared_ptr<const SharedMemoryRegion>> regions(outputs.size());
   for (const auto& requested : request.outputs()) {
@@ -303,8 +313,10 @@ absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
     meta->set_datatype(std::string(DTypeName(output.tensor.dtype())));
     for (int64_t d : output.tensor.dims()) meta->add_shape(d);
     std::string* raw = response->add_raw_output_contents();
-    if (targets[o] != nullptr) {
-      std::memcpy(targets[o], output.tensor.raw_data(), output.tensor.byte_size());
+    if (regions[o] != nullptr) {
+      RETURN_IF_ERROR(regions[o]->Write(targets[o], output.tensor.raw_data(),
+                                        output.tensor.byte_size(),
+                                        absl::StrCat("output '", output.name, "'")));
       for (const char* p : {kRegionParam, "shared_memory_byte_size", "shared_memory_offset"}) {
         auto it = target_params[o]->find(p);
         if (it != target_params[o]->end()) (*meta->mutable_parameters())[p] = it->second;

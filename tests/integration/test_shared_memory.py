@@ -130,6 +130,32 @@ class SharedMemoryTest(unittest.TestCase):
         zero = np.frombuffer(resp.raw_output_contents[0], np.float32)
         self.assertFalse(np.allclose(zero.reshape(self.expected.shape), self.expected))
 
+    def test_an_object_shrunk_after_registration_is_a_status_not_a_crash(self):
+        # The client owns the object: it may truncate it after registering a range of it.
+        # Reading or writing the lost pages through a mapping would be SIGBUS in kilnd. The
+        # tensors lie two pages in, past what the truncation leaves.
+        at, out_bytes = 8192, self.expected.nbytes
+        size = at + self.image.nbytes + out_bytes
+        out_at = at + self.image.nbytes
+        seg = self.segment(size)
+        self.register("shrunk", "/" + seg.name, 0, size)
+        os.ftruncate(seg._fd, 100)
+        for output in (None, ("shrunk", out_at, out_bytes)):
+            code, details = self.code(self.stub.ModelInfer,
+                                      self.request("shrunk", at, output=output))
+            self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+            self.assertIn("shrunk", details)
+        # Input from raw bytes, output into the shrunk region.
+        code, details = self.code(self.stub.ModelInfer,
+                                  self.request(output=("shrunk", out_at, out_bytes)))
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+        self.assertIn("shrunk", details)
+        # Grown back, the same region serves again; the daemon never went away.
+        os.ftruncate(seg._fd, size)
+        np.ndarray(self.image.shape, np.float32, buffer=seg.buf, offset=at)[...] = self.image
+        resp = self.stub.ModelInfer(self.request("shrunk", at))
+        self.check_output(np.frombuffer(resp.raw_output_contents[0], np.float32))
+
     def test_misuse_gets_clear_statuses_and_the_daemon_keeps_serving(self):
         seg = self.segment(self.image.nbytes)
         key = "/" + seg.name
