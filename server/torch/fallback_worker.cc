@@ -288,7 +288,18 @@ absl::Status FallbackWorker::StartLocked(kernels::EvalContext& ctx) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
     return absl::InternalError(absl::StrCat("cannot create a socket pair: ", ErrnoText()));
   }
-  memfd_ = ::memfd_create("kiln-fallback-arena", MFD_CLOEXEC);
+  memfd_ = ::memfd_create("kiln-fallback-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  // Sealed against shrinking, by anyone: the worker runs the model's code and
+  // holds the same memory; shrunk under kilnd's mapping, the next read of a
+  // lost page would be SIGBUS in the daemon. Both sides only ever grow it.
+  if (memfd_ >= 0 && ::fcntl(memfd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
+    const std::string why = ErrnoText();
+    ::close(memfd_);
+    ::close(sockets[0]);
+    ::close(sockets[1]);
+    memfd_ = -1;
+    return absl::InternalError(absl::StrCat("cannot seal the shared memory: ", why));
+  }
   if (memfd_ < 0) {
     ::close(sockets[0]);
     ::close(sockets[1]);

@@ -234,7 +234,7 @@ int FallbackWorkerMain(int argc, char** argv) {
       SetError(absl::InternalError("a call that does not parse"), reply.mutable_error());
     } else if (fault != nullptr && std::strcmp(fault, "escape") == 0) {
       SetError(absl::PermissionDeniedError(
-                   sandbox_root != "off" ? "sandbox probe: " + SandboxEscapeProbe()
+                   sandbox_root != "off" ? "sandbox probe: " + SandboxEscapeProbe(fp::kArenaFd)
                                          : std::string("sandbox probe: not run, the sandbox is off")),
                reply.mutable_error());
     } else {

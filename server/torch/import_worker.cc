@@ -135,7 +135,7 @@ void LimitAddressSpace(uint64_t extra) {
 
 // Tries what a hostile model's native code would try from inside the
 // sandbox; returns one line per attempt.
-std::string SandboxEscapeProbe() {
+std::string SandboxEscapeProbe(int shared_with_kilnd) {
   std::vector<std::string> lines;
   int fd = ::open("/etc/passwd", O_RDONLY | O_CLOEXEC);
   char byte;
@@ -171,6 +171,10 @@ std::string SandboxEscapeProbe() {
   lines.push_back(Attempt("unshare a user namespace", ::unshare(CLONE_NEWUSER) == 0));
   struct rlimit more = {RLIM_INFINITY, RLIM_INFINITY};
   lines.push_back(Attempt("lift its memory limit", ::setrlimit(RLIMIT_AS, &more) == 0));
+  if (shared_with_kilnd >= 0) {
+    lines.push_back(Attempt("shrink the memory it shares with the daemon",
+                            ::ftruncate(shared_with_kilnd, 0) == 0));
+  }
   return absl::StrJoin(lines, "; ");
 }
 

@@ -145,9 +145,10 @@ std::string DescribeSignal(int sig);
 // Test-only faults (KILN_TEST_*_FAULT): "crash", "hang" and "oom" do what they
 // say (anything else returns); the escape probe tries every way out of the
 // sandbox and returns "what: refused (errno text)" or "what: ALLOWED" per
-// attempt, joined by "; ".
+// attempt, joined by "; ". Given the descriptor of memory the worker shares
+// with kilnd, it also tries to shrink that.
 void RunCrashHangOrOomFault(const char* fault);
-std::string SandboxEscapeProbe();
+std::string SandboxEscapeProbe(int shared_with_kilnd = -1);
 
 // The --import-worker mode of kiln-torch-worker and kilnd; argv as above.
 // Returns the exit status.

@@ -5,7 +5,8 @@ the real kilnd, driven through the real `kiln` CLI and stock grpcio, with models
     a child of kilnd (`kiln-torch-worker --fallback-worker`, another pid), and kilnd never mapped
     libtorch.
   - Native code in the worker that tries to read /etc/passwd, create files, open sockets, exec,
-    signal or trace the daemon is refused each time (test-only probe, KILN_TEST_FALLBACK_FAULT).
+    signal or trace the daemon, or shrink the memory it shares with kilnd (a SIGBUS in kilnd's
+    mapping) is refused each time (test-only probe, KILN_TEST_FALLBACK_FAULT).
   - An op allocating past --import-memory-mb is RESOURCE_EXHAUSTED naming the op and the limit;
     the next request runs.
   - Killing the worker in the middle of a request is INTERNAL naming the op; the next request
@@ -237,7 +238,8 @@ class FallbackWorkerTest(SecurityTestBase):
         names = [a.split(": ")[0] for a in attempts]
         for what in ("read /etc/passwd", f"create {target}", "open a TCP socket",
                      "open a Unix socket", "exec /bin/sh", "fork", "signal the daemon",
-                     "trace the daemon", "lift its memory limit"):
+                     "trace the daemon", "lift its memory limit",
+                     "shrink the memory it shares with the daemon"):
             self.assertIn(what, names, attempts)
         for attempt in attempts:
             self.assertIn(": refused (", attempt)
