@@ -290,15 +290,16 @@ absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
                            const inference::ModelInferRequest& request,
                            const SharedMemoryRegistry* shared_memory,
                            inference::ModelInferResponse* response) {
-  // Where each output goes: the socket, or a checked range of a region.
-  std::vector<uint64_t> targets(outputs.size(), 0);
+  // Where each output goes: the socket, or a checked range of a region (its
+  // offset there).
+  std::vector<uint64_t> offsets(outputs.size(), 0);
   std::vector<const Params*> target_params(outputs.size(), nullptr);
   std::vector<std::shared_ptr<const SharedMemoryRegion>> regions(outputs.size());
   for (const auto& requested : request.outputs()) {
     if (!InSharedMemory(requested.parameters())) continue;
     for (size_t o = 0; o < outputs.size(); ++o) {
       if (outputs[o].name != requested.name()) continue;
-      ASSIGN_OR_RETURN(targets[o],
+      ASSIGN_OR_RETURN(offsets[o],
                        SharedMemoryRange(requested.parameters(), shared_memory,
                                          outputs[o].tensor.byte_size(), true,
                                          absl::StrCat("output '", requested.name(), "'"),
@@ -314,7 +315,7 @@ absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
     for (int64_t d : output.tensor.dims()) meta->add_shape(d);
     std::string* raw = response->add_raw_output_contents();
     if (regions[o] != nullptr) {
-      RETURN_IF_ERROR(regions[o]->Write(targets[o], output.tensor.raw_data(),
+      RETURN_IF_ERROR(regions[o]->Write(offsets[o], output.tensor.raw_data(),
                                         output.tensor.byte_size(),
                                         absl::StrCat("output '", output.name, "'")));
       for (const char* p : {kRegionParam, "shared_memory_byte_size", "shared_memory_offset"}) {
