@@ -1,8 +1,9 @@
 // SharedMemoryRegistry and SharedMemoryRegion: a registered range reads and
 // writes its object's bytes; a range outside the region is refused; and when
 // the client shrinks its object after registering, the pages past the new end
-// fail the copy with a status instead of killing the process (SIGBUS), while
-// a SIGBUS anywhere else still does.
+// fail the copy with a status instead of killing the process (SIGBUS), on any
+// number of threads copying while it shrinks and grows, while a SIGBUS
+// anywhere else still does.
 #include "server/core/shared_memory.h"
 
 #include <fcntl.h>
@@ -11,8 +12,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::server {
@@ -79,6 +83,48 @@ TEST_F(SharedMemoryTest, AnObjectShrunkAfterRegistrationFailsTheCopyNotTheProces
   ASSERT_EQ(ftruncate(fd_, kBytes), 0);
   EXPECT_TRUE((*region)->Write(4096, buffer.data(), buffer.size(), "output 'y'").ok());
   EXPECT_TRUE((*region)->Read(4096, buffer.data(), buffer.size(), "input 'x'").ok());
+}
+
+TEST_F(SharedMemoryTest, CopiesOnManyThreadsWhileTheObjectShrinksAndGrows) {
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r", key_, 0, kBytes).ok());
+  auto region = registry.Find("r");
+  ASSERT_TRUE(region.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, shrunk{0}, other{0};
+  std::vector<std::thread> copiers;
+  for (int t = 0; t < 4; ++t) {
+    copiers.emplace_back([&, t] {
+      std::vector<char> buffer(kBytes - 4096);
+      while (!stop.load()) {
+        absl::Status s = t % 2 == 0
+                             ? (*region)->Read(4096, buffer.data(), buffer.size(), "input 'x'")
+                             : (*region)->Write(4096, buffer.data(), buffer.size(), "output 'y'");
+        if (s.ok()) {
+          ok++;
+        } else if (s.code() == absl::StatusCode::kInvalidArgument &&
+                   s.message().find("no longer holds") != std::string::npos) {
+          shrunk++;
+        } else {
+          other++;
+        }
+      }
+    });
+  }
+  // Until the copiers have met both states many times (bounded in time).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int i = 0; (i < 200 || ok.load() < 20 || shrunk.load() < 20) &&
+                  std::chrono::steady_clock::now() < give_up;
+       ++i) {
+    ASSERT_EQ(ftruncate(fd_, i % 2 == 0 ? 100 : kBytes), 0);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_EQ(ftruncate(fd_, kBytes), 0);
+  stop = true;
+  for (std::thread& t : copiers) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GE(ok.load(), 20);
+  EXPECT_GE(shrunk.load(), 20);
 }
 
 TEST_F(SharedMemoryTest, ASigbusOutsideACopyStillKillsTheProcess) {
