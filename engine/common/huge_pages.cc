@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace kiln {
 
@@ -23,6 +24,14 @@ size_t AdviseHugePages(void* data, size_t bytes) {
 
 size_t BufferAlignment(size_t bytes, size_t small) {
   return bytes >= kHugePageBytes ? kHugePageBytes : small;
+}
+
+void* AllocateBuffer(size_t bytes, size_t small_alignment) {
+  const size_t align = BufferAlignment(bytes, small_alignment);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  if (p != nullptr) AdviseHugePages(p, bytes);
+  return p;
 }
 
 }  // namespace kiln

@@ -28,4 +28,9 @@ size_t AdviseHugePages(void* data, size_t bytes);
 // not memory: its pages are never touched), else `small`.
 size_t BufferAlignment(size_t bytes, size_t small);
 
+// std::aligned_alloc of `bytes` at BufferAlignment(bytes, small_alignment),
+// advised AdviseHugePages before anything touches it; std::free releases it.
+// Null when the memory is not there.
+void* AllocateBuffer(size_t bytes, size_t small_alignment);
+
 }  // namespace kiln

@@ -103,10 +103,7 @@ size_t TensorBufferBytes(size_t size) { return size == 0 ? 64 : (size + 63) / 64
 
 absl::StatusOr<void*> AllocateTensorBuffer(size_t bytes, DType dtype, const Dims& dims,
                                            const std::string& what) {
-  // aligned_alloc wants a size that is a multiple of the alignment.
-  const size_t align = BufferAlignment(bytes, 64);
-  void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
-  if (p != nullptr) AdviseHugePages(p, bytes);
+  void* p = AllocateBuffer(bytes, 64);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(what, ": cannot allocate ",
                                                      BytesToString(bytes), " for ",

@@ -289,21 +289,21 @@ absl::Status FallbackWorker::StartLocked(kernels::EvalContext& ctx) {
     return absl::InternalError(absl::StrCat("cannot create a socket pair: ", ErrnoText()));
   }
   memfd_ = ::memfd_create("kiln-fallback-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  // Sealed against shrinking, by anyone: the worker runs the model's code and
-  // holds the same memory; shrunk under kilnd's mapping, the next read of a
-  // lost page would be SIGBUS in the daemon. Both sides only ever grow it.
-  if (memfd_ >= 0 && ::fcntl(memfd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
-    const std::string why = ErrnoText();
-    ::close(memfd_);
-    ::close(sockets[0]);
-    ::close(sockets[1]);
-    memfd_ = -1;
-    return absl::InternalError(absl::StrCat("cannot seal the shared memory: ", why));
-  }
+  std::string failed;
   if (memfd_ < 0) {
+    failed = absl::StrCat("cannot create shared memory: ", ErrnoText());
+  } else if (::fcntl(memfd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
+    // Sealed against shrinking, by anyone: the worker runs the model's code
+    // and holds the same memory; shrunk under kilnd's mapping, the next read
+    // of a lost page would be SIGBUS in the daemon. Both sides only grow it.
+    failed = absl::StrCat("cannot seal the shared memory: ", ErrnoText());
+    ::close(memfd_);
+    memfd_ = -1;
+  }
+  if (!failed.empty()) {
     ::close(sockets[0]);
     ::close(sockets[1]);
-    return absl::InternalError(absl::StrCat("cannot create shared memory: ", ErrnoText()));
+    return absl::InternalError(failed);
   }
   if (absl::Status s = MapArenaLocked(kInitialArena, /*grow=*/true); !s.ok()) {
     ::close(sockets[0]);

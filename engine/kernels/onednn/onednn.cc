@@ -155,12 +155,9 @@ std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
   } else {
     // Kiln's buffer rather than oneDNN's, for the huge pages (huge_pages.h);
     // without memory for it, oneDNN's allocation fails as it always did.
-    const size_t size = std::max<size_t>(packed.get_size(), 1);
-    const size_t align = BufferAlignment(size, 64);
-    std::shared_ptr<void> bytes(std::aligned_alloc(align, (size + align - 1) / align * align),
+    std::shared_ptr<void> bytes(AllocateBuffer(std::max<size_t>(packed.get_size(), 1), 64),
                                 std::free);
     if (bytes != nullptr) {
-      AdviseHugePages(bytes.get(), size);
       pack(bytes.get());
       memory = std::shared_ptr<const dnnl::memory>(
           new dnnl::memory(packed, Engine(), bytes.get()),
