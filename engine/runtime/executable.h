@@ -86,6 +86,11 @@ struct RunOptions {
   // Lent to the kernels of the dynamic path (kernels::EvalContext::services):
   // in a server, the model's libtorch worker (ModelOptions::services). Null: none.
   std::shared_ptr<kernels::KernelServices> services;
+  // Model::Infer and RunMatched only: run on the plan compiled for this many
+  // threads instead of the model's (CompileOptions::num_threads), compiling
+  // it on first use: a server's compute team split into single-thread runs
+  // under load (server/scheduler/compute_pool.h). 0: the model's.
+  int num_threads = 0;
 
   // DeadlineExceeded, or what `stop` says, once the run must stop.
   absl::Status Check() const;

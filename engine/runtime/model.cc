@@ -383,8 +383,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ir::Graph graph, ModelOptio
 }
 
 absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutable(
-    const std::vector<kernels::TensorInfo>& signature) const {
-  return GetExecutableOf(graph_, "", signature);
+    const std::vector<kernels::TensorInfo>& signature, int num_threads) const {
+  return GetExecutableOf(graph_, "", signature, num_threads);
 }
 
 absl::StatusOr<std::shared_ptr<const ir::Graph>> Model::GraphForLengths(
@@ -403,11 +403,18 @@ absl::StatusOr<std::shared_ptr<const ir::Graph>> Model::GraphForLengths(
 
 absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutableOf(
     const ir::Graph& graph, const std::string& prefix,
-    const std::vector<kernels::TensorInfo>& signature) const {
+    const std::vector<kernels::TensorInfo>& signature, int num_threads) const {
   const std::string key = prefix + SignatureKey(signature);
+  CompileOptions options = options_.compile;
+  if (!prefix.empty()) options.graph_variant = prefix;
+  // Another thread count is another plan (oneDNN sizes its work per thread
+  // when it creates a primitive); the fallbacks noted are the same.
+  std::string plan_key = key;
+  if (num_threads > 0 && num_threads != options.num_threads) {
+    options.num_threads = num_threads;
+    plan_key = absl::StrCat("threads=", num_threads, ";", key);
+  }
   if (options_.executables != nullptr) {
-    CompileOptions options = options_.compile;
-    if (!prefix.empty()) options.graph_variant = prefix;
     ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe,
                      options_.executables->Get(graph, signature, options));
     NoteSignatureFallbacks(key, *exe);
@@ -415,15 +422,15 @@ absl::StatusOr<std::shared_ptr<const Executable>> Model::GetExecutableOf(
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = executables_.find(key);
+    auto it = executables_.find(plan_key);
     if (it != executables_.end()) return it->second;
   }
   // Compile outside the lock; if two requests race, the first one stored wins.
-  ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
-                   Executable::Compile(graph, signature, options_.compile));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, Executable::Compile(graph, signature, options));
   NoteSignatureFallbacks(key, *exe);
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = executables_.emplace(key, std::shared_ptr<const Executable>(std::move(exe)));
+  auto [it, inserted] =
+      executables_.emplace(plan_key, std::shared_ptr<const Executable>(std::move(exe)));
   return it->second;
 }
 
@@ -469,7 +476,8 @@ absl::StatusOr<std::vector<RunValue>> Model::RunMatched(
     const RunOptions& run) const {
   const std::vector<std::optional<size_t>> lengths = ListLengths(args);
   if (std::none_of(lengths.begin(), lengths.end(), [](const auto& n) { return n.has_value(); })) {
-    ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe, GetExecutable(signature));
+    ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe,
+                     GetExecutable(signature, run.num_threads));
     return RunOn(*exe, args, run);
   }
   // The graph with its list inputs expanded runs the lists' elements in their place.
@@ -483,7 +491,7 @@ absl::StatusOr<std::vector<RunValue>> Model::RunMatched(
     for (const Tensor& t : a.list) elements.push_back(RunValue::Of(t));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe,
-                   GetExecutableOf(*graph, ListVariant(lengths), signature));
+                   GetExecutableOf(*graph, ListVariant(lengths), signature, run.num_threads));
   return RunOn(*exe, elements, run);
 }
 

@@ -199,9 +199,11 @@ class Model {
                                                    const std::vector<RunValue>& args,
                                                    const RunOptions& run = {}) const;
 
-  // The executable for one signature (graph input order), compiled on first use.
+  // The executable for one signature (graph input order), compiled on first
+  // use; for `num_threads` threads when > 0 (RunOptions::num_threads), else
+  // the model's.
   absl::StatusOr<std::shared_ptr<const Executable>> GetExecutable(
-      const std::vector<kernels::TensorInfo>& signature) const;
+      const std::vector<kernels::TensorInfo>& signature, int num_threads = 0) const;
 
   size_t num_compiled() const;
 
@@ -220,7 +222,7 @@ class Model {
   // the graphs apart in executables_.
   absl::StatusOr<std::shared_ptr<const Executable>> GetExecutableOf(
       const ir::Graph& graph, const std::string& prefix,
-      const std::vector<kernels::TensorInfo>& signature) const;
+      const std::vector<kernels::TensorInfo>& signature, int num_threads = 0) const;
   // Runs `args` on `exe`, with the model's services unless `run` brings its own.
   absl::StatusOr<std::vector<RunValue>> RunOn(const Executable& exe,
                                               const std::vector<RunValue>& args,

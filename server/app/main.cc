@@ -183,6 +183,13 @@ int main(int argc, char** argv) {
                  "Default (0): as many as the CPUs kilnd may use hold, CPUs / --threads")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  std::string split_teams = "on";
+  app.add_option("--split-teams", split_teams,
+                 "'on': while two or more requests wait, a compute thread's --threads CPUs run "
+                 "them one thread each instead of one at a time on all of them (more requests/s "
+                 "under load; a request alone still gets every thread); 'off': never")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   std::string pin_threads(kiln::kernels::ThreadPinningName(options.pin_threads));
   app.add_option("--pin-threads", pin_threads,
                  "Pin each compute thread's team of --threads threads to CPUs of its own: auto "
@@ -251,6 +258,7 @@ int main(int argc, char** argv) {
   // 'none' is the worker without its sandbox: libtorch still never runs in kilnd.
   options.import_sandbox = import_sandbox == "on" && isolation == "process";
   options.verify_on_first_use = verify_on_first_use == "on";
+  options.split_teams = split_teams == "on";
   options.max_request_memory_bytes = max_request_memory_mb << 20;
   options.pin_threads = *kiln::kernels::ParseThreadPinning(pin_threads);  // CLI checked it
   {

@@ -116,14 +116,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                           : std::max(1, kernels::UsableCpus(allowed, quota) /
                                             std::max(1, options.threads));
     compute.team_threads = options.threads;
+    compute.split_teams = options.split_teams;
     compute.team_cpus = kernels::PlanTeamCpus(compute.threads, options.threads,
                                               options.pin_threads, allowed, quota);
     std::string pinned;
     for (const auto& team : compute.team_cpus)
       if (!team.empty()) absl::StrAppend(&pinned, pinned.empty() ? "" : " | ", absl::StrJoin(team, ","));
-    spdlog::info("compute: {} thread(s) x {} intra-op thread(s); {} CPU(s) allowed, CPU limit {}; "
+    spdlog::info("compute: {} thread(s) x {} intra-op thread(s){}; {} CPU(s) allowed, CPU limit {}; "
                  "--pin-threads {}: {}",
-                 compute.threads, options.threads, allowed.size(),
+                 compute.threads, options.threads,
+                 options.split_teams && options.threads > 1
+                     ? absl::StrCat(", split into ", options.threads,
+                                    " single-thread runs each while requests wait")
+                     : std::string(),
+                 allowed.size(),
                  quota ? absl::StrCat(*quota, " core(s)") : std::string("none"),
                  std::string(kernels::ThreadPinningName(options.pin_threads)),
                  pinned.empty() ? std::string("not pinned") : "CPUs " + pinned);
@@ -132,6 +138,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!compute.team_cpus.empty()) registry_options.load_team_cpus = compute.team_cpus.front();
   ASSIGN_OR_RETURN(registry_options.cache, cache::CompiledGraphCache::Create(cache_options));
   registry_options.compile.num_threads = options.threads;
+  registry_options.split_teams = compute.split_teams;
   registry_options.torch_worker = options.torch_worker;
   registry_options.import_worker = options.import_worker;
   registry_options.import_limits.memory_bytes = options.import_memory_bytes;
@@ -230,10 +237,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     metrics_options.threads = 2;
     metrics_options.max_body_bytes = 4096;
     const ModelRegistry* registry = server->registry_.get();
+    const InferenceCore* inference = server->inference_core_.get();
     std::vector<http::Route> routes;
-    routes.push_back({"GET", "/metrics", [registry](const http::HttpRequest&) {
+    routes.push_back({"GET", "/metrics", [registry, inference](const http::HttpRequest&) {
                         http::HttpResponse response;
-                        response.body = ScrapeMetrics(*registry);
+                        const ComputeTotals compute = inference->compute_totals();
+                        response.body = ScrapeMetrics(*registry, &compute);
                         response.content_type = kMetricsContentType;
                         return response;
                       }});

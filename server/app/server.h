@@ -64,6 +64,9 @@ struct ServerOptions {
   // Whether each compute thread pins its team of `threads` threads to CPUs of
   // its own (engine/kernels/thread_binding.h; --pin-threads).
   kernels::ThreadPinning pin_threads = kernels::ThreadPinning::kAuto;
+  // While two or more requests wait, a compute thread's team of `threads`
+  // runs them one thread each (compute_pool.h; --split-teams).
+  bool split_teams = true;
   uint64_t max_upload_bytes = 512ull << 20;
   // Bounds on the uploads kept to resume (--max-partial-uploads,
   // --max-partial-upload-bytes, --partial-upload-ttl-s).

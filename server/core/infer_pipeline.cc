@@ -87,22 +87,30 @@ struct InferPipeline::Pending {
 InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, ComputeOptions compute)
     : registry_(registry),
       limits_(std::move(limits)),
-      compute_(std::make_unique<ComputePool>(
-          compute.threads,
-          [cpus = compute.team_cpus](int worker) {
-            if (worker >= static_cast<int>(cpus.size())) return;
+      team_threads_(compute.team_threads),
+      compute_(std::make_unique<ComputePool>(ComputePoolOptions{
+          compute.threads, compute.team_threads, compute.split_teams,
+          [cpus = compute.team_cpus](int team, int slot) {
+            // Unpinned: each run sets its thread count (Executable::Run).
+            if (team >= static_cast<int>(cpus.size()) || cpus[team].empty()) return;
+            // A team's own thread pins its OpenMP team; a narrow thread (one
+            // of the team's when it splits) itself, on CPU `slot` of the team.
             // Unpinned, the thread still runs: only slower when the kernel
             // co-locates its team (thread_binding.h).
-            if (absl::Status pinned = kernels::PinTeam(cpus[worker]); !pinned.ok())
-              spdlog::warn("compute thread {}: {}", worker, std::string(pinned.message()));
+            const std::vector<int> pin =
+                slot < 0 ? cpus[team] : std::vector<int>{cpus[team][slot % cpus[team].size()]};
+            if (absl::Status pinned = kernels::PinTeam(pin); !pinned.ok())
+              spdlog::warn("compute thread {}{}: {}", team,
+                           slot < 0 ? std::string() : absl::StrCat(" (narrow ", slot, ")"),
+                           std::string(pinned.message()));
           },
           // The team too, when pinned: unpinned, its members' wake-up may
           // queue one behind the other on one CPU (thread_binding.h), and
           // the empty region would wait for that.
-          [n = compute.team_threads, cpus = compute.team_cpus](int worker) {
-            if (worker < static_cast<int>(cpus.size()) && !cpus[worker].empty())
+          [n = compute.team_threads, cpus = compute.team_cpus](int team) {
+            if (team < static_cast<int>(cpus.size()) && !cpus[team].empty())
               kernels::WakeTeam(n);
-          })),
+          }})),
       batches_(std::make_unique<BatchScheduler>(compute_.get())) {}
 
 InferPipeline::~InferPipeline() {
@@ -160,7 +168,7 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
 void InferPipeline::RunDirect(const std::shared_ptr<Pending>& pending) {
   const Clock::time_point queued = Clock::now();
   const int workers = compute_->workers();
-  compute_->Submit([pending, queued, workers] {
+  auto task = [pending, queued, workers](int threads) {
     pending->timings.queue_ns = ElapsedNs(queued);
     // A request still queued at its deadline, or whose client has gone, never runs.
     if (absl::Status check = pending->run.Check(); !check.ok()) {
@@ -173,12 +181,19 @@ void InferPipeline::RunDirect(const std::shared_ptr<Pending>& pending) {
     }
     const Clock::time_point infer_start = Clock::now();
     pending->ran = true;
+    pending->run.num_threads = threads;
     absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = pending->serving.model->Infer(
         pending->inputs, RequestedOutputs(*pending->request), pending->run);
     pending->timings.infer_ns = ElapsedNs(infer_start);
     pending->inputs.clear();
     pending->Answer(std::move(outputs));
-  });
+  };
+  // A profiled request runs on the whole team, as one alone would.
+  if (pending->params.profile) {
+    compute_->Submit([task = std::move(task), threads = team_threads_] { task(threads); });
+  } else {
+    compute_->SubmitSplittable(std::move(task));
+  }
 }
 
 void InferPipeline::RunBatched(const std::shared_ptr<Pending>& pending) {
@@ -193,6 +208,10 @@ void InferPipeline::RunBatched(const std::shared_ptr<Pending>& pending) {
                       pending->ran = result.infer_ns > 0;
                       pending->Answer(std::move(result.outputs));
                     });
+}
+
+ComputeTotals InferPipeline::compute_totals() const {
+  return ComputeTotals{compute_->narrow_runs(), compute_->splits()};
 }
 
 absl::Status InferPipeline::InferSync(const inference::ModelInferRequest& request,

@@ -25,6 +25,7 @@
 #include "server/core/model_registry.h"
 #include "server/core/run_limits.h"
 #include "server/core/shared_memory.h"
+#include "server/scheduler/compute_pool.h"
 
 namespace kiln::server {
 
@@ -49,6 +50,10 @@ struct ComputeOptions {
   // The CPUs compute thread i pins its team to (kernels::PlanTeamCpus,
   // engine/kernels/thread_binding.h); missing or empty: unpinned.
   std::vector<std::vector<int>> team_cpus;
+  // While two or more requests wait, a team runs them one thread each
+  // instead of one at a time on all its threads (ComputePoolOptions::split;
+  // kilnd --split-teams).
+  bool split_teams = false;
 };
 
 class InferPipeline {
@@ -77,6 +82,9 @@ class InferPipeline {
   // register and the tensors of a request may name (server/core/shared_memory.h).
   SharedMemoryRegistry& shared_memory() { return shared_memory_; }
 
+  // What the compute threads did so far (/metrics).
+  ComputeTotals compute_totals() const;
+
  private:
   struct Pending;
   void RunDirect(const std::shared_ptr<Pending>& pending);
@@ -84,6 +92,7 @@ class InferPipeline {
 
   ModelRegistry* registry_;
   RunLimits limits_;
+  const int team_threads_;  // ComputeOptions::team_threads
   std::unique_ptr<ComputePool> compute_;
   // Forms the batched models' batches and runs them on compute_: one thread,
   // however many requests wait.

@@ -100,6 +100,9 @@ class InferenceCore {
                               const inference::ModelInferRequest& request,
                               inference::ModelInferResponse* response, InferCall call);
 
+  // What the compute threads did so far (/metrics).
+  ComputeTotals compute_totals() const { return pipeline_->compute_totals(); }
+
  private:
   ModelRegistry* registry_;
   InferenceCoreOptions options_;

@@ -529,6 +529,14 @@ absl::StatusOr<ModelRegistry::Built> ModelRegistry::BuildHere(
     const std::string model_dir =
         std::filesystem::path(repository_->ConfigPath(name)).parent_path().string();
     ASSIGN_OR_RETURN(built.load.warmup_runs, RunWarmup(*model, config, model_dir, load_run));
+    if (options_.split_teams && options_.compile.num_threads > 1) {
+      // Requests that queue up run on one thread each (compute_pool.h), on
+      // plans of their own: those are compiled here too.
+      runtime::RunOptions narrow = load_run;
+      narrow.num_threads = 1;
+      ASSIGN_OR_RETURN(uint64_t narrow_runs, RunWarmup(*model, config, model_dir, narrow));
+      built.load.warmup_runs += narrow_runs;
+    }
     built.load.warmup_ns = NsSince(warmup_start);
     spdlog::info("model {}: warm-up ran {} sample(s) {} time(s) in {:.1f} ms", label,
                  config.warmup.size(), built.load.warmup_runs, Ms(built.load.warmup_ns));

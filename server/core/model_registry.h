@@ -197,6 +197,9 @@ struct RegistryOptions {
   // Verification on first use (server/core/first_use_verifier.h), unless a
   // model's config turns it off.
   bool verify_on_first_use = true;
+  // The compute teams split into single-thread runs while requests wait
+  // (ComputeOptions::split_teams): a model's warm-up compiles those plans too.
+  bool split_teams = false;
 };
 
 // A complete file to install as a model version.

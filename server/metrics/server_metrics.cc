@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/metrics/prometheus_text.h"
 #include "server/core/model_registry.h"
+#include "server/scheduler/compute_pool.h"
 
 namespace kiln::server {
 namespace {
@@ -201,7 +202,7 @@ void AddProcessMetrics(Registry& r) {
 
 }  // namespace
 
-std::string ScrapeMetrics(const ModelRegistry& registry) {
+std::string ScrapeMetrics(const ModelRegistry& registry, const ComputeTotals* compute) {
   Registry r;
   // Every version ever loaded (its counters keep counting across reloads of
   // other versions); an empty repository still declares the families.
@@ -210,6 +211,14 @@ std::string ScrapeMetrics(const ModelRegistry& registry) {
   for (const VersionStatistics& v : versions) AddInferenceMetrics(r, v);
   for (const VersionStatistics& v : versions) AddKilnMetrics(r, v);
   AddCacheTotals(r, registry.cache().Totals());
+  if (compute != nullptr) {
+    r.Counter("kiln_compute_split_runs_total",
+              "Inferences (or batches) run on one thread of a compute team split while requests "
+              "waited (--split-teams)",
+              {}, static_cast<double>(compute->narrow_runs));
+    r.Counter("kiln_compute_splits_total", "Times a compute team split into single-thread runs",
+              {}, static_cast<double>(compute->splits));
+  }
   AddProcessMetrics(r);
   return r.Render();
 }

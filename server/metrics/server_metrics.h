@@ -12,11 +12,13 @@
 namespace kiln::server {
 
 class ModelRegistry;
+struct ComputeTotals;
 
 // The Content-Type of the text exposition format.
 inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
-// The text exposition of every metric (server/metrics/prometheus_text.h).
-std::string ScrapeMetrics(const ModelRegistry& registry);
+// The text exposition of every metric (server/metrics/prometheus_text.h);
+// the compute threads' counts when `compute` is given.
+std::string ScrapeMetrics(const ModelRegistry& registry, const ComputeTotals* compute = nullptr);
 
 }  // namespace kiln::server

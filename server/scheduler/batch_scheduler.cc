@@ -72,7 +72,10 @@ void BatchScheduler::Submit(Model& model) {
   ++model.tasks;
   ++tasks_;
   std::shared_ptr<DynamicBatcher> batcher = model.batcher;
-  pool_->Submit([this, batcher] {
+  // Splittable: while its queue holds two or more requests, a split team
+  // runs this model's batches one thread each, two at once (compute_pool.h).
+  const int64_t demand = batcher->QueuedRequests();
+  pool_->SubmitSplittable([this, batcher](int threads) {
     // This thread and the idle ones may share what is queued.
     batcher->RunNext(pool_->idle() + 1, [&] {
       bool wake = false;
@@ -87,7 +90,7 @@ void BatchScheduler::Submit(Model& model) {
         wake = waiting_ && batcher->HasQueued();
       }
       if (wake) changed_.notify_all();
-    });
+    }, threads == pool_->team_threads() ? 0 : threads);
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -100,7 +103,7 @@ void BatchScheduler::Submit(Model& model) {
       wake = stopping_ || (waiting_ && model.tasks == 0 && !model.starting);
     }
     if (wake) changed_.notify_all();
-  });
+  }, static_cast<int>(std::max<int64_t>(1, demand)));
 }
 
 void BatchScheduler::Loop() {

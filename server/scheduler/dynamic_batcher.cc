@@ -303,9 +303,16 @@ DynamicBatcher::PollResult DynamicBatcher::Poll(BatchClock::time_point now) {
   return result;
 }
 
-void DynamicBatcher::RunNext(int threads, const std::function<void()>& taken) {
+int64_t DynamicBatcher::QueuedRequests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(queue_.size());
+}
+
+void DynamicBatcher::RunNext(int threads, const std::function<void()>& taken, int run_threads) {
   Items batch;
   Items ended;
+  // Runs on fewer threads cost more per row: their costs are kept apart.
+  const std::string cost_prefix = run_threads > 0 ? absl::StrCat("threads=", run_threads, ";") : "";
   {
     std::lock_guard<std::mutex> lock(mu_);
     // The batch is taken as a compute thread starts it, so that requests that
@@ -322,10 +329,13 @@ void DynamicBatcher::RunNext(int threads, const std::function<void()>& taken) {
       std::vector<int64_t> rows;
       for (size_t i : take) rows.push_back(queue_[i]->rows);
       take.resize(costs_.Take(
-          queue_[take[0]]->key, rows, [this](int64_t r) { return PaddedRows(r, allowed_sizes_); },
+          cost_prefix + queue_[take[0]]->key, rows, [this](int64_t r) { return PaddedRows(r, allowed_sizes_); },
           share));
     }
-    for (size_t i : take) batch.push_back(queue_[i]);
+    for (size_t i : take) {
+      batch.push_back(queue_[i]);
+      batch.back()->run.num_threads = run_threads;
+    }
     for (auto it = take.rbegin(); it != take.rend(); ++it) {
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*it));
     }
@@ -334,7 +344,7 @@ void DynamicBatcher::RunNext(int threads, const std::function<void()>& taken) {
   taken();
   Finish(ended);
   if (batch.empty()) return;
-  Run(batch);
+  Run(batch, cost_prefix);
   Finish(batch);
 }
 
@@ -416,12 +426,13 @@ void DynamicBatcher::RecordCost(const std::string& key, int64_t size, int64_t re
   costs_.Record(key, run);
 }
 
-void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
+void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch,
+                         const std::string& cost_prefix) {
   const uint64_t cpu_start = CpuNs(CLOCK_THREAD_CPUTIME_ID);
   if (batch.size() == 1) {
     RunAlone(*batch[0]);
     if (batch[0]->result.outputs.ok()) {
-      RecordCost(batch[0]->key, batch[0]->rows, batch[0]->rows, 1,
+      RecordCost(cost_prefix + batch[0]->key, batch[0]->rows, batch[0]->rows, 1,
                  CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start);
     }
     return;
@@ -491,7 +502,7 @@ void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
     TurnOff(std::string(parts.status().message()));
     return one_by_one(0);
   }
-  RecordCost(batch[0]->key, run_rows, real_rows, static_cast<int64_t>(batch.size()),
+  RecordCost(cost_prefix + batch[0]->key, run_rows, real_rows, static_cast<int64_t>(batch.size()),
              CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start);
   bool check = false;
   {

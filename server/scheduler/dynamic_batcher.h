@@ -132,7 +132,13 @@ class DynamicBatcher {
   // any more), calls `taken`, then runs the batch and answers its requests.
   // `threads`: the compute threads free to run this model's batches now,
   // this one included (adaptive_batch_size shares the queue among them).
-  void RunNext(int threads, const std::function<void()>& taken);
+  // `run_threads`: the threads this batch runs on when a split compute team
+  // gave it one (RunOptions::num_threads; compute_pool.h), 0 for the
+  // model's; each count keeps costs of its own.
+  void RunNext(int threads, const std::function<void()>& taken, int run_threads = 0);
+
+  // Requests queued now.
+  int64_t QueuedRequests() const;
 
   // Answers every queued request with `status` (the server stopping);
   // batches already taken still run and answer.
@@ -148,7 +154,7 @@ class DynamicBatcher {
   void ExpireLocked(BatchClock::time_point now, Items* ended);
   // The positions in the queue of the batch due at `now` (empty: none). mu_ held.
   std::vector<size_t> PlanLocked(BatchClock::time_point now, BatchClock::time_point* wait_until);
-  void Run(const Items& batch);
+  void Run(const Items& batch, const std::string& cost_prefix);
   // Records a run of `size` rows (`real_rows` of them requests', from
   // `requests` requests) that took `ns` of the compute thread's CPU (costs_).
   void RecordCost(const std::string& key, int64_t size, int64_t real_rows, int64_t requests,

@@ -111,6 +111,59 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("matches expected output", r.stdout)
 
+    def test_requests_that_queue_up_run_one_thread_each_with_the_same_answers(self):
+        # kilnd --threads 2 (--split-teams on by default): while two or more requests wait, the
+        # team runs them one thread each, on plans compiled for one thread. Six clients keep it
+        # busy; every answer must still be libtorch's.
+        import threading
+        import urllib.request
+        import grpc
+        sys.path.insert(0, os.path.join(SOURCE, "client", "python"))
+        from kiln_client_example import load_stubs
+        pb, pb_grpc = load_stubs()
+        self.upload("mobilenet_v2")
+        x = np.load(fixture("mobilenet_v2.input.x.npy"))
+        want = np.load(fixture("mobilenet_v2.output0.npy"))
+        req = pb.ModelInferRequest(model_name="mobilenet_v2")
+        req.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+        req.raw_input_contents.append(np.ascontiguousarray(x, np.float32).tobytes())
+        channel = grpc.insecure_channel(self.server.address)
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        stub.ModelInfer(req, timeout=300)  # the whole team's plan, compiled alone
+
+        def scrape():
+            with urllib.request.urlopen(f"http://{self.server.metrics_address}/metrics",
+                                        timeout=60) as r:
+                text = r.read().decode()
+            for line in text.splitlines():
+                if line.startswith("kiln_compute_split_runs_total "):
+                    return float(line.split()[1])
+            self.fail("kiln_compute_split_runs_total is not in /metrics")
+
+        before = scrape()
+        answers, errors = [], []
+
+        def client():
+            try:
+                for _ in range(4):
+                    resp = stub.ModelInfer(req, timeout=300)
+                    answers.append(np.frombuffer(resp.raw_output_contents[0], np.float32)
+                                   .reshape(list(resp.outputs[0].shape)))
+            except grpc.RpcError as e:  # reported below, not lost in the thread
+                errors.append(f"{e.code().name}: {e.details()}")
+
+        threads = [threading.Thread(target=client) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        channel.close()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(answers), 24)
+        for got in answers:
+            assert_close(self, got, want)
+        self.assertGreater(scrape() - before, 0, "no request ran on a split team")
+
     # ------------------------------------------------------------------ bad input
 
     def test_corrupt_upload_is_refused_and_daemon_keeps_serving(self):

@@ -320,13 +320,15 @@ class MetricsTest(unittest.TestCase):
         for name in ("warm", "cold"):
             status, body = self.load(name)
             self.assertEqual(status, 200, body)
-        self.assertTrue(self.server.wait_for_log(r"model warm:1: warm-up ran 3 sample\(s\) 4 time"))
+        # kilnd runs --threads 2 with --split-teams on: each sample also runs on the plans of a
+        # split team's single-thread runs, so the warm-up runs twice over.
+        self.assertTrue(self.server.wait_for_log(r"model warm:1: warm-up ran 3 sample\(s\) 8 time"))
         warm, cold = dict(model="warm", version=1), dict(model="cold", version=1)
         m = self.scrape()
-        # Three signatures compiled at load (the second run of "zeros" found its plan in memory),
-        # none yet for the model without warm-up.
-        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 3)
-        self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 1)
+        # Three signatures compiled at load, at two and at one thread (the second run of "zeros"
+        # found its plan in memory), none yet for the model without warm-up.
+        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 6)
+        self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 2)
         self.assertEqual(value(m, "kiln_plan_cache_misses_total", **cold), 0)
         self.assertGreater(value(m, "kiln_model_warmup_duration_us", **warm), 0)
         self.assertEqual(value(m, "kiln_model_warmup_duration_us", **cold), 0)
@@ -334,31 +336,31 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(value(m, "nv_inference_count", **warm), 0)
         status, stats = self.http("GET", "/v2/models/warm/stats")
         self.assertEqual(status, 200, stats)
-        self.assertEqual(int(stats["model_stats"][0]["inference_stats"]["cache_miss"]["count"]), 3)
+        self.assertEqual(int(stats["model_stats"][0]["inference_stats"]["cache_miss"]["count"]), 6)
 
         for rows in (2, 1, 3):
             self.check_answer("warm", torch.randn(rows, 4))
             self.check_answer("cold", torch.randn(rows, 4))
         m = self.scrape()
         # Every first request of the warmed model found its plan in memory; the cold one compiled.
-        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 3)
-        self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 1 + 3)
+        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 6)
+        self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 2 + 3)
         self.assertEqual(value(m, "kiln_plan_cache_misses_total", **cold), 3)
         self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **cold), 0)
         status, stats = self.http("GET", "/v2/models/warm/stats")
         self.assertEqual(status, 200, stats)
-        self.assertEqual(int(stats["model_stats"][0]["inference_stats"]["cache_hit"]["count"]), 4)
+        self.assertEqual(int(stats["model_stats"][0]["inference_stats"]["cache_hit"]["count"]), 5)
 
         # After a restart, the warm-up reads its plans from the disk cache: nothing compiles.
         restarted = self.start()
         try:
             m = self.scrape(restarted)
             self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 0)
-            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="disk", **warm), 3)
-            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 1)
+            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="disk", **warm), 6)
+            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 2)
             self.check_answer("warm", torch.randn(2, 4), server=restarted)
             m = self.scrape(restarted)
-            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 2)
+            self.assertEqual(value(m, "kiln_plan_cache_hits_total", tier="memory", **warm), 3)
             self.assertEqual(value(m, "kiln_plan_cache_misses_total", **warm), 0)
         finally:
             restarted.stop()
@@ -375,12 +377,13 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
         labels = dict(model="warmbatch", version=1)
         m = self.scrape()
-        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **labels), 3)  # 1, 4 and 8 rows
+        # 1, 4 and 8 rows, at two threads and at one (--split-teams)
+        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **labels), 6)
         for rows in (1, 3, 8):
             self.check_answer("warmbatch", torch.randn(rows, 4))
         m = self.scrape()
         # Requests alone run at their own size: 3 rows compiles; 1 and 8 were warmed up.
-        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **labels), 4)
+        self.assertEqual(value(m, "kiln_plan_cache_misses_total", **labels), 7)
 
     def test_bad_warmup_files_fail_the_load_clearly(self):
         sample = lambda f: {"verify": False, "model_warmup": [{"name": "s", "inputs": {

@@ -210,5 +210,235 @@ TEST(ComputePoolTest, QueuedTasksAreDestroyedUnrunWhenThePoolEnds) {
   EXPECT_EQ(destroyed.load(), 1);
 }
 
+// A split team (ComputePoolOptions::split): a request alone runs on the
+// team's own thread with all its threads; while two or more wait they run on
+// its narrow threads, one thread each, two at once; then it is whole again.
+class SplitPoolTest : public ::testing::Test {
+ protected:
+  struct Run {
+    int threads;
+    std::thread::id on;
+  };
+
+  SplitPoolTest() {
+    ComputePoolOptions options;
+    options.teams = 1;
+    options.team_threads = 2;
+    options.split = true;
+    options.on_start = [this](int team, int slot) {
+      std::lock_guard<std::mutex> lock(mu_);
+      EXPECT_EQ(team, 0);
+      started_[std::this_thread::get_id()] = slot;
+    };
+    pool_ = std::make_unique<ComputePool>(std::move(options));
+  }
+
+  // A splittable task that records how it ran, then waits for `gate`.
+  void SubmitGated(std::shared_future<void> gate, std::promise<void>* done = nullptr) {
+    pool_->SubmitSplittable([this, gate, done](int threads) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        runs_.push_back({threads, std::this_thread::get_id()});
+        peak_ = std::max(peak_, ++running_);
+      }
+      gate.wait();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --running_;
+      }
+      if (done != nullptr) done->set_value();
+    });
+  }
+
+  // Waits until `n` tasks have started.
+  void AwaitStarted(size_t n) {
+    for (int i = 0; i < 10000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (runs_.size() >= n) return;
+      }
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    FAIL() << "fewer than " << n << " tasks started";
+  }
+
+  int SlotOf(std::thread::id id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return started_.at(id);
+  }
+
+  std::mutex mu_;
+  std::map<std::thread::id, int> started_;
+  std::vector<Run> runs_;
+  int running_ = 0, peak_ = 0;
+  std::unique_ptr<ComputePool> pool_;
+};
+
+TEST_F(SplitPoolTest, QueuedRequestsRunOneThreadEachAndALoneOneGetsTheTeam) {
+  AwaitIdle(*pool_, 1);
+  for (int i = 0; i < 10000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (started_.size() == 3) break;
+    }
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::set<int> slots;
+    for (const auto& [id, slot] : started_) slots.insert(slot);
+    EXPECT_EQ(slots, (std::set<int>{-1, 0, 1}));
+  }
+  // A first request alone: the whole team.
+  std::promise<void> open_first;
+  std::promise<void> first_done;
+  SubmitGated(open_first.get_future().share(), &first_done);
+  AwaitStarted(1);
+  // Three more queue behind it.
+  std::promise<void> open_rest;
+  std::shared_future<void> rest = open_rest.get_future().share();
+  std::vector<std::promise<void>> done(3);
+  for (auto& d : done) SubmitGated(rest, &d);
+  open_first.set_value();
+  first_done.get_future().wait();
+  // Two of the three start, one thread each; the third waits for one of them.
+  AwaitStarted(3);
+  std::this_thread::sleep_for(milliseconds(20));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSERT_EQ(runs_.size(), 3u);
+    EXPECT_EQ(running_, 2);
+  }
+  open_rest.set_value();
+  for (auto& d : done) d.get_future().wait();
+  AwaitIdle(*pool_, 1);
+  // A request alone again: the whole team once more.
+  std::promise<void> open_last;
+  open_last.set_value();
+  std::promise<void> last_done;
+  SubmitGated(open_last.get_future().share(), &last_done);
+  last_done.get_future().wait();
+
+  ASSERT_EQ(runs_.size(), 5u);
+  EXPECT_EQ(runs_[0].threads, 2);
+  EXPECT_EQ(SlotOf(runs_[0].on), -1);
+  std::set<int> narrow_slots;
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(runs_[i].threads, 1) << i;
+    narrow_slots.insert(SlotOf(runs_[i].on));
+  }
+  EXPECT_EQ(narrow_slots, (std::set<int>{0, 1}));
+  EXPECT_EQ(runs_[4].threads, 2);
+  EXPECT_EQ(SlotOf(runs_[4].on), -1);
+  EXPECT_EQ(peak_, 2);
+  EXPECT_EQ(pool_->narrow_runs(), 3u);
+  EXPECT_EQ(pool_->splits(), 1u);
+}
+
+// A task that needs the whole team (a batch) waits for the narrow runs to
+// end and never runs beside them.
+TEST_F(SplitPoolTest, AWholeTeamTaskWaitsForTheNarrowRuns) {
+  AwaitIdle(*pool_, 1);
+  std::promise<void> open_first, first_done;
+  SubmitGated(open_first.get_future().share(), &first_done);
+  AwaitStarted(1);
+  std::promise<void> open_narrow;
+  std::shared_future<void> narrow = open_narrow.get_future().share();
+  std::vector<std::promise<void>> done(2);
+  for (auto& d : done) SubmitGated(narrow, &d);
+  std::atomic<int> beside{-1};
+  std::promise<void> whole_done;
+  pool_->Submit([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    beside = running_;
+    whole_done.set_value();
+  });
+  open_first.set_value();
+  first_done.get_future().wait();
+  std::this_thread::sleep_for(milliseconds(30));
+  EXPECT_EQ(beside.load(), -1);  // not started while the two narrow runs go on
+  open_narrow.set_value();
+  whole_done.get_future().wait();
+  EXPECT_EQ(beside.load(), 0);
+  for (auto& d : done) d.get_future().wait();
+  EXPECT_EQ(pool_->narrow_runs(), 2u);
+}
+
+// With one request queued behind a running one, the team does not split: a
+// request alone is faster on all the threads.
+TEST_F(SplitPoolTest, OneWaitingRequestDoesNotSplitTheTeam) {
+  AwaitIdle(*pool_, 1);
+  for (int round = 0; round < 3; ++round) {
+    std::promise<void> open_a, a_done, b_done;
+    std::promise<void> open_b;
+    open_b.set_value();
+    SubmitGated(open_a.get_future().share(), &a_done);
+    AwaitStarted(2 * round + 1);
+    SubmitGated(open_b.get_future().share(), &b_done);
+    open_a.set_value();
+    a_done.get_future().wait();
+    b_done.get_future().wait();
+  }
+  ASSERT_EQ(runs_.size(), 6u);
+  for (const Run& run : runs_) EXPECT_EQ(run.threads, 2);
+  EXPECT_EQ(pool_->splits(), 0u);
+}
+
+// A task that stands for several requests (a batch task: its model's queue)
+// splits the team alone, and the next one runs beside it.
+TEST_F(SplitPoolTest, ATaskStandingForSeveralRequestsSplitsTheTeam) {
+  AwaitIdle(*pool_, 1);
+  std::promise<void> open_first, first_done;
+  SubmitGated(open_first.get_future().share(), &first_done);
+  AwaitStarted(1);
+  std::promise<void> open;
+  std::shared_future<void> gate = open.get_future().share();
+  std::vector<std::promise<void>> done(2);
+  auto record = [this, gate](std::promise<void>* d) {
+    return [this, gate, d](int threads) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        runs_.push_back({threads, std::this_thread::get_id()});
+        peak_ = std::max(peak_, ++running_);
+      }
+      gate.wait();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --running_;
+      }
+      d->set_value();
+    };
+  };
+  pool_->SubmitSplittable(record(&done[0]), /*demand=*/5);
+  open_first.set_value();
+  first_done.get_future().wait();
+  AwaitStarted(2);
+  pool_->SubmitSplittable(record(&done[1]), /*demand=*/3);
+  AwaitStarted(3);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(running_, 2);
+  }
+  open.set_value();
+  for (auto& d : done) d.get_future().wait();
+  ASSERT_EQ(runs_.size(), 3u);
+  EXPECT_EQ(runs_[1].threads, 1);
+  EXPECT_EQ(runs_[2].threads, 1);
+  EXPECT_NE(runs_[1].on, runs_[2].on);
+  EXPECT_EQ(pool_->splits(), 1u);
+}
+
+// Without split, a splittable task gets the whole team.
+TEST(ComputePoolTest, SplittableTasksRunWholeWhenThePoolDoesNotSplit) {
+  ComputePoolOptions options;
+  options.teams = 1;
+  options.team_threads = 2;
+  ComputePool pool(std::move(options));
+  std::vector<std::promise<int>> threads(4);
+  for (auto& t : threads) pool.SubmitSplittable([&t](int n) { t.set_value(n); });
+  for (auto& t : threads) EXPECT_EQ(t.get_future().get(), 2);
+  EXPECT_EQ(pool.narrow_runs(), 0u);
+}
+
 }  // namespace
 }  // namespace kiln::server

@@ -197,6 +197,39 @@ TEST(ModelTest, InfersAndCachesPerSignature) {
   EXPECT_EQ((*m)->num_compiled(), 2u);
 }
 
+// A run on fewer threads (a server's team split under load) has a plan of
+// its own, compiled once, with the same answer; 0 or the model's count is
+// the model's plan.
+TEST(ModelTest, RunOnAnotherThreadCountCompilesItsOwnPlanOnce) {
+  ModelOptions opts;
+  opts.compile.num_threads = 2;
+  auto m = Model::Create(TwoInputGraph(), opts);
+  ASSERT_TRUE(m.ok());
+  const std::vector<NamedTensor> in = {F32("bias", {3}), F32("x", {2, 4})};
+  auto wide = (*m)->Infer(in, {});
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  RunOptions same;
+  same.num_threads = 2;
+  ASSERT_TRUE((*m)->Infer(in, {}, same).ok());
+  EXPECT_EQ((*m)->num_compiled(), 1u);
+  RunOptions narrow;
+  narrow.num_threads = 1;
+  for (int i = 0; i < 2; ++i) {
+    auto one = (*m)->Infer(in, {}, narrow);
+    ASSERT_TRUE(one.ok()) << one.status();
+    ASSERT_EQ((*one)[0].tensor.dims(), (*wide)[0].tensor.dims());
+    for (int64_t k = 0; k < (*one)[0].tensor.num_elements(); ++k) {
+      EXPECT_EQ((*one)[0].tensor.data<float>()[k], (*wide)[0].tensor.data<float>()[k]) << k;
+    }
+  }
+  EXPECT_EQ((*m)->num_compiled(), 2u);
+  // In graph input order: x, bias.
+  auto exe = (*m)->GetExecutable(
+      {{DType::kF32, {2, 4}, nullptr, true}, {DType::kF32, {3}, nullptr, true}}, 1);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*m)->num_compiled(), 2u);
+}
+
 TEST(ModelTest, ValidationNamesTheInputAndSaysExpectedVersusGot) {
   auto m = Model::Create(TwoInputGraph(), {});
   ASSERT_TRUE(m.ok());
