@@ -154,6 +154,19 @@ size_t BatchCosts::Choose(const std::string& key, const std::vector<int64_t>& re
   return best;
 }
 
+double BatchCosts::BestNsPerRow(const std::string& key) const {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return -1;
+  double best = -1;
+  for (const auto& [size, cost] : it->second.sizes) {
+    const double ns = Known(it->second, size);
+    if (ns < 0 || size < 1) continue;
+    const double per_row = ns / static_cast<double>(size);
+    if (best < 0 || per_row < best) best = per_row;
+  }
+  return best;
+}
+
 std::string BatchCosts::Describe() const {
   auto it = keys_.find(last_key_);
   if (it == keys_.end()) return "";

@@ -105,6 +105,10 @@ class BatchCosts {
     return Choose(key, real, sizes, share);
   }
 
+  // The lowest average cost per row (ns of its compute thread's CPU per
+  // padded row) of the trusted sizes of `key`; negative when none is trusted.
+  double BestNsPerRow(const std::string& key) const;
+
   // "1: 4.5, 8: 5.6" (ms per real row of each trusted size), for the
   // signature most recently run, then what the last singles trial found;
   // empty before any size is trusted.

@@ -72,10 +72,12 @@ void BatchScheduler::Submit(Model& model) {
   ++model.tasks;
   ++tasks_;
   std::shared_ptr<DynamicBatcher> batcher = model.batcher;
-  // Splittable: while its queue holds two or more requests, a split team
-  // runs this model's batches one thread each, two at once (compute_pool.h).
+  // Splittable when that pays (DynamicBatcher::SplitPays): while its queue
+  // holds two or more requests, a split team runs this model's batches one
+  // thread each, side by side (compute_pool.h).
   const int64_t demand = batcher->QueuedRequests();
-  pool_->SubmitSplittable([this, batcher](int threads) {
+  const bool split = batcher->SplitPays(pool_->team_threads());
+  auto task = [this, batcher](int threads) {
     // This thread and the idle ones may share what is queued.
     batcher->RunNext(pool_->idle() + 1, [&] {
       bool wake = false;
@@ -103,7 +105,12 @@ void BatchScheduler::Submit(Model& model) {
       wake = stopping_ || (waiting_ && model.tasks == 0 && !model.starting);
     }
     if (wake) changed_.notify_all();
-  }, static_cast<int>(std::max<int64_t>(1, demand)));
+  };
+  if (split) {
+    pool_->SubmitSplittable(std::move(task), static_cast<int>(std::max<int64_t>(1, demand)));
+  } else {
+    pool_->Submit([task = std::move(task), threads = pool_->team_threads()] { task(threads); });
+  }
 }
 
 void BatchScheduler::Loop() {

@@ -308,11 +308,31 @@ int64_t DynamicBatcher::QueuedRequests() const {
   return static_cast<int64_t>(queue_.size());
 }
 
+static std::string SplitCostPrefix(int run_threads) {
+  return run_threads > 0 ? absl::StrCat("threads=", run_threads, ";") : "";
+}
+
+bool DynamicBatcher::SplitPays(int team_threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (team_threads < 2 || queue_.empty()) return team_threads >= 2;
+  const std::string& key = queue_.front()->key;
+  const double narrow = costs_.BestNsPerRow(SplitCostPrefix(1) + key);
+  const double whole = costs_.BestNsPerRow(key);
+  if (narrow < 0 || whole < 0) return true;  // learn it (a whole team's run comes at low load)
+  if (narrow / team_threads < whole) return true;
+  // The whole team wins; a split now and then relearns the single-thread costs.
+  if (++split_decisions_ >= kSplitRecheck) {
+    split_decisions_ = 0;
+    return true;
+  }
+  return false;
+}
+
 void DynamicBatcher::RunNext(int threads, const std::function<void()>& taken, int run_threads) {
   Items batch;
   Items ended;
   // Runs on fewer threads cost more per row: their costs are kept apart.
-  const std::string cost_prefix = run_threads > 0 ? absl::StrCat("threads=", run_threads, ";") : "";
+  const std::string cost_prefix = SplitCostPrefix(run_threads);
   {
     std::lock_guard<std::mutex> lock(mu_);
     // The batch is taken as a compute thread starts it, so that requests that

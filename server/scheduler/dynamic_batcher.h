@@ -140,6 +140,17 @@ class DynamicBatcher {
   // Requests queued now.
   int64_t QueuedRequests() const;
 
+  // Whether the next batch should be offered to a split compute team (one
+  // thread per batch, `team_threads` batches at once: compute_pool.h)
+  // rather than run on the whole team: yes while the single-thread costs of
+  // the signature at the head of the queue are not known yet, then only
+  // when `team_threads` of them at once serve more rows per second than the
+  // whole team does (not so for a weight-bound model, whose batch reads the
+  // weights once for all its rows). Asked again now and then (kSplitRecheck
+  // decisions) to relearn the costs.
+  bool SplitPays(int team_threads);
+  static constexpr uint64_t kSplitRecheck = 256;
+
   // Answers every queued request with `status` (the server stopping);
   // batches already taken still run and answer.
   void FailQueued(const absl::Status& status);
@@ -186,6 +197,7 @@ class DynamicBatcher {
   // What each batch size cost (adaptive_batch_size): a planned batch runs cut
   // to its cheapest prefix per row.
   BatchCosts costs_;
+  uint64_t split_decisions_ = 0;  // SplitPays since it last offered a split to relearn
 };
 
 }  // namespace kiln::server

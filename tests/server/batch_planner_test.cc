@@ -275,6 +275,18 @@ TEST(BatchCostsTest, WeightBoundModelRunsWholeBatches) {
   EXPECT_THAT(costs.Describe(), HasSubstr("1: 1.03, 2: "));
 }
 
+// What DynamicBatcher::SplitPays weighs: the cheapest trusted size per row,
+// per signature (a split team's single-thread runs keep their own key).
+TEST(BatchCostsTest, BestNsPerRowIsTheCheapestTrustedSizePerRow) {
+  FedCosts costs;
+  EXPECT_LT(costs.BestNsPerRow("k"), 0);  // nothing known
+  costs.Ran("k", 8, 8000000);             // one run: not trusted yet
+  EXPECT_LT(costs.BestNsPerRow("k"), 0);
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 4 ? 0.5 : 1.0; });
+  EXPECT_DOUBLE_EQ(costs.BestNsPerRow("k"), 0.5e6);
+  EXPECT_LT(costs.BestNsPerRow("threads=1;k"), 0);
+}
+
 TEST(BatchCostsTest, AThreadTakesItsShareWhenOthersAreFree) {
   FedCosts costs;
   const std::vector<int64_t> eight(8, 1);

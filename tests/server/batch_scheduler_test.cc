@@ -407,6 +407,47 @@ TEST(BatchSchedulerTest, ComputeBoundModelEndsUpRunningSingles) {
   EXPECT_THAT(batcher->Describe(), HasSubstr("batch size by measured cost: ms per row at 1: "));
 }
 
+// On a compute team that splits while requests wait (compute_pool.h), a
+// batcher's tasks run one thread each: every answer is still its own.
+TEST(BatchSchedulerTest, BatchesOnASplitTeamAnswerEveryRequest) {
+  ComputePoolOptions options;
+  options.teams = 1;
+  options.team_threads = 2;
+  options.split = true;
+  ComputePool pool(std::move(options));
+  auto batcher = DynamicBatcher::Create(Batching(4, {}), RowWiseModel());
+  RowCost cost([](int64_t rows) { return static_cast<int>(300 * rows); });
+  runtime::RunOptions run;
+  run.observer = &cost;
+  {
+    BatchScheduler scheduler(&pool);
+    constexpr int kClients = 6, kEach = 20;
+    std::vector<std::thread> clients;
+    std::atomic<int> wrong{0};
+    for (int c = 0; c < kClients; ++c) {
+      clients.emplace_back([&, c] {
+        for (int i = 0; i < kEach; ++i) {
+          std::promise<DynamicBatcher::Result> answer;
+          std::future<DynamicBatcher::Result> result = answer.get_future();
+          const float v = static_cast<float>(c * 100 + i);
+          scheduler.Enqueue(batcher, Input(1, 4, v), {}, run,
+                            [&answer](DynamicBatcher::Result r) { answer.set_value(std::move(r)); });
+          DynamicBatcher::Result got = result.get();
+          // Element 0 of Input(1, 4, v) is v - 1; relu(x) * x of it:
+          const float x0 = v - 1.0f;
+          const float want = x0 > 0 ? x0 * x0 : 0.0f;
+          if (!got.outputs.ok() || (*got.outputs)[0].tensor.data<float>()[0] != want) {
+            ++wrong;
+          }
+        }
+      });
+    }
+    for (std::thread& t : clients) t.join();
+    EXPECT_EQ(wrong.load(), 0);
+  }
+  EXPECT_GT(pool.narrow_runs(), 0u) << batcher->Describe();
+}
+
 TEST(BatchSchedulerTest, WeightBoundModelKeepsBatching) {
   // A run costs the same at any size: 3 ms a step.
   RowCost cost([](int64_t) { return 3000; });
