@@ -154,6 +154,25 @@ size_t BatchCosts::Choose(const std::string& key, const std::vector<int64_t>& re
   return best;
 }
 
+bool BatchCosts::ChoosesSingles(const std::string& key) const {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return false;
+  const Signature& signature = it->second;
+  if (signature.policy == Policy::kSingles) return true;
+  if (signature.policy != Policy::kSizes) return false;
+  const double one = Known(signature, 1);
+  if (one < 0) return false;
+  bool compared = false;
+  for (const auto& [size, cost] : signature.sizes) {
+    if (size == 1) continue;
+    const double ns = Known(signature, size);
+    if (ns < 0) return false;  // still learning it
+    if (static_cast<double>(size) / ns > (1 + kBatchMargin) / one) return false;
+    compared = true;
+  }
+  return compared;
+}
+
 double BatchCosts::BestNsPerRow(const std::string& key) const {
   auto it = keys_.find(key);
   if (it == keys_.end()) return -1;

@@ -105,6 +105,12 @@ class BatchCosts {
     return Choose(key, real, sizes, share);
   }
 
+  // Whether `key`'s batches are single requests now: its last singles trial
+  // chose singles (until the next window of batching), or every size it has
+  // run is trusted and none serves kBatchMargin more rows per nanosecond than
+  // a single (until a size is forgotten and learned again).
+  bool ChoosesSingles(const std::string& key) const;
+
   // The lowest average cost per row (ns of its compute thread's CPU per
   // padded row) of the trusted sizes of `key`; negative when none is trusted.
   double BestNsPerRow(const std::string& key) const;

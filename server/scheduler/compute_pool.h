@@ -107,6 +107,7 @@ class ComputePool {
 
   int workers() const { return static_cast<int>(teams_.size()); }  // teams
   int team_threads() const { return team_threads_; }
+  bool splits_teams() const { return split_; }
 
   // Teams with nothing to do now: waiting, with no task queued for them.
   // The batcher shares what is queued among them (dynamic_batcher.h).

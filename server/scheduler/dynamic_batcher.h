@@ -140,13 +140,29 @@ class DynamicBatcher {
   // Requests queued now.
   int64_t QueuedRequests() const;
 
+  // Whether a request may skip the queue and run as an unbatched one does
+  // (InferPipeline::RunDirect), and its signature's key if so: the measured
+  // costs choose single requests for its signature (BatchCosts::
+  // ChoosesSingles), at the whole team's thread count and, when the team may
+  // split (`may_split`), at one thread too; and nothing in the config needs
+  // the queue (preserve_ordering, max_queue_size, a queue timeout). A single
+  // then pays no hand-off to the batcher's thread and no queue delay.
+  // RecordAlone counts its run, so that the next window of batching, the
+  // next trial, and the relearning of a size come as they would.
+  std::optional<std::string> AloneKey(const std::vector<runtime::NamedTensor>& inputs,
+                                      const std::vector<std::string>& requested,
+                                      bool may_split) const;
+  // A run of `rows` rows that skipped the queue, on `run_threads` threads
+  // (0: the model's count), that took `ns` of its compute thread's CPU.
+  void RecordAlone(const std::string& key, int64_t rows, int run_threads, uint64_t ns);
+
   // Whether the next batch should be offered to a split compute team (one
   // thread per batch, `team_threads` batches at once: compute_pool.h)
   // rather than run on the whole team: yes while the single-thread costs of
-  // the signature at the head of the queue are not known yet, then only
-  // when `team_threads` of them at once serve more rows per second than the
-  // whole team does (not so for a weight-bound model, whose batch reads the
-  // weights once for all its rows). Asked again now and then (kSplitRecheck
+  // the signature at the head of the queue are not known yet, then unless
+  // the whole team serves kBatchMargin more rows per second than
+  // `team_threads` of them at once (a weight-bound model may: its batch
+  // reads the weights once for all its rows). Asked again now and then (kSplitRecheck
   // decisions) to relearn the costs.
   bool SplitPays(int team_threads);
   static constexpr uint64_t kSplitRecheck = 256;

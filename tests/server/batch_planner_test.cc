@@ -302,13 +302,20 @@ TEST(BatchCostsTest, AThreadTakesItsShareWhenOthersAreFree) {
 
 TEST(BatchCostsTest, ComputeBoundModelRunsSingles) {
   FedCosts costs;
+  EXPECT_FALSE(costs.ChoosesSingles("k"));
   // Rows cost more in a batch than alone (mobilenet_v2 on one thread): 1.0 ms alone, 1.25 at 8.
-  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return 1.0 + 0.25 * (size - 1) / 7.0; });
+  Learn(costs, "k", {1, 2, 4}, [](int64_t size) { return 1.0 + 0.25 * (size - 1) / 7.0; });
+  EXPECT_TRUE(costs.ChoosesSingles("k"));
+  costs.Ran("k", 8, static_cast<uint64_t>(1.25e6 * 8));  // a size learned anew: not yet
+  EXPECT_FALSE(costs.ChoosesSingles("k"));
+  costs.Ran("k", 8, static_cast<uint64_t>(1.25e6 * 8));
+  EXPECT_TRUE(costs.ChoosesSingles("k"));
   EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
   // A sweet spot in the middle wins.
   FedCosts middle;
   Learn(middle, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 4 ? 0.5 : 1.0; });
   EXPECT_EQ(middle.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 4u);
+  EXPECT_FALSE(middle.ChoosesSingles("k"));
   // Requests of several rows: the prefix's rows count, not the number of requests.
   EXPECT_EQ(middle.Take("k", {2, 2, 2, 2}, PowersOfTwo), 2u);
   // Padding is paid for: 3 requests run as 4 have 3 real rows, 2 run as 2 beat them here.
@@ -368,11 +375,16 @@ TEST(BatchCostsTest, SinglesWinATrialWhenBatchingMeasuredCheaperOnlyBesideItself
   RunFor(costs, BatchCosts::kWindow, 1, 7.5);
   EXPECT_THAT(costs.Describe(), HasSubstr("singles 7.50 ms per row against 9.00 batched"));
   EXPECT_THAT(costs.Describe(), HasSubstr(": singles"));
-  // Singles hold for kTrialEvery runs, then batching gets one window and another trial.
+  // Singles hold for kTrialEvery runs (requests may skip the batcher's queue meanwhile:
+  // DynamicBatcher::AloneKey), then batching gets one window and another trial.
+  EXPECT_TRUE(costs.ChoosesSingles("k"));
+  EXPECT_FALSE(costs.ChoosesSingles("other"));
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
   RunFor(costs, BatchCosts::kTrialEvery - 1, 1, 7.5);
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
+  EXPECT_TRUE(costs.ChoosesSingles("k"));
   RunFor(costs, 1, 1, 7.5);
+  EXPECT_FALSE(costs.ChoosesSingles("k"));
   EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
   // One window of batching, then on trial again.
   EXPECT_EQ(BatchUntilTrial(costs, 8, 9.0, 1000), static_cast<uint64_t>(BatchCosts::kWindow));

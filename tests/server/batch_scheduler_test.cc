@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -446,6 +447,33 @@ TEST(BatchSchedulerTest, BatchesOnASplitTeamAnswerEveryRequest) {
     EXPECT_EQ(wrong.load(), 0);
   }
   EXPECT_GT(pool.narrow_runs(), 0u) << batcher->Describe();
+}
+
+// A request skips the batcher's queue only once the measured costs choose
+// singles for its signature, and never where the config needs the queue.
+TEST(BatchSchedulerTest, ARequestSkipsTheQueueOnlyWhenSinglesWinAndTheConfigAllows) {
+  auto fresh = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
+  EXPECT_FALSE(fresh->AloneKey(Input(1, 4, 0), {}, false).has_value());  // nothing measured
+  // A compute-bound model in closed loop: its costs end up choosing singles.
+  RowCost cost([](int64_t rows) { return static_cast<int>(400 * rows * (1 + rows / 2.0)); });
+  auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
+  ClosedLoopBatchRows(batcher, &cost, 8, 200, 1);
+  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, false);
+  ASSERT_TRUE(key.has_value()) << batcher->Describe();
+  // Not while a split team's single-thread costs are unknown.
+  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, true).has_value());
+  // Another signature knows nothing yet.
+  EXPECT_FALSE(batcher->AloneKey(Input(1, 6, 0), {}, false).has_value());
+  // Configs that need the queue never skip it.
+  DynamicBatching ordered;
+  ordered.preserve_ordering = true;
+  DynamicBatching bounded;
+  bounded.default_queue_policy.max_queue_size = 64;
+  for (const DynamicBatching& dynamic : {ordered, bounded}) {
+    auto strict = DynamicBatcher::Create(Batching(8, dynamic), RowWiseModel());
+    ClosedLoopBatchRows(strict, &cost, 8, 200, 1);
+    EXPECT_FALSE(strict->AloneKey(Input(1, 4, 0), {}, false).has_value()) << strict->Describe();
+  }
 }
 
 TEST(BatchSchedulerTest, WeightBoundModelKeepsBatching) {
