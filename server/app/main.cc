@@ -46,6 +46,11 @@ flags or config file.)";
 
 const char* SignalName(char sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
+// A flag that takes 'on' or 'off' into `value` (its default already there).
+void AddOnOff(CLI::App& app, const std::string& name, std::string* value, const std::string& help) {
+  app.add_option(name, *value, help)->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+}
+
 int g_signal_pipe[2] = {-1, -1};
 
 // Async-signal-safe: only write(2).
@@ -138,19 +143,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"process", "none"}))
       ->capture_default_str();
   std::string import_sandbox = "on";
-  app.add_option("--import-sandbox", import_sandbox,
-                 "'on': the import child runs in a sandbox (no files, no network, no new "
-                 "processes, an unprivileged uid when kilnd is root; see README, Security model); "
-                 "'off': only its memory and time limits")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+  AddOnOff(app, "--import-sandbox", &import_sandbox,
+           "'on': the import child runs in a sandbox (no files, no network, no new "
+           "processes, an unprivileged uid when kilnd is root; see README, Security model); "
+           "'off': only its memory and time limits");
   std::string verify_on_first_use = "on";
-  app.add_option("--verify-on-first-use", verify_on_first_use,
-                 "'on': a request whose signature the load could not verify also runs through "
-                 "libtorch in the sandboxed worker and is compared (once per signature; a model's "
-                 "config may turn it off with \"verify\": {\"on_first_use\": false}); 'off': never")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+  AddOnOff(app, "--verify-on-first-use", &verify_on_first_use,
+           "'on': a request whose signature the load could not verify also runs through "
+           "libtorch in the sandboxed worker and is compared (once per signature; a model's "
+           "config may turn it off with \"verify\": {\"on_first_use\": false}); 'off': never");
   uint64_t import_memory_mb = options.import_memory_bytes >> 20;
   app.add_option("--import-memory-mb", import_memory_mb,
                  "Memory an import child may use beyond its start-up mappings, in MiB")
@@ -184,12 +185,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   std::string split_teams = "on";
-  app.add_option("--split-teams", split_teams,
-                 "'on': while two or more requests wait, a compute thread's --threads CPUs run "
-                 "them one thread each instead of one at a time on all of them (more requests/s "
-                 "under load; a request alone still gets every thread); 'off': never")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+  AddOnOff(app, "--split-teams", &split_teams,
+           "'on': while two or more requests wait, a compute thread's --threads CPUs run "
+           "them one thread each instead of one at a time on all of them (more requests/s "
+           "under load; a request alone still gets every thread); 'off': never");
   std::string pin_threads(kiln::kernels::ThreadPinningName(options.pin_threads));
   app.add_option("--pin-threads", pin_threads,
                  "Pin each compute thread's team of --threads threads to CPUs of its own: auto "

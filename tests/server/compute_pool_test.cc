@@ -233,8 +233,10 @@ class SplitPoolTest : public ::testing::Test {
     pool_ = std::make_unique<ComputePool>(std::move(options));
   }
 
-  // A splittable task that records how it ran, then waits for `gate`.
-  void SubmitGated(std::shared_future<void> gate, std::promise<void>* done = nullptr) {
+  // A splittable task standing for `demand` requests that records how it
+  // ran, then waits for `gate`.
+  void SubmitGated(std::shared_future<void> gate, std::promise<void>* done = nullptr,
+                   int demand = 1) {
     pool_->SubmitSplittable([this, gate, done](int threads) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -247,7 +249,7 @@ class SplitPoolTest : public ::testing::Test {
         --running_;
       }
       if (done != nullptr) done->set_value();
-    });
+    }, demand);
   }
 
   // Waits until `n` tasks have started.
@@ -394,26 +396,11 @@ TEST_F(SplitPoolTest, ATaskStandingForSeveralRequestsSplitsTheTeam) {
   std::promise<void> open;
   std::shared_future<void> gate = open.get_future().share();
   std::vector<std::promise<void>> done(2);
-  auto record = [this, gate](std::promise<void>* d) {
-    return [this, gate, d](int threads) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        runs_.push_back({threads, std::this_thread::get_id()});
-        peak_ = std::max(peak_, ++running_);
-      }
-      gate.wait();
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        --running_;
-      }
-      d->set_value();
-    };
-  };
-  pool_->SubmitSplittable(record(&done[0]), /*demand=*/5);
+  SubmitGated(gate, &done[0], /*demand=*/5);
   open_first.set_value();
   first_done.get_future().wait();
   AwaitStarted(2);
-  pool_->SubmitSplittable(record(&done[1]), /*demand=*/3);
+  SubmitGated(gate, &done[1], /*demand=*/3);
   AwaitStarted(3);
   {
     std::lock_guard<std::mutex> lock(mu_);
