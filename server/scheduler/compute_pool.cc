@@ -122,8 +122,9 @@ void ComputePool::Lead(int index) {
       continue;
     }
     team.waiting = false;
-    if (split_ && queued_demand_ >= 2 && queue_.front().splittable) {
-      // Two or more wait: the team's narrow threads take them, one each.
+    if (split_ && queue_.front().splittable && queued_demand_ >= 2 + IdleTeamsLocked()) {
+      // More wait than the idle teams take whole (this one included): the
+      // team's narrow threads take them, one each.
       team.mode = Mode::kNarrow;
       splits_.fetch_add(1, std::memory_order_relaxed);
       team.narrow_ready.notify_all();
@@ -160,11 +161,15 @@ void ComputePool::Narrow(int index) {
   }
 }
 
-int ComputePool::idle() const {
-  std::lock_guard<std::mutex> lock(mu_);
+int ComputePool::IdleTeamsLocked() const {
   int waiting = 0;
   for (const auto& team : teams_) waiting += team->waiting && team->mode == Mode::kIdle;
-  return std::max(0, waiting - static_cast<int>(queue_.size()));
+  return waiting;
+}
+
+int ComputePool::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::max(0, IdleTeamsLocked() - static_cast<int>(queue_.size()));
 }
 
 void ComputePool::Submit(std::function<void()> task) {
@@ -189,17 +194,14 @@ void ComputePool::Prewake() {
   std::lock_guard<std::mutex> lock(mu_);
   // Nobody idle, or one already woken for this: nothing to do.
   if (stopping_ || prewake_ || watching_) return;
-  int idle_teams = 0;
-  Team* first = nullptr;
+  if (IdleTeamsLocked() <= static_cast<int>(queue_.size())) return;
+  prewake_ = true;
   for (auto& team : teams_) {
     if (team->waiting && team->mode == Mode::kIdle) {
-      ++idle_teams;
-      if (first == nullptr) first = team.get();
+      team->ready.notify_one();
+      return;
     }
   }
-  if (idle_teams <= static_cast<int>(queue_.size())) return;
-  prewake_ = true;
-  first->ready.notify_one();
 }
 
 void RunOnShortLivedThread(const std::function<void()>& fn) {

@@ -46,8 +46,10 @@ namespace kiln::server {
 // wide while at most one request waits for it, and splits into single-thread
 // runs while two or more do, the way OpenVINO's throughput streams or a
 // Triton instance group of one-thread instances would, but without choosing
-// ahead for the load. A task that cannot run on one thread (a batch:
-// the batcher's plan is sized for the team) waits for the narrow runs to end.
+// ahead for the load. With several teams, a team splits only when more wait
+// than the idle teams would take whole. A task that must run on the whole
+// team (a profiled request, a batch the batcher keeps whole) waits for the
+// narrow runs to end.
 struct ComputePoolOptions {
   int teams = 1;
   int team_threads = 1;
@@ -142,6 +144,8 @@ class ComputePool {
   bool NarrowCanTakeLocked(const Team& team) const;
   // Takes the head task off the queue. Under mu_.
   Task PopLocked();
+  // Teams whose own thread waits with the team whole and idle. Under mu_.
+  int IdleTeamsLocked() const;
 
   const int team_threads_;
   const bool split_;

@@ -415,6 +415,29 @@ TEST_F(SplitPoolTest, ATaskStandingForSeveralRequestsSplitsTheTeam) {
   EXPECT_EQ(pool_->splits(), 1u);
 }
 
+// With two teams idle, two requests run on a whole team each; a team splits
+// only when more wait than the idle teams take.
+TEST(ComputePoolTest, TwoIdleTeamsTakeTwoRequestsWhole) {
+  ComputePoolOptions options;
+  options.teams = 2;
+  options.team_threads = 2;
+  options.split = true;
+  ComputePool pool(std::move(options));
+  AwaitIdle(pool, 2);
+  std::promise<void> open;
+  std::shared_future<void> gate = open.get_future().share();
+  std::vector<std::promise<int>> threads(2);
+  for (auto& t : threads) {
+    pool.SubmitSplittable([&t, gate](int n) {
+      t.set_value(n);
+      gate.wait();
+    });
+  }
+  for (auto& t : threads) EXPECT_EQ(t.get_future().get(), 2);
+  open.set_value();
+  EXPECT_EQ(pool.splits(), 0u);
+}
+
 // Without split, a splittable task gets the whole team.
 TEST(ComputePoolTest, SplittableTasksRunWholeWhenThePoolDoesNotSplit) {
   ComputePoolOptions options;
