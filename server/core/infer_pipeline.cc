@@ -1,7 +1,5 @@
 #include "server/core/infer_pipeline.h"
 
-#include <time.h>
-
 #include <future>
 #include <optional>
 #include <utility>
@@ -25,13 +23,6 @@ using Clock = std::chrono::steady_clock;
 // with the profiler and answer with the per-node profile, the JSON of
 // runtime::Profile, in the response parameter "profile" (`kiln profile`).
 constexpr char kProfileParam[] = "profile";
-
-// The calling thread's CPU time: what the batcher weighs runs by (batch_costs.h).
-uint64_t ThreadCpuNs() {
-  timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
-}
 
 uint64_t ElapsedNs(Clock::time_point since) {
   return static_cast<uint64_t>(
@@ -170,8 +161,8 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
   }
   // A profiled request runs alone: its profile is of its own run.
   if (batcher != nullptr && batcher->queues() && !pending->params.profile) {
-    // While the batcher's trials find single requests faster, they skip its
-    // queue (DynamicBatcher::AloneKey) and it counts their runs.
+    // While the batcher's measured costs choose single requests, they skip
+    // its queue (DynamicBatcher::AloneKey) and it counts their runs.
     std::optional<std::string> alone = batcher->AloneKey(
         pending->inputs, RequestedOutputs(*pending->request), compute_->splits_teams());
     if (!alone.has_value()) return RunBatched(pending);
@@ -196,16 +187,15 @@ void InferPipeline::RunDirect(const std::shared_ptr<Pending>& pending) {
     }
     const Clock::time_point infer_start = Clock::now();
     pending->ran = true;
-    pending->run.num_threads = threads;
-    const uint64_t cpu_start = ThreadCpuNs();
-    absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = pending->serving.model->Infer(
-        pending->inputs, RequestedOutputs(*pending->request), pending->run);
+    pending->run.num_threads = threads == team_threads ? 0 : threads;  // 0: the model's plan
+    absl::StatusOr<std::vector<runtime::NamedTensor>> outputs =
+        pending->alone_key.empty()
+            ? pending->serving.model->Infer(pending->inputs, RequestedOutputs(*pending->request),
+                                            pending->run)
+            : pending->serving.batcher->InferAlone(
+                  pending->alone_key, static_cast<int64_t>(pending->timings.batch_size),
+                  pending->inputs, RequestedOutputs(*pending->request), pending->run);
     pending->timings.infer_ns = ElapsedNs(infer_start);
-    if (!pending->alone_key.empty() && outputs.ok()) {
-      pending->serving.batcher->RecordAlone(
-          pending->alone_key, static_cast<int64_t>(pending->timings.batch_size),
-          threads == team_threads ? 0 : threads, ThreadCpuNs() - cpu_start);
-    }
     pending->inputs.clear();
     pending->Answer(std::move(outputs));
   };

@@ -327,9 +327,16 @@ std::optional<std::string> DynamicBatcher::AloneKey(
   return key;
 }
 
-void DynamicBatcher::RecordAlone(const std::string& key, int64_t rows, int run_threads,
-                                 uint64_t ns) {
-  RecordCost(SplitCostPrefix(run_threads) + key, rows, rows, 1, ns);
+absl::StatusOr<std::vector<runtime::NamedTensor>> DynamicBatcher::InferAlone(
+    const std::string& key, int64_t rows, const std::vector<runtime::NamedTensor>& inputs,
+    const std::vector<std::string>& requested, const runtime::RunOptions& run) {
+  const uint64_t cpu_start = CpuNs(CLOCK_THREAD_CPUTIME_ID);
+  absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = model_->Infer(inputs, requested, run);
+  if (outputs.ok()) {
+    RecordCost(SplitCostPrefix(run.num_threads) + key, rows, rows, 1,
+               CpuNs(CLOCK_THREAD_CPUTIME_ID) - cpu_start);
+  }
+  return outputs;
 }
 
 bool DynamicBatcher::SplitPays(int team_threads) {

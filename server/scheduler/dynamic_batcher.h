@@ -147,14 +147,17 @@ class DynamicBatcher {
   // split (`may_split`), at one thread too; and nothing in the config needs
   // the queue (preserve_ordering, max_queue_size, a queue timeout). A single
   // then pays no hand-off to the batcher's thread and no queue delay.
-  // RecordAlone counts its run, so that the next window of batching, the
-  // next trial, and the relearning of a size come as they would.
+  // InferAlone runs it and counts its run, so that the next window of
+  // batching, the next trial, and the relearning of a size come as they would.
   std::optional<std::string> AloneKey(const std::vector<runtime::NamedTensor>& inputs,
                                       const std::vector<std::string>& requested,
                                       bool may_split) const;
-  // A run of `rows` rows that skipped the queue, on `run_threads` threads
-  // (0: the model's count), that took `ns` of its compute thread's CPU.
-  void RecordAlone(const std::string& key, int64_t rows, int run_threads, uint64_t ns);
+  // Runs a request of `rows` rows that skipped the queue (AloneKey gave
+  // `key`) on the model, on run.num_threads threads (0: the model's count),
+  // and records its cost as the batcher records a single's.
+  absl::StatusOr<std::vector<runtime::NamedTensor>> InferAlone(
+      const std::string& key, int64_t rows, const std::vector<runtime::NamedTensor>& inputs,
+      const std::vector<std::string>& requested, const runtime::RunOptions& run);
 
   // Whether the next batch should be offered to a split compute team (one
   // thread per batch, `team_threads` batches at once: compute_pool.h)
