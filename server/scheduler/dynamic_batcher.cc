@@ -341,7 +341,8 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DynamicBatcher::InferAlone(
 
 bool DynamicBatcher::SplitPays(int team_threads) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (team_threads < 2 || queue_.empty()) return team_threads >= 2;
+  if (team_threads < 2) return false;
+  if (queue_.empty()) return true;
   const std::string& key = queue_.front()->key;
   const double narrow = costs_.BestNsPerRow(SplitCostPrefix(1) + key);
   const double whole = costs_.BestNsPerRow(key);
@@ -379,9 +380,8 @@ void DynamicBatcher::RunNext(int threads, const std::function<void()>& taken, in
       const int64_t share = (waiting + threads - 1) / std::max(threads, 1);
       std::vector<int64_t> rows;
       for (size_t i : take) rows.push_back(queue_[i]->rows);
-      take.resize(costs_.Take(
-          cost_prefix + queue_[take[0]]->key, rows, [this](int64_t r) { return PaddedRows(r, allowed_sizes_); },
-          share));
+      take.resize(costs_.Take(cost_prefix + queue_[take[0]]->key, rows,
+                              [this](int64_t r) { return PaddedRows(r, allowed_sizes_); }, share));
     }
     for (size_t i : take) {
       batch.push_back(queue_[i]);
@@ -395,7 +395,7 @@ void DynamicBatcher::RunNext(int threads, const std::function<void()>& taken, in
   taken();
   Finish(ended);
   if (batch.empty()) return;
-  Run(batch, cost_prefix);
+  Run(batch);
   Finish(batch);
 }
 
@@ -477,9 +477,10 @@ void DynamicBatcher::RecordCost(const std::string& key, int64_t size, int64_t re
   costs_.Record(key, run);
 }
 
-void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch,
-                         const std::string& cost_prefix) {
+void DynamicBatcher::Run(const std::vector<std::shared_ptr<Item>>& batch) {
   const uint64_t cpu_start = CpuNs(CLOCK_THREAD_CPUTIME_ID);
+  // RunNext gave every request of the batch its thread count.
+  const std::string cost_prefix = SplitCostPrefix(batch[0]->run.num_threads);
   if (batch.size() == 1) {
     RunAlone(*batch[0]);
     if (batch[0]->result.outputs.ok()) {

@@ -184,7 +184,7 @@ class DynamicBatcher {
   void ExpireLocked(BatchClock::time_point now, Items* ended);
   // The positions in the queue of the batch due at `now` (empty: none). mu_ held.
   std::vector<size_t> PlanLocked(BatchClock::time_point now, BatchClock::time_point* wait_until);
-  void Run(const Items& batch, const std::string& cost_prefix);
+  void Run(const Items& batch);
   // Records a run of `size` rows (`real_rows` of them requests', from
   // `requests` requests) that took `ns` of the compute thread's CPU (costs_).
   void RecordCost(const std::string& key, int64_t size, int64_t real_rows, int64_t requests,
