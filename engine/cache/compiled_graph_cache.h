@@ -215,8 +215,9 @@ class CompiledGraphCache : public std::enable_shared_from_this<CompiledGraphCach
   std::atomic<uint64_t> disk_writes_{0};
 };
 
-// Bytes a plan holds beyond what it shares with `graph`: its arena and any
-// constant the passes made.
+// Bytes a plan holds beyond what it shares with `graph`: its arena (the
+// block a run of it takes from runtime::ArenaPool) and any constant the
+// passes made.
 uint64_t PlanBytes(const runtime::Executable& exe, const ir::Graph& graph);
 
 }  // namespace kiln::cache

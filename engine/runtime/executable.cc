@@ -163,20 +163,12 @@ absl::Status Executable::CheckPlanFits(const MemoryBudget* memory) const {
       memory->limit_name(), ")", detail));
 }
 
-absl::StatusOr<std::unique_ptr<Executable::Arena>> Executable::NewArena() const {
+std::unique_ptr<Executable::Arena> Executable::NewArena() const {
   auto arena = std::make_unique<Arena>();
-  ASSIGN_OR_RETURN(arena->memory,
-                   Tensor::Allocate(DType::kUInt8, Dims{static_cast<int64_t>(arena_bytes_)},
-                                    absl::StrCat("the plan's arena for inputs ", signature_)));
-  uint8_t* base = arena->memory.data<uint8_t>();
   arena->values.resize(slots_.size());
   for (size_t v = 0; v < slots_.size(); ++v) {
     const Slot& s = slots_[v];
-    if (s.kind == Slot::Kind::kArena) {
-      // A non-plain value's tensor has its dims in memory order.
-      arena->values[v].tensor =
-          Tensor::Wrap(s.dtype, layout::PhysicalDims(s.dims, s.layout), base + s.offset);
-    } else if (s.kind == Slot::Kind::kConstant) {
+    if (s.kind == Slot::Kind::kConstant) {
       arena->values[v].tensor =
           Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(s.constant->raw_data()));
     } else if (s.kind == Slot::Kind::kNone) {
@@ -184,6 +176,24 @@ absl::StatusOr<std::unique_ptr<Executable::Arena>> Executable::NewArena() const 
     }
   }
   return arena;
+}
+
+absl::Status Executable::TakeArenaMemory(Arena& arena) const {
+  ASSIGN_OR_RETURN(arena.block,
+                   ArenaPool::Global().Acquire(
+                       arena_bytes_, absl::StrCat("the plan's arena for inputs ", signature_)));
+  uint8_t* base = arena.block.data();
+  if (base == arena.bound) return absl::OkStatus();
+  // Another block than last run's: point the planned values into it.
+  for (size_t v = 0; v < slots_.size(); ++v) {
+    const Slot& s = slots_[v];
+    if (s.kind != Slot::Kind::kArena) continue;
+    // A non-plain value's tensor has its dims in memory order.
+    arena.values[v].tensor =
+        Tensor::Wrap(s.dtype, layout::PhysicalDims(s.dims, s.layout), base + s.offset);
+  }
+  arena.bound = base;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Tensor>> Executable::Run(const std::vector<Tensor>& inputs) const {
@@ -250,9 +260,8 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
       arena_pool_.pop_back();
     }
   }
-  if (!arena) {
-    ASSIGN_OR_RETURN(arena, NewArena());
-  }
+  if (!arena) arena = NewArena();
+  RETURN_IF_ERROR(TakeArenaMemory(*arena));
   arena->run = &options;
   // Bind the caller's inputs, and views of them, to their slots.
   for (size_t v = 0; v < slots_.size(); ++v) {
@@ -298,6 +307,7 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
     }
   }
   arena->run = nullptr;
+  arena->block = ArenaPool::Block();  // back to the pool for the next run of any plan
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     // Keep a few arenas for concurrent requests; drop the rest.
@@ -310,7 +320,7 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
 absl::Status Executable::RunProgram(const Program& program, Arena& arena) const {
   const ir::Graph& g = graph_;
   std::vector<RtValue>& values = arena.values;
-  void* workspace = arena.memory.data<uint8_t>() + workspace_offset_;
+  void* workspace = arena.block.data() + workspace_offset_;
   RunObserver* const observer = arena.run->observer;
   for (const Step& step : program.steps) {
     RETURN_IF_ERROR(internal::CheckRun(g, *arena.run, step.node));

@@ -6,8 +6,8 @@
 // values (a branch on x.sum(), a loop, a shape read from data, a libtorch
 // fallback op) runs on a dynamic path that prepares per run, caching each
 // node's preparation by its operands' types. Run() is thread-safe; each call
-// takes an arena from a small pool so concurrent requests never share scratch
-// memory.
+// takes its arena's bytes from the process's ArenaPool (arena_pool.h), so
+// concurrent requests never share scratch memory and idle plans hold none.
 #pragma once
 
 #include <chrono>
@@ -147,7 +147,10 @@ class Executable {
   class Compiler;
   friend struct StepInfo;  // reads steps, slots and values for observers
   Executable() = default;
-  absl::StatusOr<std::unique_ptr<Arena>> NewArena() const;
+  // Per-run state, without memory; TakeArenaMemory gives it a block of the
+  // process's ArenaPool for one run (and points the planned values into it).
+  std::unique_ptr<Arena> NewArena() const;
+  absl::Status TakeArenaMemory(Arena& arena) const;
   // ResourceExhausted naming the largest planned tensor when the arena does
   // not fit `memory`; InvalidArgument when a planned tensor's size overflows.
   absl::Status CheckPlanFits(const MemoryBudget* memory) const;

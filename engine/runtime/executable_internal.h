@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "engine/runtime/arena_pool.h"
 #include "engine/runtime/executable.h"
 
 namespace kiln::runtime {
@@ -69,9 +70,11 @@ struct Executable::Slot {
   ir::Layout layout = ir::Layout::kPlain;  // how the buffer holds them
 };
 
-// Per-run memory: the arena, every value, and scratch for dynamic steps.
+// Per-run state: every value, the arena's bytes while a run holds them (a
+// block of the process's ArenaPool), and scratch for dynamic steps.
 struct Executable::Arena {
-  Tensor memory;
+  ArenaPool::Block block;
+  const uint8_t* bound = nullptr;  // the block the arena values point into
   std::vector<RtValue> values;
   Tensor dynamic_workspace;
   const RunOptions* run = nullptr;  // the current run's bounds

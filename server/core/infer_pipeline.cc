@@ -1,11 +1,13 @@
 #include "server/core/infer_pipeline.h"
 
+#include <algorithm>
 #include <future>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/thread_binding.h"
+#include "engine/runtime/arena_pool.h"
 #include "engine/runtime/profiler.h"
 #include "server/core/request_parameters.h"
 #include "server/core/tensor_codec.h"
@@ -113,7 +115,13 @@ InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, ComputeO
             if (team < static_cast<int>(cpus.size()) && !cpus[team].empty())
               kernels::WakeTeam(n);
           }})),
-      batches_(std::make_unique<BatchScheduler>(compute_.get())) {}
+      batches_(std::make_unique<BatchScheduler>(compute_.get())) {
+  // Free arena blocks kept between runs: one per run that may be in flight
+  // (a team runs one request on all its threads, or one per thread split).
+  const int per_team = compute.split_teams ? std::max(1, compute.team_threads) : 1;
+  runtime::ArenaPool::Global().set_max_free_blocks(
+      static_cast<size_t>(std::max(1, compute.threads) * per_team));
+}
 
 InferPipeline::~InferPipeline() {
   // The scheduler first: its batches run on the compute threads.

@@ -32,6 +32,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/thread_binding.h"
 #include "engine/passes/pass.h"
+#include "engine/runtime/arena_pool.h"
 #include "server/core/host_effect_ops.h"
 #include "server/core/import_checks.h"
 #include "server/core/model_contract.h"
@@ -560,6 +561,9 @@ void ModelRegistry::StopServingLocked(Version& v, const std::string& reason) {
   // In-flight requests still hold the model; it is freed when they finish.
   v.model.reset();
   v.batcher.reset();
+  // The arenas' free blocks may be this model's largest: give them back
+  // (the next run of any model takes a new one).
+  runtime::ArenaPool::Global().Trim();
   v.state = ModelState::kUnavailable;
   v.reason = reason;
 }

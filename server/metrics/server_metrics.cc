@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/runtime/arena_pool.h"
 #include "server/metrics/prometheus_text.h"
 #include "server/core/model_registry.h"
 #include "server/scheduler/compute_pool.h"
@@ -219,6 +220,15 @@ std::string ScrapeMetrics(const ModelRegistry& registry, const ComputeTotals* co
     r.Counter("kiln_compute_splits_total", "Times a compute team split into single-thread runs",
               {}, static_cast<double>(compute->splits));
   }
+  const runtime::ArenaPool::Stats arenas = runtime::ArenaPool::Global().stats();
+  r.Gauge("kiln_arena_bytes",
+          "Bytes of plan arenas (activations and scratch): held by runs in flight, or free for "
+          "the next run of any plan",
+          {{"state", "in_use"}}, static_cast<double>(arenas.in_use_bytes));
+  r.Gauge("kiln_arena_bytes", "", {{"state", "free"}}, static_cast<double>(arenas.free_bytes));
+  r.Counter("kiln_arena_allocations_total",
+            "Arena blocks allocated because no free one was large enough", {},
+            static_cast<double>(arenas.allocations));
   AddProcessMetrics(r);
   return r.Render();
 }

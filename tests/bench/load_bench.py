@@ -13,7 +13,8 @@ wait for its answer and send the next (closed loop), first --warmup seconds unme
 batcher's allowed sizes) are compiled at load. Printed per point: requests/s, p50,
 p90 and p99 latency (ms, client side), errors, the cores kilnd and the clients (this process)
 used over the measured window (kd-cpu, cl-cpu: CPU seconds per second; on a 2-core machine the
-clients' share is taken from kilnd), and the batch sizes the server ran (statistics).
+clients' share is taken from kilnd), kilnd's peak resident memory so far (kd-MB, VmHWM: it only
+grows, so read each model's last row), and the batch sizes the server ran (statistics).
 
 Models (made once under --work, seeded):
   mlp          Linear 1024->2048, ReLU, 2048->2048, ReLU, 2048->1000 (about 8 M float
@@ -167,6 +168,18 @@ def cpu_seconds(pid):
         return None
 
 
+def peak_mb(pid):
+    """VmHWM of process `pid` in MB; nan when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return float("nan")
+
+
 def run_point(server, model, req, concurrency, warmup_s, seconds):
     """Closed loop at `concurrency`; returns the measured latencies (ms), errors, the batch
     sizes run, and the cores kilnd and the clients used over the measured window."""
@@ -253,7 +266,7 @@ def main():
         try:
             print(f"\n{name}: dynamic batching of {name}_batched: {server.batching}", flush=True)
             print(f"{'model':<22} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8} "
-                  f"{'p99 ms':>8} {'errors':>6} {'kd-cpu':>6} {'cl-cpu':>6}  "
+                  f"{'p99 ms':>8} {'errors':>6} {'kd-cpu':>6} {'cl-cpu':>6} {'kd-MB':>6}  "
                   f"batch sizes run (size x count)", flush=True)
             datatype, x = sample_input(name)
             models = (name, f"{name}_batched")
@@ -273,13 +286,14 @@ def main():
                        "p99": percentile(lat, 99), "errors": len(errors),
                        "batches": {str(k): v for k, v in sorted(ran.items())},
                        "first_error": errors[0] if errors else "",
-                       "kilnd_cores": cores[0], "client_cores": cores[1]}
+                       "kilnd_cores": cores[0], "client_cores": cores[1],
+                       "kilnd_peak_mb": peak_mb(server.proc.proc.pid)}
                 rows.append(row)
                 sizes = " ".join(f"{k}x{v}" for k, v in sorted(ran.items()))
                 label = model if args.rounds == 1 else f"{model} r{rnd}"
                 print(f"{label:<22} {c:>4} {row['rps']:>8.1f} {row['p50']:>8.2f} "
                       f"{row['p90']:>8.2f} {row['p99']:>8.2f} {row['errors']:>6} "
-                      f"{cores[0]:>6.2f} {cores[1]:>6.2f}  {sizes}",
+                      f"{cores[0]:>6.2f} {cores[1]:>6.2f} {row['kilnd_peak_mb']:>6.0f}  {sizes}",
                       flush=True)
                 if errors:
                     print(f"  first error: {errors[0]}", flush=True)

@@ -259,6 +259,10 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(value(after, "kiln_plan_cache_hits_total", tier="memory", **m), 2)
         self.assertGreaterEqual(value(after, "kiln_plan_cache_entries"), 1)
         self.assertGreater(value(after, "kiln_plan_cache_bytes", **m), 0)
+        # Between requests the arena waits free for the next run; none is in use.
+        self.assertGreater(value(after, "kiln_arena_bytes", state="free"), 0)
+        self.assertEqual(value(after, "kiln_arena_bytes", state="in_use"), 0)
+        self.assertGreaterEqual(value(after, "kiln_arena_allocations_total"), 1)
         self.assertGreater(value(after, "process_resident_memory_bytes"), 1 << 20)
         self.assertGreater(value(after, "process_cpu_seconds_total"), 0)
         self.assertGreater(value(after, "nv_cpu_memory_total_bytes"), 0)

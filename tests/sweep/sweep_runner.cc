@@ -50,6 +50,7 @@
 #include "engine/fallback/fallback.h"
 #include "engine/importer/torchscript/aten_op_table.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
+#include "engine/runtime/arena_pool.h"
 #include "engine/runtime/model.h"
 #include "tests/support/libtorch_compare.h"
 
@@ -264,6 +265,10 @@ std::string ReadFile(const std::string& path) {
 int Main(int argc, char** argv) {
   std::string dir, expect_path, expect_write, docs_check, docs_write, filter;
   int threads = 1;
+  // Every arena block a run takes is first filled with 0xFF (NaN as float32):
+  // a kernel that reads arena bytes it did not write fails its case here
+  // instead of passing on a zeroed block (runtime/arena_pool.h).
+  runtime::ArenaPool::Global().set_fill_byte(0xFF);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
