@@ -15,16 +15,17 @@ namespace kiln::runtime {
 struct ArenaPool::State {
   mutable std::mutex mu;
   std::multimap<size_t, void*> free;  // block bytes -> block
-  size_t max_free = 0;
+  size_t max_blocks = 0;
   std::optional<uint8_t> fill;
   size_t in_use = 0;
   uint64_t in_use_bytes = 0;
   uint64_t allocations = 0;
   bool closed = false;
 
-  // Frees the smallest free blocks until at most max_free wait; under mu.
+  // Frees the smallest free blocks until at most max_blocks are held, in
+  // use and free together (or none is free); under mu.
   void TrimLocked() {
-    while (free.size() > max_free) {
+    while (!free.empty() && free.size() + in_use > max_blocks) {
       std::free(free.begin()->second);
       free.erase(free.begin());
     }
@@ -34,7 +35,7 @@ struct ArenaPool::State {
     std::lock_guard<std::mutex> lock(mu);
     --in_use;
     in_use_bytes -= bytes;
-    if (closed || max_free == 0) {
+    if (closed) {
       std::free(p);
       return;
     }
@@ -43,8 +44,8 @@ struct ArenaPool::State {
   }
 };
 
-ArenaPool::ArenaPool(size_t max_free_blocks) : state_(std::make_shared<State>()) {
-  state_->max_free = max_free_blocks;
+ArenaPool::ArenaPool(size_t max_blocks) : state_(std::make_shared<State>()) {
+  state_->max_blocks = max_blocks;
 }
 
 ArenaPool::~ArenaPool() {
@@ -116,9 +117,9 @@ absl::StatusOr<ArenaPool::Block> ArenaPool::Acquire(size_t bytes, const std::str
   return block;
 }
 
-void ArenaPool::set_max_free_blocks(size_t n) {
+void ArenaPool::set_max_blocks(size_t n) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  state_->max_free = n;
+  state_->max_blocks = n;
   state_->TrimLocked();
 }
 

@@ -8,9 +8,13 @@
 // resident at once: mobilenet_v2 with batch sizes 1-8 at two thread counts
 // held about 120 MB more than the runs in flight ever used. Here a run takes
 // the smallest free block that holds its arena and gives it back when it
-// ends; at most max_free_blocks blocks wait for the next run, the largest kept
-// (a larger block serves any smaller arena). So resident arena memory follows
-// the runs that can be in flight at once, not the number of plans.
+// ends. The pool holds at most max_blocks blocks, in use and free together: a
+// block given back beyond that is freed, the smallest first (a larger block
+// serves any smaller arena), so after a few runs the blocks are the largest
+// arenas' and every run finds one. kilnd sets max_blocks to the runs it may
+// have in flight at once: resident arena memory then follows those runs, not
+// the number of plans. More runs at once than max_blocks still each get a
+// block; the extra ones are freed when they end.
 //
 // A block comes back holding whatever its last run left: a plan writes every
 // value before reading it (the memory planner already reuses bytes between
@@ -29,9 +33,9 @@ namespace kiln::runtime {
 
 class ArenaPool {
  public:
-  // At most `max_free_blocks` blocks wait between runs (0: none, every run
-  // allocates its own).
-  explicit ArenaPool(size_t max_free_blocks);
+  // Holds at most `max_blocks` blocks, in use and free (0: none waits, every
+  // run allocates its own).
+  explicit ArenaPool(size_t max_blocks);
   ~ArenaPool();
   ArenaPool(const ArenaPool&) = delete;
   ArenaPool& operator=(const ArenaPool&) = delete;
@@ -61,8 +65,9 @@ class ArenaPool {
   // the memory is not there.
   absl::StatusOr<Block> Acquire(size_t bytes, const std::string& what);
 
-  // Keeps at most `n` free blocks from now on (the smallest go first).
-  void set_max_free_blocks(size_t n);
+  // Holds at most `n` blocks from now on (free ones beyond it go now, the
+  // smallest first).
+  void set_max_blocks(size_t n);
   // Frees every block waiting (a server calls it when it unloads a model).
   void Trim();
 
@@ -80,9 +85,8 @@ class ArenaPool {
   };
   Stats stats() const;
 
-  // The process's pool, which every Executable runs from. Four free blocks
-  // unless a server sets its own count (kilnd: one per run it may have in
-  // flight).
+  // The process's pool, which every Executable runs from. Four blocks unless
+  // a server sets its own count (kilnd: one per run it may have in flight).
   static ArenaPool& Global();
 
  private:

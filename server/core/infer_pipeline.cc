@@ -116,10 +116,10 @@ InferPipeline::InferPipeline(ModelRegistry* registry, RunLimits limits, ComputeO
               kernels::WakeTeam(n);
           }})),
       batches_(std::make_unique<BatchScheduler>(compute_.get())) {
-  // Free arena blocks kept between runs: one per run that may be in flight
-  // (a team runs one request on all its threads, or one per thread split).
+  // Arena blocks held: one per run that may be in flight (a team runs one
+  // request on all its threads, or one per thread when split).
   const int per_team = compute.split_teams ? std::max(1, compute.team_threads) : 1;
-  runtime::ArenaPool::Global().set_max_free_blocks(
+  runtime::ArenaPool::Global().set_max_blocks(
       static_cast<size_t>(std::max(1, compute.threads) * per_team));
 }
 

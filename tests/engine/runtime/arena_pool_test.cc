@@ -45,7 +45,7 @@ TEST(ArenaPoolTest, ARunTakesTheSmallestFreeBlockThatFits) {
   EXPECT_EQ(pool.stats().free_blocks, 0u);
 }
 
-TEST(ArenaPoolTest, KeepsAtMostItsCountOfFreeBlocksTheLargestFirst) {
+TEST(ArenaPoolTest, HoldsAtMostItsCountOfBlocksTheLargestFirst) {
   ArenaPool pool(2);
   {
     std::vector<ArenaPool::Block> blocks;
@@ -59,13 +59,27 @@ TEST(ArenaPoolTest, KeepsAtMostItsCountOfFreeBlocksTheLargestFirst) {
   EXPECT_EQ(s.free_blocks, 2u);
   EXPECT_EQ(s.free_bytes, static_cast<uint64_t>((1 << 12) + (1 << 14)));
   EXPECT_EQ(s.blocks_in_use, 0u);
-  pool.set_max_free_blocks(1);
+  pool.set_max_blocks(1);
   EXPECT_EQ(pool.stats().free_bytes, static_cast<uint64_t>(1 << 14));
   pool.Trim();
   EXPECT_EQ(pool.stats().free_blocks, 0u);
-  pool.set_max_free_blocks(0);  // nothing waits: every block is freed when its run ends
+  pool.set_max_blocks(0);  // nothing waits: every block is freed when its run ends
   { auto b = pool.Acquire(64, "b"); }
   EXPECT_EQ(pool.stats().free_blocks, 0u);
+}
+
+TEST(ArenaPoolTest, BlocksInUseCountAgainstTheBound) {
+  ArenaPool pool(2);
+  auto x = pool.Acquire(1 << 10, "x");
+  auto y = pool.Acquire(1 << 11, "y");
+  auto z = pool.Acquire(1 << 12, "z");  // more runs than the bound: each still gets a block
+  ASSERT_TRUE(x.ok() && y.ok() && z.ok());
+  EXPECT_EQ(pool.stats().blocks_in_use, 3u);
+  *z = ArenaPool::Block();  // two still in use: z's block is not kept
+  EXPECT_EQ(pool.stats().free_blocks, 0u);
+  *y = ArenaPool::Block();  // one in use, one waits
+  EXPECT_EQ(pool.stats().free_blocks, 1u);
+  EXPECT_EQ(pool.stats().free_bytes, static_cast<uint64_t>(1 << 11));
 }
 
 TEST(ArenaPoolTest, ABlockMayOutliveThePool) {
@@ -109,7 +123,7 @@ std::unique_ptr<Executable> Chain(int64_t n) {
 
 TEST(ArenaPoolTest, PlansShareTheProcessPoolAndAnswerOnEachOthersBlocks) {
   ArenaPool& pool = ArenaPool::Global();
-  pool.set_max_free_blocks(1);
+  pool.set_max_blocks(1);
   pool.Trim();
   pool.set_fill_byte(0xFF);  // what another plan may have left
   const int64_t n = 1 << 16;
