@@ -278,6 +278,16 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(int(s["inference_stats"]["fail"]["count"]), 2)
         self.assertAlmostEqual(int(s["inference_stats"]["success"]["ns"]) / 1e3, total, delta=1.0)
 
+    def test_unloading_a_model_frees_the_arenas_waiting_for_runs(self):
+        self.upload("gone", {"verify": False})
+        self.check_answer("gone", torch.randn(2, 4))
+        self.assertGreater(value(self.scrape(), "kiln_arena_bytes", state="free"), 0)
+        status, body = self.http("POST", "/v2/repository/models/gone/unload", raw=b"")
+        self.assertEqual(status, 200, body)
+        after = self.scrape()
+        self.assertEqual(value(after, "kiln_arena_bytes", state="free"), 0)
+        self.assertEqual(value(after, "kiln_arena_bytes", state="in_use"), 0)
+
     def test_other_paths_and_methods_are_refused(self):
         status, _, _ = http_request(self.server.metrics_address, "GET", "/v2/health/live")
         self.assertEqual(status, 404)
