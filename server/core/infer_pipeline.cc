@@ -142,8 +142,11 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
   pending->serving = *std::move(serving);
   pending->serving.stats->RecordStart();
   // A compute thread wakes while the request decodes (the batcher's queue
-  // decides when a batched one runs).
-  if (pending->serving.batcher == nullptr || !pending->serving.batcher->queues()) compute_->Prewake();
+  // decides when a batched one runs, unless it may run at once).
+  if (const DynamicBatcher* b = pending->serving.batcher.get();
+      b == nullptr || !b->queues() || b->MayRunAtOnce()) {
+    compute_->Prewake();
+  }
 
   // Parameters first: one kilnd does not understand refuses the request.
   absl::StatusOr<InferParameters> params = ParseInferParameters(request);
@@ -172,7 +175,8 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
     // While the batcher's measured costs choose single requests, they skip
     // its queue (DynamicBatcher::AloneKey) and it counts their runs.
     std::optional<std::string> alone = batcher->AloneKey(
-        pending->inputs, RequestedOutputs(*pending->request), compute_->splits_teams());
+        pending->inputs, RequestedOutputs(*pending->request), compute_->splits_teams(),
+        static_cast<int64_t>(pending->timings.batch_size), compute_->all_idle());
     if (!alone.has_value()) return RunBatched(pending);
     pending->alone_key = *std::move(alone);
   }

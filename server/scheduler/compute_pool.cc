@@ -172,6 +172,11 @@ int ComputePool::idle() const {
   return std::max(0, IdleTeamsLocked() - static_cast<int>(queue_.size()));
 }
 
+bool ComputePool::all_idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && IdleTeamsLocked() == static_cast<int>(teams_.size());
+}
+
 void ComputePool::Submit(std::function<void()> task) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return;  // `task` is destroyed unrun

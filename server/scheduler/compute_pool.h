@@ -114,6 +114,8 @@ class ComputePool {
   // Teams with nothing to do now: waiting, with no task queued for them.
   // The batcher shares what is queued among them (dynamic_batcher.h).
   int idle() const;
+  // Whether nothing runs or waits here: every team idle, no task queued.
+  bool all_idle() const;
 
   // Tasks that ran on one thread of a split team, and times a team split.
   uint64_t narrow_runs() const { return narrow_runs_.load(std::memory_order_relaxed); }

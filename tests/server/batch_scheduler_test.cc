@@ -476,6 +476,37 @@ TEST(BatchSchedulerTest, ARequestSkipsTheQueueOnlyWhenSinglesWinAndTheConfigAllo
   }
 }
 
+TEST(BatchSchedulerTest, OnAnIdleServerARequestOfOneRowRunsAtOnceWhateverTheCosts) {
+  // Nothing measured, so the costs choose nothing: only an idle server lets
+  // the request go around the queue, as the batch of one it would run as.
+  auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
+  EXPECT_TRUE(batcher->MayRunAtOnce());
+  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, true, 1, true);
+  ASSERT_TRUE(key.has_value()) << batcher->Describe();
+  EXPECT_EQ(*key, batcher->AloneKey(Input(1, 4, 3), {}, true, 1, true).value_or(""));
+  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, true, 1, false).has_value());  // busy
+  EXPECT_FALSE(batcher->AloneKey(Input(2, 4, 0), {}, true, 2, true).has_value());   // two rows
+  // A run of it is counted as a single's, as the batcher counts a batch of one.
+  auto out = batcher->InferAlone(*key, 1, Input(1, 4, 0), {}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Something queued: it goes behind that.
+  DynamicBatcher::Done done = [](DynamicBatcher::Result) {};
+  ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 1), {}, {}, &done).ok());
+  EXPECT_FALSE(batcher->MayRunAtOnce());
+  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, true, 1, true).has_value());
+  // A queue delay asks requests to wait for others; preserve_ordering keeps
+  // them behind a batch still running.
+  DynamicBatching delayed;
+  delayed.max_queue_delay_us = 100;
+  DynamicBatching ordered;
+  ordered.preserve_ordering = true;
+  for (const DynamicBatching& dynamic : {delayed, ordered}) {
+    auto strict = DynamicBatcher::Create(Batching(8, dynamic), RowWiseModel());
+    EXPECT_FALSE(strict->MayRunAtOnce());
+    EXPECT_FALSE(strict->AloneKey(Input(1, 4, 0), {}, true, 1, true).has_value());
+  }
+}
+
 TEST(BatchSchedulerTest, WeightBoundModelKeepsBatching) {
   // A run costs the same at any size: 3 ms a step.
   RowCost cost([](int64_t) { return 3000; });
