@@ -312,26 +312,30 @@ static std::string SplitCostPrefix(int run_threads) {
   return run_threads > 0 ? absl::StrCat("threads=", run_threads, ";") : "";
 }
 
-bool DynamicBatcher::MayRunAtOnce() const {
-  std::lock_guard<std::mutex> lock(mu_);
+bool DynamicBatcher::RunsAtOnceLocked() const {
   return on_ && config_.has_value() && !config_->preserve_ordering &&
          config_->max_queue_delay_us == 0 && queue_.empty();
+}
+
+bool DynamicBatcher::MayRunAtOnce() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RunsAtOnceLocked();
 }
 
 std::optional<std::string> DynamicBatcher::AloneKey(
     const std::vector<runtime::NamedTensor>& inputs, const std::vector<std::string>& requested,
     bool may_split, int64_t rows, bool idle_server) const {
   if (!config_.has_value() || config_->preserve_ordering) return std::nullopt;
-  const bool starts_now = idle_server && rows == 1 && config_->max_queue_delay_us == 0;
+  const bool one_row_idle = idle_server && rows == 1;
   const bool needs_queue = !config_->adaptive_batch_size ||
                            config_->default_queue_policy.max_queue_size > 0 ||
                            config_->default_queue_policy.default_timeout_us > 0;
-  if (!starts_now && needs_queue) return std::nullopt;
+  if (!one_row_idle && needs_queue) return std::nullopt;
   std::string key = BatchKey(inputs, requested);
   std::lock_guard<std::mutex> lock(mu_);
-  if (!on_) return std::nullopt;
-  if (starts_now && queue_.empty()) return key;  // the batch of one the batcher would run now
-  if (needs_queue || !costs_.ChoosesSingles(key)) return std::nullopt;
+  // The batch of one the batcher would run now.
+  if (one_row_idle && RunsAtOnceLocked()) return key;
+  if (!on_ || needs_queue || !costs_.ChoosesSingles(key)) return std::nullopt;
   if (may_split && !costs_.ChoosesSingles(SplitCostPrefix(1) + key)) return std::nullopt;
   return key;
 }

@@ -194,6 +194,8 @@ class DynamicBatcher {
   DynamicBatcher() = default;
   // Removes from the queue the requests whose wait is over into `ended`, and
   // marks those past a DELAY timeout. mu_ held.
+  // MayRunAtOnce's answer; under mu_.
+  bool RunsAtOnceLocked() const;
   void ExpireLocked(BatchClock::time_point now, Items* ended);
   // The positions in the queue of the batch due at `now` (empty: none). mu_ held.
   std::vector<size_t> PlanLocked(BatchClock::time_point now, BatchClock::time_point* wait_until);

@@ -411,11 +411,7 @@ TEST(BatchSchedulerTest, ComputeBoundModelEndsUpRunningSingles) {
 // On a compute team that splits while requests wait (compute_pool.h), a
 // batcher's tasks run one thread each: every answer is still its own.
 TEST(BatchSchedulerTest, BatchesOnASplitTeamAnswerEveryRequest) {
-  ComputePoolOptions options;
-  options.teams = 1;
-  options.team_threads = 2;
-  options.split = true;
-  ComputePool pool(std::move(options));
+  ComputePool pool(ComputePoolOptions{/*teams=*/1, /*team_threads=*/2, /*split=*/true});
   auto batcher = DynamicBatcher::Create(Batching(4, {}), RowWiseModel());
   RowCost cost([](int64_t rows) { return static_cast<int>(300 * rows); });
   runtime::RunOptions run;

@@ -418,11 +418,7 @@ TEST_F(SplitPoolTest, ATaskStandingForSeveralRequestsSplitsTheTeam) {
 // With two teams idle, two requests run on a whole team each; a team splits
 // only when more wait than the idle teams take.
 TEST(ComputePoolTest, TwoIdleTeamsTakeTwoRequestsWhole) {
-  ComputePoolOptions options;
-  options.teams = 2;
-  options.team_threads = 2;
-  options.split = true;
-  ComputePool pool(std::move(options));
+  ComputePool pool(ComputePoolOptions{/*teams=*/2, /*team_threads=*/2, /*split=*/true});
   AwaitIdle(pool, 2);
   std::promise<void> open;
   std::shared_future<void> gate = open.get_future().share();
@@ -440,10 +436,7 @@ TEST(ComputePoolTest, TwoIdleTeamsTakeTwoRequestsWhole) {
 
 // Without split, a splittable task gets the whole team.
 TEST(ComputePoolTest, SplittableTasksRunWholeWhenThePoolDoesNotSplit) {
-  ComputePoolOptions options;
-  options.teams = 1;
-  options.team_threads = 2;
-  ComputePool pool(std::move(options));
+  ComputePool pool(ComputePoolOptions{/*teams=*/1, /*team_threads=*/2});
   std::vector<std::promise<int>> threads(4);
   for (auto& t : threads) pool.SubmitSplittable([&t](int n) { t.set_value(n); });
   for (auto& t : threads) EXPECT_EQ(t.get_future().get(), 2);
