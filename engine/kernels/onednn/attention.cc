@@ -208,8 +208,11 @@ struct SdpaState {
   // softmax over [rows, S] and the output's GEMM, each JIT-compiled for its
   // shape and strides.
   struct Tile {
-    dnnl::primitive scores, softmax, output;
+    PrimitiveCall scores;   // q rows, k^T, the tile, scratchpad
+    PrimitiveCall softmax;  // the tile in place, scratchpad
+    PrimitiveCall output;   // the tile, v, out rows, scratchpad
     memory::desc q, kt, s, v, o;
+    dnnl::primitive made[3];  // until the scratchpad's size is known
   };
   Tile full, tail;
   memory::desc scratch_desc;
@@ -259,9 +262,9 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
       const dnnl::softmax_forward::primitive_desc softmax(
           {dnnl::prop_kind::forward_inference, t.s, 1}, attr, Engine());
       const dnnl::matmul::primitive_desc output(dnnl::matmul::desc(t.s, t.v, t.o), attr, Engine());
-      t.scores = dnnl::matmul(scores);
-      t.softmax = dnnl::softmax_forward(softmax);
-      t.output = dnnl::matmul(output);
+      t.made[0] = dnnl::matmul(scores);
+      t.made[1] = dnnl::softmax_forward(softmax);
+      t.made[2] = dnnl::matmul(output);
       for (size_t bytes : {scores.scratchpad_desc().get_size(), softmax.scratchpad_desc().get_size(),
                            output.scratchpad_desc().get_size()}) {
         scratch = std::max(scratch, bytes);
@@ -276,6 +279,20 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
   }
   st->scratch_desc = memory::desc({static_cast<int64_t>(scratch)}, memory::data_type::u8,
                                   memory::format_tag::a);
+  for (SdpaState::Tile* t : {&st->full, &st->tail}) {
+    if (!t->made[0]) continue;
+    const memory::desc& sc = st->scratch_desc;
+    t->scores = PrimitiveCall(std::move(t->made[0]), {{DNNL_ARG_SRC, t->q},
+                                                      {DNNL_ARG_WEIGHTS, t->kt},
+                                                      {DNNL_ARG_DST, t->s},
+                                                      {DNNL_ARG_SCRATCHPAD, sc}});
+    t->softmax = PrimitiveCall(std::move(t->made[1]),
+                               {{DNNL_ARG_SRC, t->s}, {DNNL_ARG_DST, t->s}, {DNNL_ARG_SCRATCHPAD, sc}});
+    t->output = PrimitiveCall(std::move(t->made[2]), {{DNNL_ARG_SRC, t->s},
+                                                      {DNNL_ARG_WEIGHTS, t->v},
+                                                      {DNNL_ARG_DST, t->o},
+                                                      {DNNL_ARG_SCRATCHPAD, sc}});
+  }
   WorkspaceLayout slot;
   st->tile_offset = slot.Add(st->tile_rows * g->s * sizeof(float));
   st->query_offset = slot.Add(st->on_query ? st->tile_rows * g->d * sizeof(float) : 0);
@@ -339,13 +356,10 @@ absl::Status EvalSdpa(EvalContext& ctx) {
         qrows = qbuf;
       }
       const SdpaState::Tile& t = rows == st.tile_rows ? st.full : st.tail;
-      const dnnl::memory scratch = Wrap(st.scratch_desc, slot + st.scratch_offset);
+      void* scratch = slot + st.scratch_offset;
       // tile [rows, S] = qrows [rows, D] k^T (inside this parallel region the
       // primitives run on the calling thread alone).
-      t.scores.execute(stream, {{DNNL_ARG_SRC, Wrap(t.q, qrows)},
-                                {DNNL_ARG_WEIGHTS, Wrap(t.kt, k + ko)},
-                                {DNNL_ARG_DST, Wrap(t.s, tile)},
-                                {DNNL_ARG_SCRATCHPAD, scratch}});
+      t.scores.Execute(stream, {qrows, k + ko, tile, scratch});
       for (int64_t r = 0; r < rows; ++r) {
         float* row = tile + r * g.s;
         if (!st.on_query) {
@@ -369,14 +383,9 @@ absl::Status EvalSdpa(EvalContext& ctx) {
           }
         }
       }
-      t.softmax.execute(stream, {{DNNL_ARG_SRC, Wrap(t.s, tile)},
-                                 {DNNL_ARG_DST, Wrap(t.s, tile)},
-                                 {DNNL_ARG_SCRATCHPAD, scratch}});
+      t.softmax.Execute(stream, {tile, tile, scratch});
       // out rows [rows, Dv] = tile [rows, S] v [S, Dv].
-      t.output.execute(stream, {{DNNL_ARG_SRC, Wrap(t.s, tile)},
-                                {DNNL_ARG_WEIGHTS, Wrap(t.v, v + vo)},
-                                {DNNL_ARG_DST, Wrap(t.o, out + oo + l0 * g.o_ld)},
-                                {DNNL_ARG_SCRATCHPAD, scratch}});
+      t.output.Execute(stream, {tile, v + vo, out + oo + l0 * g.o_ld, scratch});
       stream.wait();
     }
   });

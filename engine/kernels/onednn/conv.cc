@@ -39,7 +39,7 @@ namespace {
 using dnnl::memory;
 
 struct ConvState {
-  dnnl::convolution_forward conv;
+  PrimitiveCall conv;  // source, destination, scratchpad given per call
   memory::desc src, dst;
   std::shared_ptr<const memory> weights;  // reordered once, shared by the model's plans
   const void* bias = nullptr;           // the node's constant, or folded_bias
@@ -55,9 +55,9 @@ struct ConvState {
   // post-op), reordered out into the NHWC output after.
   bool blocked_dst = false;
   memory::desc conv_dst;
-  dnnl::reorder dst_in, dst_out;
+  PrimitiveCall dst_in, dst_out;
   size_t dst_offset = 0;
-  dnnl::reorder src_reorder;
+  PrimitiveCall src_reorder;
   memory::desc plain_src;
   size_t src_offset = 0, scratch_offset = 0;
   memory::desc scratch;
@@ -208,7 +208,6 @@ absl::Status PrepareConv(PrepareContext& ctx) {
       return Unimplemented(node, "oneDNN has no convolution for this shape: ", e.what());
     }
   }
-  s->conv = dnnl::convolution_forward(pd);
 
   // Weights, once: from PyTorch's [O, I/g, kH, kW] into the chosen format.
   const memory::desc plain_weights(wdims, memory::data_type::f32,
@@ -230,19 +229,23 @@ absl::Status PrepareConv(PrepareContext& ctx) {
   s->plain_src = ImageDesc(x, ctx.inputs[0].layout);
   if (s->plain_src != s->src) {
     s->reorder_src = true;
-    s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        Engine(), s->plain_src, Engine(), s->src));
+    s->src_reorder = PrimitiveCall::Reorder(s->plain_src, s->src);
     s->src_offset = ws.Add(s->src.get_size());
   }
   if (s->blocked_dst) {
     s->dst_offset = ws.Add(s->conv_dst.get_size());
-    s->dst_out = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), s->conv_dst, Engine(), s->dst));
-    if (s->residual) {
-      s->dst_in = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), s->dst, Engine(), s->conv_dst));
-    }
+    s->dst_out = PrimitiveCall::Reorder(s->conv_dst, s->dst);
+    if (s->residual) s->dst_in = PrimitiveCall::Reorder(s->dst, s->conv_dst);
   }
   s->scratch = pd.scratchpad_desc();
   s->scratch_offset = ws.Add(s->scratch.get_size());
+  std::vector<PrimitiveCall::Arg> args = {
+      {DNNL_ARG_SRC, s->src},
+      {DNNL_ARG_DST, s->blocked_dst ? s->conv_dst : s->dst},
+      {DNNL_ARG_SCRATCHPAD, s->scratch},
+      {DNNL_ARG_WEIGHTS, s->weights->get_desc(), s->weights->get_data_handle()}};
+  if (has_bias) args.push_back({DNNL_ARG_BIAS, s->bias_desc, s->bias});
+  s->conv = PrimitiveCall(dnnl::convolution_forward(pd), std::move(args));
   SetNhwcOutput(ctx, out, std::move(s), ws.total());
   return absl::OkStatus();
 }
@@ -251,34 +254,22 @@ absl::Status EvalConv(EvalContext& ctx) {
   const auto& s = *static_cast<const ConvState*>(ctx.state);
   UseThreads(ctx.num_threads);
   dnnl::stream& stream = Stream();
-  memory src = Wrap(s.src, ctx.inputs[0]->raw_data());
+  const void* src = ctx.inputs[0]->raw_data();
   if (s.reorder_src) {
-    memory plain = Wrap(s.plain_src, ctx.inputs[0]->raw_data());
-    src = Wrap(s.src, At(ctx.workspace, s.src_offset));
-    s.src_reorder.execute(stream, plain, src);
+    void* converted = At(ctx.workspace, s.src_offset);
+    s.src_reorder.Execute(stream, {src, converted});
+    src = converted;
   }
   void* out = ctx.outputs[0]->raw_data();
-  memory dst = Wrap(s.dst, out);
+  void* dst = out;
   if (s.blocked_dst) {
-    dst = Wrap(s.conv_dst, At(ctx.workspace, s.dst_offset));
-    if (s.residual) {
-      memory residual = Wrap(s.dst, ctx.inputs[3]->raw_data());
-      s.dst_in.execute(stream, residual, dst);
-    }
+    dst = At(ctx.workspace, s.dst_offset);
+    if (s.residual) s.dst_in.Execute(stream, {ctx.inputs[3]->raw_data(), dst});
   } else if (s.residual && ctx.inputs[3]->raw_data() != out) {
     std::memcpy(out, ctx.inputs[3]->raw_data(), ctx.outputs[0]->byte_size());
   }
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, src},
-      {DNNL_ARG_WEIGHTS, *s.weights},
-      {DNNL_ARG_DST, dst},
-      {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, At(ctx.workspace, s.scratch_offset))}};
-  if (s.bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(s.bias_desc, s.bias));
-  s.conv.execute(stream, args);
-  if (s.blocked_dst) {
-    memory nhwc = Wrap(s.dst, out);
-    s.dst_out.execute(stream, dst, nhwc);
-  }
+  s.conv.Execute(stream, {src, dst, At(ctx.workspace, s.scratch_offset)});
+  if (s.blocked_dst) s.dst_out.Execute(stream, {dst, out});
   stream.wait();
   return absl::OkStatus();
 }

@@ -31,7 +31,7 @@ namespace {
 using dnnl::memory;
 
 struct LinearState {
-  dnnl::matmul matmul;
+  PrimitiveCall matmul;  // source, destination, scratchpad given per call
   memory::desc src, dst, bias_desc, scratch;
   std::shared_ptr<const memory> weights;  // reordered once, shared by the model's plans
   const void* bias = nullptr;  // the node's constant
@@ -39,7 +39,7 @@ struct LinearState {
   // at `src_offset` (as `src`) per call.
   bool convert_src = false;
   memory::desc given_src;
-  dnnl::reorder src_reorder;
+  PrimitiveCall src_reorder;
   size_t src_offset = 0, scratch_offset = 0;
 };
 
@@ -93,7 +93,6 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
   } catch (const dnnl::error& err) {
     return Unimplemented(ctx.node, "oneDNN has no matmul for this shape: ", err.what());
   }
-  s->matmul = dnnl::matmul(pd);
 
   // Weights, once: PyTorch's [N, K] row-major is the [K, N] matrix in "ba".
   const memory::desc given_desc({k, n}, memory::data_type::f32, memory::format_tag::ba);
@@ -104,12 +103,18 @@ absl::Status PrepareLinear(PrepareContext& ctx) {
   if (operand != memory::data_type::f32) {
     s->convert_src = true;
     s->given_src = memory::desc({m, k}, memory::data_type::f32, memory::format_tag::ab);
-    s->src_reorder =
-        dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), s->given_src, Engine(), s->src));
+    s->src_reorder = PrimitiveCall::Reorder(s->given_src, s->src);
     s->src_offset = ws.Add(s->src.get_size());
   }
   s->scratch = pd.scratchpad_desc();
   s->scratch_offset = ws.Add(s->scratch.get_size());
+  std::vector<PrimitiveCall::Arg> args = {
+      {DNNL_ARG_SRC, s->src},
+      {DNNL_ARG_DST, s->dst},
+      {DNNL_ARG_SCRATCHPAD, s->scratch},
+      {DNNL_ARG_WEIGHTS, s->weights->get_desc(), s->weights->get_data_handle()}};
+  if (s->bias != nullptr) args.push_back({DNNL_ARG_BIAS, s->bias_desc, s->bias});
+  s->matmul = PrimitiveCall(dnnl::matmul(pd), std::move(args));
   ctx.workspace_bytes = ws.total();
   ctx.outputs = {TensorInfo{DType::kF32, out}};
   ctx.state = std::move(s);
@@ -120,19 +125,14 @@ absl::Status EvalLinear(EvalContext& ctx) {
   const auto& s = *static_cast<const LinearState*>(ctx.state);
   UseThreads(ctx.num_threads);
   dnnl::stream& stream = Stream();
-  memory src = Wrap(s.src, ctx.inputs[0]->raw_data());
+  const void* src = ctx.inputs[0]->raw_data();
   if (s.convert_src) {
-    memory given = Wrap(s.given_src, ctx.inputs[0]->raw_data());
-    src = Wrap(s.src, At(ctx.workspace, s.src_offset));
-    s.src_reorder.execute(stream, given, src);
+    void* converted = At(ctx.workspace, s.src_offset);
+    s.src_reorder.Execute(stream, {src, converted});
+    src = converted;
   }
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, src},
-      {DNNL_ARG_WEIGHTS, *s.weights},
-      {DNNL_ARG_DST, Wrap(s.dst, ctx.outputs[0]->raw_data())},
-      {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, At(ctx.workspace, s.scratch_offset))}};
-  if (s.bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(s.bias_desc, s.bias));
-  s.matmul.execute(stream, args);
+  s.matmul.Execute(stream,
+                   {src, ctx.outputs[0]->raw_data(), At(ctx.workspace, s.scratch_offset)});
   stream.wait();
   return absl::OkStatus();
 }
@@ -140,7 +140,7 @@ absl::Status EvalLinear(EvalContext& ctx) {
 // ---------------------------------------------------------------- MatMul
 
 struct MatMulState {
-  dnnl::matmul matmul;
+  PrimitiveCall matmul;  // a, b, c, scratchpad
   memory::desc a, b, c, scratch;
 };
 
@@ -181,8 +181,11 @@ absl::Status PrepareMatMul(PrepareContext& ctx) {
   } catch (const dnnl::error& err) {
     return Unimplemented(ctx.node, "oneDNN has no matmul for these shapes: ", err.what());
   }
-  s->matmul = dnnl::matmul(pd);
   s->scratch = pd.scratchpad_desc();
+  s->matmul = PrimitiveCall(dnnl::matmul(pd), {{DNNL_ARG_SRC, s->a},
+                                               {DNNL_ARG_WEIGHTS, s->b},
+                                               {DNNL_ARG_DST, s->c},
+                                               {DNNL_ARG_SCRATCHPAD, s->scratch}});
   ctx.workspace_bytes = s->scratch.get_size();
   ctx.outputs = {TensorInfo{DType::kF32, out}};
   ctx.state = std::move(s);
@@ -193,10 +196,8 @@ absl::Status EvalMatMul(EvalContext& ctx) {
   const auto& s = *static_cast<const MatMulState*>(ctx.state);
   UseThreads(ctx.num_threads);
   dnnl::stream& stream = Stream();
-  s.matmul.execute(stream, {{DNNL_ARG_SRC, Wrap(s.a, ctx.inputs[0]->raw_data())},
-                            {DNNL_ARG_WEIGHTS, Wrap(s.b, ctx.inputs[1]->raw_data())},
-                            {DNNL_ARG_DST, Wrap(s.c, ctx.outputs[0]->raw_data())},
-                            {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, ctx.workspace)}});
+  s.matmul.Execute(stream, {ctx.inputs[0]->raw_data(), ctx.inputs[1]->raw_data(),
+                            ctx.outputs[0]->raw_data(), ctx.workspace});
   stream.wait();
   return absl::OkStatus();
 }

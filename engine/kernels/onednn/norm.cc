@@ -16,7 +16,7 @@ namespace {
 using dnnl::memory;
 
 struct NormState {
-  dnnl::primitive primitive;
+  PrimitiveCall primitive;  // softmax: source, destination, scratchpad; layer norm: below
   memory::desc data, stats, scale_shift;
   bool layer_norm = false, has_weight = false, has_bias = false;
   size_t mean_offset = 0, var_offset = 0, ones_offset = 0, zeros_offset = 0, scratch_offset = 0;
@@ -56,21 +56,25 @@ absl::Status PrepareSoftmax(PrepareContext& ctx) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   UseThreads(ctx.num_threads);
+  dnnl::primitive primitive;
   try {
     if (ctx.node.kind == ir::OpKind::kSoftmax) {
       const dnnl::softmax_forward::primitive_desc pd(
           {dnnl::prop_kind::forward_inference, s->data, 1}, attr, Engine());
-      s->primitive = dnnl::softmax_forward(pd);
       s->scratch = pd.scratchpad_desc();
+      primitive = dnnl::softmax_forward(pd);
     } else {
       const dnnl::logsoftmax_forward::primitive_desc pd(
           {dnnl::prop_kind::forward_inference, s->data, 1}, attr, Engine());
-      s->primitive = dnnl::logsoftmax_forward(pd);
       s->scratch = pd.scratchpad_desc();
+      primitive = dnnl::logsoftmax_forward(pd);
     }
   } catch (const dnnl::error& e) {
     return Unimplemented(ctx.node, "oneDNN has no softmax for this shape: ", e.what());
   }
+  s->primitive = PrimitiveCall(std::move(primitive), {{DNNL_ARG_SRC, s->data},
+                                                      {DNNL_ARG_DST, s->data},
+                                                      {DNNL_ARG_SCRATCHPAD, s->scratch}});
   ctx.workspace_bytes = s->scratch.get_size();
   ctx.outputs = {TensorInfo{DType::kF32, x}};
   ctx.state = std::move(s);
@@ -81,9 +85,7 @@ absl::Status EvalSoftmax(EvalContext& ctx) {
   const auto& s = *static_cast<const NormState*>(ctx.state);
   UseThreads(ctx.num_threads);
   dnnl::stream& stream = Stream();
-  s.primitive.execute(stream, {{DNNL_ARG_SRC, Wrap(s.data, ctx.inputs[0]->raw_data())},
-                               {DNNL_ARG_DST, Wrap(s.data, ctx.outputs[0]->raw_data())},
-                               {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, ctx.workspace)}});
+  s.primitive.Execute(stream, {ctx.inputs[0]->raw_data(), ctx.outputs[0]->raw_data(), ctx.workspace});
   stream.wait();
   return absl::OkStatus();
 }
@@ -119,10 +121,16 @@ absl::Status PrepareLayerNorm(PrepareContext& ctx) {
         {dnnl::prop_kind::forward_inference, s->data, eps,
          dnnl::normalization_flags::use_scale_shift},
         attr, Engine());
-    s->primitive = dnnl::layer_normalization_forward(pd);
     s->stats = pd.mean_desc();
     s->scale_shift = pd.weights_desc();
     s->scratch = pd.scratchpad_desc();
+    s->primitive = PrimitiveCall(dnnl::layer_normalization_forward(pd),
+                                 {{DNNL_ARG_SRC, s->data},
+                                  {DNNL_ARG_DST, s->data},
+                                  {DNNL_ARG_MEAN, s->stats},
+                                  {DNNL_ARG_VARIANCE, s->stats},
+                                  {DNNL_ARG_SCALE_SHIFT, s->scale_shift},
+                                  {DNNL_ARG_SCRATCHPAD, s->scratch}});
   } catch (const dnnl::error& e) {
     return Unimplemented(ctx.node, "oneDNN has no layer norm for this shape: ", e.what());
   }
@@ -146,13 +154,9 @@ absl::Status EvalLayerNorm(EvalContext& ctx) {
   }
   UseThreads(ctx.num_threads);
   dnnl::stream& stream = Stream();
-  s.primitive.execute(stream,
-                      {{DNNL_ARG_SRC, Wrap(s.data, ctx.inputs[0]->raw_data())},
-                       {DNNL_ARG_DST, Wrap(s.data, ctx.outputs[0]->raw_data())},
-                       {DNNL_ARG_MEAN, Wrap(s.stats, At(ctx.workspace, s.mean_offset))},
-                       {DNNL_ARG_VARIANCE, Wrap(s.stats, At(ctx.workspace, s.var_offset))},
-                       {DNNL_ARG_SCALE_SHIFT, Wrap(s.scale_shift, scale_shift)},
-                       {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, At(ctx.workspace, s.scratch_offset))}});
+  s.primitive.Execute(stream, {ctx.inputs[0]->raw_data(), ctx.outputs[0]->raw_data(),
+                               At(ctx.workspace, s.mean_offset), At(ctx.workspace, s.var_offset),
+                               scale_shift, At(ctx.workspace, s.scratch_offset)});
   stream.wait();
   return absl::OkStatus();
 }

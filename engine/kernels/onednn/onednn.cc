@@ -191,6 +191,78 @@ dnnl::stream& Stream() {
   return stream;
 }
 
+struct PrimitiveCall::Slots {
+  std::vector<dnnl_memory_t> memory;
+  std::vector<dnnl_exec_arg_t> args;
+  ~Slots() {
+    for (dnnl_memory_t m : memory) dnnl_memory_destroy(m);
+  }
+};
+
+struct PrimitiveCall::FreeList {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Slots>> slots;
+};
+
+PrimitiveCall::PrimitiveCall(dnnl::primitive primitive, std::vector<Arg> args)
+    : primitive_(std::move(primitive)), args_(std::move(args)), free_(new FreeList()) {
+  for (const Arg& a : args_) variable_ += a.fixed == nullptr;
+}
+
+PrimitiveCall PrimitiveCall::Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  return PrimitiveCall(dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from, Engine(), to)),
+                       {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+}
+
+PrimitiveCall::PrimitiveCall() = default;
+PrimitiveCall::PrimitiveCall(PrimitiveCall&&) noexcept = default;
+PrimitiveCall& PrimitiveCall::operator=(PrimitiveCall&&) noexcept = default;
+PrimitiveCall::~PrimitiveCall() = default;
+
+std::unique_ptr<PrimitiveCall::Slots> PrimitiveCall::Take() const {
+  {
+    std::lock_guard<std::mutex> lock(free_->mu);
+    if (!free_->slots.empty()) {
+      std::unique_ptr<Slots> s = std::move(free_->slots.back());
+      free_->slots.pop_back();
+      return s;
+    }
+  }
+  auto s = std::make_unique<Slots>();
+  s->memory.reserve(args_.size());
+  for (const Arg& a : args_) {
+    dnnl_memory_t m = nullptr;
+    dnnl::error::wrap_c_api(
+        dnnl_memory_create(&m, &a.desc.data, Engine().get(),
+                           a.fixed != nullptr ? const_cast<void*>(a.fixed) : DNNL_MEMORY_NONE),
+        "could not create a memory object");
+    s->memory.push_back(m);
+    s->args.push_back({a.id, m});
+  }
+  return s;
+}
+
+void PrimitiveCall::Give(std::unique_ptr<Slots> slots) const {
+  std::lock_guard<std::mutex> lock(free_->mu);
+  free_->slots.push_back(std::move(slots));
+}
+
+void PrimitiveCall::Execute(dnnl::stream& stream, std::initializer_list<const void*> data) const {
+  if (data.size() != variable_) {
+    throw dnnl::error(dnnl_invalid_arguments, "a primitive call was given the wrong arguments");
+  }
+  std::unique_ptr<Slots> s = Take();
+  const void* const* next = data.begin();
+  for (size_t i = 0; i < args_.size(); ++i) {
+    if (args_[i].fixed != nullptr) continue;
+    dnnl_memory_set_data_handle(s->memory[i], const_cast<void*>(*next++));
+  }
+  const dnnl_status_t status = dnnl_primitive_execute(
+      primitive_.get(), stream.get(), static_cast<int>(s->args.size()), s->args.data());
+  Give(std::move(s));
+  dnnl::error::wrap_c_api(status, "could not execute a primitive");
+}
+
 dnnl::memory::desc ImageDesc(const Dims& dims, ir::Layout layout, dnnl::memory::data_type type) {
   return dnnl::memory::desc(ToDims(dims), type,
                             layout == ir::Layout::kNHWC ? dnnl::memory::format_tag::nhwc

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,10 +84,46 @@ std::shared_ptr<const dnnl::memory> PrepackedWeights(const void* data,
 // a plan whose packed weights all came from the store adds none).
 uint64_t WeightReorderCount();
 
-// A memory object over `data` (no copy).
-inline dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
-  return dnnl::memory(desc, Engine(), const_cast<void*>(data));
-}
+// A primitive with its arguments fixed at Prepare: which arguments, their
+// descriptors, and the bytes of the constant ones (weights, a bias). A call
+// sets the other arguments' data handles on memory objects kept between calls
+// and runs the primitive through oneDNN's C interface: making a dnnl::memory
+// per argument and the argument map on every call cost about 1 us per
+// primitive, against 0.4 us for oneDNN's own dispatch (docs/performance.md).
+// Concurrent runs of one plan each take a set of memory objects of their own.
+class PrimitiveCall {
+ public:
+  struct Arg {
+    int id;                      // DNNL_ARG_*
+    dnnl::memory::desc desc;
+    const void* fixed = nullptr;  // constant bytes, set once; null: given per call
+  };
+
+  PrimitiveCall();
+  PrimitiveCall(dnnl::primitive primitive, std::vector<Arg> args);
+  // A reorder from `from` to `to`.
+  static PrimitiveCall Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+  PrimitiveCall(PrimitiveCall&&) noexcept;
+  PrimitiveCall& operator=(PrimitiveCall&&) noexcept;
+  ~PrimitiveCall();
+
+  // Runs on `stream` with `data`: the bytes of each argument that is not
+  // fixed, in the order of `args`. Throws dnnl::error as oneDNN's C++
+  // interface does.
+  void Execute(dnnl::stream& stream, std::initializer_list<const void*> data) const;
+  explicit operator bool() const { return static_cast<bool>(primitive_); }
+
+ private:
+  struct Slots;  // one set of memory objects and the argument array over them
+  std::unique_ptr<Slots> Take() const;
+  void Give(std::unique_ptr<Slots> slots) const;
+
+  dnnl::primitive primitive_;
+  std::vector<Arg> args_;
+  size_t variable_ = 0;  // args without fixed bytes
+  struct FreeList;
+  std::unique_ptr<FreeList> free_;
+};
 
 // Workspace regions, 64-byte aligned, in order of Add.
 class WorkspaceLayout {

@@ -18,7 +18,7 @@ namespace {
 using dnnl::memory;
 
 struct PoolState {
-  dnnl::pooling_v2_forward pool;
+  PrimitiveCall pool;  // source, destination, scratchpad
   memory::desc src, dst, scratch;
 };
 
@@ -81,8 +81,10 @@ absl::Status PreparePool(PrepareContext& ctx) {
     dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algo, s->src, s->dst,
                                         ToDims(stride), ToDims(kernel), dil, pad_l, pad_r);
     dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, Engine());
-    s->pool = dnnl::pooling_v2_forward(pd);
     s->scratch = pd.scratchpad_desc();
+    s->pool = PrimitiveCall(dnnl::pooling_v2_forward(pd), {{DNNL_ARG_SRC, s->src},
+                                                          {DNNL_ARG_DST, s->dst},
+                                                          {DNNL_ARG_SCRATCHPAD, s->scratch}});
   } catch (const dnnl::error& e) {
     return Unimplemented(node, "oneDNN has no pooling for this shape: ", e.what());
   }
@@ -94,9 +96,7 @@ absl::Status PreparePool(PrepareContext& ctx) {
 absl::Status EvalPool(EvalContext& ctx) {
   const auto& s = *static_cast<const PoolState*>(ctx.state);
   UseThreads(ctx.num_threads);
-  s.pool.execute(Stream(), {{DNNL_ARG_SRC, Wrap(s.src, ctx.inputs[0]->raw_data())},
-                            {DNNL_ARG_DST, Wrap(s.dst, ctx.outputs[0]->raw_data())},
-                            {DNNL_ARG_SCRATCHPAD, Wrap(s.scratch, ctx.workspace)}});
+  s.pool.Execute(Stream(), {ctx.inputs[0]->raw_data(), ctx.outputs[0]->raw_data(), ctx.workspace});
   Stream().wait();
   return absl::OkStatus();
 }
