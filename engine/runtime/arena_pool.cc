@@ -1,5 +1,6 @@
 #include "engine/runtime/arena_pool.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,7 +15,14 @@ namespace kiln::runtime {
 // Shared with every block, so that a block outliving the pool frees itself.
 struct ArenaPool::State {
   mutable std::mutex mu;
-  std::multimap<size_t, void*> free;  // block bytes -> block
+  struct Waiting {
+    void* p;
+    std::chrono::steady_clock::time_point since;  // given back then
+  };
+  // Block bytes -> block; among blocks of one size the one given back last
+  // comes first, so that a run takes the block whose bytes are likeliest
+  // still in cache and the others age out (TrimIdle).
+  std::multimap<size_t, Waiting> free;
   size_t max_blocks = 0;
   std::optional<uint8_t> fill;
   size_t in_use = 0;
@@ -26,7 +34,7 @@ struct ArenaPool::State {
   // use and free together (or none is free); under mu.
   void TrimLocked() {
     while (!free.empty() && free.size() + in_use > max_blocks) {
-      std::free(free.begin()->second);
+      std::free(free.begin()->second.p);
       free.erase(free.begin());
     }
   }
@@ -39,7 +47,8 @@ struct ArenaPool::State {
       std::free(p);
       return;
     }
-    free.emplace(bytes, p);
+    free.emplace_hint(free.lower_bound(bytes), bytes,
+                      Waiting{p, std::chrono::steady_clock::now()});
     TrimLocked();
   }
 };
@@ -51,7 +60,7 @@ ArenaPool::ArenaPool(size_t max_blocks) : state_(std::make_shared<State>()) {
 ArenaPool::~ArenaPool() {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->closed = true;
-  for (auto& [bytes, p] : state_->free) std::free(p);
+  for (auto& [bytes, w] : state_->free) std::free(w.p);
   state_->free.clear();
 }
 
@@ -92,7 +101,7 @@ absl::StatusOr<ArenaPool::Block> ArenaPool::Acquire(size_t bytes, const std::str
     auto it = state_->free.lower_bound(want);
     if (it != state_->free.end()) {
       block.bytes_ = it->first;
-      block.data_ = static_cast<uint8_t*>(it->second);
+      block.data_ = static_cast<uint8_t*>(it->second.p);
       state_->free.erase(it);
     } else {
       ++state_->allocations;
@@ -125,8 +134,24 @@ void ArenaPool::set_max_blocks(size_t n) {
 
 void ArenaPool::Trim() {
   std::lock_guard<std::mutex> lock(state_->mu);
-  for (auto& [bytes, p] : state_->free) std::free(p);
+  for (auto& [bytes, w] : state_->free) std::free(w.p);
   state_->free.clear();
+}
+
+size_t ArenaPool::TrimIdle(std::chrono::steady_clock::duration idle) {
+  const auto before = std::chrono::steady_clock::now() - idle;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  size_t freed = 0;
+  for (auto it = state_->free.begin(); it != state_->free.end();) {
+    if (it->second.since <= before) {
+      std::free(it->second.p);
+      it = state_->free.erase(it);
+      ++freed;
+    } else {
+      ++it;
+    }
+  }
+  return freed;
 }
 
 void ArenaPool::set_fill_byte(std::optional<uint8_t> byte) {

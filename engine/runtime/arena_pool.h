@@ -21,6 +21,7 @@
 // values of one run), and a new block is zeroed as Tensor::Allocate's are.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -70,6 +71,12 @@ class ArenaPool {
   void set_max_blocks(size_t n);
   // Frees every block waiting (a server calls it when it unloads a model).
   void Trim();
+  // Frees the blocks that have waited `idle` or longer since their last run
+  // ended; returns how many. A server calls it now and then, so that the
+  // blocks a burst needed leave once the burst is over, while the ones that
+  // steady traffic reuses stay (a run takes the block of its size given back
+  // last, so the others age).
+  size_t TrimIdle(std::chrono::steady_clock::duration idle);
 
   // Tests: every block handed out is first filled with `byte` (0xFF reads as
   // NaN in float32), so that a plan reading bytes it never wrote shows up as

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/runtime/arena_pool.h"
 #include "server/core/inference_core.h"
 #include "server/core/model_registry.h"
 #include "server/core/model_repository.h"
@@ -41,6 +42,11 @@ namespace {
 // upload limit (the handler enforces that limit with a clear message).
 constexpr int64_t kMinMessageBytes = int64_t{1} << 30;
 constexpr int64_t kMessageOverheadBytes = int64_t{16} << 20;
+
+// An arena block no run has taken for this long is freed (the sweeper looks
+// every few seconds to a minute): a burst's extra blocks leave after it, the
+// blocks steady traffic reuses stay.
+constexpr std::chrono::seconds kArenaIdle{30};
 
 std::string JoinHostPort(const std::string& host, int port) {
   if (host.find(':') != std::string::npos && host.front() != '[') {
@@ -289,6 +295,9 @@ void Server::StartSweeper() {
     while (!sweeper_cv_.wait_for(lock, interval, [this] { return sweeper_stop_; })) {
       lock.unlock();
       uploads_->SweepExpired();
+      // Arena blocks a burst needed and nothing has run in since.
+      const size_t freed = runtime::ArenaPool::Global().TrimIdle(kArenaIdle);
+      if (freed > 0) spdlog::debug("freed {} arena blocks idle for {} s", freed, kArenaIdle.count());
       lock.lock();
     }
   });

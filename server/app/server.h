@@ -144,7 +144,7 @@ class Server {
   Server() = default;
 
   // Removes abandoned uploads every few seconds to a minute (a quarter of
-  // their TTL) until StopSweeper().
+  // their TTL), and frees arena blocks idle for 30 s, until StopSweeper().
   void StartSweeper();
   void StopSweeper();
 

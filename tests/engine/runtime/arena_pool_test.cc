@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -80,6 +82,39 @@ TEST(ArenaPoolTest, BlocksInUseCountAgainstTheBound) {
   *y = ArenaPool::Block();  // one in use, one waits
   EXPECT_EQ(pool.stats().free_blocks, 1u);
   EXPECT_EQ(pool.stats().free_bytes, static_cast<uint64_t>(1 << 11));
+}
+
+// Of two free blocks of one size a run takes the one given back last, so the
+// other ages; TrimIdle frees the blocks that waited at least `idle`, and only
+// those.
+TEST(ArenaPoolTest, ARunTakesTheBlockGivenBackLastAndIdleOnesLeave) {
+  ArenaPool pool(4);
+  auto a = pool.Acquire(4096, "a");
+  auto b = pool.Acquire(4096, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const uint8_t* first = a->data();
+  const uint8_t* last = b->data();
+  *a = ArenaPool::Block();  // given back first
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  *b = ArenaPool::Block();
+  EXPECT_EQ(pool.stats().free_blocks, 2u);
+  {
+    auto c = pool.Acquire(4096, "c");
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->data(), last);
+  }  // back again, first in line again
+  EXPECT_EQ(pool.TrimIdle(std::chrono::milliseconds(30)), 1u);  // `first` waited 60 ms
+  ArenaPool::Stats s = pool.stats();
+  EXPECT_EQ(s.free_blocks, 1u);
+  auto d = pool.Acquire(4096, "d");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->data(), last);
+  EXPECT_NE(d->data(), first);
+  *d = ArenaPool::Block();
+  EXPECT_EQ(pool.TrimIdle(std::chrono::hours(1)), 0u);
+  EXPECT_EQ(pool.TrimIdle(std::chrono::seconds(0)), 1u);
+  EXPECT_EQ(pool.stats().free_blocks, 0u);
+  EXPECT_EQ(pool.stats().allocations, 2u);
 }
 
 TEST(ArenaPoolTest, ABlockMayOutliveThePool) {
