@@ -248,17 +248,20 @@ void PrimitiveCall::Give(std::unique_ptr<Slots> slots) const {
 }
 
 void PrimitiveCall::Execute(dnnl::stream& stream, std::initializer_list<const void*> data) const {
-  if (data.size() != variable_) {
+  if (!primitive_ || data.size() != variable_) {
     throw dnnl::error(dnnl_invalid_arguments, "a primitive call was given the wrong arguments");
   }
   std::unique_ptr<Slots> s = Take();
+  dnnl_status_t status = dnnl_success;
   const void* const* next = data.begin();
-  for (size_t i = 0; i < args_.size(); ++i) {
+  for (size_t i = 0; i < args_.size() && status == dnnl_success; ++i) {
     if (args_[i].fixed != nullptr) continue;
-    dnnl_memory_set_data_handle(s->memory[i], const_cast<void*>(*next++));
+    status = dnnl_memory_set_data_handle(s->memory[i], const_cast<void*>(*next++));
   }
-  const dnnl_status_t status = dnnl_primitive_execute(
-      primitive_.get(), stream.get(), static_cast<int>(s->args.size()), s->args.data());
+  if (status == dnnl_success) {
+    status = dnnl_primitive_execute(primitive_.get(), stream.get(),
+                                    static_cast<int>(s->args.size()), s->args.data());
+  }
   Give(std::move(s));
   dnnl::error::wrap_c_api(status, "could not execute a primitive");
 }

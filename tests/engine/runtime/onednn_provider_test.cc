@@ -239,6 +239,7 @@ TEST(OneDnnProviderTest, PrimitiveCallReadsTheBytesOfEachCallAlsoConcurrently) {
   EXPECT_THROW(
       matmul.Execute(kernels::onednn::Stream(), {a.data(), c.data(), c.data(), c.data()}),
       dnnl::error);
+  EXPECT_THROW(PrimitiveCall().Execute(kernels::onednn::Stream(), {}), dnnl::error);
 }
 
 }  // namespace
