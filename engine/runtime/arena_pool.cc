@@ -39,6 +39,22 @@ struct ArenaPool::State {
     }
   }
 
+  // Frees the free blocks given back at `before` or earlier; returns how
+  // many. Under mu.
+  size_t FreeWaitingLocked(std::chrono::steady_clock::time_point before) {
+    size_t freed = 0;
+    for (auto it = free.begin(); it != free.end();) {
+      if (it->second.since <= before) {
+        std::free(it->second.p);
+        it = free.erase(it);
+        ++freed;
+      } else {
+        ++it;
+      }
+    }
+    return freed;
+  }
+
   void Give(void* p, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu);
     --in_use;
@@ -60,8 +76,7 @@ ArenaPool::ArenaPool(size_t max_blocks) : state_(std::make_shared<State>()) {
 ArenaPool::~ArenaPool() {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->closed = true;
-  for (auto& [bytes, w] : state_->free) std::free(w.p);
-  state_->free.clear();
+  state_->FreeWaitingLocked(std::chrono::steady_clock::time_point::max());
 }
 
 ArenaPool::Block::Block(Block&& other) noexcept
@@ -134,24 +149,13 @@ void ArenaPool::set_max_blocks(size_t n) {
 
 void ArenaPool::Trim() {
   std::lock_guard<std::mutex> lock(state_->mu);
-  for (auto& [bytes, w] : state_->free) std::free(w.p);
-  state_->free.clear();
+  state_->FreeWaitingLocked(std::chrono::steady_clock::time_point::max());
 }
 
 size_t ArenaPool::TrimIdle(std::chrono::steady_clock::duration idle) {
   const auto before = std::chrono::steady_clock::now() - idle;
   std::lock_guard<std::mutex> lock(state_->mu);
-  size_t freed = 0;
-  for (auto it = state_->free.begin(); it != state_->free.end();) {
-    if (it->second.since <= before) {
-      std::free(it->second.p);
-      it = state_->free.erase(it);
-      ++freed;
-    } else {
-      ++it;
-    }
-  }
-  return freed;
+  return state_->FreeWaitingLocked(before);
 }
 
 void ArenaPool::set_fill_byte(std::optional<uint8_t> byte) {

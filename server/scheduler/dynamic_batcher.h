@@ -158,13 +158,13 @@ class DynamicBatcher {
   // Never with preserve_ordering.
   // InferAlone runs it and counts its run, so that the next window of
   // batching, the next trial, and the relearning of a size come as they would.
+  std::optional<std::string> AloneKey(const std::vector<runtime::NamedTensor>& inputs,
+                                      const std::vector<std::string>& requested, bool may_split,
+                                      int64_t rows = 1, bool idle_server = false) const;
   // Whether a request of one row arriving now may run at once as a batch of
   // one (AloneKey, given an idle server): nothing queued, no queue delay, no
   // order to keep. InferPipeline then wakes a compute thread while it decodes.
   bool MayRunAtOnce() const;
-  std::optional<std::string> AloneKey(const std::vector<runtime::NamedTensor>& inputs,
-                                      const std::vector<std::string>& requested, bool may_split,
-                                      int64_t rows = 1, bool idle_server = false) const;
   // Runs a request of `rows` rows that skipped the queue (AloneKey gave
   // `key`) on the model, on run.num_threads threads (0: the model's count),
   // and records its cost as the batcher records a single's.
@@ -192,10 +192,10 @@ class DynamicBatcher {
   using Items = std::vector<std::shared_ptr<Item>>;
 
   DynamicBatcher() = default;
-  // Removes from the queue the requests whose wait is over into `ended`, and
-  // marks those past a DELAY timeout. mu_ held.
   // MayRunAtOnce's answer; under mu_.
   bool RunsAtOnceLocked() const;
+  // Removes from the queue the requests whose wait is over into `ended`, and
+  // marks those past a DELAY timeout. mu_ held.
   void ExpireLocked(BatchClock::time_point now, Items* ended);
   // The positions in the queue of the batch due at `now` (empty: none). mu_ held.
   std::vector<size_t> PlanLocked(BatchClock::time_point now, BatchClock::time_point* wait_until);

@@ -212,7 +212,6 @@ struct SdpaState {
     PrimitiveCall softmax;  // the tile in place, scratchpad
     PrimitiveCall output;   // the tile, v, out rows, scratchpad
     memory::desc q, kt, s, v, o;
-    dnnl::primitive made[3];  // until the scratchpad's size is known
   };
   Tile full, tail;
   memory::desc scratch_desc;
@@ -249,8 +248,11 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
   UseThreads(ctx.num_threads);
   size_t scratch = 0;
   const int64_t q_ld = st->on_query ? g->d : g->q_ld;
+  // Per tile: its three primitives, wrapped once the shared scratchpad's size
+  // is known.
+  dnnl::primitive made[2][3];
   try {
-    auto make = [&](int64_t r, SdpaState::Tile& t) {
+    auto make = [&](int64_t r, SdpaState::Tile& t, dnnl::primitive* p) {
       using tag = memory::format_tag;
       const auto f32 = memory::data_type::f32;
       t.q = memory::desc({r, g->d}, f32, memory::dims{q_ld, 1});
@@ -262,33 +264,35 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
       const dnnl::softmax_forward::primitive_desc softmax(
           {dnnl::prop_kind::forward_inference, t.s, 1}, attr, Engine());
       const dnnl::matmul::primitive_desc output(dnnl::matmul::desc(t.s, t.v, t.o), attr, Engine());
-      t.made[0] = dnnl::matmul(scores);
-      t.made[1] = dnnl::softmax_forward(softmax);
-      t.made[2] = dnnl::matmul(output);
+      p[0] = dnnl::matmul(scores);
+      p[1] = dnnl::softmax_forward(softmax);
+      p[2] = dnnl::matmul(output);
       for (size_t bytes : {scores.scratchpad_desc().get_size(), softmax.scratchpad_desc().get_size(),
                            output.scratchpad_desc().get_size()}) {
         scratch = std::max(scratch, bytes);
       }
     };
-    make(st->tile_rows, st->full);
+    make(st->tile_rows, st->full, made[0]);
     const int64_t tail = g->l % st->tile_rows;
-    if (tail != 0) make(tail, st->tail);
+    if (tail != 0) make(tail, st->tail, made[1]);
   } catch (const dnnl::error& e) {
     return Unimplemented(ctx.node, "oneDNN has no attention GEMM or softmax for this shape: ",
                          e.what());
   }
   st->scratch_desc = memory::desc({static_cast<int64_t>(scratch)}, memory::data_type::u8,
                                   memory::format_tag::a);
-  for (SdpaState::Tile* t : {&st->full, &st->tail}) {
-    if (!t->made[0]) continue;
+  SdpaState::Tile* tiles[2] = {&st->full, &st->tail};
+  for (int i = 0; i < 2; ++i) {
+    if (!made[i][0]) continue;  // no tail tile
+    SdpaState::Tile* t = tiles[i];
     const memory::desc& sc = st->scratch_desc;
-    t->scores = PrimitiveCall(std::move(t->made[0]), {{DNNL_ARG_SRC, t->q},
+    t->scores = PrimitiveCall(std::move(made[i][0]), {{DNNL_ARG_SRC, t->q},
                                                       {DNNL_ARG_WEIGHTS, t->kt},
                                                       {DNNL_ARG_DST, t->s},
                                                       {DNNL_ARG_SCRATCHPAD, sc}});
-    t->softmax = PrimitiveCall(std::move(t->made[1]),
+    t->softmax = PrimitiveCall(std::move(made[i][1]),
                                {{DNNL_ARG_SRC, t->s}, {DNNL_ARG_DST, t->s}, {DNNL_ARG_SCRATCHPAD, sc}});
-    t->output = PrimitiveCall(std::move(t->made[2]), {{DNNL_ARG_SRC, t->s},
+    t->output = PrimitiveCall(std::move(made[i][2]), {{DNNL_ARG_SRC, t->s},
                                                       {DNNL_ARG_WEIGHTS, t->v},
                                                       {DNNL_ARG_DST, t->o},
                                                       {DNNL_ARG_SCRATCHPAD, sc}});
