@@ -1,5 +1,6 @@
 #include "client/inference_client.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -219,6 +221,73 @@ class LocalChannel {
   int fd_ = -1;
 };
 
+namespace {
+
+// What ModelInfer sends for `request` (which carries no raw_input_contents)
+// followed by `inputs`' bytes as its raw_input_contents entries, taken from
+// the tensors' own memory: protobuf's wire format lets a repeated field's
+// entries follow the rest of the message, so the bytes go to the socket
+// without the two copies that filling the message and serializing it make
+// (about 0.5 ms each for a 4.8 MB input on the machine docs/performance.md
+// describes). gRPC releases the slices that borrow a tensor's bytes when it
+// has written them or given up; `Release` counts those, and the caller waits
+// for them all (Wait) before the tensors may go.
+class BorrowedInputs {
+ public:
+  BorrowedInputs(const inference::ModelInferRequest& request,
+                 const std::vector<NamedTensor>& inputs) {
+    std::vector<grpc::Slice> slices;
+    slices.emplace_back(request.SerializeAsString());
+    for (const NamedTensor& input : inputs) {
+      const size_t bytes = input.tensor.byte_size();
+      std::string head(1, static_cast<char>((7 << 3) | 2));  // field 7, length-delimited
+      for (uint64_t v = bytes; ; v >>= 7) {                  // its length, a varint
+        head.push_back(static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
+        if (v < 0x80) break;
+      }
+      slices.emplace_back(head);
+      if (bytes == 0) continue;
+      {
+        std::lock_guard<std::mutex> lock(state_->mu);
+        state_->lent++;
+      }
+      auto* state = new std::shared_ptr<State>(state_);
+      slices.emplace_back(const_cast<void*>(input.tensor.raw_data()), bytes, &Release, state);
+    }
+    buffer_ = grpc::ByteBuffer(slices.data(), slices.size());
+  }
+  ~BorrowedInputs() { Wait(); }
+
+  const grpc::ByteBuffer& buffer() const { return buffer_; }
+
+  // Drops this object's references and waits until gRPC has released every
+  // borrowed slice.
+  void Wait() {
+    buffer_.Clear();
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->released.wait(lock, [&] { return state_->lent == 0; });
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable released;
+    int lent = 0;
+  };
+  static void Release(void* arg) {
+    auto* state = static_cast<std::shared_ptr<State>*>(arg);
+    {
+      std::lock_guard<std::mutex> lock((*state)->mu);
+      if (--(*state)->lent == 0) (*state)->released.notify_all();
+    }
+    delete state;
+  }
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  grpc::ByteBuffer buffer_;
+};
+
+}  // namespace
+
 struct InferenceClient::Impl {
   ClientOptions options;
   std::unique_ptr<LocalChannel> local;  // set when options.local_socket is
@@ -236,6 +305,34 @@ struct InferenceClient::Impl {
     // TLS, and a token must also reach a kilnd behind a TLS-terminating proxy.
     if (!options.token.empty()) context->AddMetadata("authorization", "Bearer " + options.token);
     return context;
+  }
+
+  // ModelInfer over gRPC with `inputs` appended to `request` from their own
+  // memory (BorrowedInputs).
+  absl::Status ModelInfer(const inference::ModelInferRequest& request,
+                          const std::vector<NamedTensor>& inputs,
+                          inference::ModelInferResponse* response) const {
+    BorrowedInputs borrowed(request, inputs);
+    grpc::TemplatedGenericStub<grpc::ByteBuffer, inference::ModelInferResponse> generic(channel);
+    grpc::CompletionQueue cq;
+    grpc::Status status;
+    {
+      std::unique_ptr<grpc::ClientContext> context = Context();
+      auto call = generic.PrepareUnaryCall(
+          context.get(), "/inference.GRPCInferenceService/ModelInfer", borrowed.buffer(), &cq);
+      call->StartCall();
+      call->Finish(response, &status, &status);
+      void* tag = nullptr;
+      bool ok = false;
+      if (!cq.Next(&tag, &ok)) return absl::InternalError("gRPC's completion queue shut down");
+    }
+    cq.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq.Next(&tag, &ok)) {
+    }
+    borrowed.Wait();
+    return FromGrpcStatus(status);
   }
 };
 
@@ -572,8 +669,11 @@ absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
     tensor->set_name(input.name);
     tensor->set_datatype(std::string(DTypeName(input.tensor.dtype())));
     for (int64_t d : input.tensor.dims()) tensor->add_shape(d);
-    request.add_raw_input_contents()->assign(static_cast<const char*>(input.tensor.raw_data()),
-                                             input.tensor.byte_size());
+    // Over gRPC the bytes follow the message from the tensors' own memory.
+    if (impl_->local != nullptr) {
+      request.add_raw_input_contents()->assign(static_cast<const char*>(input.tensor.raw_data()),
+                                               input.tensor.byte_size());
+    }
   }
   for (const std::string& output : outputs) request.add_outputs()->set_name(output);
   if (profile) (*request.mutable_parameters())["profile"].set_bool_param(true);
@@ -587,8 +687,7 @@ absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
     }
     RETURN_IF_ERROR(impl_->local->Infer(request, &response));
   } else {
-    RETURN_IF_ERROR(
-        FromGrpcStatus(impl_->stub->ModelInfer(impl_->Context().get(), request, &response)));
+    RETURN_IF_ERROR(impl_->ModelInfer(request, inputs, &response));
   }
   std::vector<NamedTensor> result;
   for (int i = 0; i < response.outputs_size(); ++i) {

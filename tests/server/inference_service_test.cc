@@ -172,6 +172,32 @@ TEST_F(InferenceServiceTest, UnknownModelIsNotFound) {
   EXPECT_EQ(client_->Load("no_such_model").code(), absl::StatusCode::kNotFound);
 }
 
+// The client sends an input's bytes to gRPC from the tensor's own memory and
+// returns only once gRPC has let go of them: also when the call fails while
+// they are being sent (a deadline that passes mid-way) and when nobody listens.
+TEST_F(InferenceServiceTest, InputsSentFromTheirOwnMemoryAreLetGoOnEveryOutcome) {
+  client::ClientOptions hurried;
+  hurried.timeout = std::chrono::milliseconds(1);
+  auto client = InferenceClient::Connect(server_->address(), hurried);
+  ASSERT_TRUE(client.ok());
+  for (int i = 0; i < 3; ++i) {
+    Tensor big = Tensor::Zeros(DType::kF32, {int64_t{16} << 20});  // 64 MB
+    auto infer = (*client)->Infer("no_such_model", {{"x", big}});
+    EXPECT_EQ(infer.status().code(), absl::StatusCode::kDeadlineExceeded) << infer.status();
+  }
+  Tensor x = Tensor::Zeros(DType::kF32, {4});
+  Tensor empty = Tensor::Zeros(DType::kF32, {0});
+  auto two = client_->Infer("no_such_model", {{"x", x}, {"y", empty}});
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kNotFound) << two.status();
+  const std::string address = server_->address();
+  client_.reset();
+  server_.reset();
+  auto nobody = InferenceClient::Connect(address, {});
+  ASSERT_TRUE(nobody.ok());
+  auto unavailable = (*nobody)->Infer("mlp", {{"x", x}});
+  EXPECT_EQ(unavailable.status().code(), absl::StatusCode::kUnavailable) << unavailable.status();
+}
+
 TEST_F(InferenceServiceTest, BadNamesAndGarbageUploadsAreRejected) {
   EXPECT_EQ(client_->Upload("../evil", "bytes").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client_->Upload("", "bytes").code(), absl::StatusCode::kInvalidArgument);
