@@ -130,7 +130,8 @@ InferPipeline::~InferPipeline() {
 }
 
 void InferPipeline::Infer(const inference::ModelInferRequest& request,
-                          inference::ModelInferResponse* response, InferCall call, Done done) {
+                          inference::ModelInferResponse* response, InferCall call, Done done,
+                          const RawInputs* raw) {
   auto pending = std::make_shared<Pending>();
   pending->request = &request;
   pending->response = response;
@@ -152,7 +153,7 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
   absl::StatusOr<InferParameters> params = ParseInferParameters(request);
   if (!params.ok()) return pending->Fail(params.status());
   pending->params = *params;
-  absl::StatusOr<std::vector<runtime::NamedTensor>> inputs = DecodeInputs(request, &shared_memory_);
+  absl::StatusOr<std::vector<runtime::NamedTensor>> inputs = DecodeInputs(request, &shared_memory_, raw);
   if (!inputs.ok()) return pending->Fail(inputs.status());
   pending->inputs = *std::move(inputs);
   pending->timings.input_ns = ElapsedNs(pending->start);
@@ -238,11 +239,13 @@ ComputeTotals InferPipeline::compute_totals() const {
 }
 
 absl::Status InferPipeline::InferSync(const inference::ModelInferRequest& request,
-                                      inference::ModelInferResponse* response, InferCall call) {
+                                      inference::ModelInferResponse* response, InferCall call,
+                                      const RawInputs* raw) {
   std::promise<absl::Status> answered;
   std::future<absl::Status> status = answered.get_future();
-  Infer(request, response, std::move(call),
-        [&answered](absl::Status s) { answered.set_value(std::move(s)); });
+  Infer(
+      request, response, std::move(call),
+      [&answered](absl::Status s) { answered.set_value(std::move(s)); }, raw);
   return status.get();
 }
 

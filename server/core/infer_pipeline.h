@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "inference/grpc_service.pb.h"
+#include "server/core/infer_request_reader.h"
 #include "server/core/model_registry.h"
 #include "server/core/run_limits.h"
 #include "server/core/shared_memory.h"
@@ -71,12 +72,16 @@ class InferPipeline {
   // thread, maybe before Infer returns; `response` is filled when it gets OK.
   // `request`, `response` and whatever `call.cancelled` reads must stay alive
   // until `done` has run. Errors carry the message the client is to see.
+  // `raw` (may be null): the raw_input_contents entries the front left
+  // outside `request` (server/core/infer_request_reader.h); read before Infer
+  // returns, so they need only live until then.
   void Infer(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
-             InferCall call, Done done);
+             InferCall call, Done done, const RawInputs* raw = nullptr);
 
   // Infer, waiting for its end on the calling thread.
   absl::Status InferSync(const inference::ModelInferRequest& request,
-                         inference::ModelInferResponse* response, InferCall call);
+                         inference::ModelInferResponse* response, InferCall call,
+                         const RawInputs* raw = nullptr);
 
   // The regions of the system shared-memory extension both protocols
   // register and the tensors of a request may name (server/core/shared_memory.h).

@@ -359,20 +359,20 @@ absl::Status InferenceCore::SystemSharedMemoryUnregister(
 
 void InferenceCore::ModelInfer(const Caller& caller, const inference::ModelInferRequest& request,
                                inference::ModelInferResponse* response, InferCall call,
-                               InferPipeline::Done done) {
+                               InferPipeline::Done done, const RawInputs* raw) {
   if (absl::Status allowed = security::Authorize(caller, Rpc::kModelInfer); !allowed.ok()) {
     done(std::move(allowed));
     return;
   }
-  pipeline_->Infer(request, response, std::move(call), std::move(done));
+  pipeline_->Infer(request, response, std::move(call), std::move(done), raw);
 }
 
 absl::Status InferenceCore::ModelInferSync(const Caller& caller,
                                            const inference::ModelInferRequest& request,
                                            inference::ModelInferResponse* response,
-                                           InferCall call) {
+                                           InferCall call, const RawInputs* raw) {
   RETURN_IF_ERROR(security::Authorize(caller, Rpc::kModelInfer));
-  return pipeline_->InferSync(request, response, std::move(call));
+  return pipeline_->InferSync(request, response, std::move(call), raw);
 }
 
 }  // namespace kiln::server

@@ -91,14 +91,16 @@ class InferenceCore {
   // Runs one inference (InferPipeline::Infer): `done` is called exactly once,
   // maybe on another thread, maybe before ModelInfer returns; the lifetimes
   // are InferPipeline::Infer's. `call` carries the client's deadline and
-  // whether it has gone.
+  // whether it has gone; `raw`, the raw_input_contents a front left outside
+  // `request` (server/core/infer_request_reader.h).
   void ModelInfer(const security::Caller& caller, const inference::ModelInferRequest& request,
                   inference::ModelInferResponse* response, InferCall call,
-                  InferPipeline::Done done);
+                  InferPipeline::Done done, const RawInputs* raw = nullptr);
   // ModelInfer, waiting for its end on the calling thread.
   absl::Status ModelInferSync(const security::Caller& caller,
                               const inference::ModelInferRequest& request,
-                              inference::ModelInferResponse* response, InferCall call);
+                              inference::ModelInferResponse* response, InferCall call,
+                              const RawInputs* raw = nullptr);
 
   // What the compute threads did so far (/metrics).
   ComputeTotals compute_totals() const { return pipeline_->compute_totals(); }

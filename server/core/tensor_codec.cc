@@ -174,17 +174,25 @@ absl::StatusOr<Tensor> AllocateInput(const InputTensor& input, DType dtype, Dims
                                                  absl::StrCat("input '", input.name(), "'"));
 }
 
+// `raw` is one raw_input_contents entry: the concatenation of its pieces.
 absl::StatusOr<Tensor> DecodeRaw(const InputTensor& input, DType dtype, Dims dims,
-                                 absl::string_view raw) {
+                                 absl::Span<const absl::string_view> raw) {
   const size_t expected = static_cast<size_t>(NumElements(dims)) * DTypeSize(dtype);
-  if (raw.size() != expected) {
+  size_t got = 0;
+  for (absl::string_view piece : raw) got += piece.size();
+  if (got != expected) {
     return InputError(input.name(),
-                      absl::StrCat("raw_input_contents holds ", raw.size(), " bytes, expected ",
+                      absl::StrCat("raw_input_contents holds ", got, " bytes, expected ",
                                    expected, " (shape ", DimsToString(dims), " x ",
                                    DTypeSize(dtype), "-byte ", std::string(DTypeName(dtype)), ")"));
   }
   ASSIGN_OR_RETURN(Tensor t, AllocateInput(input, dtype, std::move(dims)));
-  if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);
+  uint8_t* to = static_cast<uint8_t*>(t.raw_data());
+  for (absl::string_view piece : raw) {
+    if (piece.empty()) continue;
+    std::memcpy(to, piece.data(), piece.size());
+    to += piece.size();
+  }
   NormalizeBools(t);
   return t;
 }
@@ -229,15 +237,27 @@ bool InSharedMemory(const Params& params) { return params.find(kRegionParam) != 
 }  // namespace
 
 absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
-    const inference::ModelInferRequest& request, const SharedMemoryRegistry* shared_memory) {
+    const inference::ModelInferRequest& request, const SharedMemoryRegistry* shared_memory,
+    const RawInputs* raw_outside) {
   int in_memory = 0;
   for (const InputTensor& input : request.inputs()) in_memory += InSharedMemory(input.parameters());
-  const bool raw = request.raw_input_contents_size() > 0;
-  if (raw && request.raw_input_contents_size() != request.inputs_size() - in_memory) {
+  // The raw entries: left outside the message by its reader, or in it.
+  const bool outside = raw_outside != nullptr && !raw_outside->entries.empty();
+  const int raw_count = outside ? static_cast<int>(raw_outside->entries.size())
+                                : request.raw_input_contents_size();
+  if (outside && request.raw_input_contents_size() > 0) {
+    return absl::InvalidArgumentError(
+        "raw_input_contents given both in the message and beside it");  // a front's bug
+  }
+  auto raw_entry = [&](int i) -> std::vector<absl::string_view> {
+    if (outside) return raw_outside->entries[i];
+    return {absl::string_view(request.raw_input_contents(i))};
+  };
+  const bool raw = raw_count > 0;
+  if (raw && raw_count != request.inputs_size() - in_memory) {
     return absl::InvalidArgumentError(absl::StrCat(
         "expected ", request.inputs_size() - in_memory,
-        " raw_input_contents entries (one per input not in shared memory), got ",
-        request.raw_input_contents_size()));
+        " raw_input_contents entries (one per input not in shared memory), got ", raw_count));
   }
   int next_raw = 0;
   std::vector<runtime::NamedTensor> tensors;
@@ -269,8 +289,7 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
       if (HasTypedData(input)) {
         return InputError(input.name(), "contents must not be set when raw_input_contents is used");
       }
-      ASSIGN_OR_RETURN(tensor, DecodeRaw(input, *dtype, std::move(dims),
-                                         request.raw_input_contents(next_raw++)));
+      ASSIGN_OR_RETURN(tensor, DecodeRaw(input, *dtype, std::move(dims), raw_entry(next_raw++)));
     } else {
       ASSIGN_OR_RETURN(tensor, DecodeTyped(input, *dtype, std::move(dims)));
     }

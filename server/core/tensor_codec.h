@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "engine/runtime/model.h"
 #include "inference/grpc_service.pb.h"
+#include "server/core/infer_request_reader.h"
 #include "server/core/shared_memory.h"
 
 namespace kiln::server {
@@ -26,9 +27,12 @@ namespace kiln::server {
 // "shared_memory_byte_size" must equal its byte size; it carries no contents
 // and has no raw_input_contents entry (the raw entries belong, in order, to
 // the other inputs). No registry, or an unknown region: the request fails.
+//
+// `raw` (may be null): the raw_input_contents entries a front left in its
+// receive buffers (infer_request_reader.h) instead of in `request`.
 absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
     const inference::ModelInferRequest& request,
-    const SharedMemoryRegistry* shared_memory = nullptr);
+    const SharedMemoryRegistry* shared_memory = nullptr, const RawInputs* raw = nullptr);
 
 // The output names listed in `request.outputs`, in order (empty: all outputs).
 std::vector<std::string> RequestedOutputs(const inference::ModelInferRequest& request);

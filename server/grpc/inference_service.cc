@@ -4,9 +4,11 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/core/call_log.h"
+#include "server/core/infer_request_reader.h"
 #include "server/grpc/grpc_auth.h"
 #include "server/grpc/grpc_status.h"
 
@@ -33,6 +35,14 @@ void AddContractTrailer(grpc::ServerContext* context, const std::string& contrac
   }
   context->AddTrailingMetadata(kContractTrailer, contract);
 }
+
+// One ModelInfer call: its messages live until gRPC is done with the call.
+class InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  void OnDone() override { delete this; }
+  inference::ModelInferRequest request;
+  inference::ModelInferResponse response;
+};
 
 }  // namespace
 
@@ -80,9 +90,9 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
-                                                       const inference::ModelInferRequest* request,
-                                                       inference::ModelInferResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+                                                       const grpc::ByteBuffer* request_bytes,
+                                                       grpc::ByteBuffer* response_bytes) {
+  auto* reactor = new InferReactor();
   // Counted, and its debug line written, as one step: a call logged as started
   // is one that shutdown's "draining N in flight" counts.
   const int n = in_flight_ != nullptr ? in_flight_->fetch_add(1) + 1 : 0;
@@ -94,15 +104,43 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
+  // The request's bytes as gRPC holds them (slices of what it read); the
+  // tensors' bytes stay there until the decoder copies them into the inputs,
+  // before core_->ModelInfer returns.
+  std::vector<grpc::Slice> slices;
+  (void)request_bytes->Dump(&slices);  // an empty message may have none
+  std::vector<absl::string_view> pieces;
+  pieces.reserve(slices.size());
+  RawInputs raw;
+  for (const grpc::Slice& s : slices) {
+    pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  if (!ReadInferRequest(pieces, &reactor->request, &raw)) {
+    if (in_flight_ != nullptr) in_flight_->fetch_sub(1);
+    const absl::Status bad = absl::InvalidArgumentError(
+        "ModelInfer: the request is not a serialized inference.ModelInferRequest");
+    LogFailedCall("ModelInfer", "", bad);
+    reactor->Finish(ToGrpcStatus(bad));
+    return reactor;
+  }
   InferCall call;
   call.deadline = context->deadline();
   call.cancelled = [context] { return context->IsCancelled(); };
-  core_->ModelInfer(*caller, *request, response, std::move(call),
-                    [in_flight = in_flight_, reactor, request](const absl::Status& status) {
-                      if (!status.ok()) LogFailedCall("ModelInfer", request->model_name(), status);
-                      if (in_flight != nullptr) in_flight->fetch_sub(1);
-                      reactor->Finish(ToGrpcStatus(status));
-                    });
+  core_->ModelInfer(
+      *caller, reactor->request, &reactor->response, std::move(call),
+      [in_flight = in_flight_, reactor, response_bytes](const absl::Status& status) {
+        grpc::Status answer = ToGrpcStatus(status);
+        if (!status.ok()) {
+          LogFailedCall("ModelInfer", reactor->request.model_name(), status);
+        } else {
+          bool own = false;
+          answer = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
+              reactor->response, response_bytes, &own);
+        }
+        if (in_flight != nullptr) in_flight->fetch_sub(1);
+        reactor->Finish(answer);
+      },
+      &raw);
   return reactor;
 }
 

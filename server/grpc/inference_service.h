@@ -14,8 +14,11 @@ namespace kiln::server {
 
 // ModelInfer uses gRPC's callback API: the call is answered from the thread
 // that finishes the inference (infer_pipeline.h), the others are synchronous.
+// It takes the request as gRPC's bytes and reads it itself
+// (server/core/infer_request_reader.h), so that the tensors' bytes are copied
+// once, from gRPC's buffers into the inputs, instead of twice.
 class InferenceService final
-    : public inference::GRPCInferenceService::WithCallbackMethod_ModelInfer<
+    : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
           inference::GRPCInferenceService::Service> {
  public:
   // `core` must outlive the service; so must `auth`, who may call what (null:
@@ -41,8 +44,8 @@ class InferenceService final
                              const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override;
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::Status ModelStatistics(grpc::ServerContext* context,
                                const inference::ModelStatisticsRequest* request,
                                inference::ModelStatisticsResponse* response) override;

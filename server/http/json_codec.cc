@@ -245,7 +245,7 @@ std::string ShapeText(const google::protobuf::RepeatedField<int64_t>& shape) {
 }
 
 absl::Status ParseInput(const json& in, int index, ModelInferRequest* request,
-                        absl::string_view* binary) {
+                        absl::string_view* binary, RawInputs* outside) {
   const std::string where = absl::StrCat("inputs[", index, "]");
   if (!in.is_object()) return Invalid(where, "must be an object");
   RETURN_IF_ERROR(CheckFields(in, {"name", "shape", "datatype", "parameters", "data"}, where));
@@ -276,7 +276,9 @@ absl::Status ParseInput(const json& in, int index, ModelInferRequest* request,
     }
     return absl::OkStatus();
   }
-  std::string* raw = request->add_raw_input_contents();
+  // The input's bytes: in the message, or (`outside`) a view of the body's
+  // binary part or of the JSON data converted.
+  std::string* raw = outside == nullptr ? request->add_raw_input_contents() : nullptr;
   const auto size_param = input->parameters().find("binary_data_size");
   if (size_param != input->parameters().end()) {
     if (in.contains("data")) {
@@ -291,7 +293,11 @@ absl::Status ParseInput(const json& in, int index, ModelInferRequest* request,
       return Invalid(tensor, absl::StrCat("binary_data_size ", size, " goes past the end of the "
                                           "body (", binary->size(), " bytes of binary data left)"));
     }
-    raw->assign(binary->data(), size);
+    if (outside != nullptr) {
+      outside->entries.push_back({binary->substr(0, size)});
+    } else {
+      raw->assign(binary->data(), size);
+    }
     binary->remove_prefix(size);
     return absl::OkStatus();
   }
@@ -307,8 +313,10 @@ absl::Status ParseInput(const json& in, int index, ModelInferRequest* request,
     }
   }
   int64_t count = 0;
+  if (outside != nullptr) raw = &outside->owned.emplace_back();
   absl::Status data = AppendData(in["data"], dtype, raw, &count);
   if (!data.ok()) return Invalid(tensor, absl::StrCat("\"data\": ", data.message()));
+  if (outside != nullptr) outside->entries.push_back({absl::string_view(*raw)});
   const std::optional<int64_t> expected = ElementCount(input->shape());
   if (expected.has_value() && *expected != count) {
     return Invalid(tensor, absl::StrCat("shape ", ShapeText(input->shape()), " needs ", *expected,
@@ -441,7 +449,8 @@ bool OutputFormat::IsBinary(const std::string& name) const {
 }
 
 absl::Status ParseInferRequest(absl::string_view body, std::optional<size_t> header_length,
-                               ModelInferRequest* request, OutputFormat* format) {
+                               ModelInferRequest* request, OutputFormat* format,
+                               RawInputs* raw) {
   absl::string_view header = body;
   absl::string_view binary;
   if (header_length.has_value()) {
@@ -476,7 +485,7 @@ absl::Status ParseInferRequest(absl::string_view body, std::optional<size_t> hea
   }
   int index = 0;
   for (const json& in : root["inputs"]) {
-    RETURN_IF_ERROR(ParseInput(in, index++, request, &binary));
+    RETURN_IF_ERROR(ParseInput(in, index++, request, &binary, raw));
   }
   if (!binary.empty()) {
     return absl::InvalidArgumentError(

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "inference/grpc_service.pb.h"
+#include "server/core/infer_request_reader.h"
 
 namespace kiln::server::http {
 
@@ -44,8 +45,14 @@ struct OutputFormat {
 // header's value when it was sent. Fails with InvalidArgument for malformed
 // JSON, a field of the wrong type, an unknown field, data that does not fit
 // its datatype or shape, or binary sizes that do not add up to the body.
+//
+// With `raw`, the inputs' bytes go there instead of into raw_input_contents:
+// a binary input's as a view of `body` (which must outlive it), JSON data
+// converted into `raw`'s own strings; the decoder copies each once
+// (server/core/infer_request_reader.h).
 absl::Status ParseInferRequest(absl::string_view body, std::optional<size_t> header_length,
-                               inference::ModelInferRequest* request, OutputFormat* format);
+                               inference::ModelInferRequest* request, OutputFormat* format,
+                               RawInputs* raw = nullptr);
 
 // An encoded infer response: the JSON, followed by the binary outputs when
 // `header_length` is set (then it is the JSON's length).

@@ -66,7 +66,8 @@ HttpResponse Infer(InferenceCore* core, const HttpRequest& req, const Caller& ca
     header_length = n;
   }
   OutputFormat format;
-  absl::Status parsed = ParseInferRequest(req.body, header_length, &request, &format);
+  RawInputs raw;  // the inputs' bytes, left in req.body where they came binary
+  absl::Status parsed = ParseInferRequest(req.body, header_length, &request, &format, &raw);
   if (!parsed.ok()) return Error(parsed, "infer", Name(req));
   inference::ModelInferResponse response;
   // The inference path gRPC's ModelInfer takes (server/core/infer_pipeline.h);
@@ -75,7 +76,7 @@ HttpResponse Infer(InferenceCore* core, const HttpRequest& req, const Caller& ca
   // client that hangs up cancels the request (the engine looks between nodes).
   InferCall call;
   call.cancelled = req.client_gone;
-  absl::Status status = core->ModelInferSync(caller, request, &response, std::move(call));
+  absl::Status status = core->ModelInferSync(caller, request, &response, std::move(call), &raw);
   if (!status.ok()) return Error(status, "infer", Name(req));
   absl::StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, format);
   if (!encoded.ok()) return Error(encoded.status(), "infer", Name(req));

@@ -18,6 +18,7 @@
 #include "inference/grpc_service.pb.h"
 #include "proto/local/local_wire.h"
 #include "server/core/call_log.h"
+#include "server/core/infer_request_reader.h"
 #include "server/core/inference_core.h"
 #include "server/core/thread_name.h"
 #include "server/security/access_policy.h"
@@ -215,7 +216,11 @@ void LocalServer::StartInfer(const std::shared_ptr<Connection>& connection, std:
     inference::ModelInferResponse response;
   };
   auto call = std::make_shared<Call>();
-  if (!call->request.ParseFromString(body)) {
+  // The tensors' bytes stay in `body` until the decoder copies them into the
+  // inputs, before core_->ModelInfer returns (server/core/infer_request_reader.h).
+  RawInputs raw;
+  const absl::string_view whole(body);
+  if (!ReadInferRequest({&whole, 1}, &call->request, &raw)) {
     (void)connection->Write(
         FrameKind::kStatus,
         local_wire::EncodeStatus(
@@ -224,7 +229,6 @@ void LocalServer::StartInfer(const std::shared_ptr<Connection>& connection, std:
             ""));
     return;
   }
-  body.clear();
   absl::StatusOr<security::Caller> caller = security::Caller::Unchecked();
   if (auth_ != nullptr) caller = auth_->Authenticate(security::Rpc::kModelInfer, connection->authorization);
   if (!caller.ok()) {
@@ -252,7 +256,8 @@ void LocalServer::StartInfer(const std::shared_ptr<Connection>& connection, std:
                             local_wire::EncodeStatus(status, call->request.id()));
                       }
                       RequestEnded();
-                    });
+                    },
+                    &raw);
 }
 
 void LocalServer::RequestEnded() {

@@ -2,6 +2,7 @@
 // for protocol corner cases, the raw stub), with the TorchScript fixtures from
 // $KILN_FIXTURES. Tests that need a fixture skip when it is missing.
 #include <gmock/gmock.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -196,6 +197,38 @@ TEST_F(InferenceServiceTest, InputsSentFromTheirOwnMemoryAreLetGoOnEveryOutcome)
   ASSERT_TRUE(nobody.ok());
   auto unavailable = (*nobody)->Infer("mlp", {{"x", x}});
   EXPECT_EQ(unavailable.status().code(), absl::StatusCode::kUnavailable) << unavailable.status();
+}
+
+// ModelInfer reads the request's bytes itself (server/core/infer_request_reader.h):
+// bytes that are no ModelInferRequest get INVALID_ARGUMENT, and the server
+// goes on serving.
+TEST_F(InferenceServiceTest, ModelInferBytesThatAreNoRequestAreInvalidArgument) {
+  auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  for (const std::string& garbage : {std::string("\x0c", 1), std::string("\x3a\x7f\x01", 3),
+                                     std::string("\x0a\x02\xff\xfe", 4)}) {
+    grpc::Slice slice(garbage);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext context;
+    grpc::CompletionQueue cq;
+    auto call = stub.PrepareUnaryCall(&context, "/inference.GRPCInferenceService/ModelInfer",
+                                      request, &cq);
+    call->StartCall();
+    grpc::Status status;
+    call->Finish(&response, &status, &status);
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("not a serialized inference.ModelInferRequest"));
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
+  Tensor x = Tensor::Zeros(DType::kF32, {1});
+  EXPECT_EQ(client_->Infer("no_such_model", {{"x", x}}).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(InferenceServiceTest, BadNamesAndGarbageUploadsAreRejected) {
