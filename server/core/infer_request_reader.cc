@@ -26,15 +26,19 @@ class Cursor {
     return true;
   }
 
-  // A base-128 varint of at most 10 bytes.
-  bool Varint(uint64_t* out) {
+  // A base-128 varint of at most `max_bytes` bytes, its bytes appended to
+  // `bytes` as they were (null: dropped); `*canonical`: without redundant
+  // trailing zero groups.
+  bool Varint(int max_bytes, uint64_t* out, std::string* bytes, bool* canonical) {
     uint64_t value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
+    for (int i = 0; i < max_bytes; ++i) {
       uint8_t b = 0;
       if (!Byte(&b)) return false;
-      value |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (bytes != nullptr) bytes->push_back(static_cast<char>(b));
+      if (i < 10) value |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
       if ((b & 0x80) == 0) {
         *out = value;
+        *canonical = i == 0 || b != 0;
         return true;
       }
     }
@@ -85,55 +89,55 @@ class Cursor {
   size_t offset_ = 0;
 };
 
-void AppendVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
 // Splits the message: raw_input_contents entries into `raw`, every other
-// field's bytes (tag and value, re-encoded canonically) into `rest`. False on
-// anything else: a truncated field, a group, field number 0.
+// field's bytes, exactly as they came, into `rest`. False for anything
+// protobuf might judge otherwise than the split makes it look: an entry of
+// field 7 not tagged by its one canonical byte or with a length not in its
+// canonical encoding, a tag longer than protobuf reads (5 bytes), a varint
+// longer than 10 bytes, a length of 2 GiB or more, a group, field number 0,
+// a truncated field. The caller then hands the whole message to protobuf.
 bool Split(absl::Span<const absl::string_view> pieces, std::string* rest, RawInputs* raw) {
   Cursor in(pieces);
+  const uint64_t raw_tag = (kRawInputContents << 3) | kLengthDelimited;
   while (!in.done()) {
+    std::string field_bytes;
     uint64_t tag = 0;
-    if (!in.Varint(&tag) || tag > UINT32_MAX || (tag >> 3) == 0) return false;
-    const uint32_t field = static_cast<uint32_t>(tag >> 3);
-    const uint32_t wire = static_cast<uint32_t>(tag & 7);
-    if (field == kRawInputContents && wire == kLengthDelimited) {
+    bool canonical = false;
+    if (!in.Varint(5, &tag, &field_bytes, &canonical) || tag > UINT32_MAX || (tag >> 3) == 0) {
+      return false;
+    }
+    if ((tag >> 3) == kRawInputContents && (tag & 7) == kLengthDelimited) {
+      if (field_bytes.size() != 1 || tag != raw_tag) return false;
       uint64_t length = 0;
-      if (!in.Varint(&length)) return false;
+      if (!in.Varint(5, &length, nullptr, &canonical) || !canonical || length > INT32_MAX) {
+        return false;
+      }
       std::vector<absl::string_view>& entry = raw->entries.emplace_back();
       if (!in.Views(length, &entry)) return false;
       continue;
     }
-    AppendVarint(tag, rest);
-    switch (wire) {
+    switch (static_cast<uint32_t>(tag & 7)) {
       case kVarint: {
         uint64_t value = 0;
-        if (!in.Varint(&value)) return false;
-        AppendVarint(value, rest);
+        if (!in.Varint(10, &value, &field_bytes, &canonical)) return false;
         break;
       }
       case kFixed64:
-        if (!in.Append(8, rest)) return false;
+        if (!in.Append(8, &field_bytes)) return false;
         break;
       case kFixed32:
-        if (!in.Append(4, rest)) return false;
+        if (!in.Append(4, &field_bytes)) return false;
         break;
       case kLengthDelimited: {
         uint64_t length = 0;
-        if (!in.Varint(&length)) return false;
-        AppendVarint(length, rest);
-        if (!in.Append(length, rest)) return false;
+        if (!in.Varint(5, &length, &field_bytes, &canonical) || length > INT32_MAX) return false;
+        if (!in.Append(length, &field_bytes)) return false;
         break;
       }
       default:  // groups (deprecated) and invalid wire types
         return false;
     }
+    rest->append(field_bytes);
   }
   return true;
 }

@@ -1,19 +1,29 @@
-// libFuzzer target for what kilnd does first with a ModelInfer request: parse
-// the message, check its parameters (server/core/request_parameters.h) and decode
-// its tensors (server/core/tensor_codec.h). The bytes are either a serialized
+// libFuzzer target for what kilnd does first with a ModelInfer request: read
+// the message (server/core/infer_request_reader.h), check its parameters
+// (server/core/request_parameters.h) and decode its tensors
+// (server/core/tensor_codec.h). The bytes are either a serialized
 // ModelInferRequest, as a client sends it, or, so that the fuzzer reaches the
 // decoder's checks instead of stopping at protobuf's, a request built from
 // them: datatype, shape, contents raw or typed, parameters. Anything is
 // allowed to fail with a status; nothing may crash, leak or read out of
-// bounds (built with AddressSanitizer and UBSan).
+// bounds (built with AddressSanitizer and UBSan). Serialized bytes are read
+// the way kilnd reads them, cut into pieces as gRPC's slices would be, and
+// the result must be protobuf's own: the same verdict, the same message, the
+// same decoded inputs or the same error (a difference aborts).
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "google/protobuf/stubs/logging.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "inference/grpc_service.pb.h"
+#include "server/core/infer_request_reader.h"
 #include "server/core/request_parameters.h"
 #include "server/core/tensor_codec.h"
 
@@ -90,14 +100,54 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
+// The serialized bytes, cut every `every` bytes, read as kilnd reads them and
+// by protobuf alone: both must agree on everything.
+void ReadLikeProtobuf(const char* bytes, size_t size, size_t every) {
+  std::vector<absl::string_view> pieces;
+  for (size_t at = 0; at < size; at += every) {
+    pieces.emplace_back(bytes + at, std::min(every, size - at));
+  }
+  inference::ModelInferRequest read;
+  kiln::server::RawInputs raw;
+  const bool read_ok = kiln::server::ReadInferRequest(pieces, &read, &raw);
+  inference::ModelInferRequest parsed;
+  const bool parsed_ok = parsed.ParseFromArray(bytes, static_cast<int>(size));
+  if (read_ok != parsed_ok) std::abort();
+  if (!read_ok) return;
+  (void)kiln::server::ParseInferParameters(read);
+  auto mine = kiln::server::DecodeInputs(read, nullptr, &raw);
+  auto theirs = kiln::server::DecodeInputs(parsed);
+  if (mine.status() != theirs.status()) std::abort();
+  if (mine.ok()) {
+    if (mine->size() != theirs->size()) std::abort();
+    for (size_t i = 0; i < mine->size(); ++i) {
+      const kiln::Tensor& a = (*mine)[i].tensor;
+      const kiln::Tensor& b = (*theirs)[i].tensor;
+      if (a.dtype() != b.dtype() || a.dims() != b.dims() || a.byte_size() != b.byte_size()) std::abort();
+      if (a.byte_size() > 0 && std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) != 0) std::abort();
+    }
+    (void)kiln::server::RequestedOutputs(read);
+  }
+  for (const auto& entry : raw.entries) {
+    std::string joined;
+    for (absl::string_view piece : entry) joined.append(piece.data(), piece.size());
+    read.add_raw_input_contents(joined);
+  }
+  if (!google::protobuf::util::MessageDifferencer::Equals(read, parsed)) std::abort();
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   inference::ModelInferRequest request;
-  if (size > 0 && data[0] % 2 == 0) {
-    if (!request.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
+  if (size > 1 && data[0] % 2 == 0) {
+    ReadLikeProtobuf(reinterpret_cast<const char*>(data) + 2, size - 2, 1 + data[1] % 64);
+    return 0;
   } else {
     FuzzedDataProvider in(data, size);
     in.ConsumeIntegral<uint8_t>();
     Build(in, request);
+    // The built request through the reader too, as its bytes would arrive.
+    const std::string bytes = request.SerializeAsString();
+    ReadLikeProtobuf(bytes.data(), bytes.size(), 1 + size % 7);
   }
   (void)kiln::server::ParseInferParameters(request);
   auto inputs = kiln::server::DecodeInputs(request);

@@ -149,10 +149,14 @@ TEST(InferRequestReaderTest, TruncatedOrDamagedBytesAreJudgedAsProtobufJudgesThe
     damaged[rng() % damaged.size()] = static_cast<char>(rng());
     ExpectSameAsProtobuf(Cut(damaged, 1 + rng() % 9), "damaged, trial " + std::to_string(trial));
   }
-  // Field number 0, an end-group with no start, a length past the end.
-  for (const std::string& bad : {std::string("\x00\x01", 2), std::string("\x0c", 1),
-                                 std::string("\x3a\x7f\x01", 3)}) {
-    ExpectSameAsProtobuf({absl::string_view(bad)}, "bad");
+  // Field number 0, an end-group with no start, a length past the end, a tag
+  // in 6 bytes (found by the fuzzer: protobuf reads tags of 5 at most), field
+  // 7 tagged in 2 bytes, a raw entry's length in 2.
+  for (const std::string& odd :
+       {std::string("\x00\x01", 2), std::string("\x0c", 1), std::string("\x3a\x7f\x01", 3),
+        std::string("\xdd\xf7\xf7\x92\x83\x00\xff\xff\xc4\xff", 10),
+        std::string("\xba\x00\x01x", 4), std::string("\x3a\x81\x00x", 4)}) {
+    ExpectSameAsProtobuf({absl::string_view(odd)}, "odd bytes");
   }
 }
 
