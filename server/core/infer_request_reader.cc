@@ -131,7 +131,9 @@ bool Split(absl::Span<const absl::string_view> pieces, std::string* rest, RawInp
       case kLengthDelimited: {
         uint64_t length = 0;
         if (!in.Varint(5, &length, &field_bytes, &canonical) || length > INT32_MAX) return false;
-        if (!in.Append(length, &field_bytes)) return false;
+        rest->append(field_bytes);  // the payload straight after, without a detour
+        field_bytes.clear();
+        if (!in.Append(length, rest)) return false;
         break;
       }
       default:  // groups (deprecated) and invalid wire types
