@@ -1,6 +1,8 @@
 #include "client/inference_client.h"
 
 #include <grpcpp/generic/generic_stub.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -233,6 +235,12 @@ namespace {
 // has written them or given up; `Release` counts those, and the caller waits
 // for them all (Wait) before the tensors may go.
 class BorrowedInputs {
+  using CodedOutputStream = google::protobuf::io::CodedOutputStream;
+  using WireFormatLite = google::protobuf::internal::WireFormatLite;
+  static constexpr uint32_t kRawEntryTag = WireFormatLite::MakeTag(
+      inference::ModelInferRequest::kRawInputContentsFieldNumber,
+      WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+
  public:
   BorrowedInputs(const inference::ModelInferRequest& request,
                  const std::vector<NamedTensor>& inputs) {
@@ -240,12 +248,11 @@ class BorrowedInputs {
     slices.emplace_back(request.SerializeAsString());
     for (const NamedTensor& input : inputs) {
       const size_t bytes = input.tensor.byte_size();
-      std::string head(1, static_cast<char>((7 << 3) | 2));  // field 7, length-delimited
-      for (uint64_t v = bytes; ; v >>= 7) {                  // its length, a varint
-        head.push_back(static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
-        if (v < 0x80) break;
-      }
-      slices.emplace_back(head);
+      // The entry's tag and length: field 7, length-delimited.
+      uint8_t head[16];
+      uint8_t* end = CodedOutputStream::WriteTagToArray(kRawEntryTag, head);
+      end = CodedOutputStream::WriteVarint64ToArray(bytes, end);
+      slices.emplace_back(head, static_cast<size_t>(end - head));
       if (bytes == 0) continue;
       {
         std::lock_guard<std::mutex> lock(state_->mu);

@@ -47,31 +47,28 @@ class Cursor {
 
   // The next `n` bytes as views (each within one piece); false past the end.
   bool Views(uint64_t n, std::vector<absl::string_view>* out) {
-    while (n > 0) {
-      if (done()) return false;
-      const absl::string_view piece = pieces_[piece_];
-      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, piece.size() - offset_));
-      if (out != nullptr) out->push_back(piece.substr(offset_, take));
-      Advance(take);
-      n -= take;
-    }
-    return true;
+    return Take(n, [out](absl::string_view bytes) { out->push_back(bytes); });
   }
 
   // The next `n` bytes appended to `out`; false past the end.
   bool Append(uint64_t n, std::string* out) {
+    return Take(n, [out](absl::string_view bytes) { out->append(bytes.data(), bytes.size()); });
+  }
+
+ private:
+  // Hands the next `n` bytes to `sink`, one view per piece they span.
+  template <typename Sink>
+  bool Take(uint64_t n, Sink sink) {
     while (n > 0) {
       if (done()) return false;
       const absl::string_view piece = pieces_[piece_];
       const size_t take = static_cast<size_t>(std::min<uint64_t>(n, piece.size() - offset_));
-      out->append(piece.data() + offset_, take);
+      sink(piece.substr(offset_, take));
       Advance(take);
       n -= take;
     }
     return true;
   }
-
- private:
   void Advance(size_t n) {
     offset_ += n;
     if (offset_ == pieces_[piece_].size()) {

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "engine/common/status_macros.h"
 #include "server/core/input_buffer_pool.h"
 #include "server/core/request_parameters.h"
@@ -249,9 +250,13 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DecodeInputs(
     return absl::InvalidArgumentError(
         "raw_input_contents given both in the message and beside it");  // a front's bug
   }
-  auto raw_entry = [&](int i) -> std::vector<absl::string_view> {
+  // Entry i as its pieces: views beside the message, or the one string in it
+  // (held in `in_message` for as long as the span is used).
+  absl::string_view in_message;
+  auto raw_entry = [&](int i) -> absl::Span<const absl::string_view> {
     if (outside) return raw_outside->entries[i];
-    return {absl::string_view(request.raw_input_contents(i))};
+    in_message = request.raw_input_contents(i);
+    return absl::MakeConstSpan(&in_message, 1);
   };
   const bool raw = raw_count > 0;
   if (raw && raw_count != request.inputs_size() - in_memory) {
