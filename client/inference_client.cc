@@ -127,23 +127,61 @@ absl::StatusOr<std::string> ReadTlsFile(const std::string& path, const char* fla
 
 // A connection to kilnd's local socket (ClientOptions::local_socket), made on
 // the first inference and again after it breaks; one call at a time.
+// What precedes a raw_input_contents entry's bytes on the wire: its tag
+// (field 7, length-delimited) and its length. Protobuf's wire format lets a
+// repeated field's entries follow the rest of the message, so a client can
+// send the message without them, then each entry from the tensor's own memory.
+class RawEntryHead {
+ public:
+  explicit RawEntryHead(uint64_t bytes) {
+    using google::protobuf::internal::WireFormatLite;
+    using google::protobuf::io::CodedOutputStream;
+    constexpr uint32_t kTag =
+        WireFormatLite::MakeTag(inference::ModelInferRequest::kRawInputContentsFieldNumber,
+                                WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+    uint8_t* end = CodedOutputStream::WriteTagToArray(kTag, bytes_);
+    end = CodedOutputStream::WriteVarint64ToArray(bytes, end);
+    size_ = static_cast<size_t>(end - bytes_);
+  }
+  absl::string_view view() const {
+    return absl::string_view(reinterpret_cast<const char*>(bytes_), size_);
+  }
+
+ private:
+  uint8_t bytes_[16];  // a 1-byte tag, a varint of at most 10
+  size_t size_ = 0;
+};
+
 class LocalChannel {
  public:
   explicit LocalChannel(const ClientOptions& options) : options_(options) {}
   ~LocalChannel() { Close(); }
 
+  // `request` without raw_input_contents; `inputs` follow it as its raw
+  // entries, written from their own memory.
   absl::Status Infer(const inference::ModelInferRequest& request,
+                     const std::vector<NamedTensor>& inputs,
                      inference::ModelInferResponse* response) {
+    const std::string message = request.SerializeAsString();
+    std::vector<RawEntryHead> heads;
+    heads.reserve(inputs.size());
+    std::vector<absl::string_view> body;
+    body.reserve(1 + 2 * inputs.size());
+    body.push_back(message);
+    for (const NamedTensor& input : inputs) {
+      heads.emplace_back(input.tensor.byte_size());
+      body.push_back(heads.back().view());
+      body.emplace_back(static_cast<const char*>(input.tensor.raw_data()),
+                        input.tensor.byte_size());
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (fd_ < 0) RETURN_IF_ERROR(Open());
-    absl::Status sent = local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest,
-                                               request.SerializeAsString());
+    absl::Status sent = local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest, body);
     if (!sent.ok()) {
       // kilnd restarted since the last call: one fresh connection.
       Close();
       RETURN_IF_ERROR(Open());
-      RETURN_IF_ERROR(local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest,
-                                             request.SerializeAsString()));
+      RETURN_IF_ERROR(local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest, body));
     }
     local_wire::Frame frame;
     absl::Status read = ReadAnswer(&frame);
@@ -227,20 +265,13 @@ namespace {
 
 // What ModelInfer sends for `request` (which carries no raw_input_contents)
 // followed by `inputs`' bytes as its raw_input_contents entries, taken from
-// the tensors' own memory: protobuf's wire format lets a repeated field's
-// entries follow the rest of the message, so the bytes go to the socket
+// the tensors' own memory (RawEntryHead), so the bytes go to the socket
 // without the two copies that filling the message and serializing it make
 // (about 0.5 ms each for a 4.8 MB input on the machine docs/performance.md
 // describes). gRPC releases the slices that borrow a tensor's bytes when it
 // has written them or given up; `Release` counts those, and the caller waits
 // for them all (Wait) before the tensors may go.
 class BorrowedInputs {
-  using CodedOutputStream = google::protobuf::io::CodedOutputStream;
-  using WireFormatLite = google::protobuf::internal::WireFormatLite;
-  static constexpr uint32_t kRawEntryTag = WireFormatLite::MakeTag(
-      inference::ModelInferRequest::kRawInputContentsFieldNumber,
-      WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
-
  public:
   BorrowedInputs(const inference::ModelInferRequest& request,
                  const std::vector<NamedTensor>& inputs) {
@@ -248,11 +279,8 @@ class BorrowedInputs {
     slices.emplace_back(request.SerializeAsString());
     for (const NamedTensor& input : inputs) {
       const size_t bytes = input.tensor.byte_size();
-      // The entry's tag and length: field 7, length-delimited.
-      uint8_t head[16];
-      uint8_t* end = CodedOutputStream::WriteTagToArray(kRawEntryTag, head);
-      end = CodedOutputStream::WriteVarint64ToArray(bytes, end);
-      slices.emplace_back(head, static_cast<size_t>(end - head));
+      const RawEntryHead head(bytes);
+      slices.emplace_back(head.view().data(), head.view().size());
       if (bytes == 0) continue;
       {
         std::lock_guard<std::mutex> lock(state_->mu);
@@ -676,11 +704,7 @@ absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
     tensor->set_name(input.name);
     tensor->set_datatype(std::string(DTypeName(input.tensor.dtype())));
     for (int64_t d : input.tensor.dims()) tensor->add_shape(d);
-    // Over gRPC the bytes follow the message from the tensors' own memory.
-    if (impl_->local != nullptr) {
-      request.add_raw_input_contents()->assign(static_cast<const char*>(input.tensor.raw_data()),
-                                               input.tensor.byte_size());
-    }
+    // Its bytes follow the message from the tensor's own memory (RawEntryHead).
   }
   for (const std::string& output : outputs) request.add_outputs()->set_name(output);
   if (profile) (*request.mutable_parameters())["profile"].set_bool_param(true);
@@ -692,7 +716,7 @@ absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
       (*request.mutable_parameters())["timeout"].set_int64_param(
           std::chrono::duration_cast<std::chrono::microseconds>(impl_->options.timeout).count());
     }
-    RETURN_IF_ERROR(impl_->local->Infer(request, &response));
+    RETURN_IF_ERROR(impl_->local->Infer(request, inputs, &response));
   } else {
     RETURN_IF_ERROR(impl_->ModelInfer(request, inputs, &response));
   }

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -50,18 +52,31 @@ size_t ReadFully(int fd, char* data, size_t n, int* error) {
 }  // namespace
 
 absl::Status WriteFrame(int fd, FrameKind kind, absl::string_view body) {
-  if (body.size() > UINT32_MAX) {
+  return WriteFrame(fd, kind, absl::MakeConstSpan(&body, 1));
+}
+
+absl::Status WriteFrame(int fd, FrameKind kind, absl::Span<const absl::string_view> body) {
+  size_t size = 0;
+  for (absl::string_view piece : body) size += piece.size();
+  if (size > UINT32_MAX) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a local-socket frame holds at most 4 GiB, this one ", body.size(), " bytes"));
+        absl::StrCat("a local-socket frame holds at most 4 GiB, this one ", size, " bytes"));
   }
   char header[kHeaderBytes];
-  PutU32(static_cast<uint32_t>(body.size()), header);
+  PutU32(static_cast<uint32_t>(size), header);
   header[4] = static_cast<char>(kind);
-  iovec parts[2] = {{header, kHeaderBytes}, {const_cast<char*>(body.data()), body.size()}};
-  msghdr message{};
-  message.msg_iov = parts;
-  message.msg_iovlen = 2;
-  while (message.msg_iovlen > 0) {
+  std::vector<iovec> parts;
+  parts.reserve(body.size() + 1);
+  parts.push_back({header, kHeaderBytes});
+  for (absl::string_view piece : body) {
+    if (!piece.empty()) parts.push_back({const_cast<char*>(piece.data()), piece.size()});
+  }
+  iovec* next = parts.data();
+  size_t left_parts = parts.size();
+  while (left_parts > 0) {
+    msghdr message{};
+    message.msg_iov = next;
+    message.msg_iovlen = std::min<size_t>(left_parts, IOV_MAX);
     const ssize_t w = ::sendmsg(fd, &message, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) {
@@ -69,14 +84,14 @@ absl::Status WriteFrame(int fd, FrameKind kind, absl::string_view body) {
           absl::StrCat("local socket: the peer has gone (", std::strerror(errno), ")"));
     }
     size_t left = static_cast<size_t>(w);
-    while (message.msg_iovlen > 0 && left >= message.msg_iov->iov_len) {
-      left -= message.msg_iov->iov_len;
-      ++message.msg_iov;
-      --message.msg_iovlen;
+    while (left_parts > 0 && left >= next->iov_len) {
+      left -= next->iov_len;
+      ++next;
+      --left_parts;
     }
-    if (message.msg_iovlen > 0) {
-      message.msg_iov->iov_base = static_cast<char*>(message.msg_iov->iov_base) + left;
-      message.msg_iov->iov_len -= left;
+    if (left_parts > 0) {
+      next->iov_base = static_cast<char*>(next->iov_base) + left;
+      next->iov_len -= left;
     }
   }
   return absl::OkStatus();

@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace kiln::local_wire {
 
@@ -52,6 +53,9 @@ struct Frame {
 // Writes one frame (header and body in one writev where possible). Unavailable
 // when the peer has gone; never raises SIGPIPE.
 absl::Status WriteFrame(int fd, FrameKind kind, absl::string_view body);
+// The same, the body given as pieces written one after another from where
+// they lie (one sendmsg for up to IOV_MAX of them).
+absl::Status WriteFrame(int fd, FrameKind kind, absl::Span<const absl::string_view> body);
 
 // Reads one frame. OutOfRange at a clean end of the stream (the peer closed
 // between frames), Unavailable for a read error or a stream cut inside a
