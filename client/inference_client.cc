@@ -44,7 +44,9 @@ Tensor FromTyped(DType dtype, Dims dims, const google::protobuf::RepeatedField<S
   return t;
 }
 
-absl::StatusOr<Tensor> DecodeOutput(const inference::ModelInferResponse& response, int i) {
+// Output `i` of `response`; raw bytes are moved out of the response into the
+// tensor, not copied.
+absl::StatusOr<Tensor> DecodeOutput(inference::ModelInferResponse& response, int i) {
   const auto& output = response.outputs(i);
   const std::optional<DType> dtype = DTypeFromName(output.datatype());
   if (!dtype.has_value()) {
@@ -66,9 +68,8 @@ absl::StatusOr<Tensor> DecodeOutput(const inference::ModelInferResponse& respons
                                                      " raw bytes, expected ", expected, " for ",
                                                      output.datatype(), " ", DimsToString(dims)));
     }
-    Tensor t = Tensor::Zeros(*dtype, std::move(dims));
-    if (expected > 0) std::memcpy(t.raw_data(), raw.data(), expected);
-    return t;
+    auto bytes = std::make_shared<std::string>(std::move(*response.mutable_raw_output_contents(i)));
+    return Tensor::Wrap(*dtype, std::move(dims), bytes->data(), bytes);
   }
   const auto& c = output.contents();
   const int64_t n = NumElements(dims);
