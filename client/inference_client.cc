@@ -1,8 +1,6 @@
 #include "client/inference_client.h"
 
 #include <grpcpp/generic/generic_stub.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -23,10 +21,14 @@
 #include "engine/common/status_macros.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "kiln/v1/repository_service.grpc.pb.h"
+#include "proto/local/entry_head.h"
 #include "proto/local/local_wire.h"
 
 namespace kiln::client {
 namespace {
+
+// raw_input_contents: entries sent after the message (local_wire::EntryHead).
+constexpr int kRawInputs = inference::ModelInferRequest::kRawInputContentsFieldNumber;
 
 using inference::GRPCInferenceService;
 
@@ -128,31 +130,6 @@ absl::StatusOr<std::string> ReadTlsFile(const std::string& path, const char* fla
 
 // A connection to kilnd's local socket (ClientOptions::local_socket), made on
 // the first inference and again after it breaks; one call at a time.
-// What precedes a raw_input_contents entry's bytes on the wire: its tag
-// (field 7, length-delimited) and its length. Protobuf's wire format lets a
-// repeated field's entries follow the rest of the message, so a client can
-// send the message without them, then each entry from the tensor's own memory.
-class RawEntryHead {
- public:
-  explicit RawEntryHead(uint64_t bytes) {
-    using google::protobuf::internal::WireFormatLite;
-    using google::protobuf::io::CodedOutputStream;
-    constexpr uint32_t kTag =
-        WireFormatLite::MakeTag(inference::ModelInferRequest::kRawInputContentsFieldNumber,
-                                WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
-    uint8_t* end = CodedOutputStream::WriteTagToArray(kTag, bytes_);
-    end = CodedOutputStream::WriteVarint64ToArray(bytes, end);
-    size_ = static_cast<size_t>(end - bytes_);
-  }
-  absl::string_view view() const {
-    return absl::string_view(reinterpret_cast<const char*>(bytes_), size_);
-  }
-
- private:
-  uint8_t bytes_[16];  // a 1-byte tag, a varint of at most 10
-  size_t size_ = 0;
-};
-
 class LocalChannel {
  public:
   explicit LocalChannel(const ClientOptions& options) : options_(options) {}
@@ -164,13 +141,13 @@ class LocalChannel {
                      const std::vector<NamedTensor>& inputs,
                      inference::ModelInferResponse* response) {
     const std::string message = request.SerializeAsString();
-    std::vector<RawEntryHead> heads;
+    std::vector<local_wire::EntryHead> heads;
     heads.reserve(inputs.size());
     std::vector<absl::string_view> body;
     body.reserve(1 + 2 * inputs.size());
     body.push_back(message);
     for (const NamedTensor& input : inputs) {
-      heads.emplace_back(input.tensor.byte_size());
+      heads.emplace_back(kRawInputs, input.tensor.byte_size());
       body.push_back(heads.back().view());
       body.emplace_back(static_cast<const char*>(input.tensor.raw_data()),
                         input.tensor.byte_size());
@@ -266,7 +243,7 @@ namespace {
 
 // What ModelInfer sends for `request` (which carries no raw_input_contents)
 // followed by `inputs`' bytes as its raw_input_contents entries, taken from
-// the tensors' own memory (RawEntryHead), so the bytes go to the socket
+// the tensors' own memory (local_wire::EntryHead), so the bytes go to the socket
 // without the two copies that filling the message and serializing it make
 // (about 0.5 ms each for a 4.8 MB input on the machine docs/performance.md
 // describes). gRPC releases the slices that borrow a tensor's bytes when it
@@ -280,7 +257,7 @@ class BorrowedInputs {
     slices.emplace_back(request.SerializeAsString());
     for (const NamedTensor& input : inputs) {
       const size_t bytes = input.tensor.byte_size();
-      const RawEntryHead head(bytes);
+      const local_wire::EntryHead head(kRawInputs, bytes);
       slices.emplace_back(head.view().data(), head.view().size());
       if (bytes == 0) continue;
       {
@@ -705,7 +682,7 @@ absl::StatusOr<std::vector<NamedTensor>> InferenceClient::InferImpl(
     tensor->set_name(input.name);
     tensor->set_datatype(std::string(DTypeName(input.tensor.dtype())));
     for (int64_t d : input.tensor.dims()) tensor->add_shape(d);
-    // Its bytes follow the message from the tensor's own memory (RawEntryHead).
+    // Its bytes follow the message from the tensor's own memory (local_wire::EntryHead).
   }
   for (const std::string& output : outputs) request.add_outputs()->set_name(output);
   if (profile) (*request.mutable_parameters())["profile"].set_bool_param(true);

@@ -13,9 +13,11 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "inference/grpc_service.pb.h"
+#include "proto/local/entry_head.h"
 #include "proto/local/local_wire.h"
 #include "server/core/call_log.h"
 #include "server/core/infer_request_reader.h"
@@ -76,10 +78,34 @@ struct LocalServer::Connection {
   // kSendTimeoutSeconds) may have left half a frame: the connection ends,
   // its reader included.
   absl::Status Write(FrameKind kind, absl::string_view body) {
+    return Write(kind, absl::MakeConstSpan(&body, 1));
+  }
+  absl::Status Write(FrameKind kind, absl::Span<const absl::string_view> body) {
     std::lock_guard<std::mutex> lock(write_mu);
     absl::Status written = local_wire::WriteFrame(fd, kind, body);
     if (!written.ok()) ::shutdown(fd, SHUT_RDWR);
     return written;
+  }
+
+  // `response` as a kInferResponse frame: the message without its
+  // raw_output_contents, then each entry from the string it lies in
+  // (local_wire::EntryHead), not copied into a serialization first.
+  absl::Status WriteResponse(inference::ModelInferResponse* response) {
+    google::protobuf::RepeatedPtrField<std::string> raw;
+    raw.Swap(response->mutable_raw_output_contents());
+    const std::string message = response->SerializeAsString();
+    std::vector<local_wire::EntryHead> heads;
+    heads.reserve(raw.size());
+    std::vector<absl::string_view> body;
+    body.reserve(1 + 2 * raw.size());
+    body.push_back(message);
+    for (const std::string& bytes : raw) {
+      heads.emplace_back(inference::ModelInferResponse::kRawOutputContentsFieldNumber,
+                         bytes.size());
+      body.push_back(heads.back().view());
+      body.push_back(bytes);
+    }
+    return Write(FrameKind::kInferResponse, body);
   }
 
   const int fd;
@@ -246,8 +272,7 @@ void LocalServer::StartInfer(const std::shared_ptr<Connection>& connection, std:
   core_->ModelInfer(*caller, call->request, &call->response, std::move(infer),
                     [this, connection, call](const absl::Status& status) {
                       if (status.ok()) {
-                        (void)connection->Write(FrameKind::kInferResponse,
-                                                call->response.SerializeAsString());
+                        (void)connection->WriteResponse(&call->response);
                       } else {
                         LogFailedCall("ModelInfer (local socket)", call->request.model_name(),
                                       status);
