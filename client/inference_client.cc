@@ -1,5 +1,6 @@
 #include "client/inference_client.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -165,7 +167,7 @@ class LocalChannel {
     absl::Status read = ReadAnswer(&frame);
     if (!read.ok()) return read;
     if (frame.kind == local_wire::FrameKind::kInferResponse) {
-      if (!response->ParseFromString(frame.body)) {
+      if (!ParseChunks(frame.chunks, response)) {
         Close();
         return absl::InternalError("local socket: kilnd's answer does not parse");
       }
@@ -175,6 +177,20 @@ class LocalChannel {
   }
 
  private:
+  // Parses a message from the chunks a frame was read into, in place.
+  static bool ParseChunks(const std::vector<std::string>& chunks,
+                          google::protobuf::MessageLite* message) {
+    if (chunks.size() == 1) return message->ParseFromString(chunks[0]);
+    std::deque<google::protobuf::io::ArrayInputStream> arrays;  // they never move
+    std::vector<google::protobuf::io::ZeroCopyInputStream*> streams;
+    for (const std::string& chunk : chunks) {
+      streams.push_back(&arrays.emplace_back(chunk.data(), static_cast<int>(chunk.size())));
+    }
+    google::protobuf::io::ConcatenatingInputStream stream(streams.data(),
+                                                          static_cast<int>(streams.size()));
+    return message->ParseFromZeroCopyStream(&stream);
+  }
+
   absl::Status Open() {
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
@@ -221,7 +237,7 @@ class LocalChannel {
     }
     absl::Status status;
     std::string id;
-    absl::Status decoded = local_wire::DecodeStatus(frame.body, &status, &id);
+    absl::Status decoded = local_wire::DecodeStatus(frame.Body(), &status, &id);
     if (!decoded.ok()) {
       Close();
       return decoded;

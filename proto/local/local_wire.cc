@@ -51,6 +51,23 @@ size_t ReadFully(int fd, char* data, size_t n, int* error) {
 
 }  // namespace
 
+size_t Frame::size() const {
+  size_t n = 0;
+  for (const std::string& chunk : chunks) n += chunk.size();
+  return n;
+}
+
+std::vector<absl::string_view> Frame::Pieces() const {
+  return std::vector<absl::string_view>(chunks.begin(), chunks.end());
+}
+
+std::string Frame::Body() const {
+  std::string body;
+  body.reserve(size());
+  for (const std::string& chunk : chunks) body += chunk;
+  return body;
+}
+
 absl::Status WriteFrame(int fd, FrameKind kind, absl::string_view body) {
   return WriteFrame(fd, kind, absl::MakeConstSpan(&body, 1));
 }
@@ -119,14 +136,13 @@ absl::Status ReadFrame(int fd, uint32_t max_body_bytes, Frame* frame) {
                                                    " bytes is past the limit of ", max_body_bytes));
   }
   frame->kind = static_cast<FrameKind>(kind);
-  // Grown as the bytes arrive, not from the declared size: a peer that
-  // announces a large frame and sends nothing holds no memory for it.
-  frame->body.clear();
+  frame->chunks.clear();
   size_t got_body = 0;
   while (got_body < size) {
-    const size_t step = std::min<size_t>(size - got_body, kReadStep);
-    frame->body.resize(got_body + step);
-    const size_t n = ReadFully(fd, frame->body.data() + got_body, step, &error);
+    const size_t step = std::min<size_t>(size - got_body, std::max(kReadStep, got_body));
+    std::string& chunk = frame->chunks.emplace_back();
+    chunk.resize(step);
+    const size_t n = ReadFully(fd, chunk.data(), step, &error);
     got_body += n;
     if (n < step) {
       return absl::UnavailableError(absl::StrCat(

@@ -206,15 +206,15 @@ void LocalServer::Serve(const std::shared_ptr<Connection>& connection) {
     }
     if (!read.ok()) break;  // the client has gone
     if (frame.kind == FrameKind::kInferRequest) {
-      StartInfer(connection, std::move(frame.body));
+      StartInfer(connection, std::move(frame.chunks));
       continue;
     }
     if (frame.kind == FrameKind::kAuthorization) {
       absl::Status checked = absl::OkStatus();
       if (auth_ != nullptr) {
-        checked = auth_->Authenticate(security::Rpc::kModelInfer, frame.body).status();
+        checked = auth_->Authenticate(security::Rpc::kModelInfer, frame.Body()).status();
       }
-      if (checked.ok()) connection->authorization = std::move(frame.body);
+      if (checked.ok()) connection->authorization = frame.Body();
       if (!connection->Write(FrameKind::kStatus, local_wire::EncodeStatus(checked, "")).ok()) {
         break;
       }
@@ -236,17 +236,18 @@ void LocalServer::Serve(const std::shared_ptr<Connection>& connection) {
   idle_.notify_all();  // under the lock: Stop() cannot return before it is done
 }
 
-void LocalServer::StartInfer(const std::shared_ptr<Connection>& connection, std::string body) {
+void LocalServer::StartInfer(const std::shared_ptr<Connection>& connection,
+                             std::vector<std::string> chunks) {
   struct Call {
     inference::ModelInferRequest request;
     inference::ModelInferResponse response;
   };
   auto call = std::make_shared<Call>();
-  // The tensors' bytes stay in `body` until the decoder copies them into the
+  // The tensors' bytes stay in `chunks` until the decoder copies them into the
   // inputs, before core_->ModelInfer returns (server/core/infer_request_reader.h).
   RawInputs raw;
-  const absl::string_view whole(body);
-  if (!ReadInferRequest({&whole, 1}, &call->request, &raw)) {
+  const std::vector<absl::string_view> pieces(chunks.begin(), chunks.end());
+  if (!ReadInferRequest(pieces, &call->request, &raw)) {
     (void)connection->Write(
         FrameKind::kStatus,
         local_wire::EncodeStatus(

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -68,7 +69,8 @@ class LocalServer {
   void AcceptLoop();
   void Serve(const std::shared_ptr<Connection>& connection);
   // Decodes and starts one request; its answer is written when it ends.
-  void StartInfer(const std::shared_ptr<Connection>& connection, std::string body);
+  void StartInfer(const std::shared_ptr<Connection>& connection,
+                  std::vector<std::string> chunks);
   void RequestEnded();
 
   const LocalServerOptions options_;

@@ -72,7 +72,7 @@ class RawConnection {
     if (frame.kind != FrameKind::kStatus) return absl::InternalError("not a status frame");
     absl::Status status;
     std::string id;
-    absl::Status decoded = local_wire::DecodeStatus(frame.body, &status, &id);
+    absl::Status decoded = local_wire::DecodeStatus(frame.Body(), &status, &id);
     return decoded.ok() ? status : decoded;
   }
   // Whether the server closed the connection (the next read sees its end).
@@ -226,10 +226,62 @@ TEST(LocalWireTest, AFrameFromPiecesIsTheirConcatenation) {
   reader.join();
   ASSERT_TRUE(read.ok()) << read;
   EXPECT_EQ(frame.kind, FrameKind::kInferRequest);
-  EXPECT_EQ(frame.body.size(), want.size());
-  EXPECT_TRUE(frame.body == want);
+  EXPECT_EQ(frame.size(), want.size());
+  EXPECT_TRUE(frame.Body() == want);
+  // Read into chunks, each at most as large as all before it.
+  size_t before = 0;
+  for (const std::string& chunk : frame.chunks) {
+    EXPECT_LE(chunk.size(), std::max<size_t>(size_t{1} << 20, before));
+    before += chunk.size();
+  }
   ::close(fds[0]);
   ::close(fds[1]);
+}
+
+// An answer larger than one chunk of a frame (local_wire::Frame) reaches the
+// client whole: a stand-in for kilnd on the socket answers with a 5 MB output.
+TEST(LocalChannelTest, AnAnswerReadInChunksParsesWhole) {
+  std::string tmpl = (fs::temp_directory_path() / "kiln-local-test-XXXXXX").string();
+  const std::string root = ::mkdtemp(tmpl.data());
+  const std::string path = root + "/s";
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  Tensor want = Tensor::Zeros(DType::kF32, {5, 1 << 18});
+  float* data = static_cast<float*>(want.raw_data());
+  for (int64_t i = 0; i < want.num_elements(); ++i) data[i] = static_cast<float>(i % 10007) * 0.5f;
+  std::thread server([&] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    local_wire::Frame request;
+    ASSERT_TRUE(local_wire::ReadFrame(fd, UINT32_MAX, &request).ok());
+    inference::ModelInferResponse response;
+    response.set_model_name("big");
+    auto* output = response.add_outputs();
+    output->set_name("y");
+    output->set_datatype("FP32");
+    for (int64_t d : want.dims()) output->add_shape(d);
+    response.add_raw_output_contents()->assign(static_cast<const char*>(want.raw_data()),
+                                               want.byte_size());
+    ASSERT_TRUE(local_wire::WriteFrame(fd, FrameKind::kInferResponse, response.SerializeAsString())
+                    .ok());
+    ::close(fd);
+  });
+  client::ClientOptions options;
+  options.local_socket = path;
+  auto client = InferenceClient::Connect("localhost:1", options);
+  ASSERT_TRUE(client.ok());
+  auto out = (*client)->Infer("big", {{"x", Tensor::Zeros(DType::kF32, {1})}});
+  server.join();
+  ::close(listener);
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].name, "y");
+  ExpectSameTensor((*out)[0].tensor, want);
 }
 
 TEST_F(LocalSocketTest, SharedMemoryInputs) {
@@ -281,7 +333,7 @@ TEST_F(LocalSocketTest, MalformedFramesGetAStatusAndNeverHurtTheServer) {
     ASSERT_TRUE(local_wire::ReadFrame(raw.fd(), 1 << 20, &frame).ok());
     absl::Status carried;
     std::string id;
-    ASSERT_TRUE(local_wire::DecodeStatus(frame.body, &carried, &id).ok());
+    ASSERT_TRUE(local_wire::DecodeStatus(frame.Body(), &carried, &id).ok());
     EXPECT_TRUE(absl::IsNotFound(carried)) << carried;
     EXPECT_EQ(id, "req-7") << "an error names the request it answers";
   }
