@@ -293,6 +293,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
           return;
         }
         std::string body;
+        // Room for a declared length within the limit, taken at once: the
+        // body is not copied as it grows, and pages not yet written cost no
+        // memory (a large allocation is a lazily mapped one).
+        if (req.has_header("Content-Length")) {
+          const uint64_t declared = req.get_header_value<uint64_t>("Content-Length");
+          if (declared <= max_body) body.reserve(static_cast<size_t>(declared));
+        }
         bool too_large = false;
         const bool read = reader([&](const char* data, size_t n) {
           if (too_large) return true;  // read past the rest, keeping nothing
