@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "proto/local/entry_head.h"
 #include "server/core/call_log.h"
 #include "server/core/infer_request_reader.h"
 #include "server/grpc/grpc_auth.h"
@@ -43,6 +44,28 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   inference::ModelInferRequest request;
   inference::ModelInferResponse response;
 };
+
+// `response` as gRPC sends it: the message without its raw_output_contents,
+// then each entry as a slice that owns the string moved out of the message
+// (local_wire::EntryHead): the outputs' bytes are not copied into a
+// serialization of them.
+grpc::ByteBuffer AnswerBytes(inference::ModelInferResponse* response) {
+  google::protobuf::RepeatedPtrField<std::string> raw;
+  raw.Swap(response->mutable_raw_output_contents());
+  std::vector<grpc::Slice> slices;
+  slices.reserve(1 + 2 * raw.size());
+  slices.emplace_back(response->SerializeAsString());
+  for (std::string& bytes : raw) {
+    const local_wire::EntryHead head(inference::ModelInferResponse::kRawOutputContentsFieldNumber,
+                                     bytes.size());
+    slices.emplace_back(head.view().data(), head.view().size());
+    if (bytes.empty()) continue;
+    auto* owned = new std::string(std::move(bytes));
+    slices.emplace_back(owned->data(), owned->size(),
+                        [](void* p) { delete static_cast<std::string*>(p); }, owned);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
 
 }  // namespace
 
@@ -133,9 +156,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
         if (!status.ok()) {
           LogFailedCall("ModelInfer", reactor->request.model_name(), status);
         } else {
-          bool own = false;
-          answer = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
-              reactor->response, response_bytes, &own);
+          *response_bytes = AnswerBytes(&reactor->response);
         }
         if (in_flight != nullptr) in_flight->fetch_sub(1);
         reactor->Finish(answer);
