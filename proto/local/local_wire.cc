@@ -57,10 +57,6 @@ size_t Frame::size() const {
   return n;
 }
 
-std::vector<absl::string_view> Frame::Pieces() const {
-  return std::vector<absl::string_view>(chunks.begin(), chunks.end());
-}
-
 std::string Frame::Body() const {
   std::string body;
   body.reserve(size());
@@ -139,7 +135,7 @@ absl::Status ReadFrame(int fd, uint32_t max_body_bytes, Frame* frame) {
   frame->chunks.clear();
   size_t got_body = 0;
   while (got_body < size) {
-    const size_t step = std::min<size_t>(size - got_body, std::max(kReadStep, got_body));
+    const size_t step = std::min<size_t>(size - got_body, kReadStep);
     std::string& chunk = frame->chunks.emplace_back();
     chunk.resize(step);
     const size_t n = ReadFully(fd, chunk.data(), step, &error);

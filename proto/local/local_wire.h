@@ -48,14 +48,12 @@ enum class FrameKind : uint8_t {
 
 struct Frame {
   FrameKind kind = FrameKind::kStatus;
-  // The body in the pieces it was read into, each at most as large as all
-  // before it (the first at most 1 MiB): memory is taken as bytes arrive,
-  // never for a declared size ahead of them, and no byte is copied to grow
-  // the body.
+  // The body in the 1 MiB pieces it was read into (the last one shorter):
+  // memory is taken as bytes arrive, never for a declared size ahead of
+  // them, and no byte is copied to grow the body.
   std::vector<std::string> chunks;
 
   size_t size() const;
-  std::vector<absl::string_view> Pieces() const;
   std::string Body() const;  // the chunks joined (for small frames)
 };
 
