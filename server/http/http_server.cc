@@ -29,6 +29,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -298,7 +299,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
         // memory (a large allocation is a lazily mapped one).
         if (req.has_header("Content-Length")) {
           const uint64_t declared = req.get_header_value<uint64_t>("Content-Length");
-          if (declared <= max_body) body.reserve(static_cast<size_t>(declared));
+          try {
+            if (declared <= max_body) body.reserve(static_cast<size_t>(declared));
+          } catch (const std::bad_alloc&) {
+            // No address space for it now (a limit on it): grown as it arrives.
+          }
         }
         bool too_large = false;
         const bool read = reader([&](const char* data, size_t n) {
