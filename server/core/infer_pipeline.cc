@@ -40,6 +40,7 @@ struct InferPipeline::Pending {
   const inference::ModelInferRequest* request = nullptr;
   inference::ModelInferResponse* response = nullptr;
   const SharedMemoryRegistry* shared_memory = nullptr;
+  RawOutputs* raw_outputs = nullptr;  // InferCall::raw_outputs
   Done done;
   Clock::time_point start;
   ServingModel serving;
@@ -72,9 +73,11 @@ struct InferPipeline::Pending {
     response->set_model_name(request->model_name());
     response->set_model_version(std::to_string(serving.version));
     response->set_id(request->id());
-    if (absl::Status s = EncodeOutputs(*outputs, *request, shared_memory, response); !s.ok()) {
+    if (absl::Status s = EncodeOutputs(*outputs, *request, shared_memory, response, raw_outputs);
+        !s.ok()) {
       response->clear_outputs();
       response->clear_raw_output_contents();
+      if (raw_outputs != nullptr) raw_outputs->entries.clear();
       return Fail(s);
     }
     if (params.profile) {
@@ -136,6 +139,7 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
   pending->request = &request;
   pending->response = response;
   pending->shared_memory = &shared_memory_;
+  pending->raw_outputs = call.raw_outputs;
   pending->done = std::move(done);
   pending->start = Clock::now();
   absl::StatusOr<ServingModel> serving = registry_->Get(request.model_name(), request.model_version());

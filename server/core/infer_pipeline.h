@@ -24,6 +24,7 @@
 #include "inference/grpc_service.pb.h"
 #include "server/core/infer_request_reader.h"
 #include "server/core/model_registry.h"
+#include "server/core/raw_outputs.h"
 #include "server/core/run_limits.h"
 #include "server/core/shared_memory.h"
 #include "server/scheduler/compute_pool.h"
@@ -42,6 +43,11 @@ struct InferCall {
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
   // Whether the client has gone (may be empty). Polled between nodes.
   std::function<bool()> cancelled;
+  // Where the answer's raw outputs go, as their tensors, instead of into the
+  // response's raw_output_contents (null: there). For a front that sends
+  // them from the tensors (server/core/raw_outputs.h); it must live until
+  // `done` has run, and holds the outputs after.
+  RawOutputs* raw_outputs = nullptr;
 };
 
 // The compute threads inferences run on (compute_pool.h).

@@ -313,7 +313,8 @@ std::vector<std::string> RequestedOutputs(const inference::ModelInferRequest& re
 absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
                            const inference::ModelInferRequest& request,
                            const SharedMemoryRegistry* shared_memory,
-                           inference::ModelInferResponse* response) {
+                           inference::ModelInferResponse* response,
+                           RawOutputs* raw_outputs) {
   // Where each output goes: the socket, or a checked range of a region (its
   // offset there).
   std::vector<uint64_t> offsets(outputs.size(), 0);
@@ -337,7 +338,11 @@ absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
     meta->set_name(output.name);
     meta->set_datatype(std::string(DTypeName(output.tensor.dtype())));
     for (int64_t d : output.tensor.dims()) meta->add_shape(d);
-    std::string* raw = response->add_raw_output_contents();
+    std::string* raw = raw_outputs == nullptr ? response->add_raw_output_contents() : nullptr;
+    if (raw_outputs != nullptr) {
+      raw_outputs->entries.push_back(regions[o] == nullptr ? std::optional<Tensor>(output.tensor)
+                                                           : std::nullopt);
+    }
     if (regions[o] != nullptr) {
       RETURN_IF_ERROR(regions[o]->Write(offsets[o], output.tensor.raw_data(),
                                         output.tensor.byte_size(),
@@ -346,7 +351,7 @@ absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
         auto it = target_params[o]->find(p);
         if (it != target_params[o]->end()) (*meta->mutable_parameters())[p] = it->second;
       }
-    } else {
+    } else if (raw != nullptr) {
       raw->assign(static_cast<const char*>(output.tensor.raw_data()), output.tensor.byte_size());
     }
   }

@@ -11,6 +11,7 @@
 #include "engine/runtime/model.h"
 #include "inference/grpc_service.pb.h"
 #include "server/core/infer_request_reader.h"
+#include "server/core/raw_outputs.h"
 #include "server/core/shared_memory.h"
 
 namespace kiln::server {
@@ -45,10 +46,15 @@ std::vector<std::string> RequestedOutputs(const inference::ModelInferRequest& re
 // entry stays empty and the response output carries the region's parameters,
 // as Triton answers. Fails (InvalidArgument) when the region is unknown or too
 // small; nothing is half-written into the response then.
+// With `raw_outputs`, the bytes are not copied into raw_output_contents:
+// the output tensors themselves go into raw_outputs->entries (nullopt for an
+// output written to shared memory), for a front that sends them from there
+// (server/core/raw_outputs.h), and raw_output_contents stays empty.
 absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
                            const inference::ModelInferRequest& request,
                            const SharedMemoryRegistry* shared_memory,
-                           inference::ModelInferResponse* response);
+                           inference::ModelInferResponse* response,
+                           RawOutputs* raw_outputs = nullptr);
 inline void EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
                           inference::ModelInferResponse* response) {
   (void)EncodeOutputs(outputs, inference::ModelInferRequest(), nullptr, response);

@@ -43,27 +43,28 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
   inference::ModelInferRequest request;
   inference::ModelInferResponse response;
+  RawOutputs outputs;  // the answer's raw outputs (InferCall::raw_outputs)
 };
 
-// `response` as gRPC sends it: the message without its raw_output_contents,
-// then each entry as a slice that owns the string moved out of the message
-// (local_wire::EntryHead): the outputs' bytes are not copied into a
-// serialization of them.
-grpc::ByteBuffer AnswerBytes(inference::ModelInferResponse* response) {
-  google::protobuf::RepeatedPtrField<std::string> raw;
-  raw.Swap(response->mutable_raw_output_contents());
+// `response` as gRPC sends it: the message, then each output's bytes as a
+// raw_output_contents entry whose slice holds its tensor (`raw`: the answer's
+// outputs, EncodeOutputs) until gRPC lets it go: the bytes are not copied
+// into the message or a serialization of it.
+grpc::ByteBuffer AnswerBytes(const inference::ModelInferResponse& response, RawOutputs* raw) {
   std::vector<grpc::Slice> slices;
-  slices.reserve(1 + 2 * raw.size());
-  slices.emplace_back(response->SerializeAsString());
-  for (std::string& bytes : raw) {
+  slices.reserve(1 + 2 * raw->entries.size());
+  slices.emplace_back(response.SerializeAsString());
+  for (size_t i = 0; i < raw->entries.size(); ++i) {
+    const absl::string_view bytes = raw->bytes(i);
     const local_wire::EntryHead head(inference::ModelInferResponse::kRawOutputContentsFieldNumber,
                                      bytes.size());
     slices.emplace_back(head.view().data(), head.view().size());
     if (bytes.empty()) continue;
-    auto* owned = new std::string(std::move(bytes));
-    slices.emplace_back(owned->data(), owned->size(),
-                        [](void* p) { delete static_cast<std::string*>(p); }, owned);
+    auto* held = new Tensor(*std::move(raw->entries[i]));
+    slices.emplace_back(const_cast<char*>(bytes.data()), bytes.size(),
+                        [](void* p) { delete static_cast<Tensor*>(p); }, held);
   }
+  raw->entries.clear();
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
@@ -149,6 +150,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   InferCall call;
   call.deadline = context->deadline();
   call.cancelled = [context] { return context->IsCancelled(); };
+  call.raw_outputs = &reactor->outputs;
   core_->ModelInfer(
       *caller, reactor->request, &reactor->response, std::move(call),
       [in_flight = in_flight_, reactor, response_bytes](const absl::Status& status) {
@@ -156,7 +158,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
         if (!status.ok()) {
           LogFailedCall("ModelInfer", reactor->request.model_name(), status);
         } else {
-          *response_bytes = AnswerBytes(&reactor->response);
+          *response_bytes = AnswerBytes(reactor->response, &reactor->outputs);
         }
         if (in_flight != nullptr) in_flight->fetch_sub(1);
         reactor->Finish(answer);

@@ -87,23 +87,22 @@ struct LocalServer::Connection {
     return written;
   }
 
-  // `response` as a kInferResponse frame: the message without its
-  // raw_output_contents, then each entry from the string it lies in
-  // (local_wire::EntryHead), not copied into a serialization first.
-  absl::Status WriteResponse(inference::ModelInferResponse* response) {
-    google::protobuf::RepeatedPtrField<std::string> raw;
-    raw.Swap(response->mutable_raw_output_contents());
-    const std::string message = response->SerializeAsString();
+  // `response` as a kInferResponse frame: the message, then each output's
+  // bytes as a raw_output_contents entry written from its tensor (`raw`:
+  // the answer's outputs, EncodeOutputs; local_wire::EntryHead).
+  absl::Status WriteResponse(const inference::ModelInferResponse& response,
+                             const RawOutputs& raw) {
+    const std::string message = response.SerializeAsString();
     std::vector<local_wire::EntryHead> heads;
-    heads.reserve(raw.size());
+    heads.reserve(raw.entries.size());
     std::vector<absl::string_view> body;
-    body.reserve(1 + 2 * raw.size());
+    body.reserve(1 + 2 * raw.entries.size());
     body.push_back(message);
-    for (const std::string& bytes : raw) {
+    for (size_t i = 0; i < raw.entries.size(); ++i) {
       heads.emplace_back(inference::ModelInferResponse::kRawOutputContentsFieldNumber,
-                         bytes.size());
+                         raw.bytes(i).size());
       body.push_back(heads.back().view());
-      body.push_back(bytes);
+      body.push_back(raw.bytes(i));
     }
     return Write(FrameKind::kInferResponse, body);
   }
@@ -241,6 +240,7 @@ void LocalServer::StartInfer(const std::shared_ptr<Connection>& connection,
   struct Call {
     inference::ModelInferRequest request;
     inference::ModelInferResponse response;
+    RawOutputs outputs;  // the answer's raw outputs (InferCall::raw_outputs)
   };
   auto call = std::make_shared<Call>();
   // The tensors' bytes stay in `chunks` until the decoder copies them into the
@@ -270,10 +270,12 @@ void LocalServer::StartInfer(const std::shared_ptr<Connection>& connection,
   if (options_.in_flight != nullptr) options_.in_flight->fetch_add(1);
   InferCall infer;
   infer.cancelled = [connection] { return connection->closed.load(); };
+  infer.raw_outputs = &call->outputs;
   core_->ModelInfer(*caller, call->request, &call->response, std::move(infer),
                     [this, connection, call](const absl::Status& status) {
                       if (status.ok()) {
-                        (void)connection->WriteResponse(&call->response);
+                        (void)connection->WriteResponse(call->response, call->outputs);
+                        call->outputs.entries.clear();
                       } else {
                         LogFailedCall("ModelInfer (local socket)", call->request.model_name(),
                                       status);

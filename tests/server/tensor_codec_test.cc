@@ -267,5 +267,26 @@ TEST(TensorCodecTest, EncodesOutputsAsRaw) {
   EXPECT_FALSE(response.outputs(0).has_contents());
 }
 
+// With RawOutputs the tensors themselves are handed over (for a front that
+// sends their bytes from there), nothing copied into raw_output_contents.
+TEST(TensorCodecTest, EncodesOutputsIntoRawOutputsWithoutCopying) {
+  Tensor f = Tensor::Zeros(DType::kF32, {2});
+  f.data<float>()[0] = 1.0f;
+  Tensor empty = Tensor::Zeros(DType::kInt64, {0, 4});
+  inference::ModelInferResponse response;
+  RawOutputs raw;
+  ASSERT_TRUE(EncodeOutputs({{"logits", f}, {"none", empty}}, inference::ModelInferRequest(),
+                            nullptr, &response, &raw)
+                  .ok());
+  ASSERT_EQ(response.outputs_size(), 2);
+  EXPECT_EQ(response.raw_output_contents_size(), 0);
+  EXPECT_EQ(response.outputs(1).datatype(), "INT64");
+  EXPECT_THAT(response.outputs(1).shape(), ElementsAre(0, 4));
+  ASSERT_EQ(raw.entries.size(), 2u);
+  EXPECT_EQ(raw.bytes(0).data(), f.raw_data());  // the tensor's own bytes
+  EXPECT_EQ(raw.bytes(0), Raw(std::vector<float>{1.0f, 0.0f}));
+  EXPECT_TRUE(raw.bytes(1).empty());
+}
+
 }  // namespace
 }  // namespace kiln::server
