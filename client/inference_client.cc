@@ -142,26 +142,21 @@ class LocalChannel {
   absl::Status Infer(const inference::ModelInferRequest& request,
                      const std::vector<NamedTensor>& inputs,
                      inference::ModelInferResponse* response) {
-    const std::string message = request.SerializeAsString();
-    std::vector<local_wire::EntryHead> heads;
-    heads.reserve(inputs.size());
-    std::vector<absl::string_view> body;
-    body.reserve(1 + 2 * inputs.size());
-    body.push_back(message);
+    local_wire::EntriesAfterMessage body(request.SerializeAsString(), kRawInputs);
     for (const NamedTensor& input : inputs) {
-      heads.emplace_back(kRawInputs, input.tensor.byte_size());
-      body.push_back(heads.back().view());
-      body.emplace_back(static_cast<const char*>(input.tensor.raw_data()),
-                        input.tensor.byte_size());
+      body.Add(absl::string_view(static_cast<const char*>(input.tensor.raw_data()),
+                                 input.tensor.byte_size()));
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (fd_ < 0) RETURN_IF_ERROR(Open());
-    absl::Status sent = local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest, body);
+    absl::Status sent =
+        local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest, body.pieces());
     if (!sent.ok()) {
       // kilnd restarted since the last call: one fresh connection.
       Close();
       RETURN_IF_ERROR(Open());
-      RETURN_IF_ERROR(local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest, body));
+      RETURN_IF_ERROR(
+          local_wire::WriteFrame(fd_, local_wire::FrameKind::kInferRequest, body.pieces()));
     }
     local_wire::Frame frame;
     absl::Status read = ReadAnswer(&frame);

@@ -12,8 +12,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace kiln::local_wire {
 
@@ -34,6 +38,32 @@ class EntryHead {
  private:
   uint8_t bytes_[16];  // a tag of at most 5 bytes, a varint of at most 10
   size_t size_ = 0;
+};
+
+// A serialized message followed by entries of its length-delimited field
+// `field_number`, as the pieces to write one after another (WriteFrame): the
+// message, then each entry's head and its bytes, left where they lie. The
+// bytes must outlive the pieces.
+class EntriesAfterMessage {
+ public:
+  EntriesAfterMessage(std::string message, int field_number)
+      : message_(std::move(message)), field_number_(field_number) {
+    pieces_.push_back(message_);
+  }
+  EntriesAfterMessage(const EntriesAfterMessage&) = delete;  // pieces_ points into it
+  EntriesAfterMessage& operator=(const EntriesAfterMessage&) = delete;
+
+  void Add(absl::string_view bytes) {
+    pieces_.push_back(heads_.emplace_back(field_number_, bytes.size()).view());
+    pieces_.push_back(bytes);
+  }
+  absl::Span<const absl::string_view> pieces() const { return pieces_; }
+
+ private:
+  const std::string message_;
+  const int field_number_;
+  std::deque<EntryHead> heads_;  // never move once added
+  std::vector<absl::string_view> pieces_;
 };
 
 }  // namespace kiln::local_wire

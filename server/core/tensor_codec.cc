@@ -338,10 +338,16 @@ absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
     meta->set_name(output.name);
     meta->set_datatype(std::string(DTypeName(output.tensor.dtype())));
     for (int64_t d : output.tensor.dims()) meta->add_shape(d);
-    std::string* raw = raw_outputs == nullptr ? response->add_raw_output_contents() : nullptr;
+    // The bytes' entry (empty for an output in shared memory): handed over
+    // as the tensor, or copied into the message.
     if (raw_outputs != nullptr) {
       raw_outputs->entries.push_back(regions[o] == nullptr ? std::optional<Tensor>(output.tensor)
                                                            : std::nullopt);
+    } else if (regions[o] == nullptr) {
+      response->add_raw_output_contents()->assign(
+          static_cast<const char*>(output.tensor.raw_data()), output.tensor.byte_size());
+    } else {
+      response->add_raw_output_contents();
     }
     if (regions[o] != nullptr) {
       RETURN_IF_ERROR(regions[o]->Write(offsets[o], output.tensor.raw_data(),
@@ -351,8 +357,6 @@ absl::Status EncodeOutputs(const std::vector<runtime::NamedTensor>& outputs,
         auto it = target_params[o]->find(p);
         if (it != target_params[o]->end()) (*meta->mutable_parameters())[p] = it->second;
       }
-    } else if (raw != nullptr) {
-      raw->assign(static_cast<const char*>(output.tensor.raw_data()), output.tensor.byte_size());
     }
   }
   return absl::OkStatus();

@@ -92,19 +92,10 @@ struct LocalServer::Connection {
   // the answer's outputs, EncodeOutputs; local_wire::EntryHead).
   absl::Status WriteResponse(const inference::ModelInferResponse& response,
                              const RawOutputs& raw) {
-    const std::string message = response.SerializeAsString();
-    std::vector<local_wire::EntryHead> heads;
-    heads.reserve(raw.entries.size());
-    std::vector<absl::string_view> body;
-    body.reserve(1 + 2 * raw.entries.size());
-    body.push_back(message);
-    for (size_t i = 0; i < raw.entries.size(); ++i) {
-      heads.emplace_back(inference::ModelInferResponse::kRawOutputContentsFieldNumber,
-                         raw.bytes(i).size());
-      body.push_back(heads.back().view());
-      body.push_back(raw.bytes(i));
-    }
-    return Write(FrameKind::kInferResponse, body);
+    local_wire::EntriesAfterMessage body(
+        response.SerializeAsString(), inference::ModelInferResponse::kRawOutputContentsFieldNumber);
+    for (size_t i = 0; i < raw.entries.size(); ++i) body.Add(raw.bytes(i));
+    return Write(FrameKind::kInferResponse, body.pieces());
   }
 
   const int fd;
@@ -209,11 +200,12 @@ void LocalServer::Serve(const std::shared_ptr<Connection>& connection) {
       continue;
     }
     if (frame.kind == FrameKind::kAuthorization) {
+      std::string authorization = frame.Body();
       absl::Status checked = absl::OkStatus();
       if (auth_ != nullptr) {
-        checked = auth_->Authenticate(security::Rpc::kModelInfer, frame.Body()).status();
+        checked = auth_->Authenticate(security::Rpc::kModelInfer, authorization).status();
       }
-      if (checked.ok()) connection->authorization = frame.Body();
+      if (checked.ok()) connection->authorization = std::move(authorization);
       if (!connection->Write(FrameKind::kStatus, local_wire::EncodeStatus(checked, "")).ok()) {
         break;
       }
