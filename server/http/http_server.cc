@@ -54,6 +54,33 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// The answer's body, then its tail's pieces written from where they lie (no
+// joined copy); httplib sends Content-Length and asks for the bytes from an
+// offset on until all are written.
+void SetContentWithTail(HttpResponse response, httplib::Response& res) {
+  struct Content {
+    std::string body;
+    std::vector<absl::string_view> tail;
+    std::shared_ptr<const void> owner;
+  };
+  auto content = std::make_shared<Content>(
+      Content{std::move(response.body), std::move(response.tail), std::move(response.tail_owner)});
+  size_t length = content->body.size();
+  for (absl::string_view piece : content->tail) length += piece.size();
+  res.set_content_provider(
+      length, response.content_type,
+      [content](size_t offset, size_t, httplib::DataSink& sink) {
+        absl::string_view piece = content->body;
+        size_t i = 0;
+        while (offset >= piece.size() && i < content->tail.size()) {
+          offset -= piece.size();
+          piece = content->tail[i++];
+        }
+        if (offset >= piece.size()) return false;  // past the end: httplib stops asking first
+        return sink.write(piece.data() + offset, piece.size() - offset);
+      });
+}
+
 void SetError(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   res.set_content(ErrorBody(message), "application/json");
@@ -257,7 +284,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
       HttpResponse response = (*handler)(request);
       res.status = response.status;
       for (auto& [name, value] : response.headers) res.set_header(name.c_str(), value);
-      if (!response.body.empty() || response.status != 200) {
+      if (!response.tail.empty()) {
+        SetContentWithTail(std::move(response), res);
+      } else if (!response.body.empty() || response.status != 200) {
         res.set_content(std::move(response.body), response.content_type.c_str());
       }
       // Probes come every few seconds: trace, not debug.

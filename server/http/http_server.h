@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/security/tls.h"
 
 namespace kiln::server::http {
@@ -49,6 +50,11 @@ struct HttpResponse {
   std::string body;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
+  // Bytes sent after `body`, in order, from where they lie (an answer's
+  // binary outputs in their tensors); `tail_owner` keeps them alive until
+  // they are sent.
+  std::vector<absl::string_view> tail;
+  std::shared_ptr<const void> tail_owner;
 };
 
 struct Route {

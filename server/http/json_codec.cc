@@ -356,7 +356,7 @@ void AppendInt(I value, std::string* out) {
 
 // Appends `raw` as a flat JSON array of `datatype` elements.
 absl::Status AppendJsonData(const std::string& name, const std::string& datatype,
-                            const std::string& raw, std::string* out) {
+                            absl::string_view raw, std::string* out) {
   const std::optional<DType> dtype = DTypeFromName(datatype);
   if (!dtype.has_value()) {
     return absl::InternalError(absl::StrCat("output '", name, "': no JSON encoding for datatype ",
@@ -522,8 +522,11 @@ absl::Status ParseInferRequest(absl::string_view body, std::optional<size_t> hea
 }
 
 absl::StatusOr<EncodedResponse> EncodeInferResponse(const inference::ModelInferResponse& response,
-                                                    const OutputFormat& format) {
-  if (response.raw_output_contents_size() != response.outputs_size()) {
+                                                    const OutputFormat& format,
+                                                    const RawOutputs* raw) {
+  const size_t contents = raw != nullptr ? raw->entries.size()
+                                         : static_cast<size_t>(response.raw_output_contents_size());
+  if (contents != static_cast<size_t>(response.outputs_size())) {
     return absl::InternalError("the response's outputs and their contents do not pair up");
   }
   std::string out = "{\"model_name\":";
@@ -539,10 +542,11 @@ absl::StatusOr<EncodedResponse> EncodeInferResponse(const inference::ModelInferR
     out += Dump(ParametersJson(response.parameters()));
   }
   out += ",\"outputs\":[";
-  std::vector<const std::string*> binary;
+  EncodedResponse encoded;
   for (int i = 0; i < response.outputs_size(); ++i) {
     const auto& output = response.outputs(i);
-    const std::string& raw = response.raw_output_contents(i);
+    const absl::string_view bytes =
+        raw != nullptr ? raw->bytes(i) : absl::string_view(response.raw_output_contents(i));
     if (i > 0) out.push_back(',');
     json meta = {{"name", output.name()}, {"datatype", output.datatype()}};
     meta["shape"] = json::array();
@@ -554,26 +558,22 @@ absl::StatusOr<EncodedResponse> EncodeInferResponse(const inference::ModelInferR
       continue;
     }
     const bool is_binary = format.IsBinary(output.name());
-    if (is_binary) params["binary_data_size"] = raw.size();
+    if (is_binary) params["binary_data_size"] = bytes.size();
     if (!params.empty()) meta["parameters"] = std::move(params);
     std::string text = Dump(meta);
     if (is_binary) {
       out += text;
-      binary.push_back(&raw);
+      encoded.binary.push_back(bytes);
       continue;
     }
     text.pop_back();  // the closing brace: "data" goes in before it
     out += text;
     out += ",\"data\":";
-    RETURN_IF_ERROR(AppendJsonData(output.name(), output.datatype(), raw, &out));
+    RETURN_IF_ERROR(AppendJsonData(output.name(), output.datatype(), bytes, &out));
     out.push_back('}');
   }
   out += "]}";
-  EncodedResponse encoded;
-  if (!binary.empty()) {
-    encoded.header_length = out.size();
-    for (const std::string* raw : binary) out += *raw;
-  }
+  if (!encoded.binary.empty()) encoded.header_length = out.size();
   encoded.body = std::move(out);
   return encoded;
 }

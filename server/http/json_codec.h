@@ -21,11 +21,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "inference/grpc_service.pb.h"
 #include "server/core/infer_request_reader.h"
+#include "server/core/raw_outputs.h"
 
 namespace kiln::server::http {
 
@@ -54,17 +56,23 @@ absl::Status ParseInferRequest(absl::string_view body, std::optional<size_t> hea
                                inference::ModelInferRequest* request, OutputFormat* format,
                                RawInputs* raw = nullptr);
 
-// An encoded infer response: the JSON, followed by the binary outputs when
-// `header_length` is set (then it is the JSON's length).
+// An encoded infer response: the JSON in `body`; when `header_length` is set
+// (then it is the JSON's length), the binary section follows it on the wire,
+// as `binary`'s pieces in order: views of the outputs' own bytes (the
+// response's raw_output_contents, or the tensors of `raw`), not copied, so
+// that they must outlive the answer's sending.
 struct EncodedResponse {
   std::string body;
   std::optional<size_t> header_length;
+  std::vector<absl::string_view> binary;
 };
 
-// Encodes `response` (outputs in raw_output_contents) as JSON, each output as
-// "data" or, as `format` says, in the binary section.
+// Encodes `response` as JSON, each output as "data" or, as `format` says, in
+// the binary section. The outputs' bytes are in raw_output_contents, or, with
+// `raw` (InferCall::raw_outputs), in its tensors.
 absl::StatusOr<EncodedResponse> EncodeInferResponse(const inference::ModelInferResponse& response,
-                                                    const OutputFormat& format);
+                                                    const OutputFormat& format,
+                                                    const RawOutputs* raw = nullptr);
 
 // The JSON of the other answers, as Triton's HTTP endpoint writes them.
 std::string ServerMetadataJson(const inference::ServerMetadataResponse& response);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -74,16 +75,22 @@ HttpResponse Infer(InferenceCore* core, const HttpRequest& req, const Caller& ca
   // this thread waits for it. HTTP/1.1 has no deadline header: the time limits are
   // the server's --request-timeout-s and the request's "timeout" parameter. A
   // client that hangs up cancels the request (the engine looks between nodes).
+  // The outputs stay in their tensors (server/core/raw_outputs.h): JSON data
+  // is written from them, binary outputs sent from them after the JSON.
   InferCall call;
   call.cancelled = req.client_gone;
+  auto outputs = std::make_shared<RawOutputs>();
+  call.raw_outputs = outputs.get();
   absl::Status status = core->ModelInferSync(caller, request, &response, std::move(call), &raw);
   if (!status.ok()) return Error(status, "infer", Name(req));
-  absl::StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, format);
+  absl::StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, format, outputs.get());
   if (!encoded.ok()) return Error(encoded.status(), "infer", Name(req));
   HttpResponse out = Json(std::move(encoded->body));
   if (encoded->header_length.has_value()) {
     out.content_type = "application/octet-stream";
     out.headers.emplace_back(kHeaderLength, std::to_string(*encoded->header_length));
+    out.tail = std::move(encoded->binary);
+    out.tail_owner = std::move(outputs);
   }
   return out;
 }

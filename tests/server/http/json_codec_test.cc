@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "engine/common/half.h"
 #include "server/http/http_status.h"
 #include "server/core/tensor_codec.h"
@@ -184,8 +185,44 @@ TEST(JsonCodecTest, ResponsesCarryDataOrBinaryAsAsked) {
   EXPECT_THAT(header, HasSubstr(R"("name":"y","parameters":{"binary_data_size":12})"));
   EXPECT_THAT(header, HasSubstr(R"("name":"h","parameters":{"binary_data_size":4})"));
   EXPECT_THAT(header, HasSubstr(R"("data":[true,false])"));
-  EXPECT_EQ(encoded->body.substr(*encoded->header_length),
+  EXPECT_EQ(encoded->body.size(), *encoded->header_length);  // the binary section follows it
+  EXPECT_EQ(absl::StrJoin(encoded->binary, ""),
             response.raw_output_contents(0) + response.raw_output_contents(1));
+}
+
+// With the outputs in their tensors (RawOutputs, as kilnd's HTTP front asks
+// for them), JSON data is written from the tensors and the binary section is
+// the tensors' own bytes, not copies.
+TEST(JsonCodecTest, EncodesFromRawOutputsWithoutCopying) {
+  Tensor y = Tensor::Zeros(DType::kF32, {1, 3});
+  y.data<float>()[0] = 0.5f;
+  y.data<float>()[2] = -4.0f;
+  Tensor ids = Tensor::Zeros(DType::kInt64, {2});
+  ids.data<int64_t>()[1] = 7;
+  inference::ModelInferResponse response;
+  response.set_model_name("m");
+  response.set_model_version("1");
+  RawOutputs raw;
+  ASSERT_TRUE(EncodeOutputs({{"y", y}, {"ids", ids}}, inference::ModelInferRequest(), nullptr,
+                            &response, &raw)
+                  .ok());
+  ASSERT_EQ(response.raw_output_contents_size(), 0);
+
+  OutputFormat binary_y;
+  binary_y.binary["y"] = true;
+  absl::StatusOr<EncodedResponse> encoded = EncodeInferResponse(response, binary_y, &raw);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  ASSERT_TRUE(encoded->header_length.has_value());
+  EXPECT_EQ(encoded->body.size(), *encoded->header_length);
+  EXPECT_THAT(encoded->body, HasSubstr(R"("name":"y","parameters":{"binary_data_size":12})"));
+  EXPECT_THAT(encoded->body, HasSubstr(R"("name":"ids","shape":[2],"data":[0,7])"));
+  ASSERT_EQ(encoded->binary.size(), 1u);
+  EXPECT_EQ(encoded->binary[0].data(), y.raw_data());  // the tensor's own bytes
+  EXPECT_EQ(encoded->binary[0].size(), 12u);
+
+  // Contents that do not pair up with the outputs are an internal error.
+  raw.entries.pop_back();
+  EXPECT_FALSE(EncodeInferResponse(response, binary_y, &raw).ok());
 }
 
 TEST(JsonCodecTest, RepositoryParametersDecodeBase64Files) {
