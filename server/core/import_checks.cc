@@ -173,11 +173,13 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
                           ? "float64 (float32 convolutions, matmuls and linear layers accumulate "
                             "in double)"
                           : "float32");
-  model->set_property("precision",
-                      config.precision == Precision::kBf16
-                          ? "bf16 (convolutions and linear layers: bfloat16 operands, float32 "
-                            "accumulation; see verify.max_abs_diff.*)"
-                          : "fp32");
+  std::string precision = config.precision == Precision::kBf16
+                              ? "bf16 (convolutions and linear layers: bfloat16 operands, float32 "
+                                "accumulation; see verify.max_abs_diff.*)"
+                              : "fp32";
+  if (!config.precision_note.empty()) absl::StrAppend(&precision, " [", config.precision_note, "]");
+  if (!config.precision_note.empty()) spdlog::info("{}: precision {}", label, precision);
+  model->set_property("precision", precision);
   model->set_property("verify", verify_text);
   for (const verify::OutputCheck& o : report.outputs) {
     model->set_property(absl::StrCat("verify.max_abs_diff.", o.name),

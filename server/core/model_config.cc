@@ -457,10 +457,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text) {
   }
   if (root.contains("precision")) {
     const json& p = root["precision"];
+    const std::string name = p.is_string() ? p.get<std::string>() : std::string();
+    config.precision_forced = name == "bf16_always";
     const std::optional<Precision> precision =
-        p.is_string() ? ParsePrecision(p.get<std::string>()) : std::nullopt;
-    if (!precision) {
-      return ConfigError("precision", "expected \"fp32\", \"fp32_direct\" or \"bf16\"");
+        config.precision_forced ? Precision::kBf16 : ParsePrecision(name);
+    if (!p.is_string() || !precision) {
+      return ConfigError("precision",
+                         "expected \"fp32\", \"fp32_direct\", \"bf16\" or \"bf16_always\"");
     }
     config.precision = *precision;
   }

@@ -132,11 +132,19 @@ struct ModelConfig {
   bool accumulate_float64 = false;
   // "precision": "bf16" runs the oneDNN convolutions and linear layers with
   // bfloat16 operands and float32 accumulation (engine/common/precision.h):
-  // about twice as fast on CPUs with AVX-512 BF16, at bfloat16's rounding of
-  // each operand. The verified import then judges the outputs with
+  // about twice as fast on some CPUs with AVX-512 BF16 (an AMD Zen 5), half as
+  // fast on others (an Intel Xeon, kernels/bf16_rate.h), at bfloat16's
+  // rounding of each operand. The verified import then judges the outputs with
   // kBf16Tolerance (unless the config sets a looser one) and publishes the
-  // deviation it measured. Default "fp32".
+  // deviation it measured. Default "fp32". "bf16" is a request for speed:
+  // on a CPU whose bfloat16 GEMMs are not faster than its float32 ones the
+  // model runs float32 (the registry decides, kernels/bf16_rate.h);
+  // "bf16_always" (precision_forced) runs bfloat16 on any CPU.
   Precision precision = Precision::kFp32;
+  bool precision_forced = false;
+  // How the precision was chosen, for the model's metadata ("precision"):
+  // the CPU's measured bfloat16 and float32 GEMM rates. Set by the registry.
+  std::string precision_note;
   VerifyConfig verify;
   VersionPolicy version_policy;
   // The largest batch (dim 0) a request or a formed batch may have; 0: the

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/cache/file_io.h"
 #include "engine/cache/engine_version.h"
@@ -30,6 +31,7 @@
 #include "engine/common/precision.h"
 #include "engine/common/sha256.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/bf16_rate.h"
 #include "engine/kernels/thread_binding.h"
 #include "engine/passes/pass.h"
 #include "engine/runtime/arena_pool.h"
@@ -68,9 +70,33 @@ std::string Label(absl::string_view name, int64_t version) {
   return absl::StrCat(name, ":", version);
 }
 
-absl::StatusOr<ModelConfig> ParseConfig(const std::optional<std::string>& json) {
+// "precision": "bf16" asks for speed: on a CPU whose bfloat16 GEMMs do not run
+// kBf16MinSpeedup faster than its float32 ones (measured once per process,
+// kernels/bf16_rate.h), the model runs float32 and its metadata says why;
+// "bf16_always" runs bfloat16 anyway. Either way the metadata gives the rates.
+void ChoosePrecision(ModelConfig& config, int threads) {
+  if (config.precision != Precision::kBf16) return;
+  const kernels::Bf16Rate& rate = kernels::MeasuredBf16Rate(threads);
+  const std::string measured =
+      rate.error.empty()
+          ? absl::StrFormat("this CPU's bfloat16 GEMMs ran at %.2fx its float32 rate "
+                            "(%.0f against %.0f GFLOP/s at %d threads)",
+                            rate.speedup(), rate.bf16_gflops, rate.f32_gflops, threads)
+          : absl::StrCat("this CPU has no bfloat16 GEMM: ", rate.error);
+  if (config.precision_forced || rate.speedup() >= kernels::kBf16MinSpeedup) {
+    config.precision_note = measured;
+    return;
+  }
+  config.precision = Precision::kFp32;
+  config.precision_note = absl::StrCat("\"bf16\" requested, float32 used: ", measured,
+                                       "; \"bf16_always\" runs bfloat16 anyway");
+}
+
+absl::StatusOr<ModelConfig> ParseConfig(const std::optional<std::string>& json, int threads) {
   if (!json.has_value()) return ModelConfig{};
-  return ParseModelConfig(*json);
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(*json);
+  if (config.ok()) ChoosePrecision(*config, threads);
+  return config;
 }
 
 PlanStats Snapshot(const cache::PlanCounters& c) {
@@ -660,7 +686,7 @@ absl::Status ModelRegistry::LoadFromRepositoryLocked(const std::string& name,
   if (!override_config) {
     ASSIGN_OR_RETURN(config_json, repository_->ReadConfig(name));
   }
-  absl::StatusOr<ModelConfig> config = ParseConfig(config_json);
+  absl::StatusOr<ModelConfig> config = ParseConfig(config_json, options_.compile.num_threads);
   if (!config.ok()) {
     const absl::Status status =
         Annotate(config.status(), absl::StrCat("while loading model '", name, "': "));
@@ -699,7 +725,7 @@ absl::StatusOr<UploadResult> ModelRegistry::Upload(UploadRequest request) {
   const std::optional<std::string> config_json =
       request.config_json.has_value() ? request.config_json : stored_config;
   const bool config_changed = config_json != stored_config;
-  absl::StatusOr<ModelConfig> config = ParseConfig(config_json);
+  absl::StatusOr<ModelConfig> config = ParseConfig(config_json, options_.compile.num_threads);
   if (!config.ok()) {
     return Annotate(config.status(), absl::StrCat("while loading model '", name, "': "));
   }
@@ -771,7 +797,7 @@ absl::StatusOr<std::string> ModelRegistry::DryRunLoad(const std::string& name,
   if (!config_json.has_value()) {
     ASSIGN_OR_RETURN(config_json, repository_->ReadConfig(name));
   }
-  absl::StatusOr<ModelConfig> config = ParseConfig(config_json);
+  absl::StatusOr<ModelConfig> config = ParseConfig(config_json, options_.compile.num_threads);
   if (!config.ok()) {
     return Annotate(config.status(), absl::StrCat("while loading model '", name, "': "));
   }

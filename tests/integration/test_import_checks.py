@@ -284,12 +284,14 @@ class ImportChecksTest(unittest.TestCase):
     def test_precision_bf16_is_verified_and_publishes_its_deviation(self):
         sample = '"verify": {"inputs": [{"name": "x", "dims": [2, 3, 16, 16]}]}'
         self.upload("convnet", "conv_fp32", config=self.config("fp32", "{" + sample + "}"))
+        # "bf16_always": bfloat16 on any CPU (the speed request "bf16" is the next test's).
         r = self.upload("convnet", "conv_bf16",
-                        config=self.config("bf16", '{"precision": "bf16", ' + sample + "}"))
+                        config=self.config("bf16", '{"precision": "bf16_always", ' + sample + "}"))
         self.assertIn("verify: passed", r.stdout)
         fp32, bf16 = self.metadata("conv_fp32"), self.metadata("conv_bf16")
         self.assertEqual(fp32["precision"], "fp32")
         self.assertTrue(bf16["precision"].startswith("bf16 "), bf16["precision"])
+        self.assertIn("GEMMs ran at", bf16["precision"])  # the CPU's measured rates, published
         x = os.path.join(self.models, "convnet.input.x.npy")
         want = np.load(os.path.join(self.models, "convnet.output0.npy"))
         got = {}
@@ -308,6 +310,33 @@ class ImportChecksTest(unittest.TestCase):
         self.assertGreater(published, 1e-5 * scale)
         self.assertLess(published, 5e-2 * scale)
         self.assertLess(float(fp32["verify.max_abs_diff.output0"]), 1e-4 * scale)
+        self.assert_still_serving()
+
+
+    def test_precision_bf16_runs_bfloat16_only_where_it_is_faster(self):
+        """"bf16" asks for speed: kilnd measures this CPU's bfloat16 GEMM rate against its
+        float32 one once, runs bfloat16 when it is at least 1.15x faster, float32 otherwise,
+        and says which and why in the metadata. Whichever this CPU gets, the answer agrees
+        with the published rate, and the numbers with the precision it names."""
+        sample = '"verify": {"inputs": [{"name": "x", "dims": [2, 3, 16, 16]}]}'
+        self.upload("convnet", "conv_hint",
+                    config=self.config("hint", '{"precision": "bf16", ' + sample + "}"))
+        text = self.metadata("conv_hint")["precision"]
+        m = re.search(r"GEMMs ran at ([0-9.]+)x its float32 rate", text)
+        self.assertIsNotNone(m, text)
+        speedup = float(m.group(1))
+        x = os.path.join(self.models, "convnet.input.x.npy")
+        want = np.load(os.path.join(self.models, "convnet.output0.npy"))
+        out_dir = tempfile.mkdtemp(dir=self.tmp)
+        self.kiln("infer", "conv_hint", "--input", f"x={x}", "--output-dir", out_dir)
+        deviation = np.abs(np.load(os.path.join(out_dir, "output0.npy")) - want).max()
+        scale = np.abs(want).max()
+        if speedup >= 1.15:
+            self.assertTrue(text.startswith("bf16 "), text)
+            self.assertGreater(deviation, 1e-5 * scale)  # bfloat16's rounding: it ran
+        else:
+            self.assertTrue(text.startswith('fp32 ["bf16" requested, float32 used'), text)
+            self.assertLess(deviation, 1e-4 * scale)  # float32's answer
         self.assert_still_serving()
 
     def test_the_graph_verification_chose_is_served_after_a_restart(self):

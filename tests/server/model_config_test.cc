@@ -130,6 +130,11 @@ TEST(ModelConfigTest, StrictAndVerify) {
   auto bf16 = ParseModelConfig(R"({"precision": "bf16"})");
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   EXPECT_EQ(bf16->precision, Precision::kBf16);
+  EXPECT_FALSE(bf16->precision_forced);  // a request for speed: the registry may run float32
+  auto always = ParseModelConfig(R"({"precision": "bf16_always"})");
+  ASSERT_TRUE(always.ok()) << always.status();
+  EXPECT_EQ(always->precision, Precision::kBf16);
+  EXPECT_TRUE(always->precision_forced);
   EXPECT_EQ(ParseModelConfig(R"({"precision": "fp32"})")->precision, Precision::kFp32);
   auto off = ParseModelConfig(R"({"verify": false})");
   ASSERT_TRUE(off.ok());
@@ -141,7 +146,8 @@ TEST(ModelConfigTest, StrictAndVerify) {
                            R"({"verify": {"tolerance": -1}})", R"({"verify": {"sample": []}})",
                            R"({"verify": {"inputs": [{"dims": [1]}]}})",
                            R"({"accumulation": "double"})", R"({"accumulation": 64})",
-                           R"({"precision": "fp16"})", R"({"precision": 16})"}) {
+                           R"({"precision": "fp16"})", R"({"precision": 16})",
+                           R"({"precision": "BF16_ALWAYS"})"}) {
     auto bad = ParseModelConfig(json);
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << json;
   }

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/kernels/bf16_rate.h"
 #include "engine/kernels/onednn/onednn.h"
 #include "engine/runtime/executable.h"
 #include "tests/engine/runtime/graph_test_util.h"
@@ -240,6 +241,20 @@ TEST(OneDnnProviderTest, PrimitiveCallReadsTheBytesOfEachCallAlsoConcurrently) {
       matmul.Execute(kernels::onednn::Stream(), {a.data(), c.data(), c.data(), c.data()}),
       dnnl::error);
   EXPECT_THROW(PrimitiveCall().Execute(kernels::onednn::Stream(), {}), dnnl::error);
+}
+
+// The bfloat16 GEMM rate that decides a "bf16" model's precision (the
+// registry): measured once per process, both rates or the reason there are none.
+TEST(OneDnnProviderTest, Bf16RateIsMeasuredOnceAgainstFloat32) {
+  const kernels::Bf16Rate& rate = kernels::MeasuredBf16Rate(2);
+  if (rate.error.empty()) {
+    EXPECT_GT(rate.f32_gflops, 1.0);
+    EXPECT_GT(rate.bf16_gflops, 1.0);
+    EXPECT_DOUBLE_EQ(rate.speedup(), rate.bf16_gflops / rate.f32_gflops);
+  } else {
+    EXPECT_EQ(rate.speedup(), 0.0);  // never "faster" when not measured
+  }
+  EXPECT_EQ(&kernels::MeasuredBf16Rate(1), &rate);  // not measured again
 }
 
 }  // namespace
