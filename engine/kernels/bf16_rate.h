@@ -23,9 +23,9 @@ struct Bf16Rate {
 };
 
 // oneDNN's rate for a 256 x 1024 x 1024 matmul at `threads` threads with
-// bfloat16 operands and with float32 ones (the best of a few calls each),
-// measured on the first call in the process and returned as it was since.
-// About 0.1 s, once.
+// bfloat16 operands and with float32 ones (the best of five calls each,
+// interleaved), measured on the first call in the process and returned as it
+// was since. About 0.1 s, once.
 const Bf16Rate& MeasuredBf16Rate(int threads);
 
 // How much faster than float32 the bfloat16 GEMM must run for a `"precision":
