@@ -177,8 +177,10 @@ absl::StatusOr<std::unique_ptr<runtime::Model>> CheckImport(
                               ? "bf16 (convolutions and linear layers: bfloat16 operands, float32 "
                                 "accumulation; see verify.max_abs_diff.*)"
                               : "fp32";
-  if (!config.precision_note.empty()) absl::StrAppend(&precision, " [", config.precision_note, "]");
-  if (!config.precision_note.empty()) spdlog::info("{}: precision {}", label, precision);
+  if (!config.precision_note.empty()) {
+    absl::StrAppend(&precision, " [", config.precision_note, "]");
+    spdlog::info("{}: precision {}", label, precision);
+  }
   model->set_property("precision", precision);
   model->set_property("verify", verify_text);
   for (const verify::OutputCheck& o : report.outputs) {

@@ -58,17 +58,11 @@ std::string Lower(std::string s) {
 // joined copy); httplib sends Content-Length and asks for the bytes from an
 // offset on until all are written.
 void SetContentWithTail(HttpResponse response, httplib::Response& res) {
-  struct Content {
-    std::string body;
-    std::vector<absl::string_view> tail;
-    std::shared_ptr<const void> owner;
-  };
-  auto content = std::make_shared<Content>(
-      Content{std::move(response.body), std::move(response.tail), std::move(response.tail_owner)});
+  auto content = std::make_shared<HttpResponse>(std::move(response));
   size_t length = content->body.size();
   for (absl::string_view piece : content->tail) length += piece.size();
   res.set_content_provider(
-      length, response.content_type,
+      length, content->content_type,
       [content](size_t offset, size_t, httplib::DataSink& sink) {
         absl::string_view piece = content->body;
         size_t i = 0;
