@@ -52,18 +52,27 @@ void BatchCosts::Police(Signature& signature, const Run& run) {
     ++w.runs;
     w.batched = w.batched || run.requests > 1;
   };
-  ++signature.policy_runs;
+  auto begin = [&](Policy policy) {
+    signature.policy = policy;
+    signature.policy_start_ns = run.process_ns;
+  };
+  if (!signature.policy_started) {
+    signature.policy_started = true;
+    signature.policy_start_ns = run.process_ns;
+  }
+  // Runs end on several threads: one may be recorded after a later one.
+  const uint64_t elapsed =
+      run.process_ns > signature.policy_start_ns ? run.process_ns - signature.policy_start_ns : 0;
   switch (signature.policy) {
     case Policy::kSizes:
       add(signature.current);
-      if (signature.current.runs >= kWindow) {
+      if (signature.current.Full()) {
         // Only a policy that batches now is put on trial.
         signature.last_batched = signature.current.batched ? signature.current : Window();
         signature.current = Window();
       }
-      if (signature.policy_runs >= signature.batch_for && signature.last_batched.runs > 0) {
-        signature.policy = Policy::kTrial;
-        signature.policy_runs = 0;
+      if (elapsed >= signature.batch_for && signature.last_batched.runs > 0) {
+        begin(Policy::kTrial);
         signature.trial = Window();
       }
       return;
@@ -72,36 +81,38 @@ void BatchCosts::Police(Signature& signature, const Run& run) {
       // that started before the trial and ends in it is at most one per
       // compute thread.
       add(signature.trial);
-      if (signature.trial.runs < kWindow) return;
+      if (signature.trial.runs < kWindowMinRuns || signature.trial.rows == 0) return;
       const double singles = signature.trial.PerRow();
       const double batched = signature.last_batched.PerRow();
+      const bool clear = singles > kClearFactor * batched || singles * kClearFactor < batched;
+      if (!signature.trial.Full() && !clear) return;
       const bool batching_wins = batched * (1 + kBatchMargin) < singles;
       signature.verdict = absl::StrFormat(
-          "; singles %.2f ms per row against %.2f batched (a trial of %d runs): %s", singles / 1e6,
-          batched / 1e6, kWindow, batching_wins ? "batching" : "singles");
-      signature.policy = batching_wins ? Policy::kSizes : Policy::kSingles;
+          "; singles %.2f ms per row against %.2f batched (a trial of %d runs, %.0f ms of CPU): %s",
+          singles / 1e6, batched / 1e6, signature.trial.runs,
+          static_cast<double>(signature.trial.last_ns - signature.trial.first_ns) / 1e6,
+          batching_wins ? "batching" : "singles");
       // The policy that won holds longer each time it wins again; after
       // singles, one window of batching is enough to compare.
       if (batching_wins) {
-        signature.batch_for = std::min(signature.batch_for * 2, kMaxTrialEvery);
-        signature.singles_for = kTrialEvery;
+        signature.batch_for = signature.decided_singles
+                                  ? kTrialEveryNs
+                                  : std::min(signature.batch_for * 2, kMaxTrialEveryNs);
+        signature.singles_for = kTrialEveryNs;
       } else {
         signature.singles_for = signature.decided_singles
-                                    ? std::min(signature.singles_for * 2, kMaxTrialEvery)
-                                    : kTrialEvery;
-        signature.batch_for = kWindow;
+                                    ? std::min(signature.singles_for * 2, kMaxTrialEveryNs)
+                                    : kTrialEveryNs;
+        signature.batch_for = 0;
       }
       signature.decided_singles = !batching_wins;
-      signature.policy_runs = 0;
+      begin(batching_wins ? Policy::kSizes : Policy::kSingles);
       signature.current = Window();
       signature.last_batched = Window();
       return;
     }
     case Policy::kSingles:
-      if (signature.policy_runs >= signature.singles_for) {
-        signature.policy = Policy::kSizes;
-        signature.policy_runs = 0;
-      }
+      if (elapsed >= signature.singles_for) begin(Policy::kSizes);
       return;
   }
 }
@@ -171,6 +182,11 @@ bool BatchCosts::ChoosesSingles(const std::string& key) const {
     compared = true;
   }
   return compared;
+}
+
+bool BatchCosts::OnTrial(const std::string& key) const {
+  auto it = keys_.find(key);
+  return it != keys_.end() && it->second.policy == Policy::kTrial;
 }
 
 double BatchCosts::BestNsPerRow(const std::string& key) const {

@@ -31,15 +31,25 @@
 // run beside a batch on the other compute thread costs more than one beside
 // another single (mobilenet_v2 at one thread: 10.8 ms per row against under
 // 8), so per-size costs can favour batching where singles on every thread
-// serve more. So policies are compared as a whole too: after kTrialEvery runs
-// of a signature whose last kWindow runs held a batch, the next kWindow runs
-// are singles only, and the CPU time per row they cost the whole process (the
-// scheduler's work and the cores' shared caches included) is set against the
-// last kWindow runs of batching (in a process busy with other models or
-// signatures too, both windows see their work). Batching goes on only when it
-// served kBatchMargin more rows per second of compute; otherwise singles run
-// for kTrialEvery runs, then one window of batching and a trial again. A
-// policy that wins again holds twice as long (up to kMaxTrialEvery runs).
+// serve more. So policies are compared as a whole too: once a signature has
+// batched for kTrialEveryNs of the process's CPU time (its last window held
+// a batch), the next window runs singles only, and the CPU time per row they
+// cost the whole process (the scheduler's work and the cores' shared caches
+// included) is set against the last window of batching (in a process busy
+// with other models or signatures too, both windows see their work).
+// Batching goes on only when it served kBatchMargin more rows per second of
+// compute; otherwise singles run for kTrialEveryNs, then one window of
+// batching and a trial again. A policy that wins again holds twice as long
+// (up to kMaxTrialEveryNs).
+//
+// Windows and policies last a span of CPU time, not a number of runs: a run
+// of a compute-bound model's batch of 8 costs eight singles, so counting
+// runs held a wrong verdict for batching eight times as long as one for
+// singles, and a window of 32 singles (bert_small: 75 ms) was short enough
+// for a moment of the machine's noise to decide it (verdicts alternated on a
+// model whose two policies cost the same). A trial whose singles cost more
+// than kClearFactor times the batched window's per row (an MLP: 13x) ends
+// after kWindowMinRuns runs.
 #pragma once
 
 #include <cstddef>
@@ -65,10 +75,13 @@ class BatchCosts {
   // and ran slower batched than not at concurrency 64). A weight-bound model
   // wins far more than this (an MLP: 0.18 ms per row at 64 against 2.4).
   static constexpr double kBatchMargin = 0.10;
-  // The singles trial (above): its length, and how often it comes.
-  static constexpr int kWindow = 32;
-  static constexpr uint64_t kTrialEvery = 256;
-  static constexpr uint64_t kMaxTrialEvery = 4096;
+  // The singles trial (above): a window's span of the process's CPU time and
+  // its fewest runs, how often a trial comes, and the verdict it reaches early.
+  static constexpr uint64_t kWindowNs = 400'000'000;
+  static constexpr int kWindowMinRuns = 16;
+  static constexpr uint64_t kTrialEveryNs = 8 * kWindowNs;
+  static constexpr uint64_t kMaxTrialEveryNs = 128 * kWindowNs;
+  static constexpr double kClearFactor = 2.0;
   // Signatures remembered at most (a model with a dynamic sequence length
   // has one per length); past it, every average is dropped and relearned.
   static constexpr size_t kMaxKeys = 64;
@@ -111,6 +124,9 @@ class BatchCosts {
   // a single (until a size is forgotten and learned again).
   bool ChoosesSingles(const std::string& key) const;
 
+  // Whether `key` is in a singles trial now (every request runs alone).
+  bool OnTrial(const std::string& key) const;
+
   // The lowest average cost per row (ns of its compute thread's CPU per
   // padded row) of the trusted sizes of `key`; negative when none is trusted.
   double BestNsPerRow(const std::string& key) const;
@@ -141,15 +157,17 @@ class BatchCosts {
     double PerRow() const {
       return rows > 0 ? static_cast<double>(last_ns - first_ns) / static_cast<double>(rows) : 0;
     }
+    bool Full() const { return runs >= kWindowMinRuns && last_ns - first_ns >= kWindowNs; }
   };
   enum class Policy { kSizes, kTrial, kSingles };
   struct Signature {
     std::map<int64_t, Cost> sizes;
     uint64_t runs = 0;
     Policy policy = Policy::kSizes;
-    uint64_t policy_runs = 0;  // since the policy began
-    uint64_t batch_for = kTrialEvery;    // kSizes runs before the next trial
-    uint64_t singles_for = kTrialEvery;  // kSingles runs before batching again
+    uint64_t policy_start_ns = 0;  // the process's CPU time when the policy began
+    bool policy_started = false;   // policy_start_ns is set (at the policy's first run)
+    uint64_t batch_for = kTrialEveryNs;    // kSizes: CPU time before the next trial
+    uint64_t singles_for = kTrialEveryNs;  // kSingles: CPU time before batching again
     bool decided_singles = false;        // the last trial's verdict
     Window current;       // kSizes: the window filling now
     Window last_batched;  // kSizes: the last full window, if it ran batches

@@ -4,6 +4,9 @@
 
 #include "server/scheduler/batch_costs.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -219,6 +222,8 @@ class FedCosts : public BatchCosts {
     run.wall_ns = clock_ns_;
     Record(key, run);
   }
+  // The process's CPU time (and wall time) the runs so far moved on.
+  uint64_t clock_ns() const { return clock_ns_; }
 
  private:
   uint64_t clock_ns_ = 0;
@@ -350,12 +355,32 @@ void RunFor(FedCosts& costs, uint64_t n, int64_t size, double ms_per_row) {
   }
 }
 
-// Runs batches of `size` at `ms_per_row` for as long as the costs take batches (at most `limit`
-// runs); returns how many ran.
-uint64_t BatchUntilTrial(FedCosts& costs, int64_t size, double ms_per_row, uint64_t limit) {
+// Runs what the costs take from a queue of eight single-row requests, each size at
+// `ms_per_row(size)`, until a trial begins (at most `limit` runs); returns how many ran. Now and
+// then a size not run for a while is taken to be learned again (kForgetAfter).
+template <typename F>
+uint64_t BatchUntilTrial(FedCosts& costs, F ms_per_row, uint64_t limit = 100000) {
   uint64_t n = 0;
-  while (n < limit && costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo) > 1) {
-    RunFor(costs, 1, size, ms_per_row);
+  while (n < limit && !costs.OnTrial("k")) {
+    const int64_t size = PowersOfTwo(
+        static_cast<int64_t>(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo)));
+    RunFor(costs, 1, size, ms_per_row(size));
+    ++n;
+  }
+  return n;
+}
+
+// How many runs of `run_ms` each it takes for the process's CPU time to move `ns` on.
+uint64_t RunsToSpan(uint64_t ns, double run_ms) {
+  return static_cast<uint64_t>(std::ceil(static_cast<double>(ns) / (run_ms * 1e6)));
+}
+
+// Runs singles of `ms` until the trial under way reaches its verdict (at most `limit` runs);
+// returns how many ran.
+uint64_t SinglesUntilVerdict(FedCosts& costs, double ms, uint64_t limit = 100000) {
+  uint64_t n = 0;
+  while (n < limit && costs.OnTrial("k")) {
+    RunFor(costs, 1, 1, ms);
     ++n;
   }
   return n;
@@ -367,68 +392,106 @@ TEST(BatchCostsTest, SinglesWinATrialWhenBatchingMeasuredCheaperOnlyBesideItself
   // Batches of 8 measure 9 ms per row (beside other batches), singles 11 (beside batches):
   // per size, 8 wins.
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 9.0 : 11.0; });
+  const uint64_t learned = costs.clock_ns() - 11'000'000;  // since the first run ended
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 8u);
-  // The trial comes after kTrialEvery runs (the 8 above count).
-  EXPECT_EQ(BatchUntilTrial(costs, 8, 9.0, 1000), BatchCosts::kTrialEvery - 8);
-  // The trial: only singles now, and beside singles they cost 7.5 ms per row.
+  // The trial comes once batching ran for kTrialEveryNs of the process's CPU (the runs above
+  // count), in batches of 72 ms.
+  auto nine_at_eight = [](int64_t size) { return size == 8 ? 9.0 : 11.0; };
+  EXPECT_EQ(BatchUntilTrial(costs, nine_at_eight),
+            RunsToSpan(BatchCosts::kTrialEveryNs - learned, 72.0));
+  // The trial: only singles now, and beside singles they cost 7.5 ms per row. Not a clear
+  // verdict, so the trial lasts a window: kWindowNs of CPU after its first run.
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
-  RunFor(costs, BatchCosts::kWindow, 1, 7.5);
+  EXPECT_EQ(SinglesUntilVerdict(costs, 7.5), RunsToSpan(BatchCosts::kWindowNs, 7.5) + 1);
   EXPECT_THAT(costs.Describe(), HasSubstr("singles 7.50 ms per row against 9.00 batched"));
   EXPECT_THAT(costs.Describe(), HasSubstr(": singles"));
-  // Singles hold for kTrialEvery runs (requests may skip the batcher's queue meanwhile:
+  // Singles hold for kTrialEveryNs of CPU (requests may skip the batcher's queue meanwhile:
   // DynamicBatcher::AloneKey), then batching gets one window and another trial.
   EXPECT_TRUE(costs.ChoosesSingles("k"));
   EXPECT_FALSE(costs.ChoosesSingles("other"));
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
-  RunFor(costs, BatchCosts::kTrialEvery - 1, 1, 7.5);
+  const uint64_t hold = RunsToSpan(BatchCosts::kTrialEveryNs, 7.5);
+  RunFor(costs, hold - 1, 1, 7.5);
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
   EXPECT_TRUE(costs.ChoosesSingles("k"));
   RunFor(costs, 1, 1, 7.5);
   EXPECT_FALSE(costs.ChoosesSingles("k"));
   EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
-  // One window of batching, then on trial again.
-  EXPECT_EQ(BatchUntilTrial(costs, 8, 9.0, 1000), static_cast<uint64_t>(BatchCosts::kWindow));
-  RunFor(costs, BatchCosts::kWindow, 1, 7.5);
+  // One window of batching (at least kWindowMinRuns runs), then on trial again.
+  // (The batch sizes, not run for all those singles, are learned again on the way: 8, 4, 2.)
+  EXPECT_EQ(BatchUntilTrial(costs, nine_at_eight),
+            std::max<uint64_t>(BatchCosts::kWindowMinRuns,
+                               RunsToSpan(BatchCosts::kWindowNs, 72.0) + 1));
+  SinglesUntilVerdict(costs, 7.5);
   // Singles won twice: they now hold twice as long.
-  RunFor(costs, BatchCosts::kTrialEvery, 1, 7.5);
+  RunFor(costs, 2 * hold - 1, 1, 7.5);
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);
-  RunFor(costs, BatchCosts::kTrialEvery, 1, 7.5);
+  RunFor(costs, 1, 1, 7.5);
   EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
+}
+
+// A model whose batch of 8 costs eight singles: a verdict for batching once held for as many
+// runs as one for singles, so eight times as long; now each holds the same span of CPU.
+TEST(BatchCostsTest, PoliciesHoldForCpuTimeNotRuns) {
+  FedCosts costs;
+  // Per size, 8 looks cheaper (3 ms per row against 4); beside each other, singles cost the
+  // same 3 ms per row as batched rows.
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 3.0 : 4.0; });
+  const uint64_t start = costs.clock_ns();
+  EXPECT_GT(BatchUntilTrial(costs, [](int64_t size) { return size == 8 ? 3.0 : 4.0; }), 0u);
+  // Batching held kTrialEveryNs of CPU (less what Learn ran), not 256 runs of 24 ms.
+  EXPECT_NEAR(static_cast<double>(costs.clock_ns() - start),
+              static_cast<double>(BatchCosts::kTrialEveryNs), 110e6);
+  SinglesUntilVerdict(costs, 3.0);
+  EXPECT_THAT(costs.Describe(), HasSubstr(": singles"));
+  const uint64_t singles_start = costs.clock_ns();
+  while (costs.ChoosesSingles("k")) RunFor(costs, 1, 1, 3.0);
+  EXPECT_NEAR(static_cast<double>(costs.clock_ns() - singles_start),
+              static_cast<double>(BatchCosts::kTrialEveryNs), 3e6);
 }
 
 TEST(BatchCostsTest, BatchingThatWinsItsTrialGoesOnAndIsTriedLessOften) {
   FedCosts costs;
   const std::vector<int64_t> eight(8, 1);
-  // An MLP: 0.2 ms per row at 8, 1.4 alone, beside anything.
-  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 0.2 : 1.4; });
-  EXPECT_EQ(BatchUntilTrial(costs, 8, 0.2, 1000), BatchCosts::kTrialEvery - 8);
+  // An MLP: 0.25 ms per row at 8 (2 ms a run), 1.5 alone, beside anything.
+  Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 0.25 : 1.5; });
+  // Batching holds kTrialEveryNs of CPU from the first run's end (1.5 ms), give or take the
+  // last run (at most 6 ms: a size learned again now and then).
+  auto mlp = [](int64_t size) { return size == 8 ? 0.25 : 1.5; };
+  EXPECT_GT(BatchUntilTrial(costs, mlp), 0u);
+  EXPECT_GE(costs.clock_ns() - 1'500'000, BatchCosts::kTrialEveryNs);
+  EXPECT_LT(costs.clock_ns() - 1'500'000, BatchCosts::kTrialEveryNs + 6'000'000);
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);  // the trial
-  RunFor(costs, BatchCosts::kWindow, 1, 1.4);
+  // Singles cost 6x the batched rows: a clear verdict after kWindowMinRuns runs.
+  EXPECT_EQ(SinglesUntilVerdict(costs, 1.5), static_cast<uint64_t>(BatchCosts::kWindowMinRuns));
   EXPECT_THAT(costs.Describe(), HasSubstr(": batching"));
-  // Batches again, and the next trial comes after twice as many runs.
+  // Batches again, and the next trial comes after twice as much CPU time.
   EXPECT_GT(costs.Take("k", eight, PowersOfTwo), 1u);
-  EXPECT_EQ(BatchUntilTrial(costs, 8, 0.2, 1000), 2 * BatchCosts::kTrialEvery);
+  const uint64_t verdict = costs.clock_ns();
+  EXPECT_GT(BatchUntilTrial(costs, mlp), 0u);
+  EXPECT_GE(costs.clock_ns() - verdict, 2 * BatchCosts::kTrialEveryNs);
+  EXPECT_LT(costs.clock_ns() - verdict, 2 * BatchCosts::kTrialEveryNs + 6'000'000);
 }
 
 TEST(BatchCostsTest, ATrialOfRequestsOfSeveralRowsEnds) {
   FedCosts costs;
   // Requests of 2 rows each: a single request runs as 2.
   Learn(costs, "k", {2, 4, 8}, [](int64_t size) { return size == 8 ? 1.0 : 2.0; });
-  RunFor(costs, BatchCosts::kTrialEvery, 8, 1.0);
+  RunFor(costs, RunsToSpan(BatchCosts::kTrialEveryNs, 8.0), 8, 1.0);
   const std::vector<int64_t> pairs(4, 2);
   EXPECT_EQ(costs.Take("k", pairs, PowersOfTwo), 1u);  // the trial
-  RunFor(costs, BatchCosts::kWindow, 2, 2.0);
+  RunFor(costs, RunsToSpan(BatchCosts::kWindowNs, 4.0) + 1, 2, 2.0);
   EXPECT_THAT(costs.Describe(), HasSubstr(": batching"));
 }
 
 TEST(BatchCostsTest, AWindowStartsAgainAfterAPause) {
   FedCosts costs;
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 8 ? 1.0 : 2.0; });
-  EXPECT_EQ(BatchUntilTrial(costs, 8, 1.0, 1000), BatchCosts::kTrialEvery - 8);
+  BatchUntilTrial(costs, [](int64_t size) { return size == 8 ? 1.0 : 2.0; });
   // The trial's first singles, then the model rests for a second while the process works on
   // something else (its CPU clock moves on): what ran meanwhile is not the singles' cost.
-  uint64_t cpu = 10'000'000'000;
-  uint64_t wall = 10'000'000'000;
+  uint64_t cpu = 100'000'000'000;
+  uint64_t wall = 100'000'000'000;
   for (int i = 0; i < 10; ++i) {
     cpu += 2'000'000;
     wall += 2'000'000;
@@ -436,7 +499,7 @@ TEST(BatchCostsTest, AWindowStartsAgainAfterAPause) {
   }
   cpu += 900'000'000;
   wall += 1'000'000'000;
-  for (int i = 0; i < BatchCosts::kWindow; ++i) {
+  for (uint64_t i = 0; i <= RunsToSpan(BatchCosts::kWindowNs, 2.0); ++i) {
     cpu += 2'000'000;
     wall += 2'000'000;
     costs.Record("k", Single(2'000'000, cpu, wall));
@@ -447,14 +510,16 @@ TEST(BatchCostsTest, AWindowStartsAgainAfterAPause) {
 TEST(BatchCostsTest, NoTrialWhileOnlySinglesRun) {
   FedCosts costs;
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 1 ? 1.0 : 2.0; });
-  RunFor(costs, 4 * BatchCosts::kTrialEvery, 1, 1.0);
+  RunFor(costs, RunsToSpan(4 * BatchCosts::kTrialEveryNs, 1.0), 1, 1.0);
   EXPECT_THAT(costs.Describe(), Not(HasSubstr("trial")));
 }
 
 // A request of several rows run alone is a single: no trial against itself.
 TEST(BatchCostsTest, NoTrialWhileRequestsOfSeveralRowsRunAlone) {
   FedCosts costs;
-  for (uint64_t i = 0; i < 4 * BatchCosts::kTrialEvery; ++i) costs.Ran("k", 2, 2'000'000, 1);
+  for (uint64_t i = 0; i < RunsToSpan(4 * BatchCosts::kTrialEveryNs, 2.0); ++i) {
+    costs.Ran("k", 2, 2'000'000, 1);
+  }
   EXPECT_THAT(costs.Describe(), Not(HasSubstr("trial")));
 }
 
