@@ -180,7 +180,8 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
     // While the batcher's measured costs choose single requests, they skip
     // its queue (DynamicBatcher::AloneKey) and it counts their runs.
     std::optional<std::string> alone = batcher->AloneKey(
-        pending->inputs, RequestedOutputs(*pending->request), compute_->splits_teams(),
+        pending->inputs, RequestedOutputs(*pending->request),
+        compute_->splits_teams() ? compute_->team_threads() : 0,
         static_cast<int64_t>(pending->timings.batch_size), compute_->all_idle());
     if (!alone.has_value()) return RunBatched(pending);
     pending->alone_key = *std::move(alone);

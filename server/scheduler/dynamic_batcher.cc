@@ -324,7 +324,7 @@ bool DynamicBatcher::MayRunAtOnce() const {
 
 std::optional<std::string> DynamicBatcher::AloneKey(
     const std::vector<runtime::NamedTensor>& inputs, const std::vector<std::string>& requested,
-    bool may_split, int64_t rows, bool idle_server) const {
+    int split_threads, int64_t rows, bool idle_server) const {
   if (!config_.has_value() || config_->preserve_ordering) return std::nullopt;
   const bool one_row_idle = idle_server && rows == 1;
   const bool needs_queue = !config_->adaptive_batch_size ||
@@ -335,8 +335,12 @@ std::optional<std::string> DynamicBatcher::AloneKey(
   std::lock_guard<std::mutex> lock(mu_);
   // The batch of one the batcher would run now.
   if (one_row_idle && RunsAtOnceLocked()) return key;
-  if (!on_ || needs_queue || !costs_.ChoosesSingles(key)) return std::nullopt;
-  if (may_split && !costs_.ChoosesSingles(SplitCostPrefix(1) + key)) return std::nullopt;
+  if (!on_ || needs_queue) return std::nullopt;
+  if (split_threads < 2) return costs_.ChoosesSingles(key) ? std::optional<std::string>(key) : std::nullopt;
+  // A team that may split runs single requests one thread each under load:
+  // those are what a batch must beat, at one thread or on the whole team.
+  if (!costs_.ChoosesSingles(SplitCostPrefix(1) + key)) return std::nullopt;
+  if (!costs_.ChoosesSingles(key) && WholeTeamWinsLocked(key, split_threads)) return std::nullopt;
   return key;
 }
 
@@ -352,19 +356,26 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DynamicBatcher::InferAlone(
   return outputs;
 }
 
+bool DynamicBatcher::WholeTeamWinsLocked(const std::string& key, int team_threads) const {
+  const double narrow = costs_.BestNsPerRow(SplitCostPrefix(1) + key);
+  const double whole = costs_.BestNsPerRow(key);
+  // Not known yet: as if it may (a whole team's run comes at low load).
+  if (narrow < 0 || whole < 0) return true;
+  // The whole team must win by BatchCosts::kBatchMargin, as a larger batch
+  // must: its costs are the leader's CPU alone, and a batch waits for its
+  // rows (a BERT-shaped encoder measured 1.83 ms per row whole against 3.2-3.5
+  // at one thread, yet served more split).
+  return narrow / team_threads >= whole * (1 + BatchCosts::kBatchMargin);
+}
+
 bool DynamicBatcher::SplitPays(int team_threads) {
   std::lock_guard<std::mutex> lock(mu_);
   if (team_threads < 2) return false;
   if (queue_.empty()) return true;
   const std::string& key = queue_.front()->key;
-  const double narrow = costs_.BestNsPerRow(SplitCostPrefix(1) + key);
-  const double whole = costs_.BestNsPerRow(key);
-  if (narrow < 0 || whole < 0) return true;  // learn it (a whole team's run comes at low load)
-  // The whole team must win by BatchCosts::kBatchMargin, as a larger batch
-  // must: its costs are the leader's CPU alone, and a batch waits for its
-  // rows (a BERT-shaped encoder measured 1.83 ms per row whole against 3.2-3.5
-  // at one thread, yet served more split).
-  if (narrow / team_threads < whole * (1 + BatchCosts::kBatchMargin)) return true;
+  // Learn the costs first (a whole team's run comes at low load).
+  if (costs_.BestNsPerRow(SplitCostPrefix(1) + key) < 0 || costs_.BestNsPerRow(key) < 0) return true;
+  if (!WholeTeamWinsLocked(key, team_threads)) return true;
   // The whole team wins; a split now and then relearns the single-thread costs.
   if (++split_decisions_ >= kSplitRecheck) {
     split_decisions_ = 0;

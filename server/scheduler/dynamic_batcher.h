@@ -143,10 +143,17 @@ class DynamicBatcher {
   // Whether a request may skip the queue and run as an unbatched one does
   // (InferPipeline::RunDirect), and its signature's key if so: the measured
   // costs choose single requests for its signature (BatchCosts::
-  // ChoosesSingles), at the whole team's thread count and, when the team may
-  // split (`may_split`), at one thread too; and nothing in the config needs
-  // the queue (preserve_ordering, max_queue_size, a queue timeout). A single
-  // then pays no hand-off to the batcher's thread and no queue delay.
+  // ChoosesSingles), and nothing in the config needs the queue
+  // (preserve_ordering, max_queue_size, a queue timeout). A single then pays
+  // no hand-off to the batcher's thread and no queue delay. When the compute
+  // team may split (`split_threads`: its threads, 0 when it may not), the
+  // singles such a request becomes under load run on one thread each, so the
+  // costs at one thread must choose singles, and the whole team's either
+  // choose singles too or do not beat `split_threads` single-thread runs
+  // (WholeTeamWinsLocked, as SplitPays weighs them): a BERT-shaped encoder's
+  // whole-team batch of 8 beat a whole-team single, yet not two singles
+  // side by side, and its requests went through the queue to run as singles
+  // anyway (make bench-load's bert_small at c4: 0.82-0.93x unbatched).
   // Also, whatever the costs say, a request of one row when `idle_server`
   // (nothing runs or waits on the compute threads), nothing is queued and the
   // config has no queue delay: the batcher would run it at once as a batch of
@@ -159,7 +166,7 @@ class DynamicBatcher {
   // InferAlone runs it and counts its run, so that the next window of
   // batching, the next trial, and the relearning of a size come as they would.
   std::optional<std::string> AloneKey(const std::vector<runtime::NamedTensor>& inputs,
-                                      const std::vector<std::string>& requested, bool may_split,
+                                      const std::vector<std::string>& requested, int split_threads,
                                       int64_t rows = 1, bool idle_server = false) const;
   // Whether a request of one row arriving now may run at once as a batch of
   // one (AloneKey, given an idle server): nothing queued, no queue delay, no
@@ -181,6 +188,10 @@ class DynamicBatcher {
   // reads the weights once for all its rows). Asked again now and then (kSplitRecheck
   // decisions) to relearn the costs.
   bool SplitPays(int team_threads);
+  // Whether `key`'s whole team serves kBatchMargin more rows per second than
+  // `team_threads` single-thread runs side by side, by the costs measured
+  // (true while either is unknown).
+  bool WholeTeamWinsLocked(const std::string& key, int team_threads) const;
   static constexpr uint64_t kSplitRecheck = 256;
 
   // Answers every queued request with `status` (the server stopping);

@@ -462,7 +462,8 @@ TEST(BatchCostsTest, BatchingThatWinsItsTrialGoesOnAndIsTriedLessOften) {
   EXPECT_GE(costs.clock_ns() - 1'500'000, BatchCosts::kTrialEveryNs);
   EXPECT_LT(costs.clock_ns() - 1'500'000, BatchCosts::kTrialEveryNs + 6'000'000);
   EXPECT_EQ(costs.Take("k", eight, PowersOfTwo), 1u);  // the trial
-  // Singles cost 6x the batched rows: a clear verdict after kWindowMinRuns runs.
+  // Singles cost 6x the batched rows (more than kClearFactor): a clear verdict after
+  // kWindowMinRuns runs.
   EXPECT_EQ(SinglesUntilVerdict(costs, 1.5), static_cast<uint64_t>(BatchCosts::kWindowMinRuns));
   EXPECT_THAT(costs.Describe(), HasSubstr(": batching"));
   // Batches again, and the next trial comes after twice as much CPU time.

@@ -449,17 +449,17 @@ TEST(BatchSchedulerTest, BatchesOnASplitTeamAnswerEveryRequest) {
 // singles for its signature, and never where the config needs the queue.
 TEST(BatchSchedulerTest, ARequestSkipsTheQueueOnlyWhenSinglesWinAndTheConfigAllows) {
   auto fresh = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
-  EXPECT_FALSE(fresh->AloneKey(Input(1, 4, 0), {}, false).has_value());  // nothing measured
+  EXPECT_FALSE(fresh->AloneKey(Input(1, 4, 0), {}, 0).has_value());  // nothing measured
   // A compute-bound model in closed loop: its costs end up choosing singles.
   RowCost cost([](int64_t rows) { return static_cast<int>(400 * rows * (1 + rows / 2.0)); });
   auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
   ClosedLoopBatchRows(batcher, &cost, 8, 200, 1);
-  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, false);
+  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, 0);
   ASSERT_TRUE(key.has_value()) << batcher->Describe();
   // Not while a split team's single-thread costs are unknown.
-  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, true).has_value());
+  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, 2).has_value());
   // Another signature knows nothing yet.
-  EXPECT_FALSE(batcher->AloneKey(Input(1, 6, 0), {}, false).has_value());
+  EXPECT_FALSE(batcher->AloneKey(Input(1, 6, 0), {}, 0).has_value());
   // Configs that need the queue never skip it.
   DynamicBatching ordered;
   ordered.preserve_ordering = true;
@@ -468,7 +468,47 @@ TEST(BatchSchedulerTest, ARequestSkipsTheQueueOnlyWhenSinglesWinAndTheConfigAllo
   for (const DynamicBatching& dynamic : {ordered, bounded}) {
     auto strict = DynamicBatcher::Create(Batching(8, dynamic), RowWiseModel());
     ClosedLoopBatchRows(strict, &cost, 8, 200, 1);
-    EXPECT_FALSE(strict->AloneKey(Input(1, 4, 0), {}, false).has_value()) << strict->Describe();
+    EXPECT_FALSE(strict->AloneKey(Input(1, 4, 0), {}, 0).has_value()) << strict->Describe();
+  }
+}
+
+// With a team that may split, a request skips the queue when single-thread
+// runs choose singles and the whole team's batches, though cheaper than the
+// whole team's singles, do not beat two single-thread runs side by side (a
+// BERT-shaped encoder); it stays in the queue when they do (a weight-bound model).
+TEST(BatchSchedulerTest, ASplitTeamsRequestSkipsTheQueueUnlessWholeTeamBatchesWin) {
+  for (const bool narrow_cheap : {true, false}) {
+    SCOPED_TRACE(narrow_cheap ? "single-thread runs cheap" : "single-thread runs dear");
+    // Whole-team runs: a batch of 8 costs 1400 us, 175 per row; a single 1050.
+    RowCost whole([](int64_t rows) { return static_cast<int>(1000 + 50 * rows); });
+    auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
+    ClosedLoopBatchRows(batcher, &whole, 8, 200, 1);
+    EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, 0).has_value()) << batcher->Describe();
+    // Single-thread runs cost the same per row at any size (150 or 1000 us a
+    // row): singles, at 1 and 2 rows each measured twice.
+    RowCost narrow([narrow_cheap](int64_t rows) {
+      return static_cast<int>((narrow_cheap ? 150 : 1000) * rows);
+    });
+    runtime::RunOptions one_thread;
+    one_thread.observer = &narrow;
+    one_thread.num_threads = 1;
+    const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, 0, 1, true);
+    ASSERT_TRUE(key.has_value());
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(batcher->InferAlone(*key, 1, Input(1, 4, 0), {}, one_thread).ok());
+      DynamicBatcher::Done done = [](DynamicBatcher::Result r) { EXPECT_TRUE(r.outputs.ok()); };
+      DynamicBatcher::Done done2 = done;
+      ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 1), {}, one_thread, &done).ok());
+      ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 2), {}, one_thread, &done2).ok());
+      batcher->RunNext(1, [] {}, 1);
+      while (batcher->HasQueued()) batcher->RunNext(1, [] {}, 1);
+    }
+    // Two single-thread runs side by side serve 2 / 150 rows per us against the
+    // whole team's 1 / 175: skip the queue. At 1000 us a row they serve less.
+    EXPECT_EQ(batcher->AloneKey(Input(1, 4, 0), {}, 2).has_value(), narrow_cheap)
+        << batcher->Describe();
+    // A team that may not split runs whole-team batches: they win.
+    EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, 0).has_value());
   }
 }
 
@@ -477,11 +517,11 @@ TEST(BatchSchedulerTest, OnAnIdleServerARequestOfOneRowRunsAtOnceWhateverTheCost
   // the request go around the queue, as the batch of one it would run as.
   auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
   EXPECT_TRUE(batcher->MayRunAtOnce());
-  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, true, 1, true);
+  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, 2, 1, true);
   ASSERT_TRUE(key.has_value()) << batcher->Describe();
-  EXPECT_EQ(*key, batcher->AloneKey(Input(1, 4, 3), {}, true, 1, true).value_or(""));
-  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, true, 1, false).has_value());  // busy
-  EXPECT_FALSE(batcher->AloneKey(Input(2, 4, 0), {}, true, 2, true).has_value());   // two rows
+  EXPECT_EQ(*key, batcher->AloneKey(Input(1, 4, 3), {}, 2, 1, true).value_or(""));
+  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, 2, 1, false).has_value());  // busy
+  EXPECT_FALSE(batcher->AloneKey(Input(2, 4, 0), {}, 2, 2, true).has_value());   // two rows
   // A run of it is counted as a single's, as the batcher counts a batch of one.
   auto out = batcher->InferAlone(*key, 1, Input(1, 4, 0), {}, {});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -489,7 +529,7 @@ TEST(BatchSchedulerTest, OnAnIdleServerARequestOfOneRowRunsAtOnceWhateverTheCost
   DynamicBatcher::Done done = [](DynamicBatcher::Result) {};
   ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 1), {}, {}, &done).ok());
   EXPECT_FALSE(batcher->MayRunAtOnce());
-  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, true, 1, true).has_value());
+  EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, 2, 1, true).has_value());
   // A queue delay asks requests to wait for others; preserve_ordering keeps
   // them behind a batch still running.
   DynamicBatching delayed;
@@ -499,7 +539,7 @@ TEST(BatchSchedulerTest, OnAnIdleServerARequestOfOneRowRunsAtOnceWhateverTheCost
   for (const DynamicBatching& dynamic : {delayed, ordered}) {
     auto strict = DynamicBatcher::Create(Batching(8, dynamic), RowWiseModel());
     EXPECT_FALSE(strict->MayRunAtOnce());
-    EXPECT_FALSE(strict->AloneKey(Input(1, 4, 0), {}, true, 1, true).has_value());
+    EXPECT_FALSE(strict->AloneKey(Input(1, 4, 0), {}, 2, 1, true).has_value());
   }
 }
 
