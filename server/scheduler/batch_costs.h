@@ -49,9 +49,9 @@
 // for a moment of the machine's noise to decide it (verdicts alternated on a
 // model whose two policies cost the same). A trial whose singles cost more
 // than kClearFactor times the batched window's per row, or less than its
-// 1 / kClearFactor, ends after kWindowMinRuns runs (the MLP of make bench-load:
-// 2.11 ms against 1.32 over a whole window; bert_small's two policies read
-// within 15% of each other).
+// 1 / kClearFactor, ends after kWindowMinRuns runs (the MLP of make bench-load
+// read 2.11 ms against 1.32 after a whole window of its singles, a tenth of
+// its batching's hold; bert_small's two policies read within 15% of each other).
 #pragma once
 
 #include <cstddef>

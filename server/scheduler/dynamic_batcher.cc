@@ -336,7 +336,10 @@ std::optional<std::string> DynamicBatcher::AloneKey(
   // The batch of one the batcher would run now.
   if (one_row_idle && RunsAtOnceLocked()) return key;
   if (!on_ || needs_queue) return std::nullopt;
-  if (split_threads < 2) return costs_.ChoosesSingles(key) ? std::optional<std::string>(key) : std::nullopt;
+  if (split_threads < 2) {
+    if (!costs_.ChoosesSingles(key)) return std::nullopt;
+    return key;
+  }
   // A team that may split runs single requests one thread each under load:
   // those are what a batch must beat, at one thread or on the whole team.
   if (!costs_.ChoosesSingles(SplitCostPrefix(1) + key)) return std::nullopt;
@@ -374,7 +377,9 @@ bool DynamicBatcher::SplitPays(int team_threads) {
   if (queue_.empty()) return true;
   const std::string& key = queue_.front()->key;
   // Learn the costs first (a whole team's run comes at low load).
-  if (costs_.BestNsPerRow(SplitCostPrefix(1) + key) < 0 || costs_.BestNsPerRow(key) < 0) return true;
+  if (costs_.BestNsPerRow(SplitCostPrefix(1) + key) < 0 || costs_.BestNsPerRow(key) < 0) {
+    return true;
+  }
   if (!WholeTeamWinsLocked(key, team_threads)) return true;
   // The whole team wins; a split now and then relearns the single-thread costs.
   if (++split_decisions_ >= kSplitRecheck) {
