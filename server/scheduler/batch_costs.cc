@@ -19,8 +19,9 @@ void BatchCosts::Record(const std::string& key, const Run& run) {
   if (keys_.size() >= kMaxKeys && keys_.find(key) == keys_.end()) keys_.clear();
   Signature& signature = keys_[key];
   ++signature.runs;
+  signature.now_ns = std::max(signature.now_ns, run.process_ns);
   Cost& cost = signature.sizes[run.size];
-  const bool stale = cost.runs > 0 && signature.runs - cost.last > kForgetAfter;
+  const bool stale = cost.runs > 0 && Stale(signature, cost);
   if (cost.runs == 0 || stale) {
     cost.ns = static_cast<double>(ns);
     // A size learned before is trusted again on one run: each run of a size
@@ -34,7 +35,7 @@ void BatchCosts::Record(const std::string& key, const Run& run) {
     cost.ns += kNewRunWeight * (static_cast<double>(ns) - cost.ns);
     ++cost.runs;
   }
-  cost.last = signature.runs;
+  cost.last_ns = signature.now_ns;
   last_key_ = key;
   Police(signature, run);
 }
@@ -117,11 +118,15 @@ void BatchCosts::Police(Signature& signature, const Run& run) {
   }
 }
 
+bool BatchCosts::Stale(const Signature& signature, const Cost& cost) {
+  return signature.now_ns > cost.last_ns && signature.now_ns - cost.last_ns > kForgetAfterNs;
+}
+
 double BatchCosts::Known(const Signature& signature, int64_t size) const {
   auto it = signature.sizes.find(size);
   if (it == signature.sizes.end()) return -1;
   const Cost& cost = it->second;
-  if (cost.runs < kTrustedAfter || signature.runs - cost.last > kForgetAfter) return -1;
+  if (cost.runs < kTrustedAfter || Stale(signature, cost)) return -1;
   return cost.ns;
 }
 
@@ -182,6 +187,13 @@ bool BatchCosts::ChoosesSingles(const std::string& key) const {
     compared = true;
   }
   return compared;
+}
+
+double BatchCosts::NsPerRowAt(const std::string& key, int64_t rows, int64_t padded) const {
+  auto it = keys_.find(key);
+  if (it == keys_.end() || rows < 1) return -1;
+  const double ns = Known(it->second, padded);
+  return ns < 0 ? -1 : ns / static_cast<double>(rows);
 }
 
 bool BatchCosts::OnTrial(const std::string& key) const {

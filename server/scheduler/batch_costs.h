@@ -22,8 +22,9 @@
 // (a larger one only when it serves kBatchMargin more than a smaller one);
 // the others stay queued for the next free compute thread. A size is tried
 // before it is trusted (kTrustedAfter runs), and forgotten when it has not
-// run for kForgetAfter runs of its signature, so that a size judged on a
-// busy moment is tried again (then one run is enough to trust it). Until the
+// run for kForgetAfterNs of the process's CPU time while its signature ran,
+// so that a size judged on a busy moment is tried again (then one run is
+// enough to trust it). Until the
 // full batch's size is known, it runs whole (Triton's rule); then the
 // largest prefix of a size not known yet runs, until all are.
 //
@@ -67,8 +68,12 @@ class BatchCosts {
  public:
   // Runs of a size before its average is used.
   static constexpr int kTrustedAfter = 2;
-  // Runs of a signature after which a size that has not run is unknown again.
-  static constexpr uint64_t kForgetAfter = 256;
+  // The process's CPU time after which a size that has not run is unknown
+  // again (as long as batching holds before its first trial, below). Counted
+  // in runs (256) it relearned a compute-bound model's batch sizes about
+  // every second of CPU under load: batches of 8, 4 and 2 on a model that
+  // runs singles (bert_small at c16: about 20 runs in 1150).
+  static constexpr uint64_t kForgetAfterNs = 3'200'000'000;
   // How many more rows per second of compute a larger batch must serve than
   // the best smaller one to run instead. A batch costs what its run time
   // does not show: joining and splitting the requests, and the cores the
@@ -126,6 +131,11 @@ class BatchCosts {
   // a single (until a size is forgotten and learned again).
   bool ChoosesSingles(const std::string& key) const;
 
+  // The average cost per real row (ns of its compute thread's CPU) of a
+  // batch of `rows` real rows run as `padded` rows, when that size is
+  // trusted; negative otherwise.
+  double NsPerRowAt(const std::string& key, int64_t rows, int64_t padded) const;
+
   // Whether `key` is in a singles trial now (every request runs alone).
   bool OnTrial(const std::string& key) const;
 
@@ -142,7 +152,7 @@ class BatchCosts {
   struct Cost {
     double ns = 0;       // running average of a run
     int runs = 0;        // since it was last (re)learned
-    uint64_t last = 0;   // the signature's run count when it last ran
+    uint64_t last_ns = 0;  // the process's CPU time when it last ran
   };
   // Runs taken together: the process's CPU time from the first one's end to
   // the last one's, and the real rows of the runs after the first. Runs of
@@ -165,6 +175,7 @@ class BatchCosts {
   struct Signature {
     std::map<int64_t, Cost> sizes;
     uint64_t runs = 0;
+    uint64_t now_ns = 0;  // the latest process CPU time a run of it ended at
     Policy policy = Policy::kSizes;
     uint64_t policy_start_ns = 0;  // the process's CPU time when the policy began
     bool policy_started = false;   // policy_start_ns is set (at the policy's first run)
@@ -183,6 +194,8 @@ class BatchCosts {
   // and padded rows of the first k + 1 requests.
   size_t Choose(const std::string& key, const std::vector<int64_t>& real,
                 const std::vector<int64_t>& sizes, int64_t share) const;
+  // Whether `cost` has not run for kForgetAfterNs of the signature's time.
+  static bool Stale(const Signature& signature, const Cost& cost);
   // The average run time of `size` when it is trusted, else a negative value.
   double Known(const Signature& signature, int64_t size) const;
 

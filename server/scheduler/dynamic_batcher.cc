@@ -343,7 +343,11 @@ std::optional<std::string> DynamicBatcher::AloneKey(
   // A team that may split runs single requests one thread each under load:
   // those are what a batch must beat, at one thread or on the whole team.
   if (!costs_.ChoosesSingles(SplitCostPrefix(1) + key)) return std::nullopt;
-  if (!costs_.ChoosesSingles(key) && WholeTeamWinsLocked(key, split_threads)) return std::nullopt;
+  // (Against the whole team's best batch: a request that joins the queue
+  // waits for others to join it.)
+  if (!costs_.ChoosesSingles(key) && WholeTeamWinsLocked(key, split_threads, 0)) {
+    return std::nullopt;
+  }
   return key;
 }
 
@@ -359,9 +363,16 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DynamicBatcher::InferAlone(
   return outputs;
 }
 
-bool DynamicBatcher::WholeTeamWinsLocked(const std::string& key, int team_threads) const {
+bool DynamicBatcher::WholeTeamWinsLocked(const std::string& key, int team_threads,
+                                         int64_t rows) const {
   const double narrow = costs_.BestNsPerRow(SplitCostPrefix(1) + key);
-  const double whole = costs_.BestNsPerRow(key);
+  // The whole team's cost of the batch it would run now (`rows` of the
+  // signature, as many as a batch may hold): at two or four rows a team
+  // splits its GEMMs finer than at eight. Its best size's when not known,
+  // or when `rows` is 0.
+  const int64_t now = std::min(rows, settings_.max_batch_size);
+  double whole = now < 1 ? -1 : costs_.NsPerRowAt(key, now, PaddedRows(now, allowed_sizes_));
+  if (whole < 0) whole = costs_.BestNsPerRow(key);
   // Not known yet: as if it may (a whole team's run comes at low load).
   if (narrow < 0 || whole < 0) return true;
   // The whole team must win by BatchCosts::kBatchMargin, as a larger batch
@@ -369,6 +380,14 @@ bool DynamicBatcher::WholeTeamWinsLocked(const std::string& key, int team_thread
   // rows (a BERT-shaped encoder measured 1.83 ms per row whole against 3.2-3.5
   // at one thread, yet served more split).
   return narrow / team_threads >= whole * (1 + BatchCosts::kBatchMargin);
+}
+
+int64_t DynamicBatcher::QueuedRowsLocked(const std::string& key) const {
+  int64_t rows = 0;
+  for (const auto& item : queue_) {
+    if (item->key == key) rows += item->rows;
+  }
+  return rows;
 }
 
 bool DynamicBatcher::SplitPays(int team_threads) {
@@ -380,7 +399,7 @@ bool DynamicBatcher::SplitPays(int team_threads) {
   if (costs_.BestNsPerRow(SplitCostPrefix(1) + key) < 0 || costs_.BestNsPerRow(key) < 0) {
     return true;
   }
-  if (!WholeTeamWinsLocked(key, team_threads)) return true;
+  if (!WholeTeamWinsLocked(key, team_threads, QueuedRowsLocked(key))) return true;
   // The whole team wins; a split now and then relearns the single-thread costs.
   if (++split_decisions_ >= kSplitRecheck) {
     split_decisions_ = 0;

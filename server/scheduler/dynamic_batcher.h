@@ -188,10 +188,14 @@ class DynamicBatcher {
   // reads the weights once for all its rows). Asked again now and then (kSplitRecheck
   // decisions) to relearn the costs.
   bool SplitPays(int team_threads);
-  // Whether `key`'s whole team serves kBatchMargin more rows per second than
-  // `team_threads` single-thread runs side by side, by the costs measured
-  // (true while either is unknown).
-  bool WholeTeamWinsLocked(const std::string& key, int team_threads) const;
+  // Whether `key`'s whole team, running a batch of `rows` rows (what waits
+  // now), serves kBatchMargin more rows per second than `team_threads`
+  // single-thread runs side by side, by the costs measured (its best size's
+  // when that batch's is not known or `rows` is 0; true while either side is
+  // unknown).
+  bool WholeTeamWinsLocked(const std::string& key, int team_threads, int64_t rows) const;
+  // The rows of `key`'s requests in the queue.
+  int64_t QueuedRowsLocked(const std::string& key) const;
   static constexpr uint64_t kSplitRecheck = 256;
 
   // Answers every queued request with `status` (the server stopping);

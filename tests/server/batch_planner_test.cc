@@ -357,7 +357,7 @@ void RunFor(FedCosts& costs, uint64_t n, int64_t size, double ms_per_row) {
 
 // Runs what the costs take from a queue of eight single-row requests, each size at
 // `ms_per_row(size)`, until a trial begins (at most `limit` runs); returns how many ran. Now and
-// then a size not run for a while is taken to be learned again (kForgetAfter).
+// then a size not run for a while is taken to be learned again (kForgetAfterNs).
 template <typename F>
 uint64_t BatchUntilTrial(FedCosts& costs, F ms_per_row, uint64_t limit = 100000) {
   uint64_t n = 0;
@@ -529,7 +529,11 @@ TEST(BatchCostsTest, ASizeNotRunForLongIsLearnedAgain) {
   Learn(costs, "k", {1, 2, 4, 8}, [](int64_t size) { return size == 1 ? 1.0 : 2.0; });
   EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
   // Only singles run for a while: the batch sizes are forgotten, and 8 is tried again.
-  for (uint64_t i = 0; i <= BatchCosts::kForgetAfter; ++i) costs.Ran("k", 1, 1000000);
+  // (Forgotten once kForgetAfterNs of CPU went by since they last ran, not before.)
+  const uint64_t forget = RunsToSpan(BatchCosts::kForgetAfterNs, 1.0);
+  for (uint64_t i = 0; i < forget - 100; ++i) costs.Ran("k", 1, 1000000);
+  EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 1u);
+  for (uint64_t i = 0; i <= 100; ++i) costs.Ran("k", 1, 1000000);
   EXPECT_EQ(costs.Take("k", std::vector<int64_t>(8, 1), PowersOfTwo), 8u);
   // It is now cheap (the machine was busy before). A size known before is trusted again on
   // one run, so 4 is tried next, then 2; then 8 wins.

@@ -512,6 +512,32 @@ TEST(BatchSchedulerTest, ASplitTeamsRequestSkipsTheQueueUnlessWholeTeamBatchesWi
   }
 }
 
+// A queued batch runs on the whole team only when the whole team's cost of
+// that batch, at the rows that wait now, beats single-thread runs side by
+// side: a batch of 8 may where a batch of 2 does not.
+TEST(BatchSchedulerTest, ASplitIsWeighedAtTheBatchThatWaits) {
+  // Whole team: 8 rows cost 1400 us (175 a row), 2 rows 1100 (550 a row).
+  RowCost whole([](int64_t rows) { return static_cast<int>(1000 + 50 * rows); });
+  auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
+  ClosedLoopBatchRows(batcher, &whole, 8, 200, 1);
+  // One thread: 500 us a row at any size, so two side by side serve a row per 250 us.
+  RowCost narrow([](int64_t rows) { return static_cast<int>(500 * rows); });
+  runtime::RunOptions one_thread;
+  one_thread.observer = &narrow;
+  one_thread.num_threads = 1;
+  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, 0, 1, true);
+  ASSERT_TRUE(key.has_value());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(batcher->InferAlone(*key, 1, Input(1, 4, 0), {}, one_thread).ok());
+  }
+  std::vector<DynamicBatcher::Done> dones(8, [](DynamicBatcher::Result) {});
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 1), {}, {}, &dones[i]).ok());
+  EXPECT_TRUE(batcher->SplitPays(2)) << batcher->Describe();  // 2 rows: 550 against 250
+  for (int i = 2; i < 8; ++i) ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 1), {}, {}, &dones[i]).ok());
+  EXPECT_FALSE(batcher->SplitPays(2)) << batcher->Describe();  // 8 rows: 175 against 250
+  while (batcher->HasQueued()) batcher->RunNext(2, [] {});
+}
+
 TEST(BatchSchedulerTest, OnAnIdleServerARequestOfOneRowRunsAtOnceWhateverTheCosts) {
   // Nothing measured, so the costs choose nothing: only an idle server lets
   // the request go around the queue, as the batch of one it would run as.
