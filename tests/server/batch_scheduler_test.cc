@@ -472,6 +472,35 @@ TEST(BatchSchedulerTest, ARequestSkipsTheQueueOnlyWhenSinglesWinAndTheConfigAllo
   }
 }
 
+// A batcher whose whole-team runs cost 1000 + 50 * rows us (a batch of 8:
+// 175 a row; a single 1050), learned in closed loop, and whose single-thread
+// runs cost `narrow_us_per_row` a row at any size: singles, measured at 1
+// row and, with `with_pairs`, at 2 rows too (each thrice).
+std::shared_ptr<DynamicBatcher> BatcherWithWholeAndSingleThreadCosts(int narrow_us_per_row,
+                                                                      bool with_pairs) {
+  RowCost whole([](int64_t rows) { return static_cast<int>(1000 + 50 * rows); });
+  auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
+  ClosedLoopBatchRows(batcher, &whole, 8, 200, 1);
+  RowCost narrow([narrow_us_per_row](int64_t rows) {
+    return static_cast<int>(narrow_us_per_row * rows);
+  });
+  runtime::RunOptions one_thread;
+  one_thread.observer = &narrow;
+  one_thread.num_threads = 1;
+  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, 0, 1, true);
+  EXPECT_TRUE(key.has_value());
+  for (int i = 0; key.has_value() && i < 3; ++i) {
+    EXPECT_TRUE(batcher->InferAlone(*key, 1, Input(1, 4, 0), {}, one_thread).ok());
+    if (!with_pairs) continue;
+    DynamicBatcher::Done done = [](DynamicBatcher::Result r) { EXPECT_TRUE(r.outputs.ok()); };
+    DynamicBatcher::Done done2 = done;
+    EXPECT_TRUE(batcher->Enqueue(Input(1, 4, 1), {}, one_thread, &done).ok());
+    EXPECT_TRUE(batcher->Enqueue(Input(1, 4, 2), {}, one_thread, &done2).ok());
+    while (batcher->HasQueued()) batcher->RunNext(1, [] {}, 1);
+  }
+  return batcher;
+}
+
 // With a team that may split, a request skips the queue when single-thread
 // runs choose singles and the whole team's batches, though cheaper than the
 // whole team's singles, do not beat two single-thread runs side by side (a
@@ -479,30 +508,11 @@ TEST(BatchSchedulerTest, ARequestSkipsTheQueueOnlyWhenSinglesWinAndTheConfigAllo
 TEST(BatchSchedulerTest, ASplitTeamsRequestSkipsTheQueueUnlessWholeTeamBatchesWin) {
   for (const bool narrow_cheap : {true, false}) {
     SCOPED_TRACE(narrow_cheap ? "single-thread runs cheap" : "single-thread runs dear");
-    // Whole-team runs: a batch of 8 costs 1400 us, 175 per row; a single 1050.
-    RowCost whole([](int64_t rows) { return static_cast<int>(1000 + 50 * rows); });
-    auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
-    ClosedLoopBatchRows(batcher, &whole, 8, 200, 1);
-    EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, 0).has_value()) << batcher->Describe();
     // Single-thread runs cost the same per row at any size (150 or 1000 us a
-    // row): singles, at 1 and 2 rows each measured twice.
-    RowCost narrow([narrow_cheap](int64_t rows) {
-      return static_cast<int>((narrow_cheap ? 150 : 1000) * rows);
-    });
-    runtime::RunOptions one_thread;
-    one_thread.observer = &narrow;
-    one_thread.num_threads = 1;
-    const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, 0, 1, true);
-    ASSERT_TRUE(key.has_value());
-    for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE(batcher->InferAlone(*key, 1, Input(1, 4, 0), {}, one_thread).ok());
-      DynamicBatcher::Done done = [](DynamicBatcher::Result r) { EXPECT_TRUE(r.outputs.ok()); };
-      DynamicBatcher::Done done2 = done;
-      ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 1), {}, one_thread, &done).ok());
-      ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 2), {}, one_thread, &done2).ok());
-      batcher->RunNext(1, [] {}, 1);
-      while (batcher->HasQueued()) batcher->RunNext(1, [] {}, 1);
-    }
+    // row): singles.
+    auto batcher = BatcherWithWholeAndSingleThreadCosts(narrow_cheap ? 150 : 1000, true);
+    // The whole team's batches beat its singles.
+    EXPECT_FALSE(batcher->AloneKey(Input(1, 4, 0), {}, 0).has_value()) << batcher->Describe();
     // Two single-thread runs side by side serve 2 / 150 rows per us against the
     // whole team's 1 / 175: skip the queue. At 1000 us a row they serve less.
     EXPECT_EQ(batcher->AloneKey(Input(1, 4, 0), {}, 2).has_value(), narrow_cheap)
@@ -516,20 +526,9 @@ TEST(BatchSchedulerTest, ASplitTeamsRequestSkipsTheQueueUnlessWholeTeamBatchesWi
 // that batch, at the rows that wait now, beats single-thread runs side by
 // side: a batch of 8 may where a batch of 2 does not.
 TEST(BatchSchedulerTest, ASplitIsWeighedAtTheBatchThatWaits) {
-  // Whole team: 8 rows cost 1400 us (175 a row), 2 rows 1100 (550 a row).
-  RowCost whole([](int64_t rows) { return static_cast<int>(1000 + 50 * rows); });
-  auto batcher = DynamicBatcher::Create(Batching(8, {}), RowWiseModel());
-  ClosedLoopBatchRows(batcher, &whole, 8, 200, 1);
-  // One thread: 500 us a row at any size, so two side by side serve a row per 250 us.
-  RowCost narrow([](int64_t rows) { return static_cast<int>(500 * rows); });
-  runtime::RunOptions one_thread;
-  one_thread.observer = &narrow;
-  one_thread.num_threads = 1;
-  const std::optional<std::string> key = batcher->AloneKey(Input(1, 4, 0), {}, 0, 1, true);
-  ASSERT_TRUE(key.has_value());
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(batcher->InferAlone(*key, 1, Input(1, 4, 0), {}, one_thread).ok());
-  }
+  // Whole team: 8 rows cost 1400 us (175 a row), 2 rows 1100 (550 a row). One
+  // thread: 500 us a row, so two side by side serve a row per 250 us.
+  auto batcher = BatcherWithWholeAndSingleThreadCosts(500, false);
   std::vector<DynamicBatcher::Done> dones(8, [](DynamicBatcher::Result) {});
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(batcher->Enqueue(Input(1, 4, 1), {}, {}, &dones[i]).ok());
   EXPECT_TRUE(batcher->SplitPays(2)) << batcher->Describe();  // 2 rows: 550 against 250
