@@ -57,10 +57,7 @@ void BatchCosts::Police(Signature& signature, const Run& run) {
     signature.policy = policy;
     signature.policy_start_ns = run.process_ns;
   };
-  if (!signature.policy_started) {
-    signature.policy_started = true;
-    signature.policy_start_ns = run.process_ns;
-  }
+  if (signature.runs == 1) signature.policy_start_ns = run.process_ns;  // its first run
   // Runs end on several threads: one may be recorded after a later one.
   const uint64_t elapsed =
       run.process_ns > signature.policy_start_ns ? run.process_ns - signature.policy_start_ns : 0;

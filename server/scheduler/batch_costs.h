@@ -178,7 +178,6 @@ class BatchCosts {
     uint64_t now_ns = 0;  // the latest process CPU time a run of it ended at
     Policy policy = Policy::kSizes;
     uint64_t policy_start_ns = 0;  // the process's CPU time when the policy began
-    bool policy_started = false;   // policy_start_ns is set (at the policy's first run)
     uint64_t batch_for = kTrialEveryNs;    // kSizes: CPU time before the next trial
     uint64_t singles_for = kTrialEveryNs;  // kSingles: CPU time before batching again
     bool decided_singles = false;        // the last trial's verdict

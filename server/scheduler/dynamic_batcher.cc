@@ -343,9 +343,9 @@ std::optional<std::string> DynamicBatcher::AloneKey(
   // A team that may split runs single requests one thread each under load:
   // those are what a batch must beat, at one thread or on the whole team.
   if (!costs_.ChoosesSingles(SplitCostPrefix(1) + key)) return std::nullopt;
-  // (Against the whole team's best batch: a request that joins the queue
-  // waits for others to join it.)
-  if (!costs_.ChoosesSingles(key) && WholeTeamWinsLocked(key, split_threads, 0)) {
+  // Against the whole team's best batch (a request that joins the queue
+  // waits for others to join it); while costs are unknown, as if it may win.
+  if (!costs_.ChoosesSingles(key) && WholeTeamWinsLocked(key, split_threads, 0).value_or(true)) {
     return std::nullopt;
   }
   return key;
@@ -363,8 +363,8 @@ absl::StatusOr<std::vector<runtime::NamedTensor>> DynamicBatcher::InferAlone(
   return outputs;
 }
 
-bool DynamicBatcher::WholeTeamWinsLocked(const std::string& key, int team_threads,
-                                         int64_t rows) const {
+std::optional<bool> DynamicBatcher::WholeTeamWinsLocked(const std::string& key, int team_threads,
+                                                        int64_t rows) const {
   const double narrow = costs_.BestNsPerRow(SplitCostPrefix(1) + key);
   // The whole team's cost of the batch it would run now (`rows` of the
   // signature, as many as a batch may hold): at two or four rows a team
@@ -373,8 +373,7 @@ bool DynamicBatcher::WholeTeamWinsLocked(const std::string& key, int team_thread
   const int64_t now = std::min(rows, settings_.max_batch_size);
   double whole = now < 1 ? -1 : costs_.NsPerRowAt(key, now, PaddedRows(now, allowed_sizes_));
   if (whole < 0) whole = costs_.BestNsPerRow(key);
-  // Not known yet: as if it may (a whole team's run comes at low load).
-  if (narrow < 0 || whole < 0) return true;
+  if (narrow < 0 || whole < 0) return std::nullopt;
   // The whole team must win by BatchCosts::kBatchMargin, as a larger batch
   // must: its costs are the leader's CPU alone, and a batch waits for its
   // rows (a BERT-shaped encoder measured 1.83 ms per row whole against 3.2-3.5
@@ -395,11 +394,9 @@ bool DynamicBatcher::SplitPays(int team_threads) {
   if (team_threads < 2) return false;
   if (queue_.empty()) return true;
   const std::string& key = queue_.front()->key;
-  // Learn the costs first (a whole team's run comes at low load).
-  if (costs_.BestNsPerRow(SplitCostPrefix(1) + key) < 0 || costs_.BestNsPerRow(key) < 0) {
-    return true;
-  }
-  if (!WholeTeamWinsLocked(key, team_threads, QueuedRowsLocked(key))) return true;
+  // Costs not known yet: split, and learn the single-thread ones (a whole
+  // team's run comes at low load).
+  if (!WholeTeamWinsLocked(key, team_threads, QueuedRowsLocked(key)).value_or(false)) return true;
   // The whole team wins; a split now and then relearns the single-thread costs.
   if (++split_decisions_ >= kSplitRecheck) {
     split_decisions_ = 0;

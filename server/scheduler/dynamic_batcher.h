@@ -191,9 +191,10 @@ class DynamicBatcher {
   // Whether `key`'s whole team, running a batch of `rows` rows (what waits
   // now), serves kBatchMargin more rows per second than `team_threads`
   // single-thread runs side by side, by the costs measured (its best size's
-  // when that batch's is not known or `rows` is 0; true while either side is
-  // unknown).
-  bool WholeTeamWinsLocked(const std::string& key, int team_threads, int64_t rows) const;
+  // when that batch's is not known or `rows` is 0); nullopt while either side
+  // is unknown (the callers choose what to do until then).
+  std::optional<bool> WholeTeamWinsLocked(const std::string& key, int team_threads,
+                                          int64_t rows) const;
   // The rows of `key`'s requests in the queue.
   int64_t QueuedRowsLocked(const std::string& key) const;
   static constexpr uint64_t kSplitRecheck = 256;
