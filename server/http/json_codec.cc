@@ -77,10 +77,12 @@ absl::StatusOr<json> ParseJson(absl::string_view text) {
   json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     // Parse again for the position; only failures pay for the exception.
+    // Any of the parser's exceptions: a number past double's range is an
+    // out_of_range (406), not a parse_error.
     try {
       json reparsed = json::parse(text.begin(), text.end());
       (void)reparsed;
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       std::string what = e.what();
       // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
       if (const size_t at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);

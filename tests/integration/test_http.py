@@ -359,6 +359,10 @@ class HttpTest(unittest.TestCase):
         self.assert_error(status, json.loads(body), 400, "malformed JSON")
         status, body, _ = self.request("POST", infer, b"[" * 100000, {})
         self.assert_error(status, json.loads(body), 400, "nested deeper than")
+        # A number past double's range is malformed JSON, not an internal error.
+        for path in (infer, "/v2/repository/index"):
+            status, body, _ = self.request("POST", path, b'{"inputs": 1e999}', {})
+            self.assert_error(status, json.loads(body), 400, "number overflow parsing '1e999'")
         # A shape the model refuses: the gRPC message, word for word.
         x = np.zeros((2, 5), np.float32)
         status, err = self.json_request("POST", infer, {"inputs": [

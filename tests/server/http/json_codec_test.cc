@@ -109,6 +109,15 @@ TEST(JsonCodecTest, BinaryInputsAreCutFromTheBodyAfterTheHeader) {
 TEST(JsonCodecTest, BadRequestsAreInvalidArgumentWithWhere) {
   EXPECT_THAT(ParseError("{\"inputs\": [").message(), HasSubstr("malformed JSON"));
   EXPECT_EQ(ParseError("{\"inputs\": [").code(), absl::StatusCode::kInvalidArgument);
+  // A number past double's range is the parser's out_of_range, not a
+  // parse_error: malformed JSON too (it was an uncaught exception, found by
+  // tests/fuzz/http_codec_fuzzer.cc).
+  EXPECT_THAT(ParseError(R"({"inputs": 1e999})").message(),
+              HasSubstr("malformed JSON: number overflow parsing '1e999'"));
+  EXPECT_EQ(ParseError(R"({"inputs": 1e999})").code(), absl::StatusCode::kInvalidArgument);
+  inference::RepositoryIndexRequest index;
+  EXPECT_THAT(ParseRepositoryIndexRequest(R"({"ready": -1e400})", &index).message(),
+              HasSubstr("malformed JSON"));
   EXPECT_THAT(ParseError(std::string(100, '[') + std::string(100, ']')).message(),
               HasSubstr("nested deeper than 64"));
   EXPECT_THAT(ParseError("[]").message(), HasSubstr("must be a JSON object"));
