@@ -183,8 +183,12 @@ void InferPipeline::Infer(const inference::ModelInferRequest& request,
         pending->inputs, RequestedOutputs(*pending->request),
         compute_->splits_teams() ? compute_->team_threads() : 0,
         static_cast<int64_t>(pending->timings.batch_size), compute_->all_idle());
-    if (!alone.has_value()) return RunBatched(pending);
+    if (!alone.has_value()) {
+      pending->timings.route = InferTimings::BatcherRoute::kQueued;
+      return RunBatched(pending);
+    }
     pending->alone_key = *std::move(alone);
+    pending->timings.route = InferTimings::BatcherRoute::kAround;
   }
   RunDirect(pending);
 }

@@ -129,6 +129,8 @@ void ModelStats::RecordSuccess(const InferTimings& timings) {
   stats_.inference_count += timings.inferences;
   stats_.execution_count += timings.executions;
   stats_.last_inference_ms = NowMs();
+  stats_.batcher_queued += timings.route == InferTimings::BatcherRoute::kQueued;
+  stats_.batcher_around += timings.route == InferTimings::BatcherRoute::kAround;
   if (timings.executions > 0) {
     BatchStats& batch = stats_.batches[timings.batch_size];
     Add(batch.compute_input, timings.input_ns);
@@ -979,6 +981,7 @@ absl::StatusOr<std::vector<VersionStatistics>> ModelRegistry::Statistics(absl::s
       s.load = v.load;
       s.plans = Snapshot(*v.counters);
       s.weight_bytes = v.weight_bytes;
+      s.batched = v.batcher != nullptr && v.batcher->queues();
       if (v.model != nullptr) {
         std::set<std::string> ops;
         for (std::string& op : torch::FallbackOps(v.model->graph())) ops.insert(std::move(op));

@@ -88,6 +88,12 @@ struct StatsSnapshot {
   HistogramCounts success_us{LatencyBoundsUs()};
   // Requests started and not yet answered: queued, running or encoding.
   uint64_t pending = 0;
+  // Successful requests of a dynamically batched model, by their way to a
+  // compute thread: through the batcher's queue, or around it (its measured
+  // costs chose single requests, or an idle server ran a request of one row at
+  // once: DynamicBatcher::AloneKey).
+  uint64_t batcher_queued = 0;
+  uint64_t batcher_around = 0;
 };
 
 // Phase times of one successful request, in nanoseconds.
@@ -101,6 +107,10 @@ struct InferTimings {
   // batch), and their batch size.
   uint64_t executions = 1;
   uint64_t batch_size = 1;
+  // A batched model's request: whether it went through the batcher's queue or
+  // around it (kNone: the model is not batched, or the request was profiled).
+  enum class BatcherRoute : uint8_t { kNone, kQueued, kAround };
+  BatcherRoute route = BatcherRoute::kNone;
 };
 
 class ModelStats {
@@ -173,6 +183,8 @@ struct VersionStatistics {
   // load's, and those a compiled signature's kernels refused. 0 when the
   // version is not served.
   uint64_t fallback_ops = 0;
+  // Whether the version's requests go through a dynamic batcher now.
+  bool batched = false;
 };
 
 struct RegistryOptions {

@@ -94,6 +94,17 @@ void AddKilnMetrics(Registry& r, const VersionStatistics& v) {
           labels, Us(v.load.warmup_ns));
   r.Gauge("kiln_model_weight_bytes", "Bytes of the version's weights", labels,
           static_cast<double>(v.weight_bytes));
+  if (v.batched || v.infer.batcher_queued + v.infer.batcher_around > 0) {
+    r.Counter("kiln_batcher_requests_total",
+              "Successful requests of a dynamically batched model, by their way to a compute "
+              "thread: through the batcher's queue, or around it (its measured costs chose single "
+              "requests, or an idle server ran a one-row request at once)",
+              {{"model", v.name}, {"route", "queue"}, {"version", version}},
+              static_cast<double>(v.infer.batcher_queued));
+    r.Counter("kiln_batcher_requests_total", "",
+              {{"model", v.name}, {"route", "around"}, {"version", version}},
+              static_cast<double>(v.infer.batcher_around));
+  }
   r.Gauge("kiln_fallback_ops",
           "Distinct source ops the version runs through the libtorch fallback", labels,
           static_cast<double>(v.fallback_ops));

@@ -15,7 +15,9 @@ p90 and p99 latency (ms, client side), errors, the cores kilnd and the clients (
 used over the measured window (kd-cpu, cl-cpu: CPU seconds per second; on a 2-core machine the
 clients' share is taken from kilnd), the share of runs (singles and batches) that ran on one thread
 of a split compute team (split: kilnd's kiln_compute_split_runs_total; the rest ran on the whole
-team), kilnd's peak resident memory so far (kd-MB, VmHWM: it only grows, so read each model's last
+team), the share of a batched model's requests that went around the batcher's queue rather than
+through it (around: kiln_batcher_requests_total; nan for the unbatched model), kilnd's peak
+resident memory so far (kd-MB, VmHWM: it only grows, so read each model's last
 row), and the batch sizes the server ran (statistics).
 
 Models (made once under --work, seeded):
@@ -155,18 +157,30 @@ class Server:
         s = self.stubs[0].ModelStatistics(self.pb.ModelStatisticsRequest(name=model)).model_stats[0]
         return {b.batch_size: b.compute_infer.count for b in s.batch_stats}
 
-    def split_runs(self):
-        """kilnd's kiln_compute_split_runs_total: runs on one thread of a split compute team."""
+    def metric(self, sample):
+        """The value of one sample of kilnd's /metrics, named as the exposition writes it
+        ('kiln_compute_split_runs_total', 'kiln_batcher_requests_total{model="m",...}'); nan
+        when absent or unreadable."""
         import urllib.request
         try:
             with urllib.request.urlopen(f"http://{self.proc.metrics_address}/metrics",
                                         timeout=10) as r:
                 for line in r.read().decode().splitlines():
-                    if line.startswith("kiln_compute_split_runs_total"):
+                    if line.rsplit(" ", 1)[0] == sample:
                         return float(line.split()[-1])
         except (OSError, ValueError):
             pass
         return float("nan")
+
+    def split_runs(self):
+        """kilnd's kiln_compute_split_runs_total: runs on one thread of a split compute team."""
+        return self.metric("kiln_compute_split_runs_total")
+
+    def batcher_routes(self, model):
+        """Successful requests of `model` through its batcher's queue and around it (kilnd's
+        kiln_batcher_requests_total); nan for a model without dynamic batching."""
+        return tuple(self.metric(f'kiln_batcher_requests_total{{model="{model}",route="{route}",'
+                                 f'version="1"}}') for route in ("queue", "around"))
 
     def close(self):
         self.proc.stop()
@@ -234,6 +248,7 @@ def run_point(server, model, req, concurrency, warmup_s, seconds):
 
     before = server.batch_counts(model)
     split_before = server.split_runs()
+    routes_before = server.batcher_routes(model)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
     threads.append(threading.Thread(target=sample_cpu))
     for t in threads:
@@ -244,12 +259,15 @@ def run_point(server, model, req, concurrency, warmup_s, seconds):
     ran = {b: after.get(b, 0) - before.get(b, 0) for b in after if after.get(b, 0) > before.get(b, 0)}
     runs = sum(ran.values())
     split = (server.split_runs() - split_before) / runs if runs else float("nan")
+    queued, around = (a - b for a, b in zip(server.batcher_routes(model), routes_before))
+    # nan for a model without dynamic batching (its samples are absent).
+    around_share = around / (queued + around) if queued + around > 0 else float("nan")
     latencies.sort()
     cores = (float("nan"), float("nan"))
     if "from" in cpu and "to" in cpu and None not in cpu["from"] + cpu["to"]:
         span = cpu["to"][2] - cpu["from"][2]
         cores = tuple((cpu["to"][i] - cpu["from"][i]) / span for i in (0, 1))
-    return latencies, errors, ran, cores, split
+    return latencies, errors, ran, cores, split, around_share
 
 
 def loadavg():
@@ -284,7 +302,7 @@ def main():
         try:
             print(f"\n{name}: dynamic batching of {name}_batched: {server.batching}", flush=True)
             print(f"{'model':<22} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8} "
-                  f"{'p99 ms':>8} {'errors':>6} {'kd-cpu':>6} {'cl-cpu':>6} {'split':>5} {'kd-MB':>6}  "
+                  f"{'p99 ms':>8} {'errors':>6} {'kd-cpu':>6} {'cl-cpu':>6} {'split':>5} {'around':>6} {'kd-MB':>6}  "
                   f"batch sizes run (size x count)", flush=True)
             datatype, x = sample_input(name)
             models = (name, f"{name}_batched")
@@ -296,8 +314,8 @@ def main():
             for rnd, c, model in ((r, c, m) for r in range(args.rounds) for c in levels
                                   for m in models):
                 req = reqs[model]
-                lat, errors, ran, cores, split = run_point(server, model, req, c, args.warmup,
-                                                    args.seconds)
+                lat, errors, ran, cores, split, around = run_point(server, model, req, c,
+                                                                   args.warmup, args.seconds)
                 row = {"model": model, "concurrency": c, "round": rnd,
                        "rps": len(lat) / args.seconds,
                        "p50": percentile(lat, 50), "p90": percentile(lat, 90),
@@ -305,13 +323,14 @@ def main():
                        "batches": {str(k): v for k, v in sorted(ran.items())},
                        "first_error": errors[0] if errors else "",
                        "kilnd_cores": cores[0], "client_cores": cores[1], "split_share": split,
+                       "around_share": around,
                        "kilnd_peak_mb": peak_mb(server.proc.proc.pid)}
                 rows.append(row)
                 sizes = " ".join(f"{k}x{v}" for k, v in sorted(ran.items()))
                 label = model if args.rounds == 1 else f"{model} r{rnd}"
                 print(f"{label:<22} {c:>4} {row['rps']:>8.1f} {row['p50']:>8.2f} "
                       f"{row['p90']:>8.2f} {row['p99']:>8.2f} {row['errors']:>6} "
-                      f"{cores[0]:>6.2f} {cores[1]:>6.2f} {split:>5.2f} {row['kilnd_peak_mb']:>6.0f}  {sizes}",
+                      f"{cores[0]:>6.2f} {cores[1]:>6.2f} {split:>5.2f} {around:>6.2f} {row['kilnd_peak_mb']:>6.0f}  {sizes}",
                       flush=True)
                 if errors:
                     print(f"  first error: {errors[0]}", flush=True)

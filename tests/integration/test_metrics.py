@@ -278,6 +278,32 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(int(s["inference_stats"]["fail"]["count"]), 2)
         self.assertAlmostEqual(int(s["inference_stats"]["success"]["ns"]) / 1e3, total, delta=1.0)
 
+    def test_batched_requests_are_counted_by_their_way_through_the_batcher(self):
+        batching = {"verify": False, "inputs": [{"name": "x", "dims": [-1, 4]}],
+                    "max_batch_size": 8}
+        self.upload("lin_at_once", dict(batching, dynamic_batching={}))
+        self.upload("lin_delayed",
+                    dict(batching, dynamic_batching={"max_queue_delay_microseconds": 1000}))
+        self.upload("lin_plain", {"verify": False})
+        # One row at a time on an idle server, no queue delay: each runs at once, around the
+        # queue; with a queue delay each waits in it.
+        for _ in range(3):
+            self.check_answer("lin_at_once", torch.randn(1, 4))
+        for _ in range(2):
+            self.check_answer("lin_delayed", torch.randn(1, 4))
+        self.check_answer("lin_plain", torch.randn(1, 4))
+        m = self.scrape()
+        family = "kiln_batcher_requests_total"
+        self.assertEqual(m[family]["type"], "counter")
+        at_once, delayed = dict(model="lin_at_once", version=1), dict(model="lin_delayed", version=1)
+        self.assertEqual(value(m, family, route="around", **at_once), 3)
+        self.assertEqual(value(m, family, route="queue", **at_once), 0)
+        self.assertEqual(value(m, family, route="queue", **delayed), 2)
+        self.assertEqual(value(m, family, route="around", **delayed), 0)
+        # A model without dynamic batching has no such samples.
+        self.assertIsNone(value(m, family, route="queue", model="lin_plain", version=1))
+        self.assertIsNone(value(m, family, route="around", model="lin_plain", version=1))
+
     def test_unloading_a_model_frees_the_arenas_waiting_for_runs(self):
         self.upload("gone", {"verify": False})
         self.check_answer("gone", torch.randn(2, 4))
