@@ -1,9 +1,10 @@
 // libFuzzer target for what kilnd's HTTP/REST front does with a body anyone
-// who reaches its port may send (server/http/json_codec.h): an infer request's
-// JSON with Triton's binary tensor data extension, and the bodies of the
-// repository and shared-memory routes. The bytes are either a body as sent
-// (with or without an Inference-Header-Content-Length) or, so that the fuzzer
-// reaches the checks behind the JSON parser's, a body built from them:
+// who reaches its port may send (server/http/json_codec.h): an infer
+// request's JSON with Triton's binary tensor data extension, the bodies of
+// the repository and shared-memory routes, and a load's model config. The
+// bytes are either a body as sent (with or without an
+// Inference-Header-Content-Length) or, so that the fuzzer reaches the checks
+// behind the JSON parser's, a body built from them:
 // inputs of any datatype and shape, their data nested or flat, of the right
 // JSON types or not, or in the binary section with binary_data_size.
 //
@@ -33,6 +34,7 @@
 #include "engine/common/half.h"
 #include "google/protobuf/stubs/logging.h"
 #include "inference/grpc_service.pb.h"
+#include "server/core/model_config.h"
 #include "server/core/raw_outputs.h"
 #include "server/core/request_parameters.h"
 #include "server/core/tensor_codec.h"
@@ -218,8 +220,10 @@ void CheckBody(absl::string_view body, std::optional<size_t> header_length) {
   RoundTrip(*x);
 }
 
-// The other routes' bodies: only that they never crash.
+// The other routes' bodies, and a load's model config (the "config"
+// parameter, or config.json): only that they never crash.
 void OtherBodies(absl::string_view body) {
+  (void)kiln::server::ParseModelConfig(body);
   inference::RepositoryIndexRequest index;
   (void)http::ParseRepositoryIndexRequest(body, &index);
   google::protobuf::Map<std::string, inference::ModelRepositoryParameter> params;
@@ -279,6 +283,44 @@ json Parameters(FuzzedDataProvider& in) {
     params[in.PickValueInArray(kKeys)] = Element(in, 3);
   }
   return params;
+}
+
+// The words of a model config (server/core/model_config.cc), as keys and
+// as string values.
+constexpr const char* kConfigWords[] = {
+    "inputs", "outputs", "name", "datatype", "dims", "version_policy", "latest", "all",
+    "specific", "num_versions", "versions", "strict", "verify", "enabled", "tolerance",
+    "on_mismatch", "fail", "fallback", "on_first_use", "dry_run", "accumulation", "precision",
+    "max_batch_size", "dynamic_batching", "preferred_batch_size", "max_queue_delay_microseconds",
+    "preserve_ordering", "default_queue_policy", "max_queue_size", "default_timeout_microseconds",
+    "timeout_action", "allow_timeout_override", "adaptive_batch_size", "allowed_batch_sizes",
+    "model_warmup", "batch_size", "count", "input", "data_type", "zero_data", "random_data",
+    "input_data_file", "samples", "timeout", "FP32", "INT64", "TYPE_FP32", "bf16", "fp32",
+    "REJECT", "DELAY", "x"};
+
+// A model config's shape: objects keyed by the config's words, nested.
+json ConfigValue(FuzzedDataProvider& in, int depth) {
+  const int kind = in.ConsumeIntegralInRange(0, depth < 4 ? 5 : 3);
+  switch (kind) {
+    case 0: return in.PickValueInArray(kConfigWords);
+    case 1: return in.ConsumeIntegralInRange<int64_t>(-2, 70);
+    case 2:
+    case 3: return Element(in, 3);
+    case 4: {
+      json list = json::array();
+      for (int n = in.ConsumeIntegralInRange(0, 3); n > 0; --n) {
+        list.push_back(ConfigValue(in, depth + 1));
+      }
+      return list;
+    }
+    default: {
+      json object = json::object();
+      for (int n = in.ConsumeIntegralInRange(0, 4); n > 0; --n) {
+        object[in.PickValueInArray(kConfigWords)] = ConfigValue(in, depth + 1);
+      }
+      return object;
+    }
+  }
 }
 
 // A body built from the fuzzer's bytes, and its header length.
@@ -375,7 +417,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 1:
-      OtherBodies(absl::string_view(bytes + 1, size - 1));
+      if (data[1] % 2 == 0) {
+        OtherBodies(absl::string_view(bytes + 2, size - 2));
+      } else {  // a config-shaped body
+        FuzzedDataProvider in(data + 2, size - 2);
+        json config = json::object();
+        for (int n = in.ConsumeIntegralInRange(0, 6); n > 0; --n) {
+          config[in.PickValueInArray(kConfigWords)] = ConfigValue(in, 0);
+        }
+        OtherBodies(config.dump(-1, ' ', false, json::error_handler_t::replace));
+      }
       break;
     default: {
       FuzzedDataProvider in(data + 1, size - 1);
