@@ -14,6 +14,11 @@ namespace {
 
 using nlohmann::json;
 
+// A name a model file brought (a source op, an output's description) may be
+// anything; bytes that are not UTF-8 are replaced rather than making dump()
+// throw on the compute thread that answers a profiled request.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 // Between merged runs on the trace's timeline.
 constexpr int64_t kRunGapNs = 100'000;
 
@@ -150,7 +155,7 @@ std::string Profile::ToJson() const {
   // Events as [node, ts_ns, dur_ns, depth, run]: there may be many.
   json& es = j["events"] = json::array();
   for (const ProfileEvent& e : events) es.push_back({e.node, e.ts_ns, e.dur_ns, e.depth, e.run});
-  return j.dump();
+  return Dump(j);
 }
 
 absl::StatusOr<Profile> Profile::FromJson(std::string_view text) {
@@ -222,7 +227,7 @@ std::string Profile::ToChromeTrace() const {
   }
   json j = {{"traceEvents", std::move(trace)}, {"displayTimeUnit", "ms"}};
   if (dropped_events > 0) j["otherData"] = {{"dropped_events", dropped_events}};
-  return j.dump();
+  return Dump(j);
 }
 
 }  // namespace kiln::runtime

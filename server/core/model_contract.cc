@@ -146,7 +146,9 @@ std::string ContractJson(const runtime::Model& model, const std::string& name, i
   }
   if (auto it = properties.find("verify"); it != properties.end()) root["verify"] = it->second;
   // ASCII only: the answer may travel in gRPC metadata.
-  return root.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/true);
+  // Bytes that are not UTF-8 in a name are replaced rather than thrown on.
+  return root.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/true,
+                   json::error_handler_t::replace);
 }
 
 }  // namespace kiln::server

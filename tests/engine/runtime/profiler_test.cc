@@ -206,6 +206,10 @@ TEST(ProfilerTest, SortsMergesFormatsAndRoundTripsThroughJson) {
   auto back = Profile::FromJson(p.ToJson());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ToJson(), p.ToJson());
+  // A source op that is not UTF-8 (a name from a model file) is replaced, not thrown on.
+  p.nodes[0].source_op = "custom::\xff\xfeop";
+  EXPECT_THAT(p.ToJson(), HasSubstr("custom::\xef\xbf\xbd"));
+  EXPECT_NO_THROW(p.ToChromeTrace());
   EXPECT_FALSE(Profile::FromJson("{\"runs\": 1}").ok());
   EXPECT_FALSE(Profile::FromJson("not json").ok());
 }
