@@ -7,17 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/common/json_text.h"
 #include "engine/runtime/profiler.h"
 
 namespace kiln::runtime {
 namespace {
 
 using nlohmann::json;
-
-// A name a model file brought (a source op, an output's description) may be
-// anything; bytes that are not UTF-8 are replaced rather than making dump()
-// throw on the compute thread that answers a profiled request.
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // Between merged runs on the trace's timeline.
 constexpr int64_t kRunGapNs = 100'000;
@@ -155,7 +151,7 @@ std::string Profile::ToJson() const {
   // Events as [node, ts_ns, dur_ns, depth, run]: there may be many.
   json& es = j["events"] = json::array();
   for (const ProfileEvent& e : events) es.push_back({e.node, e.ts_ns, e.dur_ns, e.depth, e.run});
-  return Dump(j);
+  return JsonText(j);  // names from the model file may be anything
 }
 
 absl::StatusOr<Profile> Profile::FromJson(std::string_view text) {
@@ -227,7 +223,7 @@ std::string Profile::ToChromeTrace() const {
   }
   json j = {{"traceEvents", std::move(trace)}, {"displayTimeUnit", "ms"}};
   if (dropped_events > 0) j["otherData"] = {{"dropped_events", dropped_events}};
-  return Dump(j);
+  return JsonText(j);  // names from the model file may be anything
 }
 
 }  // namespace kiln::runtime

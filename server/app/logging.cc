@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/common/json_text.h"
 
 namespace kiln::server {
 namespace {
@@ -63,7 +64,7 @@ class LineFormatter : public spdlog::formatter {
       event["logger"] = std::string(msg.logger_name.data(), msg.logger_name.size());
       event["msg"] = text;
       // Replace, never throw: a model or op name from a client may be bad UTF-8.
-      line = event.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+      line = JsonText(event);
     } else {
       line = absl::StrCat(Timestamp(msg.time), " ", level, " ", EscapeLineBreaks(text));
     }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/common/json_text.h"
 
 namespace kiln::server {
 namespace {
@@ -146,9 +147,7 @@ std::string ContractJson(const runtime::Model& model, const std::string& name, i
   }
   if (auto it = properties.find("verify"); it != properties.end()) root["verify"] = it->second;
   // ASCII only: the answer may travel in gRPC metadata.
-  // Bytes that are not UTF-8 in a name are replaced rather than thrown on.
-  return root.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/true,
-                   json::error_handler_t::replace);
+  return JsonText(root, /*ascii=*/true);
 }
 
 }  // namespace kiln::server

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/common/json_text.h"
+
 namespace kiln::server::http {
 
 // Spelled out, like server/grpc/grpc_status.cc: the table says which status each
@@ -44,10 +46,9 @@ int HttpStatusFor(absl::StatusCode code) {
 }
 
 std::string ErrorBody(const std::string& message) {
-  // dump() with replacement: a message may quote a client's bytes that are
-  // not UTF-8; the body must still be valid JSON.
-  return nlohmann::json{{"error", message}}.dump(-1, ' ', false,
-                                                 nlohmann::json::error_handler_t::replace);
+  // A message may quote a client's bytes that are not UTF-8; the body must
+  // still be valid JSON.
+  return JsonText(nlohmann::json{{"error", message}});
 }
 
 std::string ErrorBody(const absl::Status& status) { return ErrorBody(std::string(status.message())); }

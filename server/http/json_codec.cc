@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/common/dtype.h"
 #include "engine/common/half.h"
+#include "engine/common/json_text.h"
 #include "engine/common/status_macros.h"
 
 namespace kiln::server::http {
@@ -31,15 +32,8 @@ using json = nlohmann::json;
 using inference::InferParameter;
 using inference::ModelInferRequest;
 
-// The JSON text of a string (quoted, escaped); bytes that are not UTF-8 are
-// replaced rather than making dump() throw.
-std::string Quoted(absl::string_view text) {
-  return json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-std::string Dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+// The JSON text of a string (quoted, escaped).
+std::string Quoted(absl::string_view text) { return JsonText(json(std::string(text))); }
 
 absl::Status Invalid(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
@@ -223,7 +217,7 @@ absl::Status AppendData(const json& data, std::optional<DType> dtype, std::strin
   }
   absl::Status status = AppendElement(data, dtype, raw);
   if (!status.ok()) {
-    std::string text = Dump(data);
+    std::string text = JsonText(data);
     if (text.size() > 64) text = absl::StrCat(text.substr(0, 64), "...");
     return absl::InvalidArgumentError(
         absl::StrCat("value ", text, " at index ", *count, " ", status.message()));
@@ -541,7 +535,7 @@ absl::StatusOr<EncodedResponse> EncodeInferResponse(const inference::ModelInferR
   }
   if (!response.parameters().empty()) {
     out += ",\"parameters\":";
-    out += Dump(ParametersJson(response.parameters()));
+    out += JsonText(ParametersJson(response.parameters()));
   }
   out += ",\"outputs\":[";
   EncodedResponse encoded;
@@ -556,13 +550,13 @@ absl::StatusOr<EncodedResponse> EncodeInferResponse(const inference::ModelInferR
     json params = ParametersJson(output.parameters());
     if (output.parameters().count("shared_memory_region") > 0) {
       meta["parameters"] = std::move(params);  // written into the region, as Triton answers
-      out += Dump(meta);
+      out += JsonText(meta);
       continue;
     }
     const bool is_binary = format.IsBinary(output.name());
     if (is_binary) params["binary_data_size"] = bytes.size();
     if (!params.empty()) meta["parameters"] = std::move(params);
-    std::string text = Dump(meta);
+    std::string text = JsonText(meta);
     if (is_binary) {
       out += text;
       encoded.binary.push_back(bytes);
@@ -584,7 +578,7 @@ std::string ServerMetadataJson(const inference::ServerMetadataResponse& response
   json out = {{"name", response.name()}, {"version", response.version()}};
   out["extensions"] = json::array();
   for (const std::string& e : response.extensions()) out["extensions"].push_back(e);
-  return Dump(out);
+  return JsonText(out);
 }
 
 std::string ModelMetadataJson(const inference::ModelMetadataResponse& response) {
@@ -607,7 +601,7 @@ std::string ModelMetadataJson(const inference::ModelMetadataResponse& response) 
   json properties = json::object();
   for (const auto& [key, value] : response.properties()) properties[key] = value;
   out["properties"] = std::move(properties);
-  return Dump(out);
+  return JsonText(out);
 }
 
 std::string ModelStatisticsJson(const inference::ModelStatisticsResponse& response) {
@@ -641,7 +635,7 @@ std::string ModelStatisticsJson(const inference::ModelStatisticsResponse& respon
     }
     models.push_back(std::move(m));
   }
-  return Dump(json{{"model_stats", std::move(models)}});
+  return JsonText(json{{"model_stats", std::move(models)}});
 }
 
 std::string RepositoryIndexJson(const inference::RepositoryIndexResponse& response) {
@@ -651,11 +645,11 @@ std::string RepositoryIndexJson(const inference::RepositoryIndexResponse& respon
     if (!m.reason().empty()) entry["reason"] = m.reason();
     out.push_back(std::move(entry));
   }
-  return Dump(out);
+  return JsonText(out);
 }
 
 std::string ModelReadyJson(const std::string& name, bool ready) {
-  return Dump(json{{"name", name}, {"ready", ready}});
+  return JsonText(json{{"name", name}, {"ready", ready}});
 }
 
 absl::Status ParseRepositoryIndexRequest(absl::string_view body,
@@ -695,7 +689,7 @@ absl::Status ParseRepositoryParameters(
       }
       p.set_bytes_param(std::move(bytes));
     } else if (key == "config" && v.is_object()) {
-      p.set_string_param(Dump(v));  // Triton wants the text; the object is accepted too
+      p.set_string_param(JsonText(v));  // Triton wants the text; the object is accepted too
     } else if (v.is_string()) {
       p.set_string_param(v.get<std::string>());
     } else if (v.is_boolean()) {
@@ -742,7 +736,7 @@ std::string SharedMemoryStatusJson(const inference::SystemSharedMemoryStatusResp
     out.push_back({{"name", r->name()}, {"key", r->key()}, {"offset", r->offset()},
                    {"byte_size", r->byte_size()}});
   }
-  return Dump(out);
+  return JsonText(out);
 }
 
 }  // namespace kiln::server::http
