@@ -39,6 +39,7 @@
 #include "server/core/request_parameters.h"
 #include "server/core/tensor_codec.h"
 #include "server/http/json_codec.h"
+#include "tests/fuzz/fuzz_tensors.h"
 
 namespace {
 
@@ -47,9 +48,6 @@ using kiln::DType;
 using kiln::runtime::NamedTensor;
 namespace http = kiln::server::http;
 
-constexpr const char* kDatatypes[] = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64",
-                                      "INT8", "INT16", "INT32",  "INT64",  "FP16",
-                                      "BF16", "FP32",  "FP64",   "BYTES",  "FP8"};
 constexpr const char* kNames[] = {"x", "y", "x", "", "\xff\xfe", "output0"};
 
 void Check(bool ok) {
@@ -59,15 +57,7 @@ void Check(bool ok) {
 bool SameTensors(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    const kiln::Tensor& x = a[i].tensor;
-    const kiln::Tensor& y = b[i].tensor;
-    if (a[i].name != b[i].name || x.dtype() != y.dtype() || x.dims() != y.dims() ||
-        x.byte_size() != y.byte_size()) {
-      return false;
-    }
-    if (x.byte_size() > 0 && std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) != 0) {
-      return false;
-    }
+    if (a[i].name != b[i].name || !kiln::fuzz::SameTensor(a[i].tensor, b[i].tensor)) return false;
   }
   return true;
 }
@@ -116,14 +106,12 @@ bool SameThroughJson(const std::vector<NamedTensor>& a, const std::vector<NamedT
   for (size_t i = 0; i < a.size(); ++i) {
     const kiln::Tensor& x = a[i].tensor;
     const kiln::Tensor& y = b[i].tensor;
+    if (!IsFloat(x.dtype())) {
+      if (!kiln::fuzz::SameTensor(x, y)) return false;
+      continue;
+    }
     if (x.dtype() != y.dtype() || x.dims() != y.dims() || x.byte_size() != y.byte_size()) {
       return false;
-    }
-    if (!IsFloat(x.dtype())) {
-      if (x.byte_size() > 0 && std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) != 0) {
-        return false;
-      }
-      continue;
     }
     const size_t n = x.byte_size() / kiln::DTypeSize(x.dtype());
     for (size_t k = 0; k < n; ++k) {
@@ -331,7 +319,7 @@ std::pair<std::string, std::optional<size_t>> Build(FuzzedDataProvider& in) {
   for (int n = in.ConsumeIntegralInRange(0, 3); n > 0; --n) {
     json t = json::object();
     t["name"] = in.PickValueInArray(kNames);
-    const char* datatype = in.PickValueInArray(kDatatypes);
+    const char* datatype = in.PickValueInArray(kiln::fuzz::kDatatypes);
     t["datatype"] = datatype;
     std::vector<int64_t> shape;
     for (int rank = in.ConsumeIntegralInRange(0, 3); rank > 0; --rank) {

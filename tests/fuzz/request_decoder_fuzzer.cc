@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -26,12 +25,10 @@
 #include "server/core/infer_request_reader.h"
 #include "server/core/request_parameters.h"
 #include "server/core/tensor_codec.h"
+#include "tests/fuzz/fuzz_tensors.h"
 
 namespace {
 
-constexpr const char* kDatatypes[] = {"BOOL",  "UINT8", "UINT16", "UINT32", "UINT64",
-                                      "INT8",  "INT16", "INT32",  "INT64",  "FP16",
-                                      "BF16",  "FP32",  "FP64",   "BYTES",  "FP8"};
 constexpr const char* kParameters[] = {"profile",  "timeout",  "priority", "binary_data",
                                        "binary_data_size", "shared_memory_region",
                                        "classification", "x\n"};
@@ -55,7 +52,7 @@ void Build(FuzzedDataProvider& in, inference::ModelInferRequest& request) {
   for (int i = 0; i < inputs; ++i) {
     auto* t = request.add_inputs();
     t->set_name(in.ConsumeBool() ? "x" : in.ConsumeRandomLengthString(8));
-    t->set_datatype(in.PickValueInArray(kDatatypes));
+    t->set_datatype(in.PickValueInArray(kiln::fuzz::kDatatypes));
     const int rank = in.ConsumeIntegralInRange(0, 5);
     for (int d = 0; d < rank; ++d) {
       // Mostly small dims, sometimes hostile ones (negative, huge, overflowing).
@@ -121,10 +118,7 @@ void ReadLikeProtobuf(const char* bytes, size_t size, size_t every) {
   if (mine.ok()) {
     if (mine->size() != theirs->size()) std::abort();
     for (size_t i = 0; i < mine->size(); ++i) {
-      const kiln::Tensor& a = (*mine)[i].tensor;
-      const kiln::Tensor& b = (*theirs)[i].tensor;
-      if (a.dtype() != b.dtype() || a.dims() != b.dims() || a.byte_size() != b.byte_size()) std::abort();
-      if (a.byte_size() > 0 && std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) != 0) std::abort();
+      if (!kiln::fuzz::SameTensor((*mine)[i].tensor, (*theirs)[i].tensor)) std::abort();
     }
     (void)kiln::server::RequestedOutputs(read);
   }
