@@ -157,30 +157,26 @@ class Server:
         s = self.stubs[0].ModelStatistics(self.pb.ModelStatisticsRequest(name=model)).model_stats[0]
         return {b.batch_size: b.compute_infer.count for b in s.batch_stats}
 
-    def metric(self, sample):
-        """The value of one sample of kilnd's /metrics, named as the exposition writes it
-        ('kiln_compute_split_runs_total', 'kiln_batcher_requests_total{model="m",...}'); nan
-        when absent or unreadable."""
+    def counters(self, model):
+        """From one scrape of kilnd's /metrics: runs on one thread of a split compute team
+        (kiln_compute_split_runs_total), and `model`'s successful requests through its batcher's
+        queue and around it (kiln_batcher_requests_total; absent for a model without dynamic
+        batching). Each nan when absent or unreadable."""
         import urllib.request
+        wanted = ["kiln_compute_split_runs_total"] + [
+            f'kiln_batcher_requests_total{{model="{model}",route="{route}",version="1"}}'
+            for route in ("queue", "around")]
+        values = dict.fromkeys(wanted, float("nan"))
         try:
             with urllib.request.urlopen(f"http://{self.proc.metrics_address}/metrics",
                                         timeout=10) as r:
                 for line in r.read().decode().splitlines():
-                    if line.rsplit(" ", 1)[0] == sample:
-                        return float(line.split()[-1])
+                    sample, _, value = line.rpartition(" ")
+                    if sample in values:
+                        values[sample] = float(value)
         except (OSError, ValueError):
             pass
-        return float("nan")
-
-    def split_runs(self):
-        """kilnd's kiln_compute_split_runs_total: runs on one thread of a split compute team."""
-        return self.metric("kiln_compute_split_runs_total")
-
-    def batcher_routes(self, model):
-        """Successful requests of `model` through its batcher's queue and around it (kilnd's
-        kiln_batcher_requests_total); nan for a model without dynamic batching."""
-        return tuple(self.metric(f'kiln_batcher_requests_total{{model="{model}",route="{route}",'
-                                 f'version="1"}}') for route in ("queue", "around"))
+        return tuple(values[k] for k in wanted)
 
     def close(self):
         self.proc.stop()
@@ -247,8 +243,7 @@ def run_point(server, model, req, concurrency, warmup_s, seconds):
             cpu[key] = (cpu_seconds(server.proc.proc.pid), cpu_seconds(os.getpid()), time.monotonic())
 
     before = server.batch_counts(model)
-    split_before = server.split_runs()
-    routes_before = server.batcher_routes(model)
+    counters_before = server.counters(model)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
     threads.append(threading.Thread(target=sample_cpu))
     for t in threads:
@@ -258,8 +253,8 @@ def run_point(server, model, req, concurrency, warmup_s, seconds):
     after = server.batch_counts(model)
     ran = {b: after.get(b, 0) - before.get(b, 0) for b in after if after.get(b, 0) > before.get(b, 0)}
     runs = sum(ran.values())
-    split = (server.split_runs() - split_before) / runs if runs else float("nan")
-    queued, around = (a - b for a, b in zip(server.batcher_routes(model), routes_before))
+    split_runs, queued, around = (a - b for a, b in zip(server.counters(model), counters_before))
+    split = split_runs / runs if runs else float("nan")
     # nan for a model without dynamic batching (its samples are absent).
     around_share = around / (queued + around) if queued + around > 0 else float("nan")
     latencies.sort()
