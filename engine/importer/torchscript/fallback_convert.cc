@@ -226,17 +226,23 @@ void AddFallbackTwin(const TorchNode& node, const std::vector<ir::ValueId>& resu
   ir::Graph& g = ctx.graph();
   const ir::NodeId producer = g.value(results[0]).producer;
   if (producer == ir::kNoNode) return;
-  ir::Node& native = g.mutable_node(producer);
-  if (native.outputs != results || native.kind == ir::OpKind::kFallback ||
-      native.attrs.Has("fallback.inputs") ||
-      native.source_op != node.kind().toQualString()) {
-    return;
+  {
+    const ir::Node& native = g.node(producer);
+    if (native.outputs != results || native.kind == ir::OpKind::kFallback ||
+        native.attrs.Has("fallback.inputs") ||
+        native.source_op != node.kind().toQualString()) {
+      return;
+    }
   }
   absl::StatusOr<FallbackSpec> spec = SpecFor(node, ctx);
   if (!spec.ok() || spec->unpack >= 0 ||
       spec->num_outputs != static_cast<int>(results.size())) {
     return;
   }
+  // Taken only now: SpecFor may add nodes (an RNN's weights, the elements of a
+  // list it binds), which moves the graph's nodes; a reference taken before
+  // would read freed memory (and crashed kiln-parity at times).
+  ir::Node& native = g.mutable_node(producer);
   std::vector<int64_t> positions;
   for (ir::ValueId in : spec->inputs) {
     if (in == ir::kNoValue) {  // a None element of a list (x[:, i])
