@@ -30,19 +30,55 @@ std::string Timestamp(spdlog::log_clock::time_point t) {
   return absl::StrFormat("%s.%03dZ", buf, millis);
 }
 
-// A multi-line message (an import error quoting a traceback, say) must not
-// split into lines that a line-oriented collector would read as new events.
-std::string EscapeLineBreaks(const std::string& text) {
+// A text line carries names and messages a client or a model file chose. A
+// line break would split it into lines a line-oriented collector reads as new
+// events, a control byte (ESC) would drive the terminal that shows the log, and
+// a byte that is not UTF-8 breaks readers that decode it: line breaks become
+// \n and \r, the rest \xNN. Valid UTF-8 (names in any script) stays as is.
+std::string EscapeForTextLine(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
+  const auto hex = [&out](unsigned char c) { absl::StrAppendFormat(&out, "\\x%02x", c); };
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
     if (c == '\n') {
       out += "\\n";
     } else if (c == '\r') {
       out += "\\r";
+    } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      hex(c);
+    } else if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
     } else {
-      out.push_back(c);
+      // The length of the UTF-8 sequence c starts, and the range of its second
+      // byte (which rules out overlong forms, surrogates and past U+10FFFF).
+      size_t n = 0;
+      unsigned char lo = 0x80, hi = 0xbf;
+      if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+      } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+      } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+      }
+      bool valid = n > 0 && i + n <= text.size();
+      for (size_t k = 1; valid && k < n; ++k) {
+        const auto b = static_cast<unsigned char>(text[i + k]);
+        valid = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xbf);
+      }
+      if (!valid) {
+        hex(c);
+      } else {
+        out.append(text, i, n);
+        i += n;
+        continue;
+      }
     }
+    ++i;
   }
   return out;
 }
@@ -66,7 +102,7 @@ class LineFormatter : public spdlog::formatter {
       // Replace, never throw: a model or op name from a client may be bad UTF-8.
       line = JsonText(event);
     } else {
-      line = absl::StrCat(Timestamp(msg.time), " ", level, " ", EscapeLineBreaks(text));
+      line = absl::StrCat(Timestamp(msg.time), " ", level, " ", EscapeForTextLine(text));
     }
     line.push_back('\n');
     dest.append(line.data(), line.data() + line.size());

@@ -312,11 +312,26 @@ class KilndTest(unittest.TestCase):
         server = Daemon("--port", "0", "--model-repository", self.repo)
         try:
             run_kiln("--server", server.address, "upload", fixture("corrupt.pt"), "--name", "bad")
+            # A client's bytes reach the log: a model name with ESC (a terminal's colour
+            # sequence), a line break and a byte that is not UTF-8, and a body of such bytes.
+            base = f"http://{server.http_address}/v2/models"
+            for name in ("%1b%5b31m%0aforged%ff", "m%c3%a9"):
+                subprocess.run(["curl", "-s", f"{base}/{name}"], capture_output=True, timeout=60,
+                               check=True)
+            subprocess.run(["curl", "-s", "-X", "POST", f"{base}/m%c3%a9/infer",
+                            "--data-binary", "@-"], input=b"\xff\x1b[2J", capture_output=True,
+                           timeout=60, check=True)
         finally:
             self.assertEqual(server.stop(), 0)
-        for line in server.text().splitlines():
+        text = server.text()  # decoded as UTF-8; a byte that is not shows as U+FFFD
+        for line in text.splitlines():
             self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (trace|debug|info|"
                                    r"warning|error|critical) \S")
+        self.assertNotIn("\x1b", text)
+        self.assertNotIn("\ufffd", text)
+        self.assertIn(r"unknown model '\x1b[31m\nforged\xff'", text)
+        self.assertIn("unknown model 'm\u00e9'", text)  # valid UTF-8 stays as it is
+        self.assertIn(r"last read: '\xff'", text)  # the body's byte, in the JSON parser's message
 
     def test_sigterm_drains_in_flight_requests_then_exits_zero(self):
         server = Daemon("--port", "0", "--model-repository", self.repo, "--threads", "1",
