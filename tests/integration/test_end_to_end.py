@@ -23,9 +23,10 @@ def fixture(name):
 class Kilnd(KilndProcess):
     """kilnd serving `repo` on a free loopback port."""
 
-    def __init__(self, repo, threads=2, args=(), env=None):
+    def __init__(self, repo, threads=2, args=(), env=None, wrapper=()):
         super().__init__(BIN, ["--host", "127.0.0.1", "--port", "0", "--model-repository", repo,
-                               "--threads", threads, "--log-level", "info", *args], env=env)
+                               "--threads", threads, "--log-level", "info", *args], env=env,
+                         wrapper=wrapper)
         self.repo = repo
 
 

@@ -18,16 +18,17 @@ import time
 
 
 class KilndProcess:
-    def __init__(self, bin_dir, args, env=None, merge_log=True, startup_timeout=300):
-        """Starts `bin_dir/kilnd args...` and waits until it listens (RuntimeError otherwise)."""
+    def __init__(self, bin_dir, args, env=None, merge_log=True, startup_timeout=300, wrapper=()):
+        """Starts `bin_dir/kilnd args...` and waits until it listens (RuntimeError otherwise).
+        `wrapper`: words run in front of kilnd (valgrind and its options)."""
         self.lines = []  # log lines, in order
         self.started = time.monotonic()
         args = [str(a) for a in args]
         wants_http = self._port_flag(args, "--http-port")
         wants_metrics = self._port_flag(args, "--metrics-port")
         self.proc = subprocess.Popen(
-            [os.path.join(bin_dir, "kilnd"), *args], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge_log else subprocess.PIPE, text=True,
+            [*wrapper, os.path.join(bin_dir, "kilnd"), *args], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_log else subprocess.PIPE, text=True, errors="replace",
             env={**os.environ, **(env or {})})
         self._readers = []
         if not merge_log:
