@@ -328,18 +328,25 @@ absl::StatusOr<c10::IValue> ScalarOperand(const Tensor& t, const c10::TypePtr& t
     case c10::TypeKind::NumberType:
       return c10::IValue(tt.item());
     case c10::TypeKind::ListType: {
-      const c10::TypePtr element = type->castRaw<c10::ListType>()->getElementType();
-      if (element->kind() == c10::TypeKind::IntType) {
+      c10::TypeKind element = type->castRaw<c10::ListType>()->getElementType()->kind();
+      if (element == c10::TypeKind::VarType || element == c10::TypeKind::AnyType) {
+        // A generic list (aten::len's List[t]): its elements are what the
+        // value holds, an int list for a shape.
+        element = tt.scalar_type() == at::kBool        ? c10::TypeKind::BoolType
+                  : at::isFloatingType(tt.scalar_type()) ? c10::TypeKind::FloatType
+                                                         : c10::TypeKind::IntType;
+      }
+      if (element == c10::TypeKind::IntType) {
         at::Tensor l = tt.to(at::kLong).contiguous();
         return c10::IValue(std::vector<int64_t>(l.data_ptr<int64_t>(),
                                                 l.data_ptr<int64_t>() + l.numel()));
       }
-      if (element->kind() == c10::TypeKind::FloatType) {
+      if (element == c10::TypeKind::FloatType) {
         at::Tensor l = tt.to(at::kDouble).contiguous();
         return c10::IValue(
             std::vector<double>(l.data_ptr<double>(), l.data_ptr<double>() + l.numel()));
       }
-      if (element->kind() == c10::TypeKind::BoolType) {
+      if (element == c10::TypeKind::BoolType) {
         c10::List<bool> list;
         at::Tensor l = tt.to(at::kBool).contiguous();
         for (int64_t k = 0; k < l.numel(); ++k) list.push_back(l.data_ptr<bool>()[k]);

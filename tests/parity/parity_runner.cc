@@ -4,6 +4,12 @@
 // cases passing natively, passing through the libtorch fallback (a Fallback
 // node in the imported graph), and failing.
 //
+// Each case whose imported graph keeps libtorch twins on its native nodes
+// (engine/ir/fallback_twin.h: what a compile runs when a kernel refuses one
+// signature) runs a second time with every twin swapped in, against the same
+// outputs: a twin that passes libtorch the wrong inputs or arguments fails
+// its case here, not in a user's request that happens to need it.
+//
 // Comparison: float outputs by relative error max|got - want| / max|want| <=
 // 1e-4 for FP32 and 1e-6 for FP64 (as the issues define it; FP16/BF16 four
 // units in the last place), integer and bool outputs exactly, and dims and
@@ -39,6 +45,7 @@
 #include "engine/common/element.h"
 #include "engine/common/tolerance.h"
 #include "engine/fallback/fallback.h"
+#include "engine/ir/fallback_twin.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/passes/pass.h"
 #include "engine/runtime/arena_pool.h"
@@ -56,6 +63,8 @@ struct Result {
   std::string name, family;
   Outcome outcome = Outcome::kFail;
   std::string detail;  // why it failed, or the worst error
+  int twins = 0;          // nodes that ran as their libtorch twin in the second run
+  std::string twin_error;  // why that run failed; empty when it passed or had no twins
 };
 
 
@@ -64,6 +73,29 @@ bool HasFallback(const ir::Graph& g) {
     if (n.kind == ir::OpKind::kFallback) return true;
   }
   return false;
+}
+
+// Compiles `graph`, runs it on `inputs` and compares with libtorch's outputs
+// of the case: "" and the worst error in `detail` when they agree, else why not.
+std::string RunAndCompare(const std::string& base, const json& entry, ir::Graph graph,
+                          const runtime::ModelOptions& options,
+                          const std::vector<runtime::NamedTensor>& inputs, std::string* detail) {
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model =
+      runtime::Model::Create(std::move(graph), options);
+  if (!model.ok()) return absl::StrCat("load: ", model.status().message());
+  absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = (*model)->Infer(inputs, {});
+  if (!outputs.ok()) return absl::StrCat("run: ", outputs.status().message());
+  const size_t want_n = entry["outputs"].size();
+  if (outputs->size() != want_n) return absl::StrCat(outputs->size(), " outputs, libtorch ", want_n);
+  double worst = 0, worst_abs = 0;
+  for (size_t i = 0; i < want_n; ++i) {
+    absl::StatusOr<Tensor> want = client::ReadNpy(absl::StrCat(base, ".output", i, ".npy"));
+    if (!want.ok()) return absl::StrCat("expected output: ", want.status().message());
+    const std::string diff = testing::CompareWithLibtorch((*outputs)[i].tensor, *want, &worst, &worst_abs);
+    if (!diff.empty()) return absl::StrCat("output ", i, ": ", diff);
+  }
+  *detail = absl::StrCat("max relative error ", worst, ", max abs diff ", worst_abs);
+  return "";
 }
 
 Result RunCase(const std::string& dir, const json& entry, int threads) {
@@ -94,37 +126,21 @@ Result RunCase(const std::string& dir, const json& entry, int threads) {
     }
     inputs.push_back({spec.name, *std::move(t)});
   }
-  absl::StatusOr<std::unique_ptr<runtime::Model>> model =
-      runtime::Model::Create(*std::move(graph), options);
-  if (!model.ok()) {
-    r.detail = absl::StrCat("load: ", model.status().message());
+  // The same graph with every native node's libtorch twin swapped in.
+  ir::Graph twins = *graph;
+  for (size_t n = 0; n < twins.nodes().size(); ++n) {
+    r.twins += ir::SwapInFallbackTwin(twins.mutable_node(static_cast<ir::NodeId>(n))) ? 1 : 0;
+  }
+  const std::string mismatch = RunAndCompare(base, entry, *std::move(graph), options, inputs, &r.detail);
+  if (!mismatch.empty()) {
+    r.detail = mismatch;
     return r;
   }
-  absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = (*model)->Infer(inputs, {});
-  if (!outputs.ok()) {
-    r.detail = absl::StrCat("run: ", outputs.status().message());
-    return r;
-  }
-  const size_t want_n = entry["outputs"].size();
-  if (outputs->size() != want_n) {
-    r.detail = absl::StrCat(outputs->size(), " outputs, libtorch ", want_n);
-    return r;
-  }
-  double worst = 0, worst_abs = 0;
-  for (size_t i = 0; i < want_n; ++i) {
-    absl::StatusOr<Tensor> want = client::ReadNpy(absl::StrCat(base, ".output", i, ".npy"));
-    if (!want.ok()) {
-      r.detail = absl::StrCat("expected output: ", want.status().message());
-      return r;
-    }
-    const std::string diff = testing::CompareWithLibtorch((*outputs)[i].tensor, *want, &worst, &worst_abs);
-    if (!diff.empty()) {
-      r.detail = absl::StrCat("output ", i, ": ", diff);
-      return r;
-    }
+  if (r.twins > 0) {
+    std::string twin_detail;
+    r.twin_error = RunAndCompare(base, entry, std::move(twins), options, inputs, &twin_detail);
   }
   r.outcome = fallback ? Outcome::kFallback : Outcome::kNative;
-  r.detail = absl::StrCat("max relative error ", worst, ", max abs diff ", worst_abs);
   return r;
 }
 
@@ -295,7 +311,22 @@ int Main(int argc, char** argv) {
   std::printf("%-14s %8d %10d %8d %7d\n", "total", total[0], total[1], total[2], n);
   if (n > 0) std::printf("native coverage: %.1f%%\n", 100.0 * total[0] / n);
 
-  int unexpected = 0;
+  // The runs with the twins swapped in.
+  int twin_cases = 0, twin_nodes = 0, twin_failures = 0;
+  for (const Result& r : results) {
+    if (r.twins == 0 || r.outcome == Outcome::kFail) continue;
+    ++twin_cases;
+    twin_nodes += r.twins;
+    if (!r.twin_error.empty()) {
+      ++twin_failures;
+      std::printf("TWIN FAILURE %s (%d nodes as their libtorch twin): %s\n", r.name.c_str(), r.twins,
+                  r.twin_error.c_str());
+    }
+  }
+  std::printf("libtorch twins: %d nodes in %d cases swapped in, %d cases failing\n", twin_nodes,
+              twin_cases, twin_failures);
+
+  int unexpected = twin_failures;
   for (const Result& r : results) {
     if (r.outcome == Outcome::kNative) {
       if (expected.count(r.name)) std::printf("NOW NATIVE (remove from the expect list): %s\n", r.name.c_str());

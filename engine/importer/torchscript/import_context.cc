@@ -403,6 +403,9 @@ absl::StatusOr<std::vector<ir::ValueId>> ImportContext::TensorListInput(const No
                        AddTensorConstant(t, absl::StrCat(v->debugName(), ".", ids.size())));
       ids.push_back(id);
     }
+    // Bound once (a frozen RNN's weights): a second reader, such as the op's
+    // libtorch twin, gets the same constants, not copies the node lacks.
+    Bind(v, MakeTensorList(*v->node(), ids));
     return ids;
   }
   return Unimplemented(node, absl::StrCat(ArgName(node, i), " is a tensor list built by ",

@@ -580,8 +580,8 @@ graph(%x : Tensor):
 // nodes. The importer once held a reference to the native node across that: a
 // read of freed memory, which crashed kiln-parity about once in 70 runs.
 // Memcheck sees it every time (memcheck.parity_ops; this test under valgrind).
-// An RNN gets no twin: those weights are not the native node's inputs.
-TEST(ImporterIrTest, BindingATwinThatAddsNodesKeepsTheNativeNode) {
+// The weights are bound once, so the twin reads the native node's constants.
+TEST(ImporterIrTest, AFrozenRnnsWeightsAreBoundOnceAndItsTwinReadsThem) {
   // A frozen nn.LSTM: its weights one Tensor[] constant, as freezing writes it.
   std::shared_ptr<torch::jit::Graph> graph = Parse(R"IR(
 graph(%x : Float(5, 1, 3), %params : Tensor[]):
@@ -613,7 +613,11 @@ graph(%x : Float(5, 1, 3), %params : Tensor[]):
   EXPECT_THAT(FallbackOps(*g), ::testing::IsEmpty());
   const ir::Node& lstm = Producer(*g, g->outputs()[0]);
   EXPECT_EQ(lstm.source_op, "aten::lstm");
-  EXPECT_FALSE(lstm.attrs.Has("fallback.inputs"));
+  // The twin passes libtorch the node's own inputs: x, the two states (one
+  // zeros tensor twice, so both at its first position), the eight weights.
+  EXPECT_EQ(lstm.attrs.GetInts("fallback.inputs"),
+            (std::vector<int64_t>{0, 1, 1, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(lstm.attrs.GetString("fallback.op"), "aten::lstm");
 }
 
 TEST(ImporterIrTest, InPlaceOpRebindsItsInput) {
