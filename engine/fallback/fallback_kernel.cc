@@ -437,7 +437,12 @@ absl::Status EvalFallbackImpl(EvalContext& ctx) {
       continue;
     }
     if (out >= ctx.outputs.size()) break;
-    if (v.isTensor()) {
+    if (v.isTensor() && !v.toTensor().defined()) {
+      // An optional result the op did not compute (_native_multi_head_attention's
+      // weights without need_weights), which no op of libtorch's would take:
+      // an empty tensor, so that the op's other results reach the model.
+      *ctx.outputs[out++] = Tensor::Zeros(DType::kF32, {0});
+    } else if (v.isTensor()) {
       ASSIGN_OR_RETURN(*ctx.outputs[out++], FromTorch(v.toTensor()));
     } else if (std::optional<Tensor> scalar = importer::ScalarTensor(v)) {
       *ctx.outputs[out++] = *std::move(scalar);

@@ -75,4 +75,12 @@ bool SwapInFallbackTwin(Node& node) {
   return true;
 }
 
+int SwapInEveryFallbackTwin(Graph& graph) {
+  int swapped = 0;
+  for (size_t n = 0; n < graph.nodes().size(); ++n) {
+    swapped += SwapInFallbackTwin(graph.mutable_node(static_cast<NodeId>(n))) ? 1 : 0;
+  }
+  return swapped;
+}
+
 }  // namespace kiln::ir

@@ -35,4 +35,9 @@ bool IsFallbackTwinAttr(const std::string& name);
 // it since import.
 bool SwapInFallbackTwin(Node& node);
 
+// SwapInFallbackTwin on every node of `graph`; how many it swapped. The test
+// runners (kiln-parity, kiln-sweep) run each case so too, checking every twin
+// against libtorch's answer before a request needs it.
+int SwapInEveryFallbackTwin(Graph& graph);
+
 }  // namespace kiln::ir

@@ -128,9 +128,7 @@ Result RunCase(const std::string& dir, const json& entry, int threads) {
   }
   // The same graph with every native node's libtorch twin swapped in.
   ir::Graph twins = *graph;
-  for (size_t n = 0; n < twins.nodes().size(); ++n) {
-    r.twins += ir::SwapInFallbackTwin(twins.mutable_node(static_cast<ir::NodeId>(n))) ? 1 : 0;
-  }
+  r.twins = ir::SwapInEveryFallbackTwin(twins);
   const std::string mismatch = RunAndCompare(base, entry, *std::move(graph), options, inputs, &r.detail);
   if (!mismatch.empty()) {
     r.detail = mismatch;

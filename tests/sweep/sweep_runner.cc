@@ -12,6 +12,10 @@
 //
 // A crash (an abort or a fault in Kiln) stops the run and names the case.
 //
+// A case that passes runs again with every native node's libtorch twin
+// swapped in (engine/ir/fallback_twin.h, what a compile runs for a signature a
+// kernel refuses), against the same answer; a twin that disagrees fails the run.
+//
 // --expect FILE lists the cases known not to pass natively, one
 // "case  outcome  reason" a line (outcome: failed or fallback). The run fails
 // on a failure not listed as failed, on a fallback not listed (a regression
@@ -50,6 +54,7 @@
 #include "engine/fallback/fallback.h"
 #include "engine/importer/torchscript/aten_op_table.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
+#include "engine/ir/fallback_twin.h"
 #include "engine/runtime/arena_pool.h"
 #include "engine/runtime/model.h"
 #include "tests/support/libtorch_compare.h"
@@ -71,6 +76,8 @@ struct Result {
   std::string name, op, dtype;
   Outcome outcome = Outcome::kFailed;
   std::string detail;  // why it failed, what fell back, or libtorch's error
+  int twins = 0;           // nodes run as their libtorch twin in the second run
+  std::string twin_error;  // how that run disagreed; empty when it agreed
 };
 
 // The case being run, for the crash handler.
@@ -104,6 +111,17 @@ std::string FallbackOps(std::set<std::string> ops, const runtime::Model& model) 
   return joined;
 }
 
+// "" when `got` is libtorch's answer `wants` (value, dtype, shape), else how it differs.
+std::string Compare(const std::string& data, const json& wants,
+                    const std::vector<runtime::NamedTensor>& got) {
+  if (got.size() != wants.size()) return absl::StrCat(got.size(), " outputs, libtorch ", wants.size());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    const std::string diff = testing::CompareWithLibtorch(got[i].tensor, FromData(data, wants[i]));
+    if (!diff.empty()) return absl::StrCat("output ", i, ": ", diff);
+  }
+  return "";
+}
+
 Result RunCase(const std::string& dir, const std::string& data, const json& entry, int threads) {
   Result r;
   r.name = entry["name"].get<std::string>();
@@ -135,6 +153,8 @@ Result RunCase(const std::string& dir, const std::string& data, const json& entr
     options.inputs.push_back(spec);
     inputs.push_back({spec.name, FromData(data, ins[i])});
   }
+  ir::Graph twins = *graph;
+  r.twins = ir::SwapInEveryFallbackTwin(twins);
   absl::StatusOr<std::unique_ptr<runtime::Model>> model =
       runtime::Model::Create(*std::move(graph), options);
   if (!model.ok()) return refused("load", model.status());
@@ -146,21 +166,23 @@ Result RunCase(const std::string& dir, const std::string& data, const json& entr
     r.detail = absl::StrCat("libtorch: ", entry["torch_error"].get<std::string>());
     return r;
   }
-  const json& wants = entry["outputs"];
-  if (outputs->size() != wants.size()) {
-    r.detail = absl::StrCat(outputs->size(), " outputs, libtorch ", wants.size());
+  const std::string diff = Compare(data, entry["outputs"], *outputs);
+  if (!diff.empty()) {
+    r.detail = absl::StrCat(diff, fallback_ops.empty() ? "" : " (fallback " + fallback_ops + ")");
     return r;
-  }
-  for (size_t i = 0; i < wants.size(); ++i) {
-    const std::string diff = testing::CompareWithLibtorch((*outputs)[i].tensor, FromData(data, wants[i]));
-    if (!diff.empty()) {
-      r.detail = absl::StrCat("output ", i, ": ", diff,
-                              fallback_ops.empty() ? "" : " (fallback " + fallback_ops + ")");
-      return r;
-    }
   }
   r.outcome = fallback_ops.empty() ? Outcome::kNative : Outcome::kFallback;
   r.detail = fallback_ops;
+  if (r.twins > 0) {
+    model = runtime::Model::Create(std::move(twins), options);
+    if (!model.ok()) {
+      r.twin_error = absl::StrCat("load: ", model.status().message());
+    } else if (outputs = (*model)->Infer(inputs, {}); !outputs.ok()) {
+      r.twin_error = absl::StrCat("run: ", outputs.status().message());
+    } else {
+      r.twin_error = Compare(data, entry["outputs"], *outputs);
+    }
+  }
   return r;
 }
 
@@ -362,6 +384,18 @@ int Main(int argc, char** argv) {
   for (const auto& [ops, n] : fallback_by_op) {
     std::printf("fallback through %s: %d cases\n", ops.c_str(), n);
   }
+  int twin_cases = 0, twin_nodes = 0;
+  for (const Result& r : results) {
+    if (r.twins == 0 || (r.outcome != Outcome::kNative && r.outcome != Outcome::kFallback)) continue;
+    ++twin_cases;
+    twin_nodes += r.twins;
+    if (!r.twin_error.empty()) {
+      ++bad;
+      std::printf("TWIN FAILURE %s (%d nodes as their libtorch twin): %s\n", r.name.c_str(),
+                  r.twins, r.twin_error.c_str());
+    }
+  }
+  std::printf("libtorch twins: %d nodes in %d passing cases swapped in\n", twin_nodes, twin_cases);
   if (filter.empty()) {
     std::set<std::string> ran;
     for (const Result& r : results) ran.insert(r.name);

@@ -775,7 +775,8 @@ absl::Status Translator::Loop(const Node* node) {
     ctx_.Bind(body->inputs()[0], iter);
     std::vector<ir::ValueId> params;
     for (size_t k = 0; k < carried + mutated.size(); ++k) {
-      const ir::Value& init = g_.value(inputs[2 + k]);
+      // A copy: AddBlockParam adds a value, which may move the graph's values.
+      const ir::Value init = g_.value(inputs[2 + k]);
       // A value the body mutates gets a name of its own inside the body.
       const std::string name = k < carried ? body->inputs()[1 + k]->debugName()
                                            : mutated[k - carried]->debugName() + ".carried";
