@@ -93,18 +93,16 @@ void BatchScheduler::Submit(Model& model) {
       }
       if (wake) changed_.notify_all();
     }, threads == pool_->team_threads() ? 0 : threads);
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      Model& model = models_[batcher.get()];
-      --model.tasks;
-      --tasks_;
-      dirty_ = true;
-      // The destructor waits for the last task; a model with no task left may
-      // leave the watch list (and release its batcher).
-      wake = stopping_ || (waiting_ && model.tasks == 0 && !model.starting);
-    }
-    if (wake) changed_.notify_all();
+    std::lock_guard<std::mutex> lock(mu_);
+    Model& model = models_[batcher.get()];
+    --model.tasks;
+    --tasks_;
+    dirty_ = true;
+    // The destructor waits for the last task; a model with no task left may
+    // leave the watch list (and release its batcher). Notified under mu_: once
+    // mu_ is released with tasks_ at 0 the destructor may return and take
+    // changed_ with it (ThreadSanitizer saw the notify race the destruction).
+    if (stopping_ || (waiting_ && model.tasks == 0 && !model.starting)) changed_.notify_all();
   };
   if (split) {
     pool_->SubmitSplittable(std::move(task), static_cast<int>(std::max<int64_t>(1, demand)));
