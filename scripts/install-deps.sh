@@ -28,7 +28,7 @@ PACKAGES=(
   zlib1g-dev                             # inflating deflated entries of model archives (.pt2 importer)
   libgtest-dev libgmock-dev              # unit and integration tests
   clang                                  # libFuzzer targets (tests/fuzz; skipped without clang++)
-  valgrind                               # memcheck.parity_ops: reads of freed memory fail every time
+  valgrind                               # the memcheck.* tests: reads of freed memory fail every time
   python3-torch python3-torchvision python3-numpy   # test fixtures and the example model
   python3-grpcio python3-protobuf python3-grpc-tools  # the Python client example (stock grpcio)
   python3-yaml                           # the deployment-manifest test
