@@ -1,7 +1,7 @@
 """kilnd under Valgrind's Memcheck: one daemon driven through its request paths (uploads good,
-corrupt and hostile; inference over gRPC and HTTP, JSON and binary, right and wrong; a batched model
-past its queue bound; a profiled request; unload, delete, SIGTERM), then every report Memcheck wrote
-must be empty. A read of freed or uninitialised memory in kilnd fails here every time, where in a
+corrupt and hostile; inference over gRPC, HTTP (JSON and binary) and the local socket, right and
+wrong, with tensors inline and in shared memory; a batched model past its queue bound; a profiled
+request; unload, delete, SIGTERM), then every report Memcheck wrote must be empty. A read of freed or uninitialised memory in kilnd fails here every time, where in a
 plain run it crashes only when the freed block happens to be unmapped. Import children are forks of
 kilnd, so Memcheck follows them too; the libtorch worker (exec'd) is not traced.
 
@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import unittest
+from multiprocessing import shared_memory
 
 import numpy as np
 
@@ -37,7 +38,8 @@ class MemcheckTest(unittest.TestCase):
         hostile_models.write_all(os.path.join(cls.tmp, "hostile"))
         cls.server = e2e.Kilnd(
             os.path.join(cls.tmp, "repo"),
-            args=["--cache-dir", os.path.join(cls.tmp, "cache"), "--max-request-memory-mb", 256],
+            args=["--cache-dir", os.path.join(cls.tmp, "cache"), "--max-request-memory-mb", 256,
+                  "--local-socket", os.path.join(cls.tmp, "kilnd.sock")],
             wrapper=[VALGRIND, "-q", f"--error-exitcode={ERROR_EXIT}", "--num-callers=30",
                      f"--suppressions={SUPPRESSIONS}",
                      f"--log-file={os.path.join(cls.logs, 'kilnd.%p.log')}"])
@@ -49,8 +51,9 @@ class MemcheckTest(unittest.TestCase):
             cls.server.stop(timeout=120)
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def kiln(self, *args, check=True):
+    def kiln(self, *args, check=True, local=False):
         cmd = [os.path.join(e2e.BIN, "kiln"), "--server", self.server.address, "--timeout", "600",
+               *(["--local-socket", os.path.join(self.tmp, "kilnd.sock")] if local else []),
                *map(str, args)]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         if check and r.returncode != 0:
@@ -127,6 +130,34 @@ class MemcheckTest(unittest.TestCase):
         for bad in (b'{"inputs": 1e999}', b"{", b"\xff\xfe", b'{"inputs": [{"name": "x"}]}'):
             status, body = self.post("/v2/models/mlp/infer", bad)
             self.assertEqual(status, 400, (bad, body))
+
+        # The local socket, and inputs and outputs in a registered shared-memory region (one
+        # request whose output would run past the region's end).
+        self.kiln("infer", "mlp", "--input", f"x={e2e.fixture('mlp.input.x.npy')}",
+                  "--output-dir", out, local=True)
+        e2e.assert_close(self, np.load(os.path.join(out, "output0.npy")), want)
+        seg = shared_memory.SharedMemory(create=True, size=x.nbytes + want.nbytes)
+        try:
+            np.ndarray(x.shape, np.float32, buffer=seg.buf)[...] = x
+            status, body = self.post("/v2/systemsharedmemory/region/r/register", json.dumps(
+                {"key": "/" + seg.name, "offset": 0, "byte_size": x.nbytes + want.nbytes}))
+            self.assertEqual(status, 200, body)
+            for out_offset, expect in ((x.nbytes, 200), (x.nbytes + 4, 400)):
+                status, body = self.post("/v2/models/mlp/infer", json.dumps({
+                    "inputs": [{"name": "x", "datatype": "FP32", "shape": list(x.shape),
+                                "parameters": {"shared_memory_region": "r",
+                                               "shared_memory_byte_size": x.nbytes}}],
+                    "outputs": [{"name": "output0", "parameters": {
+                        "shared_memory_region": "r", "shared_memory_offset": out_offset,
+                        "shared_memory_byte_size": want.nbytes}}]}))
+                self.assertEqual(status, expect, body)
+            e2e.assert_close(self, np.ndarray(want.shape, np.float32, buffer=seg.buf,
+                                              offset=x.nbytes).copy(), want)
+            status, body = self.post("/v2/systemsharedmemory/region/r/unregister", b"")
+            self.assertEqual(status, 200, body)
+        finally:
+            seg.close()
+            seg.unlink()
 
         # A batched model past its queue bound: every request answered, 200 or 503.
         config = os.path.join(self.tmp, "batched.json")
