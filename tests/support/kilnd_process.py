@@ -20,7 +20,9 @@ import time
 class KilndProcess:
     def __init__(self, bin_dir, args, env=None, merge_log=True, startup_timeout=300, wrapper=()):
         """Starts `bin_dir/kilnd args...` and waits until it listens (RuntimeError otherwise).
-        `wrapper`: words run in front of kilnd (valgrind and its options)."""
+        `wrapper`: words run in front of kilnd (valgrind and its options); without it, those of
+        $KILN_KILND_WRAPPER (split on spaces), so any test's kilnd can run under a tool."""
+        wrapper = wrapper or os.environ.get("KILN_KILND_WRAPPER", "").split()
         self.lines = []  # log lines, in order
         self.started = time.monotonic()
         args = [str(a) for a in args]
