@@ -76,25 +76,24 @@ bool HasFallback(const ir::Graph& g) {
 }
 
 // Compiles `graph`, runs it on `inputs` and compares with libtorch's outputs
-// of the case: "" and the worst error in `detail` when they agree, else why not.
-std::string RunAndCompare(const std::string& base, const json& entry, ir::Graph graph,
-                          const runtime::ModelOptions& options,
-                          const std::vector<runtime::NamedTensor>& inputs, std::string* detail) {
+// `wants`: "" when they agree (and, with `detail`, the worst error there), else why not.
+std::string RunAndCompare(ir::Graph graph, const runtime::ModelOptions& options,
+                          const std::vector<runtime::NamedTensor>& inputs,
+                          const std::vector<Tensor>& wants, std::string* detail) {
   absl::StatusOr<std::unique_ptr<runtime::Model>> model =
       runtime::Model::Create(std::move(graph), options);
   if (!model.ok()) return absl::StrCat("load: ", model.status().message());
   absl::StatusOr<std::vector<runtime::NamedTensor>> outputs = (*model)->Infer(inputs, {});
   if (!outputs.ok()) return absl::StrCat("run: ", outputs.status().message());
-  const size_t want_n = entry["outputs"].size();
-  if (outputs->size() != want_n) return absl::StrCat(outputs->size(), " outputs, libtorch ", want_n);
+  if (outputs->size() != wants.size()) {
+    return absl::StrCat(outputs->size(), " outputs, libtorch ", wants.size());
+  }
   double worst = 0, worst_abs = 0;
-  for (size_t i = 0; i < want_n; ++i) {
-    absl::StatusOr<Tensor> want = client::ReadNpy(absl::StrCat(base, ".output", i, ".npy"));
-    if (!want.ok()) return absl::StrCat("expected output: ", want.status().message());
-    const std::string diff = testing::CompareWithLibtorch((*outputs)[i].tensor, *want, &worst, &worst_abs);
+  for (size_t i = 0; i < wants.size(); ++i) {
+    const std::string diff = testing::CompareWithLibtorch((*outputs)[i].tensor, wants[i], &worst, &worst_abs);
     if (!diff.empty()) return absl::StrCat("output ", i, ": ", diff);
   }
-  *detail = absl::StrCat("max relative error ", worst, ", max abs diff ", worst_abs);
+  if (detail != nullptr) *detail = absl::StrCat("max relative error ", worst, ", max abs diff ", worst_abs);
   return "";
 }
 
@@ -126,18 +125,25 @@ Result RunCase(const std::string& dir, const json& entry, int threads) {
     }
     inputs.push_back({spec.name, *std::move(t)});
   }
+  // libtorch's outputs, read once for both runs.
+  std::vector<Tensor> wants;
+  for (size_t i = 0; i < entry["outputs"].size(); ++i) {
+    absl::StatusOr<Tensor> want = client::ReadNpy(absl::StrCat(base, ".output", i, ".npy"));
+    if (!want.ok()) {
+      r.detail = absl::StrCat("expected output: ", want.status().message());
+      return r;
+    }
+    wants.push_back(*std::move(want));
+  }
   // The same graph with every native node's libtorch twin swapped in.
   ir::Graph twins = *graph;
   r.twins = ir::SwapInEveryFallbackTwin(twins);
-  const std::string mismatch = RunAndCompare(base, entry, *std::move(graph), options, inputs, &r.detail);
+  const std::string mismatch = RunAndCompare(*std::move(graph), options, inputs, wants, &r.detail);
   if (!mismatch.empty()) {
     r.detail = mismatch;
     return r;
   }
-  if (r.twins > 0) {
-    std::string twin_detail;
-    r.twin_error = RunAndCompare(base, entry, std::move(twins), options, inputs, &twin_detail);
-  }
+  if (r.twins > 0) r.twin_error = RunAndCompare(std::move(twins), options, inputs, wants, nullptr);
   r.outcome = fallback ? Outcome::kFallback : Outcome::kNative;
   return r;
 }
