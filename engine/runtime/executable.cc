@@ -40,6 +40,7 @@
 #include "engine/common/mapped_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/passes/pass.h"
+#include "engine/runtime/arena_check.h"
 #include "engine/runtime/compile/compiler.h"
 #include "engine/runtime/executable_internal.h"
 #include "engine/runtime/layout.h"
@@ -271,7 +272,8 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
     arena->values[v].tensor = Tensor::Wrap(s.dtype, s.dims, const_cast<void*>(in.raw_data()));
   }
 
-  absl::Status status = RunProgram(*main_, *arena);
+  if (arena_check_ != nullptr) arena_check_->Begin(arena->block.data());
+  absl::Status status = RunProgram(*main_, *arena, arena_check_.get());
   std::vector<RunValue> outputs;
   for (size_t o = 0; status.ok() && o < g.outputs().size(); ++o) {
     const RtValue& value = arena->values[g.outputs()[o]];
@@ -317,17 +319,23 @@ absl::StatusOr<std::vector<RunValue>> Executable::RunValues(
   return outputs;
 }
 
-absl::Status Executable::RunProgram(const Program& program, Arena& arena) const {
+absl::Status Executable::RunProgram(const Program& program, Arena& arena,
+                                    const ArenaCheck* check) const {
   const ir::Graph& g = graph_;
   std::vector<RtValue>& values = arena.values;
-  void* workspace = arena.block.data() + workspace_offset_;
+  uint8_t* const base = arena.block.data();
+  void* workspace = base + workspace_offset_;
   RunObserver* const observer = arena.run->observer;
-  for (const Step& step : program.steps) {
+  for (size_t index = 0; index < program.steps.size(); ++index) {
+    const Step& step = program.steps[index];
     RETURN_IF_ERROR(internal::CheckRun(g, *arena.run, step.node));
+    if (check != nullptr) {
+      check->BeforeStep(static_cast<int>(index), step.kind == Step::Kind::kKernel, base);
+    }
     const ObservedStep observed(observer, this, g, step.node, &step, &arena);
     switch (step.kind) {
       case Step::Kind::kKernel: {
-        if (step.kernel->aliases_input0) continue;
+        if (step.kernel->aliases_input0) break;
         const ir::Node& node = g.node(step.node);
         kernels::EvalContext ctx{node, {}, {}, workspace, step.state.get(), options_.num_threads};
         ctx.inputs.reserve(node.inputs.size());
@@ -355,6 +363,10 @@ absl::Status Executable::RunProgram(const Program& program, Arena& arena) const 
       case Step::Kind::kForward:
         for (const auto& [to, from] : step.forwards) values[to] = values[from];
         break;
+    }
+    if (check != nullptr) {
+      absl::Status s = check->AfterStep(static_cast<int>(index), base);
+      if (!s.ok()) return AtNode(step.node, s);
     }
   }
   return absl::OkStatus();

@@ -27,6 +27,8 @@
 
 namespace kiln::runtime {
 
+class ArenaCheck;  // arena_check.h
+
 struct CompileOptions {
   int num_threads = 1;
   // False when `graph` already went through the pass pipeline (a compiled plan
@@ -154,7 +156,9 @@ class Executable {
   // ResourceExhausted naming the largest planned tensor when the arena does
   // not fit `memory`; InvalidArgument when a planned tensor's size overflows.
   absl::Status CheckPlanFits(const MemoryBudget* memory) const;
-  absl::Status RunProgram(const Program& program, Arena& arena) const;
+  // `check`: the main program's arena checks, when the plan has them.
+  absl::Status RunProgram(const Program& program, Arena& arena,
+                          const ArenaCheck* check = nullptr) const;
   absl::Status RunDynamicKernel(const Step& step, Arena& arena) const;
   absl::Status RunIf(const Step& step, Arena& arena) const;
   absl::Status RunLoop(const Step& step, Arena& arena) const;
@@ -174,6 +178,8 @@ class Executable {
   int num_dynamic_steps_ = 0;
   std::vector<std::string> libtorch_fallbacks_;
   std::string signature_;
+  // Set when the plan was compiled with arena checks on (arena_check.h).
+  std::unique_ptr<const ArenaCheck> arena_check_;
 
   mutable std::mutex pool_mu_;
   mutable std::vector<std::unique_ptr<Arena>> arena_pool_;

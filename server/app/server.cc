@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/common/status_macros.h"
+#include "engine/runtime/arena_check.h"
 #include "engine/runtime/arena_pool.h"
 #include "server/core/inference_core.h"
 #include "server/core/model_registry.h"
@@ -273,6 +274,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                    "tokens travel in clear text unless a proxy in front terminates TLS",
                    options.host);
     }
+  }
+  if (runtime::ArenaChecksOn()) {
+    spdlog::warn("KILN_ARENA_CHECKS=1: every plan is checked step by step as it runs (slower; "
+                 "for tests: engine/runtime/arena_check.h)");
   }
   spdlog::info("partial uploads: at most {}, {} declared together, expired after {} s idle",
                options.uploads.max_partial_uploads,

@@ -48,6 +48,7 @@
 #include "engine/ir/fallback_twin.h"
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/passes/pass.h"
+#include "engine/runtime/arena_check.h"
 #include "engine/runtime/arena_pool.h"
 #include "engine/runtime/model.h"
 #include "tests/support/libtorch_compare.h"
@@ -259,6 +260,10 @@ int Main(int argc, char** argv) {
   // a kernel that reads arena bytes it did not write fails its case here
   // instead of passing on a zeroed block (runtime/arena_pool.h).
   runtime::ArenaPool::Global().set_fill_byte(0xFF);
+  // And every plan is checked step by step (runtime/arena_check.h): a kernel
+  // that writes past its output is an error naming it; a read of a tensor
+  // before it is written or after its last use reads NaN.
+  runtime::SetArenaChecks(true);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };

@@ -7,7 +7,11 @@
 #include "engine/runtime/compile/compiler.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/runtime/arena_check.h"
 
 namespace kiln::runtime {
 
@@ -79,6 +83,8 @@ void Executable::Compiler::Plan() {
   const int end = static_cast<int>(steps.size());
   std::vector<int> buffer_of(g_.values().size(), -1);
   std::vector<compile::Buffer> buffers;
+  std::vector<size_t> real_bytes;       // per buffer: its tensor's bytes
+  std::vector<ir::ValueId> value_of;    // per buffer: the value it was made for
   std::vector<ir::ValueId> uses;
   for (int st = 0; st < end; ++st) {
     const Step& step = steps[st];
@@ -90,6 +96,8 @@ void Executable::Compiler::Plan() {
         const size_t bytes =
             static_cast<size_t>(NumElements(slots_[v].dims)) * DTypeSize(slots_[v].dtype);
         buffers.push_back(compile::Buffer{AlignUp(std::max<size_t>(bytes, 1)), st, st});
+        real_bytes.push_back(bytes);
+        value_of.push_back(v);
       }
     }
     uses.clear();
@@ -111,6 +119,13 @@ void Executable::Compiler::Plan() {
     if (buffer_of[root_[v]] >= 0) buffers[buffer_of[root_[v]]].last = end;
   }
   ReuseInputBuffers(buffer_of, buffers);
+  // Checked plans (arena_check.h): a red zone after every buffer.
+  const bool checked = ArenaChecksOn();
+  if (checked) {
+    for (compile::Buffer& b : buffers) {
+      if (b.bytes > 0) b.bytes += ArenaCheck::kRedZone;
+    }
+  }
   const size_t buffer_bytes = compile::PlaceBuffers(buffers);
   for (size_t v = 0; v < slots_.size(); ++v) {
     Slot& s = slots_[v];
@@ -118,6 +133,23 @@ void Executable::Compiler::Plan() {
   }
   exe_->arena_bytes_ = buffer_bytes + workspace_;
   exe_->workspace_offset_ = buffer_bytes;
+  exe_->arena_check_.reset();
+  if (checked) {
+    std::vector<ArenaCheck::Buffer> checks;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const compile::Buffer& b = buffers[i];
+      if (b.bytes == 0) continue;  // folded into an input's buffer (ReuseInputBuffers)
+      const ir::ValueId v = value_of[i];
+      checks.push_back(ArenaCheck::Buffer{
+          b.offset, real_bytes[i], b.offset + b.bytes, b.first, b.last,
+          absl::StrCat("%", g_.value(v).name, " ", DTypeName(slots_[v].dtype),
+                       DimsToString(slots_[v].dims))});
+    }
+    const size_t workspace_end = buffer_bytes + AlignUp(workspace_) + ArenaCheck::kRedZone;
+    exe_->arena_bytes_ = workspace_end;
+    exe_->arena_check_ = std::make_unique<const ArenaCheck>(
+        std::move(checks), buffer_bytes, workspace_, workspace_end, end);
+  }
 }
 
 }  // namespace kiln::runtime
