@@ -15,8 +15,8 @@
 // kRedZone bytes after every buffer and after the workspace. Running such a
 // plan, every buffer is filled with 0xFF (NaN as float32, -1 as an integer) as
 // the step that writes it starts, and again after its last use; the workspace
-// before every kernel step. Red zones hold 0xA5 and are checked after every
-// step while their buffer lives: a kernel that wrote past its output (or the
+// before every kernel step. Red zones hold a byte of their own (kRedBytes) and
+// are checked after every step while their buffer lives: a kernel that wrote past its output (or the
 // workspace) is an Internal error naming the step and the tensor. A kernel
 // that reads its output before writing it, or a step that reads a tensor past
 // its last use, reads the fill, and the runners' comparison with libtorch
@@ -39,8 +39,13 @@ bool ArenaChecksOn();
 class ArenaCheck {
  public:
   static constexpr size_t kRedZone = 64;
-  static constexpr uint8_t kFill = 0xFF;     // a buffer before it is written and after its last use
-  static constexpr uint8_t kRedByte = 0xA5;  // a red zone
+  static constexpr uint8_t kFill = 0xFF;  // a buffer before it is written and after its last use
+  // A red zone's byte: buffer i's is kRedBytes[i % 4], the workspace's
+  // kWorkspaceRedByte. Read as a float32 (-4e37 and so on) or an int, a red
+  // zone a kernel reads past its input shows in its answer; and neighbours
+  // differ, so a copy that runs past both its input and its output is caught.
+  static constexpr uint8_t kRedBytes[4] = {0xFE, 0xFD, 0xFC, 0xFB};
+  static constexpr uint8_t kWorkspaceRedByte = 0xFA;
 
   // One planned buffer: its bytes at `offset`, its red zone to `end`, alive
   // from step `first` to step `last` (inclusive; past the last step: to the
@@ -52,6 +57,7 @@ class ArenaCheck {
     int first = 0;
     int last = 0;
     std::string what;
+    uint8_t red = 0;  // its red zone's byte (set by the constructor)
   };
   ArenaCheck(std::vector<Buffer> buffers, size_t workspace_offset, size_t workspace_bytes,
              size_t workspace_end, int num_steps);
@@ -69,7 +75,7 @@ class ArenaCheck {
   const std::vector<Buffer>& buffers() const { return buffers_; }
 
  private:
-  static bool Intact(const uint8_t* p, size_t n);
+  static bool Intact(const uint8_t* p, size_t n, uint8_t red);
 
   std::vector<Buffer> buffers_;
   std::vector<std::vector<int>> born_;  // per step: the buffers it writes first

@@ -35,10 +35,10 @@ TEST(ArenaCheckTest, ABufferIsFilledAsItsStepStartsAndAfterItsLastUse) {
   check.Begin(block.data());
   check.BeforeStep(0, /*kernel=*/true, block.data());
   EXPECT_THAT(Bytes(block, 0, 40), Each(Eq(ArenaCheck::kFill)));
-  EXPECT_THAT(Bytes(block, 40, 128), Each(Eq(ArenaCheck::kRedByte)));
+  EXPECT_THAT(Bytes(block, 40, 128), Each(Eq(ArenaCheck::kRedBytes[0])));
   EXPECT_THAT(Bytes(block, 128, 256), Each(Eq(0)));  // %b is not born yet
   EXPECT_THAT(Bytes(block, 256, 356), Each(Eq(ArenaCheck::kFill)));
-  EXPECT_THAT(Bytes(block, 356, 448), Each(Eq(ArenaCheck::kRedByte)));
+  EXPECT_THAT(Bytes(block, 356, 448), Each(Eq(ArenaCheck::kWorkspaceRedByte)));
   std::fill(block.begin(), block.begin() + 40, 7);  // the kernel writes all of %a
   ASSERT_TRUE(check.AfterStep(0, block.data()).ok());
   EXPECT_THAT(Bytes(block, 0, 40), Each(Eq(7)));  // still alive
@@ -62,6 +62,13 @@ TEST(ArenaCheckTest, AKernelWritingPastItsOutputIsAnErrorNamingIt) {
   check.BeforeStep(0, true, block.data());
   block[127] = 0;
   EXPECT_FALSE(check.AfterStep(0, block.data()).ok());
+  // A copy that ran past its input's end (%a's red zone) and its output's
+  // (%b's): neighbours' red zones differ, so the copied bytes do not pass.
+  check.BeforeStep(0, true, block.data());
+  check.BeforeStep(1, true, block.data());
+  std::copy(block.begin() + 40, block.begin() + 48, block.begin() + 192);
+  s = check.AfterStep(1, block.data());
+  EXPECT_THAT(s.message(), HasSubstr("wrote past the end of %b FP32[16] (64 bytes)"));
 }
 
 TEST(ArenaCheckTest, AKernelWritingPastTheWorkspaceIsAnError) {
