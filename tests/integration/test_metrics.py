@@ -14,6 +14,7 @@ import re
 import shutil
 import struct
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -286,8 +287,12 @@ class MetricsTest(unittest.TestCase):
                     dict(batching, dynamic_batching={"max_queue_delay_microseconds": 1000}))
         self.upload("lin_plain", {"verify": False})
         # One row at a time on an idle server, no queue delay: each runs at once, around the
-        # queue; with a queue delay each waits in it.
+        # queue; with a queue delay each waits in it. (The compute thread that answered a request
+        # is idle again a moment after its answer left: on a loaded machine, later than a
+        # closed-loop client's next request arrives, which then takes the queue. The pause lets
+        # it get back, so that the server is idle as the test means.)
         for _ in range(3):
+            time.sleep(0.1)
             self.check_answer("lin_at_once", torch.randn(1, 4))
         for _ in range(2):
             self.check_answer("lin_delayed", torch.randn(1, 4))
