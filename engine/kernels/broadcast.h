@@ -61,6 +61,14 @@ inline absl::StatusOr<BroadcastPlan> MakeBroadcastPlan(const ir::Node& node, con
                                                        std::vector<const Dims*> shapes) {
   const size_t r = out.size();
   const int n = static_cast<int>(shapes.size());
+  // Strides and merged dims are products of dims. A shape whose size
+  // overflows is refused after Prepare (the compiler's CheckedByteSize), and
+  // its plan never runs; until then the products wrap as unsigned numbers
+  // instead of overflowing int64 (undefined behaviour: UBSan found it with a
+  // [2^40, 2^40] input).
+  auto mul = [](int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  };
   std::vector<std::vector<int64_t>> s(n, std::vector<int64_t>(r, 0));
   for (int o = 0; o < n; ++o) {
     const Dims& d = *shapes[o];
@@ -68,7 +76,7 @@ inline absl::StatusOr<BroadcastPlan> MakeBroadcastPlan(const ir::Node& node, con
     for (size_t k = 0; k < d.size(); ++k) {
       const size_t j = d.size() - 1 - k;
       s[o][r - 1 - k] = d[j] == 1 ? 0 : stride;
-      stride *= d[j];
+      stride = mul(stride, d[j]);
     }
   }
   std::vector<int64_t> dims;
@@ -76,9 +84,9 @@ inline absl::StatusOr<BroadcastPlan> MakeBroadcastPlan(const ir::Node& node, con
   for (size_t i = 0; i < r; ++i) {
     if (out[i] == 1) continue;
     bool merge = !dims.empty();
-    for (int o = 0; merge && o < n; ++o) merge = cs[o].back() == s[o][i] * out[i];
+    for (int o = 0; merge && o < n; ++o) merge = cs[o].back() == mul(s[o][i], out[i]);
     if (merge) {
-      dims.back() *= out[i];
+      dims.back() = mul(dims.back(), out[i]);
       for (int o = 0; o < n; ++o) cs[o].back() = s[o][i];
     } else {
       dims.push_back(out[i]);

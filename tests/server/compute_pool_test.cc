@@ -48,13 +48,15 @@ TEST(ComputePoolTest, OnStartRunsOnEachComputeThreadBeforeItsTasks) {
   std::map<std::thread::id, int> started;  // thread -> its index
   std::vector<std::pair<std::thread::id, bool>> ran;  // thread, whether it had started
   {
+    // Declared before the pool, so that they outlive it: its end waits for the
+    // tasks, which use them to the last (AddressSanitizer found the reverse).
+    std::promise<void> both;
+    std::shared_future<void> go = both.get_future().share();
+    std::atomic<int> left{2};
     ComputePool pool(2, [&](int worker) {
       std::lock_guard<std::mutex> lock(mu);
       started[std::this_thread::get_id()] = worker;
     });
-    std::promise<void> both;
-    std::shared_future<void> go = both.get_future().share();
-    std::atomic<int> left{2};
     for (int i = 0; i < 2; ++i) {
       pool.Submit([&] {
         {

@@ -161,7 +161,7 @@ struct Program {
 
 Tensor Floats(Dims dims, std::vector<float> v) {
   Tensor t = Tensor::Zeros(DType::kF32, dims);
-  std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(float));
+  if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(float));
   return t;
 }
 
