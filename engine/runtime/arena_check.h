@@ -72,8 +72,6 @@ class ArenaCheck {
   // step's node), then the buffers it was the last use of filled.
   absl::Status AfterStep(int step, uint8_t* base) const;
 
-  const std::vector<Buffer>& buffers() const { return buffers_; }
-
  private:
   static bool Intact(const uint8_t* p, size_t n, uint8_t red);
 

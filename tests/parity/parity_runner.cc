@@ -49,7 +49,6 @@
 #include "engine/importer/torchscript/torchscript_importer.h"
 #include "engine/passes/pass.h"
 #include "engine/runtime/arena_check.h"
-#include "engine/runtime/arena_pool.h"
 #include "engine/runtime/model.h"
 #include "tests/support/libtorch_compare.h"
 
@@ -256,13 +255,11 @@ int Main(int argc, char** argv) {
   }
   std::string dir, expect_path, filter;
   int threads = 2;
-  // Every arena block a run takes is first filled with 0xFF (NaN as float32):
-  // a kernel that reads arena bytes it did not write fails its case here
-  // instead of passing on a zeroed block (runtime/arena_pool.h).
-  runtime::ArenaPool::Global().set_fill_byte(0xFF);
-  // And every plan is checked step by step (runtime/arena_check.h): a kernel
-  // that writes past its output is an error naming it; a read of a tensor
-  // before it is written or after its last use reads NaN.
+  // Every plan is checked step by step (runtime/arena_check.h): each arena
+  // buffer is filled with 0xFF (NaN as float32) as its step starts and after
+  // its last use, so a kernel that reads arena bytes it did not write fails its
+  // case here instead of passing on what the block held; a kernel that writes
+  // past its output is an error naming it.
   runtime::SetArenaChecks(true);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -83,8 +83,10 @@ void Executable::Compiler::Plan() {
   const int end = static_cast<int>(steps.size());
   std::vector<int> buffer_of(g_.values().size(), -1);
   std::vector<compile::Buffer> buffers;
-  std::vector<size_t> real_bytes;       // per buffer: its tensor's bytes
-  std::vector<ir::ValueId> value_of;    // per buffer: the value it was made for
+  std::vector<ir::ValueId> value_of;  // per buffer: the value it was made for
+  auto tensor_bytes = [&](ir::ValueId v) {
+    return static_cast<size_t>(NumElements(slots_[v].dims)) * DTypeSize(slots_[v].dtype);
+  };
   std::vector<ir::ValueId> uses;
   for (int st = 0; st < end; ++st) {
     const Step& step = steps[st];
@@ -93,10 +95,7 @@ void Executable::Compiler::Plan() {
       for (ir::ValueId v : node.outputs) {
         if (root_[v] != v || slots_[v].kind != Slot::Kind::kArena) continue;
         buffer_of[v] = static_cast<int>(buffers.size());
-        const size_t bytes =
-            static_cast<size_t>(NumElements(slots_[v].dims)) * DTypeSize(slots_[v].dtype);
-        buffers.push_back(compile::Buffer{AlignUp(std::max<size_t>(bytes, 1)), st, st});
-        real_bytes.push_back(bytes);
+        buffers.push_back(compile::Buffer{AlignUp(std::max<size_t>(tensor_bytes(v), 1)), st, st});
         value_of.push_back(v);
       }
     }
@@ -141,7 +140,7 @@ void Executable::Compiler::Plan() {
       if (b.bytes == 0) continue;  // folded into an input's buffer (ReuseInputBuffers)
       const ir::ValueId v = value_of[i];
       checks.push_back(ArenaCheck::Buffer{
-          b.offset, real_bytes[i], b.offset + b.bytes, b.first, b.last,
+          b.offset, tensor_bytes(v), b.offset + b.bytes, b.first, b.last,
           absl::StrCat("%", g_.value(v).name, " ", DTypeName(slots_[v].dtype),
                        DimsToString(slots_[v].dims))});
     }
