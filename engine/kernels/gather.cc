@@ -12,9 +12,21 @@
 //                leads the output otherwise. Eval resolves B's input offsets
 //                into the workspace, then copies with an odometer over the
 //                output.
+//   IndexPut     self[indices] = values (index_put, accumulate: +=): Index's
+//                indices, or one boolean mask, whose positions Eval finds.
+//   Scatter      torch.scatter / scatter_add / scatter_reduce: self copied,
+//                then out[..., index[p], ...] (at `axis`) takes src[p] for each
+//                position p of index, in order, replaced or reduced (sum, prod,
+//                mean, amax, amin; include_self=false: a position's old value
+//                takes no part). Indices must be in [0, size), as PyTorch checks.
 // Boolean mask indices select a data-dependent number of elements, which a
-// plan with fixed shapes cannot express; they are rejected in Prepare.
+// plan with fixed shapes cannot express; they are rejected in Prepare (but
+// by IndexPut, whose output has self's shape whatever the mask holds).
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -201,24 +213,23 @@ struct IndexPlan {
   size_t elem = 4;
 };
 
-absl::Status PrepareIndex(PrepareContext& ctx) {
-  if (ctx.inputs.empty()) return InvalidArg(ctx.node, "expected at least 1 input");
-  RETURN_IF_ERROR(CheckDataDType(ctx));
+// The plan of x[indices] for the index tensors at inputs base, base + 1, ...
+// (one per leading dim of input 0; absent: take all), and its output dims.
+absl::Status BuildIndexPlan(const PrepareContext& ctx, size_t base, IndexPlan* p, Dims* out_dims) {
   const Dims& x = ctx.inputs[0].dims;
   const int64_t rank = static_cast<int64_t>(x.size());
-  const int64_t slots = static_cast<int64_t>(ctx.inputs.size()) - 1;
+  const int64_t slots = static_cast<int64_t>(ctx.inputs.size()) - static_cast<int64_t>(base);
   if (slots > rank) {
     return InvalidArg(ctx.node, "too many indices (", slots, ") for a ", rank, "-D input");
   }
-  auto p = std::make_shared<IndexPlan>();
   p->elem = DTypeSize(ctx.inputs[0].dtype);
   const std::vector<int64_t> strides = RowMajorStrides(x);
   std::vector<const Dims*> shapes;
   int64_t first = -1, last = -1;
   for (int64_t d = 0; d < slots; ++d) {
-    if (!HasInput(ctx, d + 1)) continue;
-    RETURN_IF_ERROR(CheckIndexDType(ctx, d + 1));
-    shapes.push_back(&ctx.inputs[d + 1].dims);
+    if (!HasInput(ctx, d + base)) continue;
+    RETURN_IF_ERROR(CheckIndexDType(ctx, d + base));
+    shapes.push_back(&ctx.inputs[d + base].dims);
     if (first < 0) first = d;
     last = d;
   }
@@ -228,16 +239,16 @@ absl::Status PrepareIndex(PrepareContext& ctx) {
   ASSIGN_OR_RETURN(p->b_dims, BroadcastDims(ctx.node, shapes));
   const int64_t b_size = NumElements(p->b_dims);
   bool adjacent = true;
-  for (int64_t d = first; d <= last; ++d) adjacent = adjacent && HasInput(ctx, d + 1);
+  for (int64_t d = first; d <= last; ++d) adjacent = adjacent && HasInput(ctx, d + base);
   for (int64_t d = first; d <= last; ++d) {
-    if (!HasInput(ctx, d + 1)) continue;
+    if (!HasInput(ctx, d + base)) continue;
     IndexPlan::Indexed ix;
-    ix.input = static_cast<size_t>(d + 1);
+    ix.input = static_cast<size_t>(d) + base;
     ix.dim = d;
     ix.n = x[d];
     ix.stride = strides[d];
     // Broadcast strides of this index tensor over B, right-aligned.
-    const Dims& id = ctx.inputs[d + 1].dims;
+    const Dims& id = ctx.inputs[d + base].dims;
     const std::vector<int64_t> is = RowMajorStrides(id);
     ix.b_strides.assign(p->b_dims.size(), 0);
     for (size_t k = 0; k < id.size(); ++k) {
@@ -262,23 +273,31 @@ absl::Status PrepareIndex(PrepareContext& ctx) {
   } else {
     add_b();
     for (int64_t d = 0; d < rank; ++d) {
-      if (d >= slots || !HasInput(ctx, d + 1)) add_input_dim(d);
+      if (d >= slots || !HasInput(ctx, d + base)) add_input_dim(d);
     }
   }
   if (p->loops.size() > static_cast<size_t>(kMaxIndexRank) ||
       p->b_dims.size() > static_cast<size_t>(kMaxIndexRank)) {
     return Unimplemented(ctx.node, "more than ", kMaxIndexRank, " output dims");
   }
-  ctx.workspace_bytes = static_cast<size_t>(b_size) * sizeof(int64_t);
+  *out_dims = std::move(out);
+  return absl::OkStatus();
+}
+
+absl::Status PrepareIndex(PrepareContext& ctx) {
+  if (ctx.inputs.empty()) return InvalidArg(ctx.node, "expected at least 1 input");
+  RETURN_IF_ERROR(CheckDataDType(ctx));
+  auto p = std::make_shared<IndexPlan>();
+  Dims out;
+  RETURN_IF_ERROR(BuildIndexPlan(ctx, 1, p.get(), &out));
+  ctx.workspace_bytes = static_cast<size_t>(NumElements(p->b_dims)) * sizeof(int64_t);
   ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, out}};
   ctx.state = std::move(p);
   return absl::OkStatus();
 }
 
-absl::Status EvalIndex(EvalContext& ctx) {
-  const IndexPlan& p = StateAs<IndexPlan>(ctx);
-  // Input offset of every element of B.
-  int64_t* b_offsets = static_cast<int64_t*>(ctx.workspace);
+// The input offset of every element of B, into b_offsets.
+absl::Status ResolveIndexOffsets(const EvalContext& ctx, const IndexPlan& p, int64_t* b_offsets) {
   const int64_t b_size = NumElements(p.b_dims);
   const int64_t b_rank = static_cast<int64_t>(p.b_dims.size());
   {
@@ -300,9 +319,15 @@ absl::Status EvalIndex(EvalContext& ctx) {
       }
     }
   }
-  const char* src = static_cast<const char*>(ctx.inputs[0]->raw_data());
-  char* dst = static_cast<char*>(ctx.outputs[0]->raw_data());
-  const int64_t total = ctx.outputs[0]->num_elements();
+  return absl::OkStatus();
+}
+
+// Calls fn(j, offset) for every element j of x[indices], row-major, with the
+// offset in x it reads.
+template <typename Fn>
+void ForEachIndexed(const IndexPlan& p, const int64_t* b_offsets, Fn fn) {
+  int64_t total = 1;
+  for (const IndexPlan::LoopDim& l : p.loops) total *= l.size;
   const int rank = static_cast<int>(p.loops.size());
   int64_t idx[kMaxIndexRank] = {};
   for (int64_t j = 0; j < total; ++j) {
@@ -310,10 +335,339 @@ absl::Status EvalIndex(EvalContext& ctx) {
     for (int d = 0; d < rank; ++d) {
       offset += p.loops[d].is_b ? b_offsets[idx[d]] : idx[d] * p.loops[d].stride;
     }
-    std::memcpy(dst + j * p.elem, src + offset * p.elem, p.elem);
+    fn(j, offset);
     for (int d = rank - 1; d >= 0; --d) {
       if (++idx[d] < p.loops[d].size) break;
       idx[d] = 0;
+    }
+  }
+}
+
+absl::Status EvalIndex(EvalContext& ctx) {
+  const IndexPlan& p = StateAs<IndexPlan>(ctx);
+  int64_t* b_offsets = static_cast<int64_t*>(ctx.workspace);
+  RETURN_IF_ERROR(ResolveIndexOffsets(ctx, p, b_offsets));
+  const char* src = static_cast<const char*>(ctx.inputs[0]->raw_data());
+  char* dst = static_cast<char*>(ctx.outputs[0]->raw_data());
+  ForEachIndexed(p, b_offsets, [&](int64_t j, int64_t offset) {
+    std::memcpy(dst + j * p.elem, src + offset * p.elem, p.elem);
+  });
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- Scatter
+
+enum class ScatterReduce { kNone, kSum, kProd, kMean, kAmax, kAmin };
+
+struct ScatterPlan {
+  Dims index;                       // the loop: index's dims
+  std::vector<int64_t> out_strides;
+  std::vector<int64_t> src_strides;  // all 0 for a 0-D src
+  int64_t axis = 0, n = 0, out_elems = 0;
+  ScatterReduce reduce = ScatterReduce::kNone;
+  bool include_self = true;
+  bool counts = false;  // the workspace holds a count per output element
+};
+
+absl::StatusOr<ScatterReduce> ParseScatterReduce(const ir::Node& node) {
+  const std::string r = node.attrs.GetString("reduce", "none");
+  if (r == "none") return ScatterReduce::kNone;
+  if (r == "sum") return ScatterReduce::kSum;
+  if (r == "prod") return ScatterReduce::kProd;
+  if (r == "mean") return ScatterReduce::kMean;
+  if (r == "amax") return ScatterReduce::kAmax;
+  if (r == "amin") return ScatterReduce::kAmin;
+  return InvalidArg(node, "unknown reduce \"", r, "\"");
+}
+
+absl::Status PrepareScatter(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 3, 3));
+  RETURN_IF_ERROR(CheckIndexDType(ctx, 1));
+  const DType t = ctx.inputs[0].dtype;
+  if (ctx.inputs[2].dtype != t) {
+    return InvalidArg(ctx.node, "src has dtype ", DTypeName(ctx.inputs[2].dtype), ", self ",
+                      DTypeName(t));
+  }
+  const Dims& x = ctx.inputs[0].dims;
+  const Dims& idx = ctx.inputs[1].dims;
+  const Dims& src = ctx.inputs[2].dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank > kMaxIndexRank) return Unimplemented(ctx.node, "more than ", kMaxIndexRank, " dims");
+  const bool scalar_src = src.empty() && rank > 0;
+  if (static_cast<int64_t>(idx.size()) != rank && !(rank == 0 && idx.size() <= 1)) {
+    return InvalidArg(ctx.node, "index ", DimsToString(idx), " must have the rank of self ",
+                      DimsToString(x));
+  }
+  if (!scalar_src && src.size() != idx.size()) {
+    return InvalidArg(ctx.node, "src ", DimsToString(src), " must have the rank of index ",
+                      DimsToString(idx));
+  }
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("axis", 0),
+                                               std::max<int64_t>(rank, 1)));
+  for (size_t d = 0; d < idx.size() && rank > 0; ++d) {
+    if ((static_cast<int64_t>(d) != axis && idx[d] > x[d]) || (!scalar_src && idx[d] > src[d])) {
+      return InvalidArg(ctx.node, "index ", DimsToString(idx), " is larger than self ",
+                        DimsToString(x), " or src ", DimsToString(src), " in dim ", d);
+    }
+  }
+  auto p = std::make_shared<ScatterPlan>();
+  ASSIGN_OR_RETURN(p->reduce, ParseScatterReduce(ctx.node));
+  if (t == DType::kBool && p->reduce != ScatterReduce::kNone) {
+    return Unimplemented(ctx.node, "reducing into a BOOL tensor");
+  }
+  p->include_self = ctx.node.attrs.GetBool("include_self", true);
+  p->index = idx;
+  p->axis = axis;
+  p->n = rank == 0 ? 1 : x[axis];
+  p->out_strides = rank == 0 ? std::vector<int64_t>{0} : RowMajorStrides(x);
+  p->src_strides = scalar_src ? std::vector<int64_t>(idx.size(), 0) : RowMajorStrides(src);
+  if (p->src_strides.empty()) p->src_strides = {0};
+  p->out_elems = NumElements(x);
+  // The mean's counts, or which positions a scatter reached (include_self=false).
+  p->counts = p->reduce == ScatterReduce::kMean || !p->include_self;
+  if (p->counts) {
+    ctx.workspace_bytes = static_cast<size_t>(p->out_elems) * sizeof(int64_t);
+  }
+  ctx.outputs = {TensorInfo{t, x}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+template <typename T>
+T ScatterCombine(ScatterReduce r, T old, T v) {
+  switch (r) {
+    case ScatterReduce::kNone: return v;
+    case ScatterReduce::kSum:
+    case ScatterReduce::kMean: return static_cast<T>(old + v);
+    case ScatterReduce::kProd: return static_cast<T>(old * v);
+    case ScatterReduce::kAmax:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(old) || std::isnan(v)) return std::numeric_limits<T>::quiet_NaN();
+      }
+      return old > v ? old : v;
+    case ScatterReduce::kAmin:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(old) || std::isnan(v)) return std::numeric_limits<T>::quiet_NaN();
+      }
+      return old < v ? old : v;
+  }
+  return v;
+}
+
+template <typename T>
+absl::Status EvalScatter(EvalContext& ctx) {
+  const ScatterPlan& p = StateAs<ScatterPlan>(ctx);
+  const Tensor& index = *ctx.inputs[1];
+  const int64_t total = index.num_elements();
+  for (int64_t j = 0; j < total; ++j) {
+    const int64_t i = index.dtype() == DType::kInt64 ? index.data<int64_t>()[j]
+                                                     : index.data<int32_t>()[j];
+    if (i < 0 || i >= p.n) return OutOfRange(ctx, index, j, p.n);
+  }
+  const T* self = ctx.inputs[0]->data<T>();
+  const T* src = ctx.inputs[2]->data<T>();
+  T* out = ctx.outputs[0]->data<T>();
+  if (p.out_elems > 0) std::memcpy(out, self, p.out_elems * sizeof(T));
+  // count[o]: the values reduced into o so far, self's own included (so 0:
+  // none yet, with include_self=false).
+  int64_t* count = p.counts ? static_cast<int64_t*>(ctx.workspace) : nullptr;
+  if (count != nullptr) std::fill_n(count, p.out_elems, p.include_self ? 1 : 0);
+  const int64_t rank = static_cast<int64_t>(p.index.size());
+  int64_t pos[kMaxIndexRank] = {};
+  for (int64_t j = 0; j < total; ++j) {
+    int64_t o = 0, s = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      o += (d == p.axis ? ReadIndex(index, j, p.n) : pos[d]) * p.out_strides[d];
+      s += pos[d] * p.src_strides[d];
+    }
+    if (rank == 0) o = 0;
+    const T v = src[s];
+    if (count != nullptr && count[o] == 0) {
+      out[o] = v;  // the first to reach o, its old value left out
+    } else {
+      out[o] = ScatterCombine(p.reduce, out[o], v);
+    }
+    if (count != nullptr) ++count[o];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++pos[d] < p.index[d]) break;
+      pos[d] = 0;
+    }
+  }
+  if (p.reduce == ScatterReduce::kMean) {
+    for (int64_t o = 0; o < p.out_elems; ++o) {
+      if (count[o] > 1) {
+        if constexpr (std::is_floating_point_v<T>) {
+          out[o] = out[o] / static_cast<T>(count[o]);
+        } else {  // integer mean: floor division, as PyTorch's div_ with rounding "floor"
+          const T c = static_cast<T>(count[o]);
+          T q = static_cast<T>(out[o] / c);
+          if ((out[o] % c != 0) && ((out[o] < 0) != (c < 0))) q = static_cast<T>(q - 1);
+          out[o] = q;
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- IndexPut
+
+// self[indices] = values (or += with accumulate): self, values, then one
+// optional index per leading dim of self, as Index takes them. Integer
+// indices use Index's plan; one boolean mask (over the dims it starts at)
+// selects a number of elements only the run knows, so its positions are
+// found in Eval. values broadcast to the shape self[indices] has.
+struct IndexPutPlan {
+  IndexPlan index;              // integer indices
+  Dims x;                       // self's dims
+  Dims values;                  // values' dims
+  bool accumulate = false;
+  bool mask = false;            // one boolean mask at input 2 + mask_dim
+  int64_t mask_dim = 0, mask_rank = 0;
+};
+
+absl::Status PrepareIndexPut(PrepareContext& ctx) {
+  if (ctx.inputs.size() < 3) return InvalidArg(ctx.node, "expected self, values and an index");
+  RETURN_IF_ERROR(CheckDataDType(ctx));
+  const DType t = ctx.inputs[0].dtype;
+  if (ctx.inputs[1].dtype != t) {
+    return InvalidArg(ctx.node, "values have dtype ", DTypeName(ctx.inputs[1].dtype), ", self ",
+                      DTypeName(t));
+  }
+  auto p = std::make_shared<IndexPutPlan>();
+  p->x = ctx.inputs[0].dims;
+  p->values = ctx.inputs[1].dims;
+  p->accumulate = ctx.node.attrs.GetBool("accumulate", false);
+  if (p->accumulate && t == DType::kBool) {
+    return Unimplemented(ctx.node, "accumulating into a BOOL tensor");
+  }
+  int present = 0;
+  for (size_t i = 2; i < ctx.inputs.size(); ++i) {
+    if (!HasInput(ctx, i)) continue;
+    ++present;
+    const DType it = ctx.inputs[i].dtype;
+    if (it == DType::kBool || it == DType::kUInt8) {
+      p->mask = true;
+      p->mask_dim = static_cast<int64_t>(i) - 2;
+      p->mask_rank = static_cast<int64_t>(ctx.inputs[i].dims.size());
+    }
+  }
+  Dims r;
+  if (p->mask) {
+    if (present != 1) {
+      return Unimplemented(ctx.node, "a boolean mask beside other indices");
+    }
+    const Dims& m = ctx.inputs[2 + p->mask_dim].dims;
+    if (p->mask_dim + p->mask_rank > static_cast<int64_t>(p->x.size()) ||
+        !std::equal(m.begin(), m.end(), p->x.begin() + p->mask_dim)) {
+      return InvalidArg(ctx.node, "mask ", DimsToString(m), " does not match self ",
+                        DimsToString(p->x), " at dim ", p->mask_dim);
+    }
+    if (p->values.size() > p->x.size() - p->mask_rank + 1) {
+      return InvalidArg(ctx.node, "values ", DimsToString(p->values), " have too many dims");
+    }
+  } else {
+    RETURN_IF_ERROR(BuildIndexPlan(ctx, 2, &p->index, &r));
+    // values broadcast to r, right-aligned.
+    if (p->values.size() > r.size()) {
+      return InvalidArg(ctx.node, "values ", DimsToString(p->values), " do not broadcast to ",
+                        DimsToString(r));
+    }
+    for (size_t k = 0; k < p->values.size(); ++k) {
+      const int64_t v = p->values[k], o = r[r.size() - p->values.size() + k];
+      if (v != 1 && v != o) {
+        return InvalidArg(ctx.node, "values ", DimsToString(p->values), " do not broadcast to ",
+                          DimsToString(r));
+      }
+    }
+    ctx.workspace_bytes = static_cast<size_t>(NumElements(p->index.b_dims)) * sizeof(int64_t);
+  }
+  ctx.outputs = {TensorInfo{t, p->x}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+// The offset into values of each element of r (row-major), values broadcast.
+absl::StatusOr<std::vector<int64_t>> BroadcastOffsets(const EvalContext& ctx, const Dims& values,
+                                                      const Dims& r) {
+  if (values.size() > r.size() || r.size() > static_cast<size_t>(kMaxIndexRank)) {
+    return InvalidArg(ctx.node, "values ", DimsToString(values), " do not broadcast to ",
+                      DimsToString(r));
+  }
+  std::vector<int64_t> strides(r.size(), 0);
+  const std::vector<int64_t> vs = RowMajorStrides(values);
+  for (size_t k = 0; k < values.size(); ++k) {
+    const size_t d = r.size() - values.size() + k;
+    if (values[k] != 1 && values[k] != r[d]) {
+      return InvalidArg(ctx.node, "values ", DimsToString(values), " do not broadcast to ",
+                        DimsToString(r));
+    }
+    strides[d] = values[k] == 1 ? 0 : vs[k];
+  }
+  std::vector<int64_t> out(static_cast<size_t>(NumElements(r)));
+  int64_t idx[kMaxIndexRank] = {};
+  const int64_t rank = static_cast<int64_t>(r.size());
+  for (size_t j = 0; j < out.size(); ++j) {
+    int64_t o = 0;
+    for (int64_t d = 0; d < rank; ++d) o += idx[d] * strides[d];
+    out[j] = o;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < r[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+template <typename T>
+absl::Status EvalIndexPut(EvalContext& ctx) {
+  const IndexPutPlan& p = StateAs<IndexPutPlan>(ctx);
+  const T* self = ctx.inputs[0]->data<T>();
+  const T* values = ctx.inputs[1]->data<T>();
+  T* out = ctx.outputs[0]->data<T>();
+  const int64_t n = NumElements(p.x);
+  if (n > 0) std::memcpy(out, self, n * sizeof(T));
+  auto put = [&](int64_t target, int64_t v) {
+    if (p.accumulate) {
+      out[target] = static_cast<T>(out[target] + values[v]);
+    } else {
+      out[target] = values[v];
+    }
+  };
+  if (!p.mask) {
+    int64_t* b_offsets = static_cast<int64_t*>(ctx.workspace);
+    RETURN_IF_ERROR(ResolveIndexOffsets(ctx, p.index, b_offsets));
+    Dims r;
+    for (const IndexPlan::LoopDim& l : p.index.loops) {
+      if (l.is_b) {
+        r.insert(r.end(), p.index.b_dims.begin(), p.index.b_dims.end());
+      } else {
+        r.push_back(l.size);
+      }
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> v, BroadcastOffsets(ctx, p.values, r));
+    ForEachIndexed(p.index, b_offsets, [&](int64_t j, int64_t offset) { put(offset, v[j]); });
+    return absl::OkStatus();
+  }
+  // One mask over dims [mask_dim, mask_dim + mask_rank): the selected
+  // positions in order, then self[indices] is lead x count x rest.
+  const Tensor& mask = *ctx.inputs[2 + p.mask_dim];
+  const int64_t lead = NumElements(Dims(p.x.begin(), p.x.begin() + p.mask_dim));
+  const int64_t span = mask.num_elements();
+  const int64_t rest = NumElements(Dims(p.x.begin() + p.mask_dim + p.mask_rank, p.x.end()));
+  std::vector<int64_t> chosen;
+  for (int64_t m = 0; m < span; ++m) {
+    const bool on = mask.dtype() == DType::kBool ? mask.data<bool>()[m] : mask.data<uint8_t>()[m] != 0;
+    if (on) chosen.push_back(m);
+  }
+  Dims r(p.x.begin(), p.x.begin() + p.mask_dim);
+  r.push_back(static_cast<int64_t>(chosen.size()));
+  r.insert(r.end(), p.x.begin() + p.mask_dim + p.mask_rank, p.x.end());
+  ASSIGN_OR_RETURN(std::vector<int64_t> v, BroadcastOffsets(ctx, p.values, r));
+  int64_t j = 0;
+  for (int64_t l = 0; l < lead; ++l) {
+    for (int64_t m : chosen) {
+      for (int64_t k = 0; k < rest; ++k) put((l * span + m) * rest + k, v[j++]);
     }
   }
   return absl::OkStatus();
@@ -326,6 +680,22 @@ absl::Span<const KernelDef> IndexingKernels() {
       {ir::OpKind::kIndexSelect, DType::kUnknown, PrepareIndexSelect, EvalIndexSelect},
       {ir::OpKind::kGather, DType::kUnknown, PrepareGather, EvalGatherIndex},
       {ir::OpKind::kIndex, DType::kUnknown, PrepareIndex, EvalIndex},
+      {ir::OpKind::kIndexPut, DType::kF32, PrepareIndexPut, EvalIndexPut<float>},
+      {ir::OpKind::kIndexPut, DType::kF64, PrepareIndexPut, EvalIndexPut<double>},
+      {ir::OpKind::kIndexPut, DType::kInt64, PrepareIndexPut, EvalIndexPut<int64_t>},
+      {ir::OpKind::kIndexPut, DType::kInt32, PrepareIndexPut, EvalIndexPut<int32_t>},
+      {ir::OpKind::kIndexPut, DType::kInt16, PrepareIndexPut, EvalIndexPut<int16_t>},
+      {ir::OpKind::kIndexPut, DType::kInt8, PrepareIndexPut, EvalIndexPut<int8_t>},
+      {ir::OpKind::kIndexPut, DType::kUInt8, PrepareIndexPut, EvalIndexPut<uint8_t>},
+      {ir::OpKind::kIndexPut, DType::kBool, PrepareIndexPut, EvalIndexPut<bool>},
+      {ir::OpKind::kScatter, DType::kF32, PrepareScatter, EvalScatter<float>},
+      {ir::OpKind::kScatter, DType::kF64, PrepareScatter, EvalScatter<double>},
+      {ir::OpKind::kScatter, DType::kInt64, PrepareScatter, EvalScatter<int64_t>},
+      {ir::OpKind::kScatter, DType::kInt32, PrepareScatter, EvalScatter<int32_t>},
+      {ir::OpKind::kScatter, DType::kInt16, PrepareScatter, EvalScatter<int16_t>},
+      {ir::OpKind::kScatter, DType::kInt8, PrepareScatter, EvalScatter<int8_t>},
+      {ir::OpKind::kScatter, DType::kUInt8, PrepareScatter, EvalScatter<uint8_t>},
+      {ir::OpKind::kScatter, DType::kBool, PrepareScatter, EvalScatter<bool>},
   };
   return kKernels;
 }

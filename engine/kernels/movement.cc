@@ -370,7 +370,10 @@ absl::Status PrepareTile(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
   RETURN_IF_ERROR(CheckKnownDType(ctx));
   Dims x = ctx.inputs[0].dims;
-  const std::vector<int64_t> repeats = ctx.node.attrs.GetInts("repeats");
+  std::vector<int64_t> repeats = ctx.node.attrs.GetInts("repeats");
+  if (ctx.node.attrs.GetBool("pad_repeats") && repeats.size() < x.size()) {
+    repeats.insert(repeats.begin(), x.size() - repeats.size(), 1);  // torch.tile
+  }
   if (repeats.size() < x.size()) {
     return InvalidArg(ctx.node, "repeats has ", repeats.size(), " values, fewer than the ",
                       x.size(), " dims of the input");
@@ -388,6 +391,29 @@ absl::Status PrepareTile(PrepareContext& ctx) {
     plan.dims.push_back(GatherDim{x[i], strides[i]});
     out.push_back(repeats[i] * x[i]);
   }
+  return Finish(ctx, std::move(plan), out);
+}
+
+// repeat_interleave with one count: out[..., i * r + k, ...] = x[..., i, ...],
+// the dense view [..., d, r, ...] whose repeat dim reads with stride 0.
+absl::Status PrepareRepeatInterleave(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  RETURN_IF_ERROR(CheckKnownDType(ctx));
+  const Dims& x = ctx.inputs[0].dims;
+  const int64_t repeats = ctx.node.attrs.GetInt("repeats", 1);
+  if (repeats < 0) return InvalidArg(ctx.node, "negative repeats ", repeats);
+  if (x.empty()) return InvalidArg(ctx.node, "cannot repeat the elements of a 0-D tensor along a dim");
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx.node, ctx.node.attrs.GetInt("axis", 0),
+                                               static_cast<int64_t>(x.size())));
+  const std::vector<int64_t> strides = RowMajorStrides(x);
+  GatherPlan plan;
+  plan.elem_size = DTypeSize(ctx.inputs[0].dtype);
+  Dims out = x;
+  for (size_t i = 0; i < x.size(); ++i) {
+    plan.dims.push_back(GatherDim{x[i], strides[i]});
+    if (static_cast<int64_t>(i) == axis) plan.dims.push_back(GatherDim{repeats, 0});
+  }
+  out[axis] = x[axis] * repeats;
   return Finish(ctx, std::move(plan), out);
 }
 
@@ -774,6 +800,7 @@ absl::Span<const KernelDef> MovementKernels() {
       {ir::OpKind::kPermute, DType::kUnknown, PreparePermute, EvalGather},
       {ir::OpKind::kExpand, DType::kUnknown, PrepareExpand, EvalGather},
       {ir::OpKind::kTile, DType::kUnknown, PrepareTile, EvalGather},
+      {ir::OpKind::kRepeatInterleave, DType::kUnknown, PrepareRepeatInterleave, EvalGather},
       {ir::OpKind::kSlice, DType::kUnknown, PrepareSlice, EvalGather},
       {ir::OpKind::kSelect, DType::kUnknown, PrepareSelect, EvalGather},
       {ir::OpKind::kChunk, DType::kUnknown, PrepareChunk, EvalGather},

@@ -13,8 +13,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <memory>
 
+#include "engine/common/half.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
@@ -95,6 +98,9 @@ KILN_UNARY(AcosOp, 20, std::acos(x))
 KILN_UNARY(AtanOp, 20, std::atan(x))
 KILN_UNARY(SinhOp, 20, std::sinh(x))
 KILN_UNARY(CoshOp, 20, std::cosh(x))
+KILN_UNARY(AsinhOp, 20, std::asinh(x))
+KILN_UNARY(AcoshOp, 20, std::acosh(x))
+KILN_UNARY(AtanhOp, 20, std::atanh(x))
 #undef KILN_UNARY
 
 template <typename T, typename Op>
@@ -145,6 +151,69 @@ absl::Status PrepareIsNan(PrepareContext& ctx) {
     return Unimplemented(ctx.node, "expected a float, integer or bool input, got ", DTypeName(t));
   }
   ctx.outputs = {TensorInfo{DType::kBool, ctx.inputs[0].dims}};
+  return absl::OkStatus();
+}
+
+// NanToNum: NaN -> attr nan (0), +inf -> posinf, -inf -> neginf (absent: the
+// dtype's largest and lowest finite values, so FP16's are +-65504); each
+// replacement is rounded into the dtype once, as torch.nan_to_num converts its
+// numbers. Integers and bools are copied.
+absl::Status PrepareNanToNum(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 1));
+  if (DTypeSize(ctx.inputs[0].dtype) == 0) return InvalidArg(ctx.node, "input dtype is unknown");
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, ctx.inputs[0].dims}};
+  return absl::OkStatus();
+}
+
+template <typename T, typename Load, typename Store>
+void NanToNumLoop(const T* in, T* out, int64_t n, double nan, double posinf, double neginf,
+                  Load load, Store store) {
+  const T nan_t = store(nan), posinf_t = store(posinf), neginf_t = store(neginf);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto v = load(in[i]);
+    out[i] = std::isnan(v) ? nan_t : std::isinf(v) ? (v > 0 ? posinf_t : neginf_t) : in[i];
+  }
+}
+
+absl::Status EvalNanToNum(EvalContext& ctx) {
+  const Tensor& x = *ctx.inputs[0];
+  Tensor& y = *ctx.outputs[0];
+  const int64_t n = x.num_elements();
+  const DType t = x.dtype();
+  if (!IsFloatingPoint(t)) {
+    if (n > 0) std::memcpy(y.raw_data(), x.raw_data(), n * DTypeSize(t));
+    return absl::OkStatus();
+  }
+  const ir::Attributes& a = ctx.node.attrs;
+  double hi = std::numeric_limits<double>::max();
+  if (t == DType::kF32) hi = std::numeric_limits<float>::max();
+  if (t == DType::kF16) hi = 65504.0;
+  if (t == DType::kBF16) hi = BF16ToFloat(0x7F7F);
+  const double nan = a.GetFloat("nan", 0.0);
+  const double posinf = a.Has("posinf") ? a.GetFloat("posinf", hi) : hi;
+  const double neginf = a.Has("neginf") ? a.GetFloat("neginf", -hi) : -hi;
+  switch (t) {
+    case DType::kF32:
+      NanToNumLoop(x.data<float>(), y.data<float>(), n, nan, posinf, neginf,
+                   [](float v) { return v; }, [](double v) { return static_cast<float>(v); });
+      break;
+    case DType::kF64:
+      NanToNumLoop(x.data<double>(), y.data<double>(), n, nan, posinf, neginf,
+                   [](double v) { return v; }, [](double v) { return v; });
+      break;
+    case DType::kF16:
+      NanToNumLoop(x.data<uint16_t>(), y.data<uint16_t>(), n, nan, posinf, neginf,
+                   [](uint16_t v) { return HalfToFloat(v); },
+                   [](double v) { return FloatToHalf(static_cast<float>(v)); });
+      break;
+    case DType::kBF16:
+      NanToNumLoop(x.data<uint16_t>(), y.data<uint16_t>(), n, nan, posinf, neginf,
+                   [](uint16_t v) { return BF16ToFloat(v); },
+                   [](double v) { return FloatToBF16(static_cast<float>(v)); });
+      break;
+    default:
+      return Unimplemented(ctx.node, "dtype ", DTypeName(t));
+  }
   return absl::OkStatus();
 }
 
@@ -226,6 +295,9 @@ absl::Span<const KernelDef> UnaryKernels() {
       {OpKind::kAtan, DType::kF32, PrepareFloat, EvalUnary<float, AtanOp>},
       {OpKind::kSinh, DType::kF32, PrepareFloat, EvalUnary<float, SinhOp>},
       {OpKind::kCosh, DType::kF32, PrepareFloat, EvalUnary<float, CoshOp>},
+      {OpKind::kAsinh, DType::kF32, PrepareFloat, EvalUnary<float, AsinhOp>},
+      {OpKind::kAcosh, DType::kF32, PrepareFloat, EvalUnary<float, AcoshOp>},
+      {OpKind::kAtanh, DType::kF32, PrepareFloat, EvalUnary<float, AtanhOp>},
       {OpKind::kIsNan, DType::kF32, PrepareIsNan, EvalIsNan<float>},
       {OpKind::kIsNan, DType::kF64, PrepareIsNan, EvalIsNan<double>},
       {OpKind::kIsNan, DType::kInt64, PrepareIsNan, EvalNeverNan},
@@ -262,6 +334,10 @@ absl::Span<const KernelDef> UnaryKernels() {
       {OpKind::kAtan, DType::kF64, PrepareFloat, EvalUnary<double, AtanOp>},
       {OpKind::kSinh, DType::kF64, PrepareFloat, EvalUnary<double, SinhOp>},
       {OpKind::kCosh, DType::kF64, PrepareFloat, EvalUnary<double, CoshOp>},
+      {OpKind::kAsinh, DType::kF64, PrepareFloat, EvalUnary<double, AsinhOp>},
+      {OpKind::kAcosh, DType::kF64, PrepareFloat, EvalUnary<double, AcoshOp>},
+      {OpKind::kAtanh, DType::kF64, PrepareFloat, EvalUnary<double, AtanhOp>},
+      {OpKind::kNanToNum, DType::kUnknown, PrepareNanToNum, EvalNanToNum},
       // Narrower integers, as PyTorch's neg/abs/sign keep the dtype.
       {OpKind::kNeg, DType::kInt32, PrepareInt, EvalUnary<int32_t, NegOp>},
       {OpKind::kNeg, DType::kInt16, PrepareInt, EvalUnary<int16_t, NegOp>},

@@ -91,6 +91,9 @@ bool PromotesIntegersToFloat(ir::OpKind op) {
     case ir::OpKind::kAtan:
     case ir::OpKind::kSinh:
     case ir::OpKind::kCosh:
+    case ir::OpKind::kAsinh:
+    case ir::OpKind::kAcosh:
+    case ir::OpKind::kAtanh:
     case ir::OpKind::kTanh:
     case ir::OpKind::kSigmoid:
     case ir::OpKind::kErf:

@@ -823,6 +823,126 @@ cases("vision", [
     ("detection_head", DetectionHead(), randn(2, 3, 20, 20), rois(12, extent=16.0)),
 ])
 
+# ---------------------------------------------------------------- the core ATen opset's remaining ops
+# What torch.export's run_decompositions() writes (native_layer_norm, native_group_norm,
+# _adaptive_avg_pool2d, scalar_tensor, the scatters, isinf) and ops models call directly
+# (nan_to_num, var_mean, tile, repeat_interleave, the inverse hyperbolic functions).
+
+
+def with_inf(*shape):
+    """Normal values with +inf, -inf and NaN planted at fixed places."""
+    def make():
+        x = torch.randn(*shape)
+        flat = x.view(-1)
+        flat[::7] = float("inf")
+        flat[3::11] = float("-inf")
+        flat[5::13] = float("nan")
+        return x
+    return make
+
+
+def distinct_rows(rows, k, n):
+    """[rows, k] INT64: each row k distinct values of range(n) (a scatter with no ties)."""
+    return lambda: torch.stack([torch.randperm(n)[:k] for _ in range(rows)])
+
+
+def put_mask_scalar(x):
+    y = x.clone()
+    y[y > 0.5] = 0.0
+    return y
+
+
+def put_mask_rows(x, m, v):
+    y = x * 1
+    y[m] = v  # m over the leading dims [2, 3] of y [2, 3, 4]; v [4] for every chosen row
+    return y
+
+
+def put_rows(x, i, v):
+    y = x * 1
+    y[i] = v
+    return y
+
+
+def put_middle(x, i):
+    y = x * 1
+    y[:, i] = -1.0
+    return y
+
+
+def put_pairs(x, i, j):
+    y = x * 1
+    y[i[:, None], j] = 2.0  # broadcast [3, 1] against [2]
+    return y
+
+
+cases("core_aten", [
+    ("asinh", torch.asinh, randn(*X)),
+    ("acosh", torch.acosh, pos(*X, lo=1.0, hi=5.0)),
+    ("atanh", torch.atanh, pos(*X, lo=-0.9, hi=0.9)),
+    ("arcsinh_f64", lambda x: torch.arcsinh(x.double()), randn(*X)),
+    ("isinf", torch.isinf, with_inf(*X)),
+    ("isposinf", torch.isposinf, with_inf(*X)),
+    ("isneginf", torch.isneginf, with_inf(*X)),
+    ("isfinite", torch.isfinite, with_inf(*X)),
+    ("isinf_int64", lambda i: torch.isinf(i) | (i > 5), ints(3, 4)),
+    ("nan_to_num", torch.nan_to_num, with_inf(*X)),
+    ("nan_to_num_values", lambda x: torch.nan_to_num(x, nan=-1.5, posinf=7.0, neginf=-8.0), with_inf(*X)),
+    ("nan_to_num_f64", lambda x: torch.nan_to_num(x.double(), posinf=1e300), with_inf(*X)),
+    ("nan_to_num_f16", lambda x: torch.nan_to_num(x.half()).float(), with_inf(*X)),
+    ("var_mean", lambda x: torch.var_mean(x, 1), randn(*X)),
+    ("std_mean_keepdim", lambda x: torch.std_mean(x, (1, 2), unbiased=False, keepdim=True), randn(*X)),
+    ("var_mean_all", lambda x: torch.var_mean(x), randn(*X)),
+    ("tile", lambda x: x.tile((2,)), randn(2, 3)),
+    ("tile_more_dims", lambda x: torch.tile(x, (2, 1, 3)), randn(2, 3)),
+    ("repeat_interleave", lambda x: x.repeat_interleave(2, dim=1), randn(2, 3, 4)),
+    ("repeat_interleave_flat", lambda x: torch.repeat_interleave(x, 3), randn(2, 3)),
+    ("repeat_interleave_neg_dim", lambda i: i.repeat_interleave(2, dim=-1), ints(2, 3)),
+    ("repeat_interleave_counts", lambda x: x.repeat_interleave(torch.tensor([1, 0, 2]), dim=0), randn(3, 4)),
+    ("scatter_src", lambda x, i, v: x.scatter(1, i, v), randn(3, 5), distinct_rows(3, 2, 5), randn(3, 4)),
+    ("scatter_value", lambda x, i: x.scatter(1, i, 2.5), randn(3, 5), distinct_rows(3, 2, 5)),
+    ("scatter_add", lambda x, i, v: x.scatter_add(0, i, v), randn(4, 3), ints(6, 3, hi=4), randn(6, 3)),
+    ("scatter_add_small_index", lambda x, i, v: torch.scatter_add(x, 0, i, v), randn(4, 5),
+     ints(3, 2, hi=4), randn(3, 4)),
+    ("scatter_add_inplace", lambda x, i, v: (x * 1).scatter_add_(1, i, v), randn(2, 6), ints(2, 9, hi=6),
+     randn(2, 9)),
+    ("scatter_add_int64", lambda x, i, v: x.scatter_add(1, i, v), ints(3, 4), ints(3, 5, hi=4), ints(3, 5)),
+    ("scatter_reduce_sum", lambda x, i, v: x.scatter_reduce(1, i, v, "sum"), randn(3, 4), ints(3, 6, hi=4),
+     randn(3, 6)),
+    ("scatter_reduce_amax", lambda x, i, v: x.scatter_reduce(1, i, v, "amax", include_self=False),
+     randn(3, 4), ints(3, 6, hi=4), randn(3, 6)),
+    ("scatter_reduce_amin", lambda x, i, v: x.scatter_reduce(0, i, v, "amin"), randn(4, 3),
+     ints(5, 3, hi=4), randn(5, 3)),
+    ("scatter_reduce_mean", lambda x, i, v: x.scatter_reduce(1, i, v, "mean"), randn(3, 4),
+     ints(3, 6, hi=4), randn(3, 6)),
+    ("scatter_reduce_mean_exclude", lambda x, i, v: x.scatter_reduce(1, i, v, "mean", include_self=False),
+     randn(3, 4), ints(3, 6, hi=4), randn(3, 6)),
+    ("scatter_reduce_mean_int64", lambda x, i, v: x.scatter_reduce(1, i, v, "mean"), ints(3, 4, lo=-9),
+     ints(3, 6, hi=4), ints(3, 6, lo=-9)),
+    ("scatter_reduce_prod", lambda x, i, v: x.scatter_reduce(1, i, v, "prod", include_self=False),
+     randn(3, 4), ints(3, 6, hi=4), randn(3, 6)),
+    ("scatter_multiply", lambda x, i, v: x.scatter(1, i, v, reduce="multiply"), randn(3, 5),
+     ints(3, 4, hi=5), randn(3, 4)),
+    ("native_layer_norm", lambda x, w, b: torch.native_layer_norm(x, [5], w, b, 1e-5), randn(*X),
+     randn(5), randn(5)),
+    ("native_layer_norm_2d", lambda x: torch.native_layer_norm(x, [4, 5], None, None, 1e-6), randn(*X)),
+    ("native_group_norm", lambda x, w, b: torch.native_group_norm(x, w, b, 2, 6, 12, 3, 1e-5),
+     randn(2, 6, 3, 4), randn(6), randn(6)),
+    ("native_group_norm_used_stats", lambda x: sum(torch.native_group_norm(x, None, None, 2, 4, 5, 2, 1e-5)[1:]),
+     randn(2, 4, 5)),
+    ("adaptive_avg_pool2d_core", lambda x: torch.ops.aten._adaptive_avg_pool2d(x, [2, 3]), randn(1, 3, 7, 8)),
+    ("scalar_tensor", lambda x: x + torch.scalar_tensor(3), randn(*X)),
+    ("index_put_mask_scalar", put_mask_scalar, randn(*X)),
+    ("index_put_mask_rows", put_mask_rows, randn(2, 3, 4), mask(2, 3), randn(4)),
+    ("index_put_rows", put_rows, randn(5, 3), distinct_rows(1, 2, 5), randn(2, 3)),
+    ("index_put_middle", put_middle, randn(2, 5, 3), ints(3, hi=5)),
+    ("index_put_pairs", put_pairs, randn(4, 6), ints(3, hi=4), ints(2, hi=6)),
+    ("index_put_accumulate", lambda x, i, j, v: torch.index_put(x, (i, j), v, accumulate=True),
+     randn(3, 4), ints(8, hi=3), ints(8, hi=4), randn(8)),
+    ("index_put_accumulate_int64", lambda x, i, v: x.index_put((i,), v, accumulate=True),
+     ints(5), ints(9, hi=5), ints(9)),
+])
+
 # ---------------------------------------------------------------- scripted (not traced)
 
 

@@ -383,6 +383,20 @@ def Models():
                 [(torch.randn(1, 7),), (torch.randn(4, 7),)], 1e-5))
     out.append(("inplace_views", InPlaceViews(), (torch.randn(2, 5, 4, 6),), ({0: batch},),
                 [(torch.randn(1, 5, 4, 6),), (torch.randn(3, 5, 4, 6),)], 1e-5))
+    # The core ATen opset (names ending in "_core": exported, then run_decompositions()).
+    out.append(("bert_encoder_core", Encoder(), (ids(2, 8), mask(2, 8)),
+                ({0: batch, 1: seq}, {0: batch, 1: seq}),
+                [(ids(1, 5), mask(1, 5)), (ids(3, 12), mask(3, 12))], 1e-4))
+    out.append(("norms_core", NormsModel(), (image(2, 12),), ({0: batch},),
+                [(image(1, 12),), (image(3, 12),)], 1e-4))
+
+    def core_ops(b):
+        return (torch.randn(b, 6), torch.randint(0, 6, (b, 6)))
+
+    out.append(("core_ops", CoreOps(), core_ops(2), ({0: batch}, {0: batch}),
+                [core_ops(1), core_ops(4)], 1e-5))
+    out.append(("core_ops_core", CoreOps(), core_ops(2), ({0: batch}, {0: batch}),
+                [core_ops(1), core_ops(4)], 1e-5))
     half = torch.float16
     out.append(("float16_mlp", HalfMlp(half), (torch.randn(2, 8, dtype=half),), ({0: batch},),
                 [(torch.randn(1, 8, dtype=half),), (torch.randn(6, 8, dtype=half),)], 1e-2))
@@ -504,6 +518,48 @@ class InPlacePieces(torch.nn.Module):
         return y + 0.0, k * 1.0, a * 1.0
 
 
+class NormsModel(torch.nn.Module):
+    """Convolution, GroupNorm, adaptive average pooling, LayerNorm, Linear: exported as
+    "norms_core" through run_decompositions(), the core ATen opset (native_group_norm,
+    native_layer_norm, _adaptive_avg_pool2d, convolution, addmm) that edge toolchains and
+    torch < 2.5's export wrote."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.gn = torch.nn.GroupNorm(4, 8)
+        self.ln = torch.nn.LayerNorm(32)
+        self.fc = torch.nn.Linear(32, 5)
+        with torch.no_grad():
+            self.gn.weight.uniform_(0.5, 1.5)
+            self.ln.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        y = torch.relu(self.gn(self.conv(x)))
+        y = torch.nn.functional.adaptive_avg_pool2d(y, (2, 2)).flatten(1)
+        return self.fc(self.ln(y))
+
+
+class CoreOps(torch.nn.Module):
+    """Ops Kiln once ran only through libtorch: the scatters, index_put, repeat_interleave,
+    tile, var_mean, isinf, nan_to_num, asinh and atanh; x [batch, 6] float, idx [batch, 6] INT64
+    in [0, 6). Exported as written ("core_ops") and decomposed to core ATen ("core_ops_core")."""
+
+    def forward(self, x, idx):
+        summed = torch.zeros_like(x).scatter_add(1, idx, x)
+        peak = torch.full_like(x, -1e4).scatter_reduce(1, idx, x, "amax", include_self=False)
+        marked = x.scatter(1, idx[:, :2], 0.5)
+        spread = x.repeat_interleave(2, dim=1) + x.tile((1, 2))
+        var, mean = torch.var_mean(x, dim=1, keepdim=True)
+        big = x * 3e38
+        cleaned = torch.nan_to_num(torch.log(x)) + torch.nan_to_num(big, posinf=1.0, neginf=-1.0)
+        curved = torch.asinh(x) + torch.atanh(torch.tanh(x) * 0.5)
+        clipped = x.clone()
+        clipped[x < -1.0] = 0.0  # index_put with a mask
+        clipped[:, idx[0, :2]] = 1.0  # and with an index tensor
+        return summed, peak, marked, spread, var, mean, torch.isinf(big), cleaned, curved, clipped
+
+
 class RmsNormModel(torch.nn.Module):
     """nn.RMSNorm (torch >= 2.4, which libtorch 1.13 lacks), with and without an affine weight
     and with its default eps (the dtype's machine epsilon), as LLM blocks use it."""
@@ -621,6 +677,8 @@ def main():
         arg_names = list(module.forward.__code__.co_varnames[1:module.forward.__code__.co_argcount])
         with torch.no_grad():
             ep = torch.export.export(module, example, dynamic_shapes=dynamic)
+            if name.endswith("_core"):
+                ep = ep.run_decompositions()
             path = os.path.join(out_dir, name + ".pt2")
             torch.export.save(ep, path)
             if legacy:  # the layout this torch writes, not the PT2 archive of torch >= 2.8

@@ -282,6 +282,23 @@ class Pt2ParityTest(unittest.TestCase):
         again = infer(3, 4)
         self.assertEqual(again.returncode, 0, again.stdout + again.stderr)
 
+    def test_core_aten_programs_import_natively(self):
+        # ExportedProgram.run_decompositions() writes the core ATen opset (native_layer_norm,
+        # native_group_norm, _adaptive_avg_pool2d, convolution, addmm, the scatters, isinf...),
+        # as edge toolchains and torch < 2.5's export did. Every op has a native translation
+        # (`kiln inspect --strict` lists none without one), and the answers match torch's.
+        for name in ["bert_encoder_core", "norms_core", "core_ops", "core_ops_core"]:
+            with self.subTest(model=name):
+                model = self.served(name)
+                res = subprocess.run([os.path.join(BIN, "kiln"), "inspect", "--strict",
+                                      os.path.join(FIXTURES, model["file"])],
+                                     capture_output=True, text=True, timeout=300)
+                self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+                self.assertIn("fallback ops (0): none", res.stdout)
+        printed = self.inspect(next(m for m in MANIFEST["models"] if m["name"] == "norms_core"))
+        for op in ["aten::native_group_norm", "aten::native_layer_norm", "aten::_adaptive_avg_pool2d"]:
+            self.assertIn(op, printed)
+
     def test_programs_kiln_cannot_serve_are_refused(self):
         # A program that mutates a buffer keeps state between calls: the upload is refused
         # with INVALID_ARGUMENT naming the buffer. One with an op that neither Kiln nor

@@ -29,6 +29,23 @@ for name, dom in [("abs", "any"), ("neg", "any"), ("sign", "any"), ("sqrt", "pos
                   ("logical_not", "any"), ("bitwise_not", "any")]:
     unary(name, dom, inplace=name not in ("isnan",))
 add("aten::isnan", "nan", "torch.isnan(torch.log(x0))", [T(BASE)], ["f32", "f64", "f16"])
+# The inverse hyperbolic functions (the arc* names are aliases: sweep_lib.ALIASES).
+for name, dom in [("asinh", "any"), ("atanh", "unit"), ("arcsin", "unit"), ("arccos", "unit"),
+                  ("arctan", "any"), ("arcsinh", "any"), ("arctanh", "unit")]:
+    unary(name, dom)
+for name in ["acosh", "arccosh"]:  # defined from 1 up
+    std_variants(f"aten::{name}", f"torch.{name}(x0 + 1)", ["pos"], FLOAT)
+# Infinities: log(0) and log of a negative number give -inf and NaN; x / 0, +-inf.
+for name in ["isinf", "isposinf", "isneginf", "isfinite"]:
+    std_variants(f"aten::{name}", f"torch.{name}(x0)", ["any"], script=("f32",))
+    add(f"aten::{name}", "inf", f"torch.{name}(torch.log(x0) * x1)",
+        [T(BASE), T(BASE, "any", "f32")], ["f32", "f64", "f16", "i64"])
+std_variants("aten::nan_to_num", "torch.nan_to_num(torch.log(x0) * x0)", ["any"], FLOAT, script=("f32",))
+add("aten::nan_to_num", "kw", "torch.nan_to_num(torch.log(x0) * x1, nan=1.5, posinf=9.0, neginf=-9.0)",
+    [T(BASE), T(BASE, "any", "f32")], FLOAT + ["i64"])
+add("aten::nan_to_num", "ints", "torch.nan_to_num(x0)", [T(BASE)], INT + ["b"])
+add("aten::nan_to_num", "inplace", "torch.log(x0).nan_to_num_()", [T(BASE)], ["f32", "f64"],
+    kind="aten::nan_to_num_")
 add("aten::round", "kw_decimals", "torch.round(x0, decimals=2)", [T(BASE)], FLOAT)
 add("aten::round", "kw_decimals_neg", "torch.round(x0 * 100, decimals=-1)", [T(BASE)], FLOAT)
 add("aten::round", "kw_decimals", "torch.round(x0, decimals=2)", [T(BASE)], ["f32"], ("script",))

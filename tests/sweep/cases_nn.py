@@ -72,6 +72,10 @@ add("aten::max_pool2d", "noncontig", "F.max_pool2d(x0.transpose(2, 3), 2)", [T((
 add("aten::max_pool2d", "empty", "F.max_pool2d(x0, 2)", [T((0, 3, 4, 4))])
 add("aten::avg_pool2d", "divisor", "F.avg_pool2d(x0, 2, divisor_override=3)", [T((1, 3, 7, 6))])
 add("aten::adaptive_avg_pool2d", "tuple", "F.adaptive_avg_pool2d(x0, (2, None))", [T((1, 3, 7, 6))])
+add("aten::_adaptive_avg_pool2d", "dtypes", "torch.ops.aten._adaptive_avg_pool2d(x0, [2, 3])",
+    [T((1, 3, 7, 6))], ["f32", "f64"])
+add("aten::_adaptive_avg_pool3d", "dtypes", "torch.ops.aten._adaptive_avg_pool3d(x0, [2, 2, 3])",
+    [T((1, 2, 5, 4, 6))], ["f32", "f64"])
 add("aten::adaptive_avg_pool2d", "module", "self.m(x0)", [T((2, 3, 7, 6))], FLOAT,
     init=["self.m = nn.AdaptiveAvgPool2d((1, 1))"])
 
@@ -105,6 +109,17 @@ add("aten::group_norm", "dtypes", "F.group_norm(x0, 2, x1, x2)", [T((2, 4, 3)), 
 add("aten::group_norm", "rank4", "F.group_norm(x0, 1, eps=1e-3)", [T((2, 4, 3, 2))], ["f32", "f64"])
 add("aten::group_norm", "module", "self.m(x0)", [T((2, 4, 3, 3))], FLOAT, init=["self.m = nn.GroupNorm(2, 4).to({dt})"])
 add("aten::group_norm", "module", "self.m(x0)", [T((2, 4, 3, 3))], F, ("script",), init=["self.m = nn.GroupNorm(2, 4)"])
+# The core ATen forms: (y, mean, rstd), the statistics compared too.
+add("aten::native_layer_norm", "dtypes", "torch.native_layer_norm(x0, [4], x1, x2, 1e-5)",
+    [T((2, 3, 4)), T((4,), S), T((4,), S)], ["f32", "f64"])
+add("aten::native_layer_norm", "two_dims", "torch.native_layer_norm(x0, [3, 4], None, None, 1e-3)",
+    [T((2, 3, 4))], ["f32", "f64"])
+add("aten::native_layer_norm", "y_only", "torch.native_layer_norm(x0, [4], x1, x2, 1e-5)[0]",
+    [T((2, 3, 4)), T((4,), S), T((4,), S)], ["f16", "bf16"])
+add("aten::native_group_norm", "dtypes", "torch.native_group_norm(x0, x1, x2, 2, 4, 3, 2, 1e-5)",
+    [T((2, 4, 3)), T((4,), S), T((4,), S)], ["f32", "f64"])
+add("aten::native_group_norm", "rank4", "torch.native_group_norm(x0, None, None, 2, 4, 6, 1, 1e-3)",
+    [T((2, 4, 3, 2))], ["f32", "f64"])
 add("aten::instance_norm", "dtypes", "F.instance_norm(x0, weight=x1, bias=x2)",
     [T((2, 3, 5)), T((3,), S), T((3,), S)], ALL)
 add("aten::instance_norm", "rank4", "F.instance_norm(x0)", [T((2, 3, 4, 5))], ["f32", "f64"])

@@ -59,6 +59,13 @@ for name in ["var", "std"]:
     add(op, "rank1", f"torch.{name}(x0)", [T((5,))])
     add(op, "dim", f"torch.{name}(x0, 1)", [T(BASE)], ["f32"], ("script",))
     add(op, "single", f"torch.{name}(x0, 1)", [T((2, 1))])  # one sample: NaN in both
+for name in ["var_mean", "std_mean"]:
+    op = f"aten::{name}"
+    add(op, "all", f"torch.{name}(x0)", [T(BASE)], FLOAT)
+    add(op, "dim", f"torch.{name}(x0, 1)", [T(BASE)], ["f32", "f64"])
+    add(op, "kw_unbiased", f"torch.{name}(x0, (0, 2), unbiased=False, keepdim=True)", [T(BASE)])
+    add(op, "kw_correction", f"torch.{name}(x0, -1, correction=0)", [T(BASE)])
+    add(op, "dim", f"torch.{name}(x0, 1)", [T(BASE)], ["f32"], ("script",))
 for variant, expr, dtypes in [("p2", "torch.norm(x0, p=2, dim=1)", FLOAT + ["i64"]),
                               ("p1", "torch.norm(x0, p=1, dim=-1, keepdim=True)", ["f32"]),
                               ("inf", "torch.norm(x0, p=float('inf'), dim=0)", ["f32"]),
@@ -174,6 +181,13 @@ shape_op("expand", [("dtypes", "x0.expand(2, 3, 4)", [T((3, 1))], ALL),
                     ("then_op", "x0.expand(3, 4) * 2", [T((4,))], F)])
 shape_op("expand_as", [("dtypes", "x0.expand_as(x1)", [T((3, 1)), T(BASE)], ALL)])
 shape_op("broadcast_to", [("dtypes", "torch.broadcast_to(x0, (2, 3, 4))", [T((1, 4))], ALL)])
+shape_op("tile", [("dtypes", "x0.tile((2,))", X, ALL), ("more_dims", "torch.tile(x0, (2, 1, 1, 2))", X, F),
+                  ("rank0", "x0.tile((3,))", [T(())], F), ("same", "x0.tile((2, 1, 3))", X, F)])
+shape_op("repeat_interleave", [("dtypes", "x0.repeat_interleave(2, dim=1)", X, ALL),
+                               ("flat", "torch.repeat_interleave(x0, 3)", X, F),
+                               ("neg_dim", "x0.repeat_interleave(3, -1)", X5, F),
+                               ("zero", "x0.repeat_interleave(0, dim=0)", X, F),
+                               ("counts", "x0.repeat_interleave(torch.tensor([2, 0, 1]), dim=1)", X, F)])
 shape_op("repeat", [("dtypes", "x0.repeat(2, 1, 3)", X, ALL), ("more_dims", "x0.repeat(2, 1, 1, 2)", X, F),
                     ("rank0", "x0.repeat(3)", [T(())], F), ("zero", "x0.repeat(0, 1, 1)", X, F)])
 for name, expr in [("split", "torch.split(x0, 2, 2)"),
@@ -202,6 +216,40 @@ shape_op("index", [("tensor", "x0[x1]", [T(BASE), T((3,), "idx2", "i64")], ALL),
                    ("two", "x0[x1, x2]", [T(BASE), T((4,), "idx2", "i64"), T((4,), "idx3", "i64")], F),
                    ("bool_mask", "x0[x1]", [T(BASE), T(BASE, "mask", "b")], F32_I64),
                    ("int32", "x0[x1]", [T(BASE), T((3,), "idx2", "i32")], F)])
+shape_op("scatter", [("src", "x0.scatter(1, x1, x2)", [T(BASE), T((2, 2, 4), "idx3", "i64"), T((2, 2, 4))], ALL),
+                     ("value", "x0.scatter(2, x1, 1.5)", [T(BASE), T((2, 3, 2), "idx4", "i64")], FLOAT + ["i64"]),
+                     ("smaller_index", "torch.scatter(x0, 0, x1, x2)", [T(BASE), T((1, 2, 3), "idx2", "i64"), T(BASE)], F),
+                     ("reduce_add", "x0.scatter(1, x1, x2, reduce='add')", [T(BASE), T((2, 5, 4), "idx3", "i64"), T((2, 5, 4))], F),
+                     ("reduce_multiply", "x0.scatter(1, x1, x2, reduce='multiply')", [T(BASE), T((2, 5, 4), "idx3", "i64"), T((2, 5, 4))], F)])
+add("aten::scatter", "inplace", "x0.clone().scatter_(1, x1, x2)", [T(BASE), T((2, 2, 4), "idx3", "i64"), T((2, 2, 4))],
+    F, kind="aten::scatter_")
+shape_op("scatter_add", [("dtypes", "x0.scatter_add(1, x1, x2)", [T(BASE), T((2, 6, 4), "idx3", "i64"), T((2, 6, 4))],
+                          FLOAT + INT),
+                         ("neg_dim", "torch.scatter_add(x0, -1, x1, x2)", [T(BASE), T((2, 3, 7), "idx4", "i64"), T((2, 3, 7))], F)])
+add("aten::scatter_add", "inplace", "x0.clone().scatter_add_(0, x1, x2)",
+    [T(BASE), T((5, 3, 4), "idx2", "i64"), T((5, 3, 4))], F, kind="aten::scatter_add_")
+for reduce in ["sum", "prod", "mean", "amax", "amin"]:
+    for include_self in [True, False]:
+        add("aten::scatter_reduce", f"{reduce}_{'self' if include_self else 'noself'}",
+            f"x0.scatter_reduce(1, x1, x2, '{reduce}', include_self={include_self})",
+            [T(BASE), T((2, 6, 4), "idx3", "i64"), T((2, 6, 4))],
+            ["f32", "f64", "i64"] if include_self else ["f32"])
+add("aten::scatter_reduce", "sum_self", "x0.scatter_reduce(1, x1, x2, 'sum')",
+    [T(BASE), T((2, 6, 4), "idx3", "i64"), T((2, 6, 4))], ["f32"], ("script",))
+add("aten::empty_strided", "filled", "torch.empty_strided((2, 3, 4), (12, 4, 1)).fill_(1.5) + x0", X, F32_I64)
+add("aten::scalar_tensor", "default", "x0 + torch.scalar_tensor(3)", X, ["f32", "i64", "b"])
+add("aten::scalar_tensor", "dtype", "x0 * torch.scalar_tensor(2, dtype=torch.int64)", X, F32_I64)
+# self[indices] = values: what x[idx] = v and x[mask] = v record (aten::index_put_).
+for variant, index, value, inputs, dtypes in [
+        ("mask", "x1", "0.5", [T(BASE), T(BASE, "mask", "b")], FLOAT + ["i64"]),
+        ("mask_rows", "x1", "x2", [T(BASE), T((2, 3), "mask", "b"), T((4,))], F32_I64),
+        ("tensor", "x1", "x2", [T(BASE), T((2,), "idx2", "i64"), T((2, 3, 4))], ALL),
+        ("second_dim", "(slice(None), x1)", "-1.0", [T(BASE), T((2,), "idx3", "i64")], F),
+        ("two", "(x1, x2)", "x3", [T(BASE), T((4,), "idx2", "i64"), T((4,), "idx3", "i64"), T((4, 4))], F)]:
+    add("aten::index_put", variant, f"(lambda y: (y.__setitem__({index}, {value}), y)[1])(x0.clone())",
+        inputs, dtypes, kind="aten::index_put_")
+add("aten::index_put", "accumulate", "torch.index_put(x0, (x1,), x2, accumulate=True)",
+    [T(BASE), T((5,), "idx2", "i64"), T((5, 3, 4))], ["f32", "f64", "i64"])
 shape_op("slice_scatter", [("dtypes", "torch.slice_scatter(x0, x1, 1, 0, 2)", [T(BASE), T((2, 2, 4))], ALL),
                            ("step", "torch.slice_scatter(x0, x1, -1, 0, 4, 2)", [T(BASE), T((2, 3, 2))], F)])
 shape_op("select_scatter", [("dtypes", "torch.select_scatter(x0, x1, 1, 1)", [T(BASE), T((2, 4))], ALL)])

@@ -63,7 +63,12 @@ ALIASES = {"aten::fix": "aten::trunc", "aten::fix_": "aten::trunc_", "aten::true
            "aten::less_equal": "aten::le", "aten::not_equal": "aten::ne",
            "aten::clip": "aten::clamp", "aten::clip_": "aten::clamp_",
            "aten::moveaxis": "aten::movedim", "aten::swapaxes": "aten::transpose",
-           "aten::swapdims": "aten::transpose", "aten::ger": "aten::outer"}
+           "aten::swapdims": "aten::transpose", "aten::ger": "aten::outer",
+           "aten::arcsin": "aten::asin", "aten::arccos": "aten::acos", "aten::arctan": "aten::atan",
+           "aten::arcsinh": "aten::asinh", "aten::arccosh": "aten::acosh",
+           "aten::arctanh": "aten::atanh", "aten::arcsin_": "aten::asin_",
+           "aten::arccos_": "aten::acos_", "aten::arctan_": "aten::atan_",
+           "aten::arcsinh_": "aten::asinh_", "aten::arctanh_": "aten::atanh_"}
 
 
 class Case:

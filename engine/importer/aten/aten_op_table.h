@@ -67,6 +67,9 @@ ConvertResult ConvertAddcmulDiv(AtenCall& call, ConvertContext& cx);  // addcmul
 ConvertResult ConvertLerp(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSquare(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx);
+// isinf, isposinf, isneginf, isfinite (comparisons with infinity).
+ConvertResult ConvertIsInf(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertNanToNum(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertMaskedFill(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertHardtanh(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertRelu6(AtenCall& call, ConvertContext& cx);
@@ -119,6 +122,8 @@ ConvertResult ArgMaxMin(AtenCall& call, ConvertContext& cx) {
   return ConvertArgMaxMin(kOp, call, cx);
 }
 ConvertResult ConvertVarStd(ir::OpKind op, AtenCall& call, ConvertContext& cx);
+// var_mean, std_mean -> (var or std, mean).
+ConvertResult ConvertVarStdMean(AtenCall& call, ConvertContext& cx);
 template <ir::OpKind kOp>
 ConvertResult VarStd(AtenCall& call, ConvertContext& cx) {
   return ConvertVarStd(kOp, call, cx);
@@ -160,6 +165,12 @@ ConvertResult ConvertSelect(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertExpandAs(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertViewAs(AtenCall& call, ConvertContext& cx);  // view_as, reshape_as
 ConvertResult ConvertRepeat(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertTile(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertRepeatInterleave(AtenCall& call, ConvertContext& cx);
+// index_put (integer indices or one boolean mask), scatter (src or value, reduce
+// add/multiply), scatter_add, scatter_reduce.
+ConvertResult ConvertIndexPut(AtenCall& call, ConvertContext& cx);
+ConvertResult ConvertScatter(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertRoll(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertFlip(AtenCall& call, ConvertContext& cx);  // flip, fliplr, flipud
 // pad, constant_pad_nd, reflection_padNd, replication_padNd.
@@ -180,7 +191,7 @@ ConvertResult ConvertSymSize(AtenCall& call, ConvertContext& cx);  // sym_size.i
 // convert_create.cc: zeros, ones, full, empty of a size; linspace, eye.
 ConvertResult ConvertFull(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertLinspaceEye(AtenCall& call, ConvertContext& cx);
-ConvertResult ConvertScalarTensor(AtenCall& call, ConvertContext& cx);  // tensor(number)
+ConvertResult ConvertScalarTensor(AtenCall& call, ConvertContext& cx);  // tensor(number), scalar_tensor
 // fill, zero, copy: self's shape and dtype (their in-place forms: view_write.h).
 ConvertResult ConvertFill(AtenCall& call, ConvertContext& cx);
 

@@ -155,11 +155,13 @@ ConvertResult ConvertLinspaceEye(AtenCall& call, ConvertContext& cx) {
 // requires_grad=False) of a number: a 0-dim constant, in dtype or the
 // number's default (float32, int64, bool); a scripted x[:, 1] = 2.0 makes one
 // in x's dtype (dtype=x.dtype, read at run time: a Cast) to copy_ from. The
-// device is the CPU.
+// device is the CPU. scalar_tensor(s, *, dtype=None) likewise, float32 by default.
 ConvertResult ConvertScalarTensor(AtenCall& call, ConvertContext& cx) {
-  std::optional<Number> n = call.ConstNumber(call.Has("t") ? "t" : "data");
+  const bool scalar_tensor = call.op() == "aten::scalar_tensor";
+  std::optional<Number> n = call.ConstNumber(scalar_tensor ? "s" : call.Has("t") ? "t" : "data");
   if (!n.has_value()) return call.Unimplemented("a tensor made of a list or of a run-time number");
-  const DType own = n->kind == Number::kFloat  ? DType::kF32
+  // scalar_tensor(s, *, dtype=None) is float32 whatever the number's kind.
+  const DType own = n->kind == Number::kFloat || scalar_tensor ? DType::kF32
                   : n->kind == Number::kBool ? DType::kBool
                                              : DType::kInt64;
   ASSIGN_OR_RETURN(std::optional<ir::ValueId> like, call.DTypeSource("dtype"));

@@ -6,6 +6,7 @@
 // INT64, a float as FP64); the kernels promote them as PyTorch promotes
 // Python numbers (engine/common/type_promotion).
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -263,6 +264,39 @@ ConvertResult ConvertSquare(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   const ir::ValueId two = cx.AddInt(2, call.OutputName(0) + ".exponent");
   return One(cx.Emit(call, OpKind::kPow, {x, two}, InPlaceAttrs(call)));
+}
+
+// isposinf / isneginf(self) = self == +-inf; isinf(self) = either;
+// isfinite(self) = not (isnan or isinf). Integers and bools are never
+// infinite (the comparison with a float number promotes them, exactly).
+ConvertResult ConvertIsInf(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  const std::string_view op = call.op();
+  const double inf = std::numeric_limits<double>::infinity();
+  if (op == "aten::isposinf" || op == "aten::isneginf") {
+    return One(cx.Emit(call, OpKind::kEqual, {x, cx.AddFloat(op == "aten::isposinf" ? inf : -inf)}));
+  }
+  const ir::ValueId pos = cx.Emit(call, OpKind::kEqual, {x, cx.AddFloat(inf)}, {}, ".posinf");
+  const ir::ValueId neg = cx.Emit(call, OpKind::kEqual, {x, cx.AddFloat(-inf)}, {}, ".neginf");
+  if (op == "aten::isinf") return One(cx.Emit(call, OpKind::kLogicalOr, {pos, neg}));
+  const ir::ValueId inf_mask = cx.Emit(call, OpKind::kLogicalOr, {pos, neg}, {}, ".isinf");
+  const ir::ValueId nan_mask = cx.Emit(call, OpKind::kIsNan, {x}, {}, ".isnan");
+  const ir::ValueId either = cx.Emit(call, OpKind::kLogicalOr, {nan_mask, inf_mask}, {}, ".nonfinite");
+  return One(cx.Emit(call, OpKind::kLogicalNot, {either}));
+}
+
+// nan_to_num(self, nan=None, posinf=None, neginf=None): None is 0 for nan and
+// the dtype's largest / lowest finite value for the infinities (the kernel
+// knows the dtype).
+ConvertResult ConvertNanToNum(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ir::Attributes attrs;
+  for (const char* name : {"nan", "posinf", "neginf"}) {
+    if (!call.Has(name)) continue;
+    ASSIGN_OR_RETURN(double v, call.Double(name));
+    attrs.SetFloat(name, v);
+  }
+  return One(cx.Emit(call, OpKind::kNanToNum, {x}, std::move(attrs)));
 }
 
 // where(condition, self, other); self and other may be numbers.

@@ -1,6 +1,7 @@
 // Converters for neural-network aten ops: convolution, linear algebra,
 // pooling, normalization, softmax, reductions and embedding. Attribute names
 // and meanings follow the conventions next to each op in engine/ir/op_kinds.def.
+#include <array>
 #include <limits>
 #include <optional>
 #include <string>
@@ -98,6 +99,23 @@ absl::StatusOr<ir::Attributes> AxesAttrs(const AtenCall& call) {
   attrs.SetInts("axes", std::move(axes));
   attrs.SetBool("keepdim", keepdim);
   return attrs;
+}
+
+// mean and 1 / sqrt(biased variance + eps) of `x` over `axes` (kept unless
+// `keepdim` is false): the statistics native_layer_norm and native_group_norm
+// return beside their result.
+std::array<ir::ValueId, 2> EmitMeanRstd(const AtenCall& call, ConvertContext& cx, ir::ValueId x,
+                                        const std::vector<int64_t>& axes, double eps,
+                                        bool keepdim = true) {
+  ir::Attributes mean_attrs;
+  mean_attrs.SetInts("axes", axes);
+  mean_attrs.SetBool("keepdim", keepdim);
+  ir::Attributes var_attrs = mean_attrs;
+  var_attrs.SetFloat("correction", 0.0);
+  const ir::ValueId mean = cx.Emit(call, OpKind::kMean, {x}, std::move(mean_attrs), ".mean");
+  const ir::ValueId var = cx.Emit(call, OpKind::kVar, {x}, std::move(var_attrs), ".var");
+  const ir::ValueId shifted = cx.Emit(call, OpKind::kAdd, {var, cx.AddFloat(eps)}, {}, ".var_eps");
+  return {mean, cx.Emit(call, OpKind::kRsqrt, {shifted}, {}, ".rstd")};
 }
 
 ConvertResult ConvertSoftmaxLike(OpKind op, AtenCall& call, ConvertContext& cx) {
@@ -430,10 +448,18 @@ ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(double eps, call.Double("eps", 1e-5));
   std::vector<ir::ValueId> inputs = {x, weight, bias};
   while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
   ir::Attributes attrs;
   attrs.SetInts("normalized_shape", std::move(normalized_shape));
   attrs.SetFloat("eps", eps);
-  return One(cx.Emit(call, OpKind::kLayerNorm, std::move(inputs), std::move(attrs)));
+  ir::ValueId y = cx.Emit(call, OpKind::kLayerNorm, std::move(inputs), std::move(attrs));
+  if (call.num_outputs() == 1) return One(y);
+  // native_layer_norm -> (y, mean, rstd), the statistics over the normalized
+  // dims, kept; an inference graph seldom reads them (then they are dropped).
+  std::vector<int64_t> axes;
+  for (int64_t a = -k; a < 0; ++a) axes.push_back(a);
+  const std::array<ir::ValueId, 2> stats = EmitMeanRstd(call, cx, x, axes, eps);
+  return std::vector<ir::ValueId>{y, stats[0], stats[1]};
 }
 
 // rms_norm(input, normalized_shape, weight=None, eps=None) (torch >= 2.4,
@@ -560,7 +586,8 @@ ConvertResult ConvertVectorProduct(AtenCall& call, ConvertContext& cx) {
 // group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True).
 ConvertResult ConvertGroupNorm(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
-  ASSIGN_OR_RETURN(int64_t groups, call.Int("num_groups"));
+  ASSIGN_OR_RETURN(int64_t groups,
+                   call.Int(call.op() == "aten::native_group_norm" ? "group" : "num_groups"));
   ASSIGN_OR_RETURN(ir::ValueId weight, call.OptionalTensor("weight"));
   ASSIGN_OR_RETURN(ir::ValueId bias, call.OptionalTensor("bias"));
   ASSIGN_OR_RETURN(double eps, call.Double("eps", 1e-5));
@@ -569,7 +596,20 @@ ConvertResult ConvertGroupNorm(AtenCall& call, ConvertContext& cx) {
   attrs.SetFloat("eps", eps);
   std::vector<ir::ValueId> inputs = {x, weight, bias};
   while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
-  return One(cx.Emit(call, OpKind::kGroupNorm, std::move(inputs), std::move(attrs)));
+  ir::ValueId y = cx.Emit(call, OpKind::kGroupNorm, std::move(inputs), std::move(attrs));
+  if (call.num_outputs() == 1) return One(y);
+  // native_group_norm -> (y, mean, rstd), [N, group]: x as [N, group, C / group * HxW].
+  ir::Attributes flat;
+  flat.SetInt("start_dim", 1);
+  flat.SetInt("end_dim", -1);
+  ir::Attributes split;
+  split.SetInt("axis", 1);
+  split.SetInts("sizes", {groups, -1});
+  ir::ValueId grouped = cx.Emit(call, OpKind::kUnflatten,
+                                {cx.Emit(call, OpKind::kFlatten, {x}, std::move(flat), ".flat")},
+                                std::move(split), ".grouped");
+  const std::array<ir::ValueId, 2> stats = EmitMeanRstd(call, cx, grouped, {2}, eps, false);
+  return std::vector<ir::ValueId>{y, stats[0], stats[1]};
 }
 
 // instance_norm(input, weight, bias, running_mean, running_var,
@@ -646,6 +686,16 @@ ConvertResult ConvertVarStd(OpKind op, AtenCall& call, ConvertContext& cx) {
   }
   attrs.SetFloat("correction", correction);
   return One(cx.Emit(call, op, {x}, std::move(attrs)));
+}
+
+// var_mean / std_mean(self, [dim,] unbiased | correction, keepdim) -> (var or std, mean).
+ConvertResult ConvertVarStdMean(AtenCall& call, ConvertContext& cx) {
+  const OpKind op = call.op() == "aten::std_mean" ? OpKind::kStd : OpKind::kVar;
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> spread, ConvertVarStd(op, call, cx));
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(ir::Attributes attrs, AxesAttrs(call));
+  return std::vector<ir::ValueId>{spread[0],
+                                  cx.Emit(call, OpKind::kMean, {x}, std::move(attrs), ".mean")};
 }
 
 // norm(self, p=2[, dim, keepdim][, dtype]), frobenius_norm(self[, dim, keepdim]),

@@ -160,6 +160,23 @@ ConvertResult ConvertIndex(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kIndex, std::move(inputs)));
 }
 
+// index_put(self, indices, values, accumulate=False): self[indices] = values
+// (+= with accumulate), what x[idx] = v and x[mask] = v write. values take
+// self's dtype first, as the assignment converts them.
+ConvertResult ConvertIndexPut(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> indices, call.OptionalTensors("indices", nullptr));
+  ASSIGN_OR_RETURN(ir::ValueId values, call.Tensor("values"));
+  ASSIGN_OR_RETURN(bool accumulate, call.Bool("accumulate", false));
+  std::vector<ir::ValueId> inputs = {self, cx.Emit(call, OpKind::kCast, {values, self}, {}, ".values")};
+  inputs.insert(inputs.end(), indices.begin(), indices.end());
+  while (inputs.size() > 2 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  if (inputs.size() == 2) return call.Unimplemented("index_put without an index tensor");
+  ir::Attributes attrs;
+  attrs.SetBool("accumulate", accumulate);
+  return One(cx.Emit(call, OpKind::kIndexPut, std::move(inputs), std::move(attrs)));
+}
+
 // add.t(a, b) on int, float or bool lists (list concatenation, e.g. GroupNorm's
 // batch-size check in scripted models): a Loop appends b's elements to a one
 // by one, since b's length is known only at run time.
@@ -388,6 +405,117 @@ ConvertResult ConvertRepeat(AtenCall& call, ConvertContext& cx) {
   ir::Attributes attrs;
   attrs.SetInts("repeats", std::move(repeats));
   return One(cx.Emit(call, OpKind::kTile, {x}, std::move(attrs)));
+}
+
+// tile(self, dims): repeat, with fewer dims than self's padded with 1s in front.
+ConvertResult ConvertTile(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, call.Ints("dims"));
+  ir::Attributes attrs;
+  attrs.SetInts("repeats", std::move(dims));
+  attrs.SetBool("pad_repeats", true);
+  return One(cx.Emit(call, OpKind::kTile, {x}, std::move(attrs)));
+}
+
+// repeat_interleave(self, repeats, dim=None, *, output_size=None), repeats an
+// int or a constant tensor: each element of self (flattened when dim is None)
+// `repeats` times in a row, or repeats[i] times for element i (an IndexSelect
+// of the constant positions).
+ConvertResult ConvertRepeatInterleave(AtenCall& call, ConvertContext& cx) {
+  if (!call.Has("self")) {
+    return call.Unimplemented("repeat_interleave(repeats) (a size that depends on the data)");
+  }
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  int64_t dim = 0;
+  if (call.Has("dim")) {
+    ASSIGN_OR_RETURN(dim, call.Int("dim"));
+  } else {
+    ir::Attributes flat;
+    flat.SetInt("start_dim", 0);
+    flat.SetInt("end_dim", -1);
+    x = cx.Emit(call, OpKind::kFlatten, {x}, std::move(flat), ".flat");
+  }
+  std::vector<int64_t> counts;
+  if (std::optional<Number> n = call.ConstNumber("repeats"); n.has_value() && n->IsIntegral()) {
+    counts = {n->i};
+  } else {
+    ASSIGN_OR_RETURN(ir::ValueId r, call.Tensor("repeats"));
+    const Tensor* t = cx.ConstValue(r);
+    if (t == nullptr || t->dims().size() > 1 ||
+        (t->dtype() != DType::kInt64 && t->dtype() != DType::kInt32)) {
+      return call.Unimplemented("repeats computed at run time (a size that depends on the data)");
+    }
+    for (int64_t i = 0; i < t->num_elements(); ++i) {
+      counts.push_back(t->dtype() == DType::kInt64 ? t->data<int64_t>()[i] : t->data<int32_t>()[i]);
+    }
+  }
+  for (int64_t c : counts) {
+    if (c < 0) return call.InvalidArgument(absl::StrCat("repeats may not be negative, got ", c));
+  }
+  if (counts.size() == 1) {
+    ir::Attributes attrs;
+    attrs.SetInt("repeats", counts[0]);
+    attrs.SetInt("axis", dim);
+    return One(cx.Emit(call, OpKind::kRepeatInterleave, {x}, std::move(attrs)));
+  }
+  // Per-element counts: the positions they make, selected along dim. (PyTorch
+  // requires one count per element of that dim; a program that has more
+  // elements raises there, so this selection never meets one.)
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < counts.size(); ++i) positions.insert(positions.end(), counts[i], i);
+  Tensor index = Tensor::Zeros(DType::kInt64, Dims{static_cast<int64_t>(positions.size())});
+  std::copy(positions.begin(), positions.end(), index.data<int64_t>());
+  const ir::ValueId idx = cx.AddConstant(std::move(index), call.OutputName(0) + ".positions");
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  return One(cx.Emit(call, OpKind::kIndexSelect, {x, idx}, std::move(attrs)));
+}
+
+// scatter(self, dim, index, src | value[, reduce="add"|"multiply"]),
+// scatter_add(self, dim, index, src), scatter_reduce(self, dim, index, src,
+// reduce, *, include_self=True): a Scatter node; a value is a 0-D src in
+// self's dtype.
+ConvertResult ConvertScatter(AtenCall& call, ConvertContext& cx) {
+  const std::string_view op = OutOfPlaceOp(call.op());
+  ASSIGN_OR_RETURN(ir::ValueId self, call.Tensor("self"));
+  ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  ASSIGN_OR_RETURN(ir::ValueId index, call.Tensor("index"));
+  ir::ValueId src = ir::kNoValue;
+  if (call.Has("src")) {
+    ASSIGN_OR_RETURN(src, call.Tensor("src"));
+  } else {
+    std::optional<Number> v = call.ConstNumber("value");
+    if (!v.has_value()) return call.Unimplemented("a scatter value computed at run time");
+    ASSIGN_OR_RETURN(ir::ValueId number,
+                     cx.AddScalarConstant(v->ToDouble(), v->kind == Number::kFloat ? DType::kF64
+                                                          : v->kind == Number::kBool ? DType::kBool
+                                                                                     : DType::kInt64,
+                                          call.OutputName(0) + ".value"));
+    src = cx.Emit(call, OpKind::kCast, {number, self}, {}, ".value");
+  }
+  std::string reduce = "none";
+  bool include_self = true;
+  if (op == "aten::scatter_add") {
+    reduce = "sum";
+  } else if (op == "aten::scatter_reduce") {
+    ASSIGN_OR_RETURN(reduce, call.String("reduce"));
+    ASSIGN_OR_RETURN(include_self, call.Bool("include_self", true));
+    if (reduce != "sum" && reduce != "prod" && reduce != "mean" && reduce != "amax" &&
+        reduce != "amin") {
+      return call.InvalidArgument(absl::StrCat("unknown reduce \"", reduce, "\""));
+    }
+  } else if (call.Has("reduce")) {  // scatter's deprecated reduce="add" | "multiply"
+    ASSIGN_OR_RETURN(std::string r, call.String("reduce"));
+    if (r != "add" && r != "multiply") {
+      return call.InvalidArgument(absl::StrCat("reduce must be \"add\" or \"multiply\", got \"", r, "\""));
+    }
+    reduce = r == "add" ? "sum" : "prod";
+  }
+  ir::Attributes attrs;
+  attrs.SetInt("axis", dim);
+  attrs.SetString("reduce", reduce);
+  attrs.SetBool("include_self", include_self);
+  return One(cx.Emit(call, OpKind::kScatter, {self, index, src}, std::move(attrs)));
 }
 
 // roll(self, shifts, dims=[]).

@@ -42,7 +42,16 @@ std::optional<double> UnaryValue(const ir::Node& node, double x) {
     case OpKind::kAtan: return std::atan(x);
     case OpKind::kSinh: return std::sinh(x);
     case OpKind::kCosh: return std::cosh(x);
+    case OpKind::kAsinh: return std::asinh(x);
+    case OpKind::kAcosh: return std::acosh(x);
+    case OpKind::kAtanh: return std::atanh(x);
     case OpKind::kIsNan: return std::isnan(x) ? 1.0 : 0.0;
+    case OpKind::kNanToNum: {  // (FP32 cases: float32's finite limits by default)
+      const double hi = std::numeric_limits<float>::max();
+      if (std::isnan(x)) return a.GetFloat("nan", 0.0);
+      if (std::isinf(x)) return x > 0 ? a.GetFloat("posinf", hi) : a.GetFloat("neginf", -hi);
+      return x;
+    }
     case OpKind::kLogicalNot: return x == 0 ? 1.0 : 0.0;
     case OpKind::kLeakyRelu: return x > 0 ? x : x * a.GetFloat("negative_slope", 0.01);
     case OpKind::kElu: {

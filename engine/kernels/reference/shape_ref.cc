@@ -1,8 +1,10 @@
 // Reference shape, movement and indexing ops: for every output element, the
 // input element the op's definition names.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
+#include <string>
 
 #include "engine/kernels/reference/ref_util.h"
 
@@ -128,7 +130,8 @@ MaybeOutputs ShapeReference(const ir::Node& node, const std::vector<const Tensor
     }
     case OpKind::kTile: {
       const Dims& x = in[0]->dims();
-      const std::vector<int64_t> rep = a.GetInts("repeats");
+      std::vector<int64_t> rep = a.GetInts("repeats");
+      if (a.GetBool("pad_repeats") && rep.size() < x.size()) rep.insert(rep.begin(), x.size() - rep.size(), 1);
       Dims xx = x;
       xx.insert(xx.begin(), rep.size() - x.size(), 1);
       Dims out(rep.size());
@@ -339,6 +342,131 @@ MaybeOutputs ShapeReference(const ir::Node& node, const std::vector<const Tensor
         i.insert(i.end(), o.begin() + ax + ir, o.end());
         return std::optional<Index>(i);
       });
+    }
+    case OpKind::kRepeatInterleave: {
+      const Dims& x = in[0]->dims();
+      const int64_t ax = Axis(a.GetInt("axis", 0), x.size());
+      const int64_t r = a.GetInt("repeats", 1);
+      Dims out = x;
+      out[ax] *= r;
+      return Gathered(*in[0], out, [&](const Index& o) {
+        Index i = o;
+        i[ax] = o[ax] / r;  // output position k * r + j reads element k
+        return std::optional<Index>(i);
+      });
+    }
+    case OpKind::kIndexPut: {
+      // self[indices] = values (+= with accumulate). The offsets in self that
+      // self[indices] names, in order: x[indices] of a tensor holding each
+      // element's own offset (kIndex's reference), or, for one boolean mask,
+      // the masked positions between the dims before and after it.
+      const Tensor& x = *in[0];
+      const Dims& xd = x.dims();
+      const Values vals = Read(*in[1]);
+      std::vector<double> out = Read(x).v;
+      std::vector<int64_t> targets;
+      Dims r;
+      size_t mask_at = 0;
+      for (size_t k = 2; k < in.size(); ++k) {
+        if (in[k] != nullptr && (in[k]->dtype() == DType::kBool || in[k]->dtype() == DType::kUInt8)) mask_at = k;
+      }
+      if (mask_at != 0) {
+        const int64_t d = static_cast<int64_t>(mask_at) - 2;
+        const Values mask = Read(*in[mask_at]);
+        const int64_t k = static_cast<int64_t>(mask.dims.size());
+        int64_t lead = 1, rest = 1;
+        for (int64_t i = 0; i < d; ++i) lead *= xd[i];
+        for (size_t i = d + k; i < xd.size(); ++i) rest *= xd[i];
+        const int64_t span = static_cast<int64_t>(mask.v.size());
+        std::vector<int64_t> chosen;
+        for (int64_t m = 0; m < span; ++m) {
+          if (mask.v[m] != 0) chosen.push_back(m);
+        }
+        r.assign(xd.begin(), xd.begin() + d);
+        r.push_back(static_cast<int64_t>(chosen.size()));
+        r.insert(r.end(), xd.begin() + d + k, xd.end());
+        for (int64_t l = 0; l < lead; ++l) {
+          for (int64_t m : chosen) {
+            for (int64_t j = 0; j < rest; ++j) targets.push_back((l * span + m) * rest + j);
+          }
+        }
+      } else {
+        std::vector<double> offsets(out.size());
+        for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = static_cast<double>(i);
+        const Tensor iota = Write(DType::kF64, xd, offsets);
+        ir::Node index_node = node;
+        index_node.kind = OpKind::kIndex;
+        std::vector<const Tensor*> index_in = {&iota};
+        index_in.insert(index_in.end(), in.begin() + 2, in.end());
+        MaybeOutputs named = ShapeReference(index_node, index_in);
+        if (!named->ok()) return named;
+        const Values t = Read((**named)[0]);
+        r = t.dims;
+        for (double v : t.v) targets.push_back(static_cast<int64_t>(v));
+      }
+      // values broadcast to r, right-aligned.
+      if (vals.dims.size() > r.size()) return MaybeOutputs(RefError(node, "values do not broadcast"));
+      size_t j = 0;
+      bool bad = false;
+      const bool accumulate = a.GetBool("accumulate", false);
+      ForEach(r, [&](const Index& o) {
+        Index vi(vals.dims.size());
+        for (size_t k = 0; k < vi.size(); ++k) {
+          const int64_t od = o[r.size() - vi.size() + k];
+          if (vals.dims[k] != 1 && vals.dims[k] != r[r.size() - vi.size() + k]) bad = true;
+          vi[k] = vals.dims[k] == 1 ? 0 : od;
+        }
+        const double v = bad ? 0.0 : vals.at(vi);
+        double& t = out[targets[j++]];
+        t = accumulate ? t + v : v;
+      });
+      if (bad) return MaybeOutputs(RefError(node, "values do not broadcast"));
+      return Same(x, xd, out);
+    }
+    case OpKind::kScatter: {
+      // out = self; then for each index position p, in row-major order:
+      // out[p with p[axis] = index[p]] = src[p] (or src's one value), reduced.
+      const Values self = Read(*in[0]);
+      const Values idx = Read(*in[1]);
+      const Values src = Read(*in[2]);
+      const Dims& x = in[0]->dims();
+      const int64_t ax = Axis(a.GetInt("axis", 0), x.size());
+      const std::string reduce = a.GetString("reduce", "none");
+      const bool include_self = a.GetBool("include_self", true);
+      std::vector<double> out = self.v;
+      std::vector<int64_t> count(out.size(), include_self ? 1 : 0);
+      bool bad = false;
+      ForEach(idx.dims, [&](const Index& p) {
+        const int64_t j = static_cast<int64_t>(idx.at(p));
+        if (j < 0 || j >= (x.empty() ? 1 : x[ax])) {
+          bad = true;
+          return;
+        }
+        Index o = p;
+        if (!x.empty()) o[ax] = j;
+        const int64_t k = x.empty() ? 0 : OffsetOf(o, x);
+        const double v = src.dims.empty() ? src.v[0] : src.at(p);
+        double& t = out[k];
+        if (count[k] == 0 || reduce == "none") {
+          t = v;
+        } else if (reduce == "sum" || reduce == "mean") {
+          t += v;
+        } else if (reduce == "prod") {
+          t *= v;
+        } else if (reduce == "amax") {
+          t = std::isnan(t) || std::isnan(v) ? std::nan("") : std::max(t, v);
+        } else {
+          t = std::isnan(t) || std::isnan(v) ? std::nan("") : std::min(t, v);
+        }
+        ++count[k];
+      });
+      if (bad) return MaybeOutputs(RefError(node, "index out of range"));
+      if (reduce == "mean") {
+        for (size_t k = 0; k < out.size(); ++k) {
+          if (count[k] > 1) out[k] /= static_cast<double>(count[k]);
+        }
+      }
+      return Same(*in[0], x, out);
     }
     case OpKind::kGather: {
       const Dims& x = in[0]->dims();

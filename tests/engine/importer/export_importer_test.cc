@@ -27,6 +27,7 @@
 #include "engine/common/mapped_file.h"
 #include "engine/importer/export/pt2_archive.h"
 #include "engine/importer/export/torch_save.h"
+#include "engine/passes/pass.h"
 #include "engine/runtime/model.h"
 #include "tests/engine/importer/zip_writer.h"
 #include "gmock/gmock.h"
@@ -768,6 +769,63 @@ TEST(ExportImporterTest, IndexWithTensorIndicesIsNative) {
   absl::Status masked = ImportStatus(IndexProgram(true).Archive());
   EXPECT_EQ(masked.code(), absl::StatusCode::kUnimplemented) << masked;
   EXPECT_THAT(std::string(masked.message()), ::testing::HasSubstr("aten::index"));
+}
+
+// native_layer_norm (the core ATen form run_decompositions() writes) returns
+// (y, mean, rstd). The statistics are computed when the program reads them,
+// and dropped by the compiler when it does not.
+Program NativeLayerNormProgram(bool read_stats) {
+  Program p;
+  json ln = Node("torch.ops.aten.native_layer_norm.default",
+                 {Arg("input", T("x")), Arg("normalized_shape", {{"as_ints", {4}}}),
+                  Arg("weight", {{"as_none", true}}), Arg("bias", {{"as_none", true}}),
+                  Arg("eps", {{"as_float", 1e-5}})},
+                 "ln");
+  ln["outputs"] = json::array({T("y"), T("mean"), T("rstd")});
+  json nodes = json::array({ln});
+  json tv = {{"y", Meta({Sym("s0"), 4})}, {"mean", Meta({Sym("s0"), 1})}, {"rstd", Meta({Sym("s0"), 1})}};
+  std::string out = "y";
+  if (read_stats) {  // y * rstd + mean
+    nodes.push_back(Node("torch.ops.aten.mul.Tensor", {Arg("self", T("y")), Arg("other", T("rstd"))}, "m"));
+    nodes.push_back(Node("torch.ops.aten.add.Tensor", {Arg("self", T("m")), Arg("other", T("mean"))}, "out"));
+    tv["m"] = Meta({Sym("s0"), 4});
+    tv["out"] = Meta({Sym("s0"), 4});
+    out = "out";
+  }
+  SetGraph(p, {{"x", Meta({Sym("s0"), 4})}}, nodes, out, tv);
+  return p;
+}
+
+TEST(ExportImporterTest, NativeLayerNormStatisticsRunOnlyWhenRead) {
+  const std::vector<float> x = {1, 2, 3, 6, -1, 0, 1, 4};
+  for (bool read_stats : {false, true}) {
+    SCOPED_TRACE(read_stats ? "statistics read" : "statistics unused");
+    absl::StatusOr<ir::Graph> g = ImportExportedProgram(NativeLayerNormProgram(read_stats).Archive());
+    ASSERT_TRUE(g.ok()) << g.status();
+    ir::Graph compiled = *g;
+    ASSERT_TRUE(passes::RunPipeline(compiled).ok());
+    const auto vars = std::count_if(compiled.nodes().begin(), compiled.nodes().end(),
+                                    [](const ir::Node& n) { return n.kind == ir::OpKind::kVar; });
+    EXPECT_EQ(vars, read_stats ? 1 : 0);
+    absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+    ASSERT_TRUE(model.ok()) << model.status();
+    absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+        (*model)->Infer({{"x", Floats({2, 4}, x)}}, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Tensor& y = (*out)[0].tensor;
+    ASSERT_EQ(y.dims(), (Dims{2, 4}));
+    for (int r = 0; r < 2; ++r) {
+      double mean = 0, var = 0;
+      for (int c = 0; c < 4; ++c) mean += x[r * 4 + c] / 4.0;
+      for (int c = 0; c < 4; ++c) var += (x[r * 4 + c] - mean) * (x[r * 4 + c] - mean) / 4.0;
+      const double rstd = 1.0 / std::sqrt(var + 1e-5);
+      for (int c = 0; c < 4; ++c) {
+        const double norm = (x[r * 4 + c] - mean) * rstd;
+        const double want = read_stats ? norm * rstd + mean : norm;
+        EXPECT_NEAR(y.data<float>()[r * 4 + c], want, 1e-5) << r << "," << c;
+      }
+    }
+  }
 }
 
 TEST(ExportImporterTest, CondBecomesAnIfWithBothBranches) {

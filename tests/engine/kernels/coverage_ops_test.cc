@@ -256,6 +256,108 @@ TEST(CoverageOpsTest, SliceScatterWritesThroughASlice) {
   EXPECT_THAT(Values(z), ElementsAre(0, 0, 0, 7, 8, 9));
 }
 
+TEST(CoverageOpsTest, ScatterReplacesOrReducesAlongTheAxis) {
+  const Tensor self = F32({2, 3}, {1, 1, 1, 1, 1, 1});
+  const Tensor index = I64({2, 2}, {0, 2, 1, 1});
+  const Tensor src = F32({2, 3}, {5, 6, 9, 7, 8, 9});  // wider than index: its last column unread
+  auto scatter = [&](const std::string& reduce, bool include_self) {
+    return Values(RunOp(SingleOpGraph(
+        OpKind::kScatter, {self, index, src},
+        Attrs().Int("axis", 1).Str("reduce", reduce).Bool("include_self", include_self)))[0]);
+  };
+  EXPECT_THAT(scatter("none", true), ElementsAre(5, 1, 6, 1, 8, 1));  // ties: the last one wins
+  EXPECT_THAT(scatter("sum", true), ElementsAre(6, 1, 7, 1, 16, 1));
+  EXPECT_THAT(scatter("sum", false), ElementsAre(5, 1, 6, 1, 15, 1));
+  EXPECT_THAT(scatter("prod", true), ElementsAre(5, 1, 6, 1, 56, 1));
+  EXPECT_THAT(scatter("mean", true), ElementsAre(3, 1, 3.5, 1, 16.0f / 3, 1));
+  EXPECT_THAT(scatter("mean", false), ElementsAre(5, 1, 6, 1, 7.5, 1));
+  EXPECT_THAT(scatter("amax", false), ElementsAre(5, 1, 6, 1, 8, 1));
+  EXPECT_THAT(scatter("amin", true), ElementsAre(1, 1, 1, 1, 1, 1));
+  // A 0-D src (scatter's value) writes the same number everywhere the index points.
+  const Tensor y = RunOp(SingleOpGraph(OpKind::kScatter, {self, index, F32({}, {-2})},
+                                       Attrs().Int("axis", 1)))[0];
+  EXPECT_THAT(Values(y), ElementsAre(-2, 1, -2, 1, -2, 1));
+  // Integers: the mean divides with floor, as PyTorch's integer scatter_reduce does.
+  const Tensor m = RunOp(SingleOpGraph(OpKind::kScatter,
+                                       {I64({1, 2}, {0, 0}), I64({1, 2}, {0, 0}), I64({1, 2}, {-3, 0})},
+                                       Attrs().Int("axis", 1).Str("reduce", "mean")))[0];
+  EXPECT_THAT(I64Values(m), ElementsAre(-1, 0));
+}
+
+TEST(CoverageOpsTest, ScatterRefusesIndicesOutsideTheDim) {
+  for (int64_t bad : {3, -1}) {  // PyTorch's scatter does not wrap negative indices either
+    SingleOpGraph g(OpKind::kScatter, {F32({3}, {0, 0, 0}), I64({1}, {bad}), F32({1}, {1})},
+                    Attrs().Int("axis", 0));
+    auto out = g.Run();
+    ASSERT_FALSE(out.ok()) << bad;
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("is out of bounds"));
+  }
+  SingleOpGraph wide(OpKind::kScatter, {F32({2, 2}, {0, 0, 0, 0}), I64({3, 1}, {0, 0, 0}),
+                                        F32({3, 1}, {1, 2, 3})},
+                     Attrs().Int("axis", 1));
+  EXPECT_FALSE(wide.Run().ok());  // index taller than self outside the axis
+}
+
+TEST(CoverageOpsTest, IndexPutWritesThroughIndicesOrAMask) {
+  const Tensor x = F32({3, 2}, {0, 1, 2, 3, 4, 5});
+  // x[[2, 0]] = [[7, 8]] (a row broadcast to both), and += with a repeated index.
+  const Tensor rows = RunOp(SingleOpGraph(OpKind::kIndexPut, {x, F32({1, 2}, {7, 8}), I64({2}, {2, 0})}))[0];
+  EXPECT_THAT(Values(rows), ElementsAre(7, 8, 2, 3, 7, 8));
+  const Tensor acc = RunOp(SingleOpGraph(OpKind::kIndexPut, {x, F32({}, {1}), I64({3}, {1, 1, -1})},
+                                         Attrs().Bool("accumulate", true)))[0];
+  EXPECT_THAT(Values(acc), ElementsAre(0, 1, 4, 5, 5, 6));
+  // x[mask] = v: as many rows as the mask holds, known only when it runs.
+  Tensor mask = Tensor::Zeros(DType::kBool, {3});
+  mask.data<bool>()[0] = mask.data<bool>()[2] = true;
+  const Tensor masked = RunOp(SingleOpGraph(OpKind::kIndexPut, {x, F32({2, 1}, {-1, -2}), mask}))[0];
+  EXPECT_THAT(Values(masked), ElementsAre(-1, -1, 2, 3, -2, -2));
+  // Values of the wrong count for the mask, or a mask of the wrong shape, fail.
+  EXPECT_FALSE(SingleOpGraph(OpKind::kIndexPut, {x, F32({3, 1}, {1, 2, 3}), mask}).Run().ok());
+  EXPECT_FALSE(SingleOpGraph(OpKind::kIndexPut, {x, F32({}, {1}), Tensor::Zeros(DType::kBool, {2})})
+                   .Run()
+                   .ok());
+  auto out = SingleOpGraph(OpKind::kIndexPut, {x, F32({}, {1}), I64({1}, {3})}).Run();
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("is out of bounds"));
+}
+
+TEST(CoverageOpsTest, RepeatInterleaveAndTileLikeTorch) {
+  const Tensor x = F32({2, 2}, {1, 2, 3, 4});
+  const Tensor r = RunOp(SingleOpGraph(OpKind::kRepeatInterleave, {x},
+                                       Attrs().Int("repeats", 2).Int("axis", -1)))[0];
+  EXPECT_EQ(r.dims(), (Dims{2, 4}));
+  EXPECT_THAT(Values(r), ElementsAre(1, 1, 2, 2, 3, 3, 4, 4));
+  const Tensor r0 = RunOp(SingleOpGraph(OpKind::kRepeatInterleave, {x},
+                                        Attrs().Int("repeats", 2).Int("axis", 0)))[0];
+  EXPECT_THAT(Values(r0), ElementsAre(1, 2, 1, 2, 3, 4, 3, 4));
+  // torch.tile pads fewer repeats than dims with 1s in front; torch.repeat refuses them.
+  const Tensor t = RunOp(SingleOpGraph(OpKind::kTile, {x},
+                                       Attrs().Ints("repeats", {2}).Bool("pad_repeats", true)))[0];
+  EXPECT_EQ(t.dims(), (Dims{2, 4}));
+  EXPECT_THAT(Values(t), ElementsAre(1, 2, 1, 2, 3, 4, 3, 4));
+  EXPECT_FALSE(SingleOpGraph(OpKind::kTile, {x}, Attrs().Ints("repeats", {2})).Run().ok());
+}
+
+TEST(CoverageOpsTest, NanToNumUsesTheDtypesOwnLimits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = F32({4}, {std::nanf(""), inf, -inf, 1.5});
+  const Tensor y = RunOp(SingleOpGraph(OpKind::kNanToNum, {x}))[0];
+  EXPECT_THAT(Values(y), ElementsAre(0, std::numeric_limits<float>::max(),
+                                     std::numeric_limits<float>::lowest(), 1.5));
+  const Tensor z = RunOp(SingleOpGraph(OpKind::kNanToNum, {x},
+                                       Attrs().Float("nan", 9).Float("posinf", 1e6)))[0];
+  EXPECT_THAT(Values(z), ElementsAre(9, 1e6, std::numeric_limits<float>::lowest(), 1.5));
+  // FP16 runs in its own kernel: its largest finite value is 65504, not float32's.
+  const Tensor h = RunOp(SingleOpGraph(OpKind::kNanToNum, {testing::ConvertedTensor(x, DType::kF16)}))[0];
+  ASSERT_EQ(h.dtype(), DType::kF16);
+  std::vector<float> half_values;
+  for (int k = 0; k < 4; ++k) half_values.push_back(HalfToFloat(h.data<uint16_t>()[k]));
+  EXPECT_THAT(half_values, ElementsAre(0, 65504, -65504, 1.5));
+  // Integers pass through.
+  EXPECT_THAT(I64Values(RunOp(SingleOpGraph(OpKind::kNanToNum, {I64({2}, {7, -7})}))[0]),
+              ElementsAre(7, -7));
+}
+
 // ---------------------------------------------------------------- casts, resampling, nn
 
 TEST(CoverageOpsTest, CastsTruncateAndWrapLikePyTorch) {

@@ -67,7 +67,7 @@ const Matrix& GetMatrix() {
         m->family[k.op] = f.name;
         // The first small case whose data operand (input 0) is FP32: some
         // generators mix dtypes, and only FP32 inputs are converted.
-        testing::SweepRng rng(static_cast<uint32_t>(k.op) * 131 + 7);
+        testing::SweepRng rng(testing::SweepSeed(k.op) * 131 + 7);
         testing::SweepCase c = gen->second(rng, 0);
         auto fp32_data = [](const testing::SweepCase& sc) {
           return sc.inputs.empty() ||
@@ -238,7 +238,7 @@ TEST(DTypeSupportTest, OtherFloatKernelsAgreeWithFloat32) {
     if (op == OpKind::kArange || op == OpKind::kFill || op == OpKind::kCast) continue;
     for (DType d : {DType::kF64, DType::kF16, DType::kBF16}) {
       if (!natives.at(d) || !natives.at(DType::kF32)) continue;
-      testing::SweepRng rng(static_cast<uint32_t>(op) * 977 + 3);
+      testing::SweepRng rng(testing::SweepSeed(op) * 977 + 3);
       // FP64 runs more cases: its kernels are separate code (not the FP32
       // kernel widened), so every configuration the generator draws
       // (spatial rank, groups, dilation, output_padding, resize mode) counts.

@@ -2,6 +2,7 @@
 // generators of the op-coverage kernels (sweep_cases_coverage.cc).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <random>
@@ -21,6 +22,13 @@ struct SweepCase {
 };
 
 using SweepRng = std::mt19937;
+// The seed of op `op`'s cases, from its name (FNV-1a): adding an op kind
+// leaves every other op's cases as they were.
+inline uint32_t SweepSeed(ir::OpKind op) {
+  uint32_t h = 2166136261u;
+  for (char c : ir::OpName(op)) h = (h ^ static_cast<uint8_t>(c)) * 16777619u;
+  return h;
+}
 // Makes case `i` (every 6th case is "big", to take the kernels' parallel paths).
 using SweepGenerator = std::function<SweepCase(SweepRng&, int)>;
 

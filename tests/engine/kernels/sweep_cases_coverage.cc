@@ -76,6 +76,8 @@ Case UnaryMath(K op, Rng& rng, int i) {
     case K::kLog1p: lo = -0.9f; break;
     case K::kReciprocal: lo = 0.2f; break;
     case K::kAsin: case K::kAcos: lo = -1; hi = 1; break;
+    case K::kAtanh: lo = -0.95f; hi = 0.95f; break;
+    case K::kAcosh: lo = 1; hi = 6; break;
     case K::kTan: lo = -1.4f; hi = 1.4f; break;
     default: break;
   }
@@ -424,6 +426,92 @@ Case Movement(K op, Rng& rng, int i) {
       break;
     }
   }
+  return c;
+}
+
+Case Scatter(Rng& rng, int i) {
+  Dims x = Big(i) ? Dims{Uniform(rng, 200, 400), Uniform(rng, 20, 60)} : RandomDims(rng, 1, 4, 5);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const int64_t axis = Uniform(rng, 0, rank - 1);
+  Dims idx(rank), src(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    idx[d] = d == axis ? Uniform(rng, 1, 2 * x[d]) : Uniform(rng, 1, x[d]);
+    src[d] = idx[d] + Uniform(rng, 0, 1);  // src may be larger than index
+  }
+  static const char* const kReduce[] = {"none", "sum", "prod", "mean", "amax", "amin"};
+  Case c{{RandomF32(x, rng), Int64s(idx, rng, 0, x[axis] - 1),
+          Coin(rng, 0.2) ? RandomF32({}, rng) : RandomF32(src, rng)},
+         {}, {}};
+  c.attrs.SetInt("axis", Coin(rng) ? axis : axis - rank);
+  c.attrs.SetString("reduce", kReduce[Uniform(rng, 0, 5)]);
+  c.attrs.SetBool("include_self", Coin(rng));
+  return c;
+}
+
+// IndexPut: integer indices as Index takes them, or one boolean mask over
+// some leading dims; values one number, or (for a mask) the dims after it.
+Case IndexPut(Rng& rng, int) {
+  Dims x = RandomDims(rng, 1, 4, 5);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  Case c{{RandomF32(x, rng)}, {}, {}};
+  c.attrs.SetBool("accumulate", Coin(rng));
+  std::vector<Tensor> indices;
+  Tensor values = RandomF32({}, rng);
+  if (Coin(rng, 0.4)) {
+    if (Coin(rng)) values = RandomF32({1}, rng);  // self[mask] has the count's dim at least
+    const int64_t d = Uniform(rng, 0, rank - 1), k = Uniform(rng, 1, rank - d);
+    for (int64_t i = 0; i < d; ++i) indices.push_back(Absent());
+    indices.push_back(Bools(Dims(x.begin() + d, x.begin() + d + k), rng, 0.4));
+    if (d == 0 && Coin(rng)) values = RandomF32(Dims(x.begin() + k, x.end()), rng);
+  } else {
+    const int64_t slots = Uniform(rng, 1, rank);
+    Dims b = RandomDims(rng, 0, 2, 3);
+    bool any = false;
+    for (int64_t d = 0; d < slots; ++d) {
+      if (Coin(rng, 0.6) || (!any && d == slots - 1)) {
+        indices.push_back(Int64s(BroadcastOperand(rng, b), rng, -x[d], x[d] - 1));
+        any = true;
+      } else {
+        indices.push_back(Absent());
+      }
+    }
+  }
+  c.inputs.push_back(values);
+  c.inputs.insert(c.inputs.end(), indices.begin(), indices.end());
+  return c;
+}
+
+Case RepeatInterleave(Rng& rng, int i) {
+  Dims x = Big(i) ? Dims{Uniform(rng, 2000, 5000), 8} : RandomDims(rng, 1, 4, 5);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  Case c{{AnyDType(x, rng)}, {}, {}};
+  c.attrs.SetInt("repeats", Uniform(rng, 0, 3));
+  c.attrs.SetInt("axis", Uniform(rng, -rank, rank - 1));
+  return c;
+}
+
+// NaN everywhere; infinities only with posinf and neginf given (their
+// defaults are the dtype's own limits, which the FP32 reference cannot know
+// for the other dtypes the support matrix converts the case to).
+Case NanToNum(Rng& rng, int i) {
+  Dims d = Big(i) ? Dims{Uniform(rng, 30000, 70000)} : RandomDims(rng, 0, 4, 6);
+  Tensor x = RandomF32(d, rng, -3, 3);
+  Case c{{}, {}, {}};
+  if (Coin(rng)) c.attrs.SetFloat("nan", Real(rng, -5, 5));
+  const bool infinities = Coin(rng);
+  if (infinities) {
+    c.attrs.SetFloat("posinf", Real(rng, 0, 100));
+    c.attrs.SetFloat("neginf", Real(rng, -100, 0));
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t k = 0; k < x.num_elements(); ++k) {
+    if (Coin(rng, 0.2)) {
+      x.data<float>()[k] = std::numeric_limits<float>::quiet_NaN();
+    } else if (infinities && Coin(rng, 0.2)) {
+      x.data<float>()[k] = Coin(rng) ? inf : -inf;
+    }
+  }
+  c.inputs.push_back(x);
   return c;
 }
 
@@ -867,7 +955,8 @@ void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& m) {
   for (K op : {K::kNeg, K::kAbs, K::kSign, K::kSqrt, K::kRsqrt, K::kExp, K::kExpm1, K::kLog,
                K::kLog2, K::kLog10, K::kLog1p, K::kReciprocal, K::kFloor, K::kCeil, K::kRound,
                K::kTrunc, K::kFrac, K::kErf, K::kSin, K::kCos, K::kTan, K::kAsin, K::kAcos,
-               K::kAtan, K::kSinh, K::kCosh, K::kIsNan, K::kLogicalNot}) {
+               K::kAtan, K::kSinh, K::kCosh, K::kAsinh, K::kAcosh, K::kAtanh, K::kIsNan,
+               K::kLogicalNot}) {
     m[op] = [op](Rng& r, int i) { return UnaryMath(op, r, i); };
   }
   for (K op : {K::kLeakyRelu, K::kElu, K::kMish, K::kSoftplus, K::kLogSigmoid, K::kHardShrink,
@@ -901,6 +990,10 @@ void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& m) {
     m[op] = [op](Rng& r, int i) { return Indexing(op, r, i); };
   }
   m[K::kSliceScatter] = SliceScatter;
+  m[K::kScatter] = Scatter;
+  m[K::kIndexPut] = IndexPut;
+  m[K::kRepeatInterleave] = RepeatInterleave;
+  m[K::kNanToNum] = NanToNum;
   m[K::kCast] = CastCase;
   m[K::kFill] = FillCase;
   m[K::kArange] = [](Rng& r, int) {
