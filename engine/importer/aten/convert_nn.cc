@@ -220,6 +220,25 @@ ConvertResult ConvertLinear(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kLinear, std::move(inputs)));
 }
 
+// The constant 2-D float weight W when `v` is W transposed by a Permute
+// (permute(W, [1, 0]) or transpose(W, 0, 1): how torch.export's core ATen
+// decomposition writes linear, as addmm(b, x, permute(W, [1, 0]))), else
+// ir::kNoValue. x @ W^T is then a Linear of W as it is: no transposed copy
+// of the weight, per run or at compile time.
+ir::ValueId TransposedWeight(ConvertContext& cx, ir::ValueId v) {
+  const ir::NodeId producer = cx.graph().value(v).producer;
+  if (producer == ir::kNoNode) return ir::kNoValue;
+  const ir::Node& n = cx.graph().node(producer);
+  if (n.kind != OpKind::kPermute || n.inputs.size() != 1) return ir::kNoValue;
+  const Tensor* w = cx.ConstValue(n.inputs[0]);
+  if (w == nullptr || w->rank() != 2 || !IsFloatingPoint(w->dtype())) return ir::kNoValue;
+  const std::vector<int64_t> perm = n.attrs.GetInts("perm");
+  const bool swaps = (perm.size() == 2 && (perm[0] == 1 || perm[0] == -1) && (perm[1] == 0 || perm[1] == -2)) ||
+                     (n.attrs.Has("dim0") && n.attrs.GetInt("dim0") != n.attrs.GetInt("dim1") &&
+                      !n.attrs.Has("perm") && !n.attrs.Has("source"));
+  return swaps ? n.inputs[0] : ir::kNoValue;
+}
+
 // addmm(self, mat1, mat2, beta=1, alpha=1) = beta * self + alpha * (mat1 @ mat2),
 // decomposed into MatMul, optional scaling Muls and an Add; baddbmm(self,
 // batch1, batch2, *, beta=1, alpha=1) the same with a batched product. addmm's
@@ -238,6 +257,20 @@ ConvertResult ConvertAddmm(AtenCall& call, ConvertContext& cx) {
     const DType d = cx.DTypeOf(like) == DType::kUnknown ? DType::kF32 : cx.DTypeOf(like);
     return cx.AddScalarConstant(v, d, name + suffix);
   };
+  if (!batched && alpha == 1.0 && beta == 1.0) {
+    if (const ir::ValueId w = TransposedWeight(cx, b); w != ir::kNoValue) {
+      // addmm(bias, x, W^T) = Linear(x, W, bias) for a 1-D bias of W's rows;
+      // another self is added after.
+      const Tensor* bias = cx.ConstValue(self);
+      const Tensor* weight = cx.ConstValue(w);
+      if (bias != nullptr && bias->rank() == 1 && bias->dim(0) == weight->dim(0) &&
+          bias->dtype() == weight->dtype()) {
+        return One(cx.Emit(call, OpKind::kLinear, {a, w, self}));
+      }
+      return One(cx.Emit(call, OpKind::kAdd,
+                         {cx.Emit(call, OpKind::kLinear, {a, w}, {}, ".mm"), self}));
+    }
+  }
   ir::ValueId product = cx.Emit(call, OpKind::kMatMul, {a, b}, {}, batched ? ".bmm" : ".mm");
   if (alpha != 1.0) {
     ASSIGN_OR_RETURN(ir::ValueId f, factor(alpha, a, ".alpha"));
@@ -252,10 +285,16 @@ ConvertResult ConvertAddmm(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kAdd, {product, self}));
 }
 
-// matmul / mm / bmm(self, other | mat2).
+// matmul / mm / bmm(self, other | mat2); mm(x, W^T) of a constant W is a
+// Linear of W (a bias-free linear, decomposed).
 ConvertResult ConvertMatMul(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId a, call.Tensor("self"));
   ASSIGN_OR_RETURN(ir::ValueId b, call.Tensor(call.Has("mat2") ? "mat2" : "other"));
+  if (call.op() == "aten::mm") {
+    if (const ir::ValueId w = TransposedWeight(cx, b); w != ir::kNoValue) {
+      return One(cx.Emit(call, OpKind::kLinear, {a, w}));
+    }
+  }
   return One(cx.Emit(call, OpKind::kMatMul, {a, b}));
 }
 

@@ -485,6 +485,45 @@ TEST(ExportImporterTest, ImportsAndRunsAProgram) {
   }
 }
 
+TEST(ExportImporterTest, CoreAtenAddmmOfATransposedWeightIsALinear) {
+  // run_decompositions() writes linear as addmm(b, x, permute(W, [1, 0])): a
+  // Linear of W as stored, with no transpose of the weight left to run.
+  Program p;
+  json& graph = p.ep["graph_module"]["graph"];
+  json nodes = json::array(
+      {Node("torch.ops.aten.permute.default",
+            {Arg("self", T("p_w")), Arg("dims", {{"as_ints", {1, 0}}})}, "permute"),
+       Node("torch.ops.aten.addmm.default",
+            {Arg("self", T("p_b")), Arg("mat1", T("x")), Arg("mat2", T("permute"))}, "linear")});
+  for (size_t i = 1; i < graph["nodes"].size(); ++i) nodes.push_back(graph["nodes"][i]);
+  graph["nodes"] = nodes;
+  graph["tensor_values"]["permute"] = Meta({4, 3});
+  absl::StatusOr<ir::Graph> g = ImportExportedProgram(p.Archive());
+  ASSERT_TRUE(g.ok()) << g.status();
+  ir::Graph compiled = *g;
+  ASSERT_TRUE(passes::RunPipeline(compiled).ok());
+  auto count = [&](ir::OpKind kind) {
+    return std::count_if(compiled.nodes().begin(), compiled.nodes().end(),
+                         [&](const ir::Node& n) { return n.kind == kind; });
+  };
+  EXPECT_EQ(count(ir::OpKind::kLinear), 1);
+  EXPECT_EQ(count(ir::OpKind::kPermute), 0);
+  EXPECT_EQ(count(ir::OpKind::kMatMul), 0);
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<float> x = {-2, -1, 0, 1, 2, 3, 4, 5};
+  absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+      (*model)->Infer({{"features", Floats({2, 4}, x)}}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& y = (*out)[0].tensor;
+  const float scale[3] = {2, 3, 4}, bias[3] = {0.5f, -10, 0};
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_FLOAT_EQ(y.data<float>()[r * 3 + c], std::max(0.0f, x[r * 4 + c] + bias[c]) * scale[c]);
+    }
+  }
+}
+
 TEST(ExportImporterTest, TheTraceNamesEachNodesOutputsAndTheirValues) {
   // What the verified import compares node by node: every top-level node with
   // a tensor output, by the program's name for it, bound to a tensor of the

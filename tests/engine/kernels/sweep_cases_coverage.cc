@@ -448,6 +448,24 @@ Case Scatter(Rng& rng, int i) {
   return c;
 }
 
+// Index's operands after x: one per leading dim of `x` (Absent: take all),
+// at least one an INT64 tensor, all broadcasting to one shape.
+std::vector<Tensor> IntegerIndices(const Dims& x, Rng& rng) {
+  const int64_t slots = Uniform(rng, 1, static_cast<int64_t>(x.size()));
+  Dims b = RandomDims(rng, 0, 2, 3);
+  std::vector<Tensor> indices;
+  bool any = false;
+  for (int64_t d = 0; d < slots; ++d) {
+    if (Coin(rng, 0.6) || (!any && d == slots - 1)) {
+      indices.push_back(Int64s(BroadcastOperand(rng, b), rng, -x[d], x[d] - 1));
+      any = true;
+    } else {
+      indices.push_back(Absent());
+    }
+  }
+  return indices;
+}
+
 // IndexPut: integer indices as Index takes them, or one boolean mask over
 // some leading dims; values one number, or (for a mask) the dims after it.
 Case IndexPut(Rng& rng, int) {
@@ -464,17 +482,7 @@ Case IndexPut(Rng& rng, int) {
     indices.push_back(Bools(Dims(x.begin() + d, x.begin() + d + k), rng, 0.4));
     if (d == 0 && Coin(rng)) values = RandomF32(Dims(x.begin() + k, x.end()), rng);
   } else {
-    const int64_t slots = Uniform(rng, 1, rank);
-    Dims b = RandomDims(rng, 0, 2, 3);
-    bool any = false;
-    for (int64_t d = 0; d < slots; ++d) {
-      if (Coin(rng, 0.6) || (!any && d == slots - 1)) {
-        indices.push_back(Int64s(BroadcastOperand(rng, b), rng, -x[d], x[d] - 1));
-        any = true;
-      } else {
-        indices.push_back(Absent());
-      }
-    }
+    indices = IntegerIndices(x, rng);
   }
   c.inputs.push_back(values);
   c.inputs.insert(c.inputs.end(), indices.begin(), indices.end());
@@ -556,17 +564,7 @@ Case Indexing(K op, Rng& rng, int) {
     c.attrs.SetInt("axis", axis);
     c.inputs.push_back(Int64s(idx, rng, -x[axis], x[axis] - 1));
   } else {  // Index
-    const int64_t slots = Uniform(rng, 1, rank);
-    Dims b = RandomDims(rng, 0, 2, 3);
-    bool any = false;
-    for (int64_t d = 0; d < slots; ++d) {
-      if (Coin(rng, 0.6) || (!any && d == slots - 1)) {
-        c.inputs.push_back(Int64s(BroadcastOperand(rng, b), rng, -x[d], x[d] - 1));
-        any = true;
-      } else {
-        c.inputs.push_back(Absent());
-      }
-    }
+    for (Tensor& t : IntegerIndices(x, rng)) c.inputs.push_back(std::move(t));
   }
   return c;
 }
