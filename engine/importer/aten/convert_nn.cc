@@ -319,11 +319,16 @@ ConvertResult ConvertMaxPool(AtenCall& call, ConvertContext& cx) {
   attrs.SetInts("padding", std::move(padding));
   attrs.SetInts("dilation", std::move(dilation));
   attrs.SetBool("ceil_mode", ceil_mode);
-  if (call.num_outputs() == 2) {  // max_poolNd_with_indices
-    ir::NodeId n = cx.graph().AddNode(OpKind::kMaxPoolWithIndices, {x}, std::move(attrs),
+  if (call.num_outputs() == 2) {
+    // max_poolNd_with_indices (what core ATen writes for every max pool): the
+    // values from a MaxPool, which keeps the fast kernel and its layouts, and
+    // the indices from a MaxPoolWithIndices that dead-code elimination drops
+    // when nothing reads them, as in inference nothing but max_unpool does.
+    ir::NodeId n = cx.graph().AddNode(OpKind::kMaxPoolWithIndices, {x}, attrs,
                                       std::string(call.op()),
-                                      {call.OutputName(0), call.OutputName(1)});
-    return cx.graph().node(n).outputs;
+                                      {call.OutputName(0) + ".with_indices", call.OutputName(1)});
+    const ir::ValueId indices = cx.graph().node(n).outputs[1];
+    return std::vector<ir::ValueId>{cx.Emit(call, OpKind::kMaxPool, {x}, std::move(attrs)), indices};
   }
   return One(cx.Emit(call, OpKind::kMaxPool, {x}, std::move(attrs)));
 }

@@ -867,6 +867,49 @@ TEST(ExportImporterTest, NativeLayerNormStatisticsRunOnlyWhenRead) {
   }
 }
 
+// max_pool2d_with_indices, as core ATen writes every max pool: the values
+// from a MaxPool; the MaxPoolWithIndices that gives the indices is dropped
+// when they are not read.
+TEST(ExportImporterTest, MaxPoolWithIndicesRunsTheIndicesOnlyWhenRead) {
+  for (bool read_indices : {false, true}) {
+    SCOPED_TRACE(read_indices ? "indices read" : "indices unused");
+    Program p;
+    json pool = Node("torch.ops.aten.max_pool2d_with_indices.default",
+                     {Arg("self", T("x")), Arg("kernel_size", {{"as_ints", {2, 2}}}),
+                      Arg("stride", {{"as_ints", {2, 2}}})},
+                     "mp");
+    pool["outputs"] = json::array({T("mp"), T("idx")});
+    json tv = {{"mp", Meta({Sym("s0"), 1, 2, 2})}, {"idx", Meta({Sym("s0"), 1, 2, 2}, 5)}};
+    SetGraph(p, {{"x", Meta({Sym("s0"), 1, 4, 4})}}, json::array({pool}), read_indices ? "idx" : "mp", tv);
+    absl::StatusOr<ir::Graph> g = ImportExportedProgram(p.Archive());
+    ASSERT_TRUE(g.ok()) << g.status();
+    ir::Graph compiled = *g;
+    ASSERT_TRUE(passes::RunPipeline(compiled).ok());
+    const auto with_indices =
+        std::count_if(compiled.nodes().begin(), compiled.nodes().end(),
+                      [](const ir::Node& n) { return n.kind == ir::OpKind::kMaxPoolWithIndices; });
+    EXPECT_EQ(with_indices, read_indices ? 1 : 0);
+    absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::vector<float> x;
+    for (int k = 0; k < 16; ++k) x.push_back(static_cast<float>(k));
+    absl::StatusOr<std::vector<runtime::NamedTensor>> out =
+        (*model)->Infer({{"x", Floats({1, 1, 4, 4}, x)}}, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Tensor& y = (*out)[0].tensor;
+    ASSERT_EQ(y.num_elements(), 4);
+    const int64_t want[4] = {5, 7, 13, 15};  // the maxima, and their places in the plane
+    for (int k = 0; k < 4; ++k) {
+      if (read_indices) {
+        ASSERT_EQ(y.dtype(), DType::kInt64);
+        EXPECT_EQ(y.data<int64_t>()[k], want[k]);
+      } else {
+        EXPECT_EQ(y.data<float>()[k], static_cast<float>(want[k]));
+      }
+    }
+  }
+}
+
 TEST(ExportImporterTest, CondBecomesAnIfWithBothBranches) {
   absl::StatusOr<ir::Graph> g = ImportExportedProgram(CondProgram().Archive());
   ASSERT_TRUE(g.ok()) << g.status();
