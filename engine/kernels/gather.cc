@@ -480,7 +480,6 @@ absl::Status EvalScatter(EvalContext& ctx) {
       o += (d == p.axis ? ReadIndex(index, j, p.n) : pos[d]) * p.out_strides[d];
       s += pos[d] * p.src_strides[d];
     }
-    if (rank == 0) o = 0;
     const T v = src[s];
     if (count != nullptr && count[o] == 0) {
       out[o] = v;  // the first to reach o, its old value left out
@@ -524,7 +523,42 @@ struct IndexPutPlan {
   bool accumulate = false;
   bool mask = false;            // one boolean mask at input 2 + mask_dim
   int64_t mask_dim = 0, mask_rank = 0;
+  // Integer indices: per element of self[indices] (row-major), its offset in
+  // values, broadcast (a mask's count, and so these, only Eval knows).
+  std::vector<int64_t> value_offsets;
 };
+
+// The offset into values of each element of r (row-major), values broadcast.
+absl::StatusOr<std::vector<int64_t>> BroadcastOffsets(const ir::Node& node, const Dims& values,
+                                                      const Dims& r) {
+  if (values.size() > r.size() || r.size() > static_cast<size_t>(kMaxIndexRank)) {
+    return InvalidArg(node, "values ", DimsToString(values), " do not broadcast to ",
+                      DimsToString(r));
+  }
+  std::vector<int64_t> strides(r.size(), 0);
+  const std::vector<int64_t> vs = RowMajorStrides(values);
+  for (size_t k = 0; k < values.size(); ++k) {
+    const size_t d = r.size() - values.size() + k;
+    if (values[k] != 1 && values[k] != r[d]) {
+      return InvalidArg(node, "values ", DimsToString(values), " do not broadcast to ",
+                        DimsToString(r));
+    }
+    strides[d] = values[k] == 1 ? 0 : vs[k];
+  }
+  std::vector<int64_t> out(static_cast<size_t>(NumElements(r)));
+  int64_t idx[kMaxIndexRank] = {};
+  const int64_t rank = static_cast<int64_t>(r.size());
+  for (size_t j = 0; j < out.size(); ++j) {
+    int64_t o = 0;
+    for (int64_t d = 0; d < rank; ++d) o += idx[d] * strides[d];
+    out[j] = o;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < r[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
 
 absl::Status PrepareIndexPut(PrepareContext& ctx) {
   if (ctx.inputs.size() < 3) return InvalidArg(ctx.node, "expected self, values and an index");
@@ -568,55 +602,12 @@ absl::Status PrepareIndexPut(PrepareContext& ctx) {
     }
   } else {
     RETURN_IF_ERROR(BuildIndexPlan(ctx, 2, &p->index, &r));
-    // values broadcast to r, right-aligned.
-    if (p->values.size() > r.size()) {
-      return InvalidArg(ctx.node, "values ", DimsToString(p->values), " do not broadcast to ",
-                        DimsToString(r));
-    }
-    for (size_t k = 0; k < p->values.size(); ++k) {
-      const int64_t v = p->values[k], o = r[r.size() - p->values.size() + k];
-      if (v != 1 && v != o) {
-        return InvalidArg(ctx.node, "values ", DimsToString(p->values), " do not broadcast to ",
-                          DimsToString(r));
-      }
-    }
+    ASSIGN_OR_RETURN(p->value_offsets, BroadcastOffsets(ctx.node, p->values, r));
     ctx.workspace_bytes = static_cast<size_t>(NumElements(p->index.b_dims)) * sizeof(int64_t);
   }
   ctx.outputs = {TensorInfo{t, p->x}};
   ctx.state = std::move(p);
   return absl::OkStatus();
-}
-
-// The offset into values of each element of r (row-major), values broadcast.
-absl::StatusOr<std::vector<int64_t>> BroadcastOffsets(const EvalContext& ctx, const Dims& values,
-                                                      const Dims& r) {
-  if (values.size() > r.size() || r.size() > static_cast<size_t>(kMaxIndexRank)) {
-    return InvalidArg(ctx.node, "values ", DimsToString(values), " do not broadcast to ",
-                      DimsToString(r));
-  }
-  std::vector<int64_t> strides(r.size(), 0);
-  const std::vector<int64_t> vs = RowMajorStrides(values);
-  for (size_t k = 0; k < values.size(); ++k) {
-    const size_t d = r.size() - values.size() + k;
-    if (values[k] != 1 && values[k] != r[d]) {
-      return InvalidArg(ctx.node, "values ", DimsToString(values), " do not broadcast to ",
-                        DimsToString(r));
-    }
-    strides[d] = values[k] == 1 ? 0 : vs[k];
-  }
-  std::vector<int64_t> out(static_cast<size_t>(NumElements(r)));
-  int64_t idx[kMaxIndexRank] = {};
-  const int64_t rank = static_cast<int64_t>(r.size());
-  for (size_t j = 0; j < out.size(); ++j) {
-    int64_t o = 0;
-    for (int64_t d = 0; d < rank; ++d) o += idx[d] * strides[d];
-    out[j] = o;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      if (++idx[d] < r[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return out;
 }
 
 template <typename T>
@@ -637,16 +628,8 @@ absl::Status EvalIndexPut(EvalContext& ctx) {
   if (!p.mask) {
     int64_t* b_offsets = static_cast<int64_t*>(ctx.workspace);
     RETURN_IF_ERROR(ResolveIndexOffsets(ctx, p.index, b_offsets));
-    Dims r;
-    for (const IndexPlan::LoopDim& l : p.index.loops) {
-      if (l.is_b) {
-        r.insert(r.end(), p.index.b_dims.begin(), p.index.b_dims.end());
-      } else {
-        r.push_back(l.size);
-      }
-    }
-    ASSIGN_OR_RETURN(std::vector<int64_t> v, BroadcastOffsets(ctx, p.values, r));
-    ForEachIndexed(p.index, b_offsets, [&](int64_t j, int64_t offset) { put(offset, v[j]); });
+    ForEachIndexed(p.index, b_offsets,
+                   [&](int64_t j, int64_t offset) { put(offset, p.value_offsets[j]); });
     return absl::OkStatus();
   }
   // One mask over dims [mask_dim, mask_dim + mask_rank): the selected
@@ -663,7 +646,7 @@ absl::Status EvalIndexPut(EvalContext& ctx) {
   Dims r(p.x.begin(), p.x.begin() + p.mask_dim);
   r.push_back(static_cast<int64_t>(chosen.size()));
   r.insert(r.end(), p.x.begin() + p.mask_dim + p.mask_rank, p.x.end());
-  ASSIGN_OR_RETURN(std::vector<int64_t> v, BroadcastOffsets(ctx, p.values, r));
+  ASSIGN_OR_RETURN(std::vector<int64_t> v, BroadcastOffsets(ctx.node, p.values, r));
   int64_t j = 0;
   for (int64_t l = 0; l < lead; ++l) {
     for (int64_t m : chosen) {

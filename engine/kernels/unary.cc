@@ -190,8 +190,8 @@ absl::Status EvalNanToNum(EvalContext& ctx) {
   if (t == DType::kF16) hi = 65504.0;
   if (t == DType::kBF16) hi = BF16ToFloat(0x7F7F);
   const double nan = a.GetFloat("nan", 0.0);
-  const double posinf = a.Has("posinf") ? a.GetFloat("posinf", hi) : hi;
-  const double neginf = a.Has("neginf") ? a.GetFloat("neginf", -hi) : -hi;
+  const double posinf = a.GetFloat("posinf", hi);
+  const double neginf = a.GetFloat("neginf", -hi);
   switch (t) {
     case DType::kF32:
       NanToNumLoop(x.data<float>(), y.data<float>(), n, nan, posinf, neginf,

@@ -234,8 +234,7 @@ ir::ValueId TransposedWeight(ConvertContext& cx, ir::ValueId v) {
   if (w == nullptr || w->rank() != 2 || !IsFloatingPoint(w->dtype())) return ir::kNoValue;
   const std::vector<int64_t> perm = n.attrs.GetInts("perm");
   const bool swaps = (perm.size() == 2 && (perm[0] == 1 || perm[0] == -1) && (perm[1] == 0 || perm[1] == -2)) ||
-                     (n.attrs.Has("dim0") && n.attrs.GetInt("dim0") != n.attrs.GetInt("dim1") &&
-                      !n.attrs.Has("perm") && !n.attrs.Has("source"));
+                     (n.attrs.Has("dim0") && n.attrs.GetInt("dim0") != n.attrs.GetInt("dim1"));
   return swaps ? n.inputs[0] : ir::kNoValue;
 }
 

@@ -486,12 +486,8 @@ ConvertResult ConvertScatter(AtenCall& call, ConvertContext& cx) {
   } else {
     std::optional<Number> v = call.ConstNumber("value");
     if (!v.has_value()) return call.Unimplemented("a scatter value computed at run time");
-    ASSIGN_OR_RETURN(ir::ValueId number,
-                     cx.AddScalarConstant(v->ToDouble(), v->kind == Number::kFloat ? DType::kF64
-                                                          : v->kind == Number::kBool ? DType::kBool
-                                                                                     : DType::kInt64,
-                                          call.OutputName(0) + ".value"));
-    src = cx.Emit(call, OpKind::kCast, {number, self}, {}, ".value");
+    src = cx.Emit(call, OpKind::kCast, {cx.AddNumber(*v, call.OutputName(0) + ".value"), self}, {},
+                  ".value");
   }
   std::string reduce = "none";
   bool include_self = true;
