@@ -25,6 +25,7 @@
 #include "engine/kernels/kernel.h"
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/movement.h"
+#include "engine/kernels/safe_softmax.h"
 #include "engine/kernels/typed.h"
 
 namespace kiln::kernels {
@@ -127,6 +128,7 @@ absl::Status EvalSoftmax(EvalContext& ctx) {
       for (int64_t r = begin; r < end; ++r)
         SoftmaxRow<kLog>(x + r * p.axis, y + r * p.axis, p.axis);
     });
+    if (IsSafeSoftmax(ctx.node)) ZeroFullyMaskedSlices(x, y, p.outer, p.axis, p.inner);
     return absl::OkStatus();
   }
   const int64_t chunks = (p.inner + kChunk - 1) / kChunk;
@@ -138,6 +140,7 @@ absl::Status EvalSoftmax(EvalContext& ctx) {
       SoftmaxColumns<kLog>(x + base, y + base, p.axis, p.inner, c0, std::min(kChunk, p.inner - c0));
     }
   });
+  if (IsSafeSoftmax(ctx.node)) ZeroFullyMaskedSlices(x, y, p.outer, p.axis, p.inner);
   return absl::OkStatus();
 }
 
@@ -162,6 +165,7 @@ absl::Status EvalSoftmaxF64(EvalContext& ctx) {
       }
     }
   });
+  if (IsSafeSoftmax(ctx.node)) ZeroFullyMaskedSlices(x, y, p.outer, p.axis, p.inner);
   return absl::OkStatus();
 }
 

@@ -249,7 +249,8 @@ absl::Status PrepareSame(PrepareContext& ctx) {
   return absl::OkStatus();
 }
 
-// floor/ceil/round/trunc of an integer tensor, sign of a bool one: the output is the input.
+// floor/ceil/round/trunc of an integer tensor, sign of a bool one, an Expand
+// to the input's own dims: the output is the input.
 const KernelDef kInputAsOutput{ir::OpKind::kIdentity, DType::kUnknown, PrepareSame, nullptr,
                                  /*aliases_input0=*/true};
 
@@ -305,6 +306,14 @@ absl::StatusOr<const KernelDef*> PrepareKernel(PrepareContext& ctx) {
     refused = kernel->prepare(attempt);
     if (refused.ok()) {
       Adopt(ctx, attempt);
+      // Core ATen writes every batched matmul as expand + view + bmm, each
+      // operand expanded to the dims it already has: a view, not a copy.
+      if (op == ir::OpKind::kExpand && ctx.outputs.size() == 1 &&
+          ctx.outputs[0].dtype == ctx.inputs[0].dtype &&
+          ctx.outputs[0].dims == ctx.inputs[0].dims && ctx.outputs[0].constant == nullptr) {
+        ctx.state = nullptr;
+        return &kInputAsOutput;
+      }
       return kernel;
     }
   } else {

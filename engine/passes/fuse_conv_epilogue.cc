@@ -4,6 +4,12 @@
 //   Conv|Linear [-> BatchNorm] -> Relu / Clip (relu6, hardtanh)  y = min(max(y, lo), hi)
 //   Conv|Linear [-> ...] -> Gelu / Silu / Sigmoid / Tanh / HardSwish   y = act(y)
 //
+// A reshape between the layer and its clamp or activation (Reshape, Flatten,
+// Squeeze, Unsqueeze, Unflatten: core ATen writes linear as addmm on 2-D rows
+// and views the result back before the GELU) does not stop the fusion: an
+// elementwise op commutes with a view, so the epilogue applies it and the
+// reshape's output takes the activation's uses.
+//
 // The node gets the attributes post_scale and post_shift (per output channel,
 // in the convolution's dtype), post_min / post_max and post_act (the
 // activation's name, kernels/activation.h); the kernel applies them to each
@@ -56,6 +62,25 @@ NodeId SoleConvProducer(const Graph& graph, const std::vector<int>& uses, ValueI
   return p;
 }
 
+// The input of the reshape that produces `v` alone for its consumer (see the
+// top), else `v` itself.
+ValueId ThroughReshape(const Graph& graph, const std::vector<int>& uses, ValueId v,
+                       const Node& consumer) {
+  const NodeId p = graph.value(v).producer;
+  if (p == ir::kNoNode || uses[v] != 1) return v;
+  const Node& n = graph.node(p);
+  switch (n.kind) {
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze:
+    case OpKind::kUnflatten:
+      return n.block == consumer.block ? n.inputs[0] : v;
+    default:
+      return v;
+  }
+}
+
 template <typename T>
 void BatchNormTerms(const Tensor& weight, const Tensor& bias, const Tensor& mean,
                     const Tensor& var, double eps_attr, Tensor* scale, Tensor* shift) {
@@ -103,7 +128,8 @@ bool FuseBatchNorm(Graph& graph, const std::vector<int>& uses, NodeId bn_id) {
 // Conv [-> BatchNorm] -> Relu or Clip. Returns whether it fused.
 bool FuseClip(Graph& graph, const std::vector<int>& uses, NodeId act_id) {
   const Node& act = graph.node(act_id);
-  const NodeId conv_id = SoleConvProducer(graph, uses, act.inputs[0], act, /*linear_too=*/true);
+  const ValueId y = ThroughReshape(graph, uses, act.inputs[0], act);
+  const NodeId conv_id = SoleConvProducer(graph, uses, y, act, /*linear_too=*/true);
   if (conv_id == ir::kNoNode) return false;
   Node& conv = graph.mutable_node(conv_id);
   // The clamp comes before the activation in the epilogue's order.
@@ -112,7 +138,7 @@ bool FuseClip(Graph& graph, const std::vector<int>& uses, NodeId act_id) {
   if (!bounds) return false;
   conv.attrs.SetFloat("post_min", bounds->first);
   conv.attrs.SetFloat("post_max", bounds->second);
-  graph.ReplaceAllUses(act.outputs[0], conv.outputs[0]);
+  graph.ReplaceAllUses(act.outputs[0], act.inputs[0]);
   return true;
 }
 
@@ -121,12 +147,13 @@ bool FuseActivation(Graph& graph, const std::vector<int>& uses, NodeId act_id) {
   const Node& act = graph.node(act_id);
   const std::string_view name = kernels::ActivationAttrFor(act);
   if (name.empty()) return false;
-  const NodeId producer = SoleConvProducer(graph, uses, act.inputs[0], act, /*linear_too=*/true);
+  const ValueId y = ThroughReshape(graph, uses, act.inputs[0], act);
+  const NodeId producer = SoleConvProducer(graph, uses, y, act, /*linear_too=*/true);
   if (producer == ir::kNoNode) return false;
   Node& p = graph.mutable_node(producer);
   if (p.attrs.Has("post_act")) return false;
   p.attrs.SetString("post_act", std::string(name));
-  graph.ReplaceAllUses(act.outputs[0], p.outputs[0]);
+  graph.ReplaceAllUses(act.outputs[0], act.inputs[0]);
   return true;
 }
 

@@ -26,6 +26,7 @@ std::unique_ptr<Pass> MakeResolveListsPass();
 std::unique_ptr<Pass> MakeEliminateIdentityPass();
 std::unique_ptr<Pass> MakeDeadCodeEliminationPass();
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
+std::unique_ptr<Pass> MakeFuseSafeSoftmaxPass();
 std::unique_ptr<Pass> MakeFuseAttentionPass();
 
 // Uses of each value: node inputs, block results, and graph outputs counted

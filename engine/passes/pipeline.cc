@@ -15,6 +15,8 @@ std::vector<std::unique_ptr<Pass>> MakePipeline() {
   passes.push_back(MakeResolveListsPass());
   // Identities first: they hide producer/consumer pairs from later pattern passes.
   passes.push_back(MakeEliminateIdentityPass());
+  // Softmax -> the masking of core ATen's _safe_softmax into one Softmax.
+  passes.push_back(MakeFuseSafeSoftmaxPass());
   // MatMul -> scale -> mask -> Softmax -> MatMul (and the transpositions
   // around it) into one ScaledDotProductAttention.
   passes.push_back(MakeFuseAttentionPass());

@@ -393,6 +393,13 @@ def Models():
     def core_ops(b):
         return (torch.randn(b, 6), torch.randint(0, 6, (b, 6)))
 
+    # Attention decomposed to core ATen: expand/view/bmm, _softmax and the masking of
+    # _safe_softmax (eq -inf, any, where) after it; and that masking on fully masked rows.
+    out.append(("sdpa_attention_core", SdpaAttention(), attend(2, 8),
+                ({0: batch, 1: seq}, {0: batch, 1: seq}),
+                [attend(1, 5), attend(3, 12)], 1e-4))
+    out.append(("safe_softmax_core", SafeSoftmax(), masked_scores(2), ({0: batch}, {0: batch}),
+                [masked_scores(1), masked_scores(3)], 1e-3))
     out.append(("core_ops", CoreOps(), core_ops(2), ({0: batch}, {0: batch}),
                 [core_ops(1), core_ops(4)], 1e-5))
     out.append(("core_ops_core", CoreOps(), core_ops(2), ({0: batch}, {0: batch}),

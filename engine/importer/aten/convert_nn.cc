@@ -549,12 +549,25 @@ ConvertResult ConvertSoftmax(AtenCall& call, ConvertContext& cx) {
 
 // _safe_softmax(self, dim, dtype=None) (torch >= 2.5; what its own attention
 // decompositions use): softmax, except that a slice along dim whose every
-// value is -inf (a fully masked row) gives zeros instead of NaN. A slice is
-// all -inf exactly when its max is -inf (a NaN makes the max NaN, and the
-// softmax NaN, as PyTorch's).
+// value is -inf (a fully masked row) gives zeros instead of NaN. With a dtype,
+// a slice is all -inf exactly when its max is -inf (a NaN makes the max NaN,
+// and the softmax NaN, as PyTorch's).
 ConvertResult ConvertSafeSoftmax(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   ASSIGN_OR_RETURN(int64_t dim, call.Int("dim"));
+  std::optional<DType> cast_to;
+  if (call.Has("dtype")) {
+    ASSIGN_OR_RETURN(cast_to, call.ScalarType("dtype"));
+  }
+  if (!cast_to.has_value()) {
+    // Softmax's own `safe` (kernels/safe_softmax.h): one pass.
+    ir::Attributes attrs;
+    attrs.SetInt("axis", dim);
+    attrs.SetBool("safe", true);
+    return One(cx.Emit(call, OpKind::kSoftmax, {x}, std::move(attrs)));
+  }
+  // With a dtype the mask is taken on `self` before the cast (a float64 -1e300
+  // becomes a float32 -inf), so it stays a comparison of its own.
   // The constants are 0-dim, so they take the float type of the tensor they
   // meet (PyTorch's promotion); float32 where the import does not know it.
   DType out_dtype = cx.DTypeOf(x);

@@ -9,6 +9,7 @@
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/onednn/onednn.h"
 #include "engine/kernels/onednn/onednn_kernels.h"
+#include "engine/kernels/safe_softmax.h"
 
 namespace kiln::kernels::onednn {
 namespace {
@@ -21,6 +22,7 @@ struct NormState {
   bool layer_norm = false, has_weight = false, has_bias = false;
   size_t mean_offset = 0, var_offset = 0, ones_offset = 0, zeros_offset = 0, scratch_offset = 0;
   int64_t cols = 0;
+  int64_t outer = 0, len = 0, inner = 0;  // softmax: the input as [outer, len, inner]
   memory::desc scratch;
 };
 
@@ -52,6 +54,9 @@ absl::Status PrepareSoftmax(PrepareContext& ctx) {
     (d < axis ? outer : d == axis ? len : inner) *= x[d];
   }
   auto s = std::make_shared<NormState>();
+  s->outer = outer;
+  s->len = len;
+  s->inner = inner;
   s->data = memory::desc({outer, len, inner}, memory::data_type::f32, memory::format_tag::abc);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -87,6 +92,8 @@ absl::Status EvalSoftmax(EvalContext& ctx) {
   dnnl::stream& stream = Stream();
   s.primitive.Execute(stream, {ctx.inputs[0]->raw_data(), ctx.outputs[0]->raw_data(), ctx.workspace});
   stream.wait();
+  MatchNonFiniteSlices(ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), s.outer, s.len,
+                       s.inner, IsSafeSoftmax(ctx.node));
   return absl::OkStatus();
 }
 

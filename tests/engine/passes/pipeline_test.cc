@@ -136,8 +136,8 @@ TEST(PipelineTest, RunsEveryPassAndCanDisableByName) {
   EXPECT_EQ(CountOps(h, ir::OpKind::kIdentity), 2);
   EXPECT_EQ(CountOps(h, ir::OpKind::kSigmoid), 0);
   EXPECT_EQ(PipelinePassNames(),
-            (std::vector<std::string>{"resolve_lists", "eliminate_identity", "fuse_attention",
-                                      "fuse_conv_epilogue",
+            (std::vector<std::string>{"resolve_lists", "eliminate_identity", "fuse_safe_softmax",
+                                      "fuse_attention", "fuse_conv_epilogue",
                                       "dead_code_elimination"}));
 }
 

@@ -130,6 +130,62 @@ TEST(ActivationFusionTest, FusedEpiloguesMatchTheUnfusedOps) {
   }
 }
 
+ValueId Reshape(ir::Graph& g, ValueId x, std::vector<int64_t> shape) {
+  ir::Attributes a;
+  a.SetInts("shape", std::move(shape));
+  return Out(g, g.AddNode(OpKind::kReshape, {x}, a, "aten::view"));
+}
+
+// Core ATen's linear: addmm on the rows, viewed back before the activation
+// (vit_b_16's MLP: Linear -> view -> gelu -> view -> Linear). The view does
+// not stop the fusion; the activation applies in the epilogue and the view
+// takes its uses. A view read twice keeps its activation.
+TEST(ActivationFusionTest, ActivationAfterAViewOfTheLinearIsFused) {
+  ir::Graph g;
+  std::mt19937 rng(4);
+  ValueId x = g.AddInput("x", ir::TensorType{DType::kF32, Dims{2, 5, 16}});
+  ValueId y = Linear(g, rng, Reshape(g, x, {10, 16}), 16, 32, true);
+  y = Act(g, OpKind::kGelu, Reshape(g, y, {2, 5, 32}));
+  y = Linear(g, rng, Reshape(g, y, {10, 32}), 32, 8, true);
+  const ValueId viewed = Reshape(g, y, {2, 5, 8});
+  g.AddOutput(Act(g, OpKind::kRelu, viewed), "relu");
+  ValueId z = Reshape(g, Linear(g, rng, Reshape(g, x, {10, 16}), 16, 4, false), {2, 5, 4});
+  g.AddOutput(Act(g, OpKind::kTanh, z), "tanh");
+  g.AddOutput(z, "shared");  // the view read twice: not fused
+
+  std::mt19937 in_rng(2);
+  Tensor input = Random({2, 5, 16}, in_rng, -2, 2);
+  std::vector<kernels::TensorInfo> infos = {{DType::kF32, input.dims()}};
+  CompileOptions onednn, native, reference;
+  native.use_providers = reference.use_providers = false;
+  reference.run_passes = false;
+  auto a = Executable::Compile(g, infos, onednn);
+  auto b = Executable::Compile(g, infos, native);
+  auto c = Executable::Compile(g, infos, reference);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const Executable* exe : {a->get(), b->get()}) {
+    const ir::Graph compiled = exe->graph().Compacted();
+    const std::string printed = ir::PrintGraph(compiled);
+    EXPECT_EQ(Count(compiled, OpKind::kGelu), 0) << printed;
+    EXPECT_EQ(Count(compiled, OpKind::kRelu), 0) << printed;
+    EXPECT_EQ(Count(compiled, OpKind::kTanh), 1) << printed;
+  }
+  auto ra = (*a)->Run({input});
+  auto rb = (*b)->Run({input});
+  auto rc = (*c)->Run({input});
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  for (size_t i = 0; i < rc->size(); ++i) {
+    ASSERT_EQ((*rb)[i].dims(), (*rc)[i].dims());
+    EXPECT_EQ(std::memcmp((*rb)[i].raw_data(), (*rc)[i].raw_data(), (*rc)[i].byte_size()), 0)
+        << "output " << i;
+    EXPECT_LE(MaxDiff((*ra)[i], (*rc)[i]), 2e-5) << "output " << i;
+  }
+}
+
 // A Linear whose output is used twice keeps its activation as a node of its own.
 TEST(ActivationFusionTest, SharedOutputIsNotFused) {
   ir::Graph g;

@@ -58,6 +58,44 @@ TEST(ExecutableTest, PlannerReusesBuffersOfDeadValues) {
   EXPECT_LE((*exe)->arena_bytes(), static_cast<size_t>(2 * n * 4 + 4096));
 }
 
+// Core ATen expands each operand of a batched matmul to the dims it already
+// has: such an Expand is a view of its input (no arena buffer of its own, as
+// an Identity), while one that broadcasts still copies; both give the right numbers.
+TEST(ExecutableTest, ExpandToItsOwnDimsIsAView) {
+  auto build = [](ir::OpKind kind, std::vector<int64_t> shape) {
+    ir::Graph g;
+    ir::ValueId x = g.AddInput("x", {});
+    ir::ValueId r = g.node(g.AddNode(ir::OpKind::kRelu, {x})).outputs[0];
+    ir::Attributes a;
+    if (kind == ir::OpKind::kExpand) a.SetInts("shape", std::move(shape));
+    ir::ValueId e = g.node(g.AddNode(kind, {r}, a)).outputs[0];
+    g.AddOutput(g.node(g.AddNode(ir::OpKind::kMul, {e, e})).outputs[0], "output0");
+    return g;
+  };
+  const int64_t n = 1 << 14;
+  auto same = Executable::Compile(build(ir::OpKind::kExpand, {1, n}), {Info(DType::kF32, {1, n})}, {});
+  auto identity = Executable::Compile(build(ir::OpKind::kIdentity, {}), {Info(DType::kF32, {1, n})}, {});
+  auto broadcast = Executable::Compile(build(ir::OpKind::kExpand, {2, n}), {Info(DType::kF32, {1, n})}, {});
+  ASSERT_TRUE(same.ok()) << same.status();
+  ASSERT_TRUE(identity.ok()) << identity.status();
+  ASSERT_TRUE(broadcast.ok()) << broadcast.status();
+  EXPECT_EQ((*same)->arena_bytes(), (*identity)->arena_bytes());
+  EXPECT_GE((*broadcast)->arena_bytes(), (*identity)->arena_bytes() + 2 * n * 4);
+  std::vector<float> in(n);
+  for (int64_t i = 0; i < n; ++i) in[i] = static_cast<float>(i % 7) - 3.0f;
+  auto a = (*same)->Run({Filled({1, n}, in)});
+  auto b = (*broadcast)->Run({Filled({1, n}, in)});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ((*b)[0].dims(), (Dims{2, n}));
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = in[i] > 0 ? in[i] * in[i] : 0.0f;
+    ASSERT_EQ((*a)[0].data<float>()[i], want);
+    ASSERT_EQ((*b)[0].data<float>()[i], want);
+    ASSERT_EQ((*b)[0].data<float>()[n + i], want);
+  }
+}
+
 TEST(ExecutableTest, KernelErrorsNameTheNode) {
   ir::Graph g;
   ir::ValueId x = g.AddInput("x", {});
