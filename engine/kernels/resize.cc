@@ -1,3 +1,5 @@
+// Resampling: Resize and GridSample.
+//
 // Resize (F.interpolate / aten::upsample_*) over the 1 to 3 trailing spatial
 // dims of an [N, C, spatial...] input, in the modes nearest, nearest_exact,
 // linear (linear, bilinear, trilinear) and cubic (bicubic), with or without
@@ -24,6 +26,19 @@
 // each product and each partial sum, width taps first, then the height taps
 // over the width sums. Its other modes run the FP32 kernel widened, as every
 // op without a BF16 kernel does.
+// GridSample (aten::grid_sampler_2d, F.grid_sample on 4-D input): output
+// [N, C, Ho, Wo] sampled from x [N, C, H, W] at grid [N, Ho, Wo, 2] (x then y
+// in [-1, 1]: the outer edges of the corner pixels, or their centres with
+// align_corners). Coordinates follow ATen's vectorised CPU kernel (what
+// libtorch runs for float32 and float64) term by term in the input's type:
+// unnormalize, then the padding (border clamps, reflection
+// folds the coordinate back into the image and clamps; zeros reads 0 for a
+// tap outside), applied to each of the 16 taps for bicubic. Bilinear weights
+// are formed as ATen's vectorised CPU kernel forms them, nearest rounds half
+// to even, bicubic uses Keys' kernel (A = -0.75), summing each row of taps
+// before the rows. A NaN coordinate reads 0 (zeros) or clamps to 0. Per
+// output pixel the taps and weights are computed once for every channel.
+//
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -341,6 +356,205 @@ absl::Status EvalCubicBF16(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- GridSample
+
+enum class GridMode { kBilinear, kNearest, kBicubic };
+enum class GridPad { kZeros, kBorder, kReflection };
+
+struct GridSamplePlan {
+  GridMode mode = GridMode::kBilinear;
+  GridPad pad = GridPad::kZeros;
+  bool align_corners = false;
+  int64_t n = 0, c = 0, h = 0, w = 0, ho = 0, wo = 0;
+};
+
+absl::Status PrepareGridSample(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
+  const DType t = ctx.inputs[0].dtype;
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  RETURN_IF_ERROR(CheckDType(ctx, 1, t));
+  const Dims& x = ctx.inputs[0].dims;
+  const Dims& grid = ctx.inputs[1].dims;
+  if (x.size() == 5) {
+    return Unimplemented(ctx.node, "volumetric (5-D) grid sampling runs on the fallback");
+  }
+  if (x.size() != 4 || grid.size() != 4 || grid[3] != 2 || grid[0] != x[0]) {
+    return InvalidArg(ctx.node, "expected input [N, C, H, W] and grid [N, H_out, W_out, 2], got ",
+                      DimsToString(x), " and ", DimsToString(grid));
+  }
+  if (x[2] <= 0 || x[3] <= 0) {
+    return InvalidArg(ctx.node, "input ", DimsToString(x), " has an empty spatial dim");
+  }
+  auto p = std::make_shared<GridSamplePlan>();
+  const ir::Attributes& attrs = ctx.node.attrs;
+  const std::string mode = attrs.GetString("mode", "bilinear");
+  const std::string pad = attrs.GetString("padding_mode", "zeros");
+  if (mode == "bilinear") {
+    p->mode = GridMode::kBilinear;
+  } else if (mode == "nearest") {
+    p->mode = GridMode::kNearest;
+  } else if (mode == "bicubic") {
+    p->mode = GridMode::kBicubic;
+  } else {
+    return InvalidArg(ctx.node, "unknown mode '", mode, "'");
+  }
+  if (pad == "zeros") {
+    p->pad = GridPad::kZeros;
+  } else if (pad == "border") {
+    p->pad = GridPad::kBorder;
+  } else if (pad == "reflection") {
+    p->pad = GridPad::kReflection;
+  } else {
+    return InvalidArg(ctx.node, "unknown padding_mode '", pad, "'");
+  }
+  p->align_corners = attrs.GetBool("align_corners", false);
+  p->n = x[0];
+  p->c = x[1];
+  p->h = x[2];
+  p->w = x[3];
+  p->ho = grid[1];
+  p->wo = grid[2];
+  ctx.outputs = {TensorInfo{t, {x[0], x[1], grid[1], grid[2]}}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+// [-1, 1] to pixels: the corner pixels' centres with align_corners, their
+// outer edges otherwise (ATen's vectorised CPU kernel's form, which libtorch
+// runs for float32 and float64).
+template <typename T>
+T GridUnnormalize(T coord, int64_t size, bool align_corners) {
+  return align_corners ? (coord + 1) * (static_cast<T>(size - 1) / 2)
+                       : (coord + 1) * (static_cast<T>(size) / 2) - T(0.5);
+}
+
+// Into [0, size - 1]; NaN becomes 0 (as ATen's vectorised kernel clamps).
+template <typename T>
+T GridClip(T x, int64_t size) {
+  return x > T(0) ? std::min(x, static_cast<T>(size - 1)) : T(0);
+}
+
+// The padding of a pixel coordinate (zeros: none; taps outside read 0).
+// Reflection folds x by the image's bounds (the corner centres with
+// align_corners, their outer edges otherwise), as the vectorised kernel does.
+template <typename T>
+T GridPadCoordinate(T x, int64_t size, GridPad pad, bool align_corners) {
+  if (pad == GridPad::kBorder) return GridClip(x, size);
+  if (pad == GridPad::kReflection) {
+    const T twice_span = static_cast<T>(align_corners ? 2 * (size - 1) : 2 * size);
+    if (twice_span == T(0)) return T(0);
+    const T shift = align_corners ? T(0) : T(0.5);
+    const T in = std::fabs(x + shift);
+    const T extra = in - std::trunc(in / twice_span) * twice_span;
+    return GridClip(std::min(extra, twice_span - extra) - shift, size);
+  }
+  return x;
+}
+
+// The pixel index of a whole-number coordinate, or -1 outside [0, size).
+template <typename T>
+int64_t GridIndex(T x, int64_t size) {
+  return x >= T(0) && x < static_cast<T>(size) ? static_cast<int64_t>(x) : -1;
+}
+
+template <typename T>
+absl::Status EvalGridSample(EvalContext& ctx) {
+  const GridSamplePlan& p = StateAs<GridSamplePlan>(ctx);
+  const T* x = ctx.inputs[0]->data<T>();
+  const T* grid = ctx.inputs[1]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
+  const int64_t plane = p.h * p.w, out_plane = p.ho * p.wo;
+  const int taps = p.mode == GridMode::kBicubic ? 16 : p.mode == GridMode::kBilinear ? 4 : 1;
+  ParallelFor(p.n * p.ho, ctx.num_threads, p.n * out_plane * p.c * taps * 2,
+              [&](int64_t begin, int64_t end) {
+    int64_t index[16];
+    T weight[16];
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / p.ho, r = row % p.ho;
+      const T* src = x + b * p.c * plane;
+      T* dst = y + b * p.c * out_plane + r * p.wo;
+      for (int64_t q = 0; q < p.wo; ++q) {
+        const T* g = grid + ((b * p.ho + r) * p.wo + q) * 2;
+        const T ix = GridUnnormalize(g[0], p.w, p.align_corners);
+        const T iy = GridUnnormalize(g[1], p.h, p.align_corners);
+        int n = 0;  // taps inside the image: offsets into a plane and weights
+        if (p.mode == GridMode::kBicubic) {
+          // Taps at floor - 1 .. floor + 2, each coordinate padded.
+          const T x0 = std::floor(ix), y0 = std::floor(iy);
+          const T tx = ix - x0, ty = iy - y0;
+          constexpr T kA = T(-0.75);
+          const T cx[4] = {Cubic2<T>(tx + 1, kA), Cubic1<T>(tx, kA), Cubic1<T>(1 - tx, kA),
+                           Cubic2<T>(2 - tx, kA)};
+          const T cy[4] = {Cubic2<T>(ty + 1, kA), Cubic1<T>(ty, kA), Cubic1<T>(1 - ty, kA),
+                           Cubic2<T>(2 - ty, kA)};
+          for (int i = 0; i < 4; ++i) {
+            const int64_t yi = GridIndex(
+                GridPadCoordinate(y0 - 1 + i, p.h, p.pad, p.align_corners), p.h);
+            for (int j = 0; j < 4; ++j) {
+              const int64_t xj = GridIndex(
+                  GridPadCoordinate(x0 - 1 + j, p.w, p.pad, p.align_corners), p.w);
+              index[i * 4 + j] = yi < 0 || xj < 0 ? -1 : yi * p.w + xj;
+              weight[i * 4 + j] = cx[j];
+            }
+          }
+          // Per row of taps: the x-weighted sum, then the rows weighted by cy.
+          for (int64_t ch = 0; ch < p.c; ++ch) {
+            const T* s = src + ch * plane;
+            T sum = 0;
+            for (int i = 0; i < 4; ++i) {
+              T rsum = 0;
+              for (int j = 0; j < 4; ++j) {
+                const int64_t k = index[i * 4 + j];
+                rsum += (k < 0 ? T(0) : s[k]) * weight[i * 4 + j];
+              }
+              sum += rsum * cy[i];
+            }
+            dst[ch * out_plane + q] = sum;
+          }
+          continue;
+        }
+        const T px = GridPadCoordinate(ix, p.w, p.pad, p.align_corners);
+        const T py = GridPadCoordinate(iy, p.h, p.pad, p.align_corners);
+        if (p.mode == GridMode::kNearest) {
+          const int64_t xi = GridIndex(std::nearbyint(px), p.w);
+          const int64_t yi = GridIndex(std::nearbyint(py), p.h);
+          if (xi >= 0 && yi >= 0) {
+            index[0] = yi * p.w + xi;
+            weight[0] = 1;
+            n = 1;
+          }
+        } else {
+          // Bilinear: the four neighbours, weighted as ATen's vectorised
+          // kernel weights them (nw = (1 - dy)(1 - dx), ne, sw, se).
+          const T x0 = std::floor(px), y0 = std::floor(py);
+          const T dx = px - x0, dy = py - y0;
+          const T e = 1 - dx, s = 1 - dy;
+          const int64_t xw = GridIndex(x0, p.w), xe = GridIndex(x0 + 1, p.w);
+          const int64_t yn = GridIndex(y0, p.h), ys = GridIndex(y0 + 1, p.h);
+          const int64_t idx[4] = {yn < 0 || xw < 0 ? -1 : yn * p.w + xw,
+                                  yn < 0 || xe < 0 ? -1 : yn * p.w + xe,
+                                  ys < 0 || xw < 0 ? -1 : ys * p.w + xw,
+                                  ys < 0 || xe < 0 ? -1 : ys * p.w + xe};
+          const T wt[4] = {s * e, s * dx, dy * e, dy * dx};
+          for (int k = 0; k < 4; ++k) {
+            // Every tap is summed, outside ones as 0, so the sum's order is ATen's.
+            index[k] = idx[k];
+            weight[k] = wt[k];
+          }
+          n = 4;
+        }
+        for (int64_t ch = 0; ch < p.c; ++ch) {
+          const T* sp = src + ch * plane;
+          T sum = 0;
+          for (int k = 0; k < n; ++k) sum += (index[k] < 0 ? T(0) : sp[index[k]]) * weight[k];
+          dst[ch * out_plane + q] = sum;
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> ResizeKernels() {
@@ -348,6 +562,8 @@ absl::Span<const KernelDef> ResizeKernels() {
       {ir::OpKind::kResize, DType::kF32, PrepareResize, EvalResize<float>},
       {ir::OpKind::kResize, DType::kF64, PrepareResize, EvalResize<double>},
       {ir::OpKind::kResize, DType::kBF16, PrepareResize, EvalCubicBF16},
+      {ir::OpKind::kGridSample, DType::kF32, PrepareGridSample, EvalGridSample<float>},
+      {ir::OpKind::kGridSample, DType::kF64, PrepareGridSample, EvalGridSample<double>},
   };
   return kKernels;
 }

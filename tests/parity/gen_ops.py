@@ -621,6 +621,18 @@ cases("interpolate", [
     ("area", lambda x: F.interpolate(x, size=(3, 4), mode="area"), randn(1, 2, 7, 9)),
     ("linear_1d_align", lambda x: F.interpolate(x, scale_factor=2.5, mode="linear",
                                                  align_corners=True), randn(2, 3, 4)),
+    # F.grid_sample (aten::grid_sampler): a sampling grid partly outside [-1, 1].
+    ("grid_sample_bilinear", lambda x, g: F.grid_sample(x, g, align_corners=False),
+     randn(2, 3, 9, 11), lambda: torch.rand(2, 6, 7, 2) * 2.6 - 1.3),
+    ("grid_sample_nearest_border", lambda x, g: F.grid_sample(
+        x, g, mode="nearest", padding_mode="border", align_corners=True),
+     randn(1, 4, 8, 8), lambda: torch.rand(1, 5, 5, 2) * 3 - 1.5),
+    ("grid_sample_bicubic_reflection", lambda x, g: F.grid_sample(
+        x, g, mode="bicubic", padding_mode="reflection", align_corners=False),
+     randn(1, 2, 7, 6), lambda: torch.rand(1, 9, 4, 2) * 4 - 2),
+    ("grid_sample_f64", lambda x, g: F.grid_sample(x.double(), g.double(), padding_mode="reflection",
+                                                   align_corners=True),
+     randn(2, 2, 5, 5), lambda: torch.rand(2, 3, 3, 2) * 3 - 1.5),
 ])
 
 # ---------------------------------------------------------------- sort and top-k

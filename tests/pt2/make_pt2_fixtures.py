@@ -400,6 +400,11 @@ def Models():
                 [attend(1, 5), attend(3, 12)], 1e-4))
     out.append(("safe_softmax_core", SafeSoftmax(), masked_scores(2), ({0: batch}, {0: batch}),
                 [masked_scores(1), masked_scores(3)], 1e-3))
+    def sampling(b):
+        return (torch.randn(b, 3, 10, 12), torch.rand(b, 7, 9, 2) * 2.8 - 1.4)
+
+    out.append(("grid_sample", GridSample(), sampling(2), ({0: batch}, {0: batch}),
+                [sampling(1), sampling(3)], 1e-5))
     out.append(("core_ops", CoreOps(), core_ops(2), ({0: batch}, {0: batch}),
                 [core_ops(1), core_ops(4)], 1e-5))
     out.append(("core_ops_core", CoreOps(), core_ops(2), ({0: batch}, {0: batch}),
@@ -545,6 +550,18 @@ class NormsModel(torch.nn.Module):
         y = torch.relu(self.gn(self.conv(x)))
         y = torch.nn.functional.adaptive_avg_pool2d(y, (2, 2)).flatten(1)
         return self.fc(self.ln(y))
+
+
+class GridSample(torch.nn.Module):
+    """F.grid_sample (aten.grid_sampler_2d) in its three modes and paddings, on an image and a
+    sampling grid given as inputs, the grid partly outside [-1, 1]."""
+
+    def forward(self, x, grid):
+        F = torch.nn.functional
+        return (F.grid_sample(x, grid, align_corners=False)
+                + F.grid_sample(x, grid, mode="nearest", padding_mode="border", align_corners=True)
+                + F.grid_sample(x, grid, mode="bicubic", padding_mode="reflection",
+                                align_corners=False))
 
 
 class CoreOps(torch.nn.Module):

@@ -171,6 +171,17 @@ for variant, expr, x, dtypes in [
     if dtypes is ALL:
         add(f"aten::{op}", variant, expr, [T(x)], F, ("script",))
 
+# F.grid_sample on 4-D input (aten::grid_sampler): every mode, padding and corner rule, with
+# grid coordinates partly outside [-1, 1]; float64 too; a 5-D input runs on the fallback.
+for mode in ["bilinear", "nearest", "bicubic"]:
+    for pad in ["zeros", "border", "reflection"]:
+        for ac in [False, True]:
+            add("aten::grid_sampler", f"{mode}_{pad}{'_ac' if ac else ''}",
+                f"F.grid_sample(x0, x1, mode='{mode}', padding_mode='{pad}', align_corners={ac})",
+                [T((2, 3, 5, 6)), T((2, 4, 3, 2))], ["f32", "f64"] if mode == "bilinear" else F)
+add("aten::grid_sampler", "volumetric", "F.grid_sample(x0, x1, align_corners=False)",
+    [T((1, 2, 3, 4, 5)), T((1, 2, 3, 2, 3))], F)
+
 # ---------------------------------------------------------------- recurrent layers, attention
 
 for name, cls in [("lstm", "LSTM"), ("gru", "GRU"), ("rnn_tanh", "RNN"),

@@ -185,6 +185,8 @@ const AtenOpTable& Table() {
       {"aten::upsample_linear1d", ConvertUpsample},
       {"aten::upsample_bilinear2d", ConvertUpsample},
       {"aten::upsample_bicubic2d", ConvertUpsample},
+      {"aten::grid_sampler_2d", ConvertGridSampler},
+      {"aten::grid_sampler", ConvertGridSampler},
       {"aten::upsample_trilinear3d", ConvertUpsample},
       {"aten::_upsample_nearest_exact1d", ConvertUpsample},
       {"aten::_upsample_nearest_exact2d", ConvertUpsample},

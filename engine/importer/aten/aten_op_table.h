@@ -99,6 +99,8 @@ ConvertResult ConvertAvgPool(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertAdaptivePool(AtenCall& call, ConvertContext& cx);
 // upsample_* and _upsample_nearest_exact*: a Resize (output sizes or scale factors).
 ConvertResult ConvertUpsample(AtenCall& call, ConvertContext& cx);
+// grid_sampler_2d / grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners).
+ConvertResult ConvertGridSampler(AtenCall& call, ConvertContext& cx);
 // batch_norm and _native_batch_norm_legit_no_training (export's eval form).
 ConvertResult ConvertBatchNorm(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx);

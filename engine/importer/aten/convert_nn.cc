@@ -443,6 +443,32 @@ ConvertResult ConvertUpsample(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kResize, {x}, std::move(attrs)));
 }
 
+// grid_sampler_2d / grid_sampler(input, grid, interpolation_mode,
+// padding_mode, align_corners): the modes as ATen numbers them (0 bilinear,
+// 1 nearest, 2 bicubic; 0 zeros, 1 border, 2 reflection). A 5-D input
+// (volumetric, grid_sampler's other form) is left to the kernel's refusal,
+// which sends it to the fallback.
+ConvertResult ConvertGridSampler(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("input"));
+  ASSIGN_OR_RETURN(ir::ValueId grid, call.Tensor("grid"));
+  ASSIGN_OR_RETURN(int64_t mode, call.Int("interpolation_mode"));
+  ASSIGN_OR_RETURN(int64_t padding, call.Int("padding_mode"));
+  ASSIGN_OR_RETURN(bool align_corners, call.Bool("align_corners"));
+  static constexpr const char* kModes[] = {"bilinear", "nearest", "bicubic"};
+  static constexpr const char* kPaddings[] = {"zeros", "border", "reflection"};
+  if (mode < 0 || mode > 2) {
+    return call.InvalidArgument(absl::StrCat("interpolation_mode ", mode));
+  }
+  if (padding < 0 || padding > 2) {
+    return call.InvalidArgument(absl::StrCat("padding_mode ", padding));
+  }
+  ir::Attributes attrs;
+  attrs.SetString("mode", kModes[mode]);
+  attrs.SetString("padding_mode", kPaddings[padding]);
+  attrs.SetBool("align_corners", align_corners);
+  return One(cx.Emit(call, OpKind::kGridSample, {x, grid}, std::move(attrs)));
+}
+
 // batch_norm(input, weight?, bias?, running_mean?, running_var?, training,
 //            momentum, eps, cudnn_enabled), and what torch.export records for
 // eval mode: _native_batch_norm_legit_no_training(input, weight?, bias?,

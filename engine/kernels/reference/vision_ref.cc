@@ -1,9 +1,11 @@
 // Reference detection ops: Nms as the greedy loop over boxes sorted by score
 // (stable, NaN first), and RoiAlign as, per output element, the mean of its
-// bilinear samples, each computed from its definition in double.
+// bilinear samples, each computed from its definition in double. GridSample
+// per output element from its taps and weights in double.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "engine/kernels/reference/ref_util.h"
 
@@ -105,12 +107,110 @@ absl::StatusOr<Outputs> RoiAlign(const ir::Node& node, const std::vector<const T
   return Outputs{Write(in[0]->dtype(), {k_n, c_n, ph_n, pw_n}, out)};
 }
 
+// ---- GridSample, per output element. The source coordinates are part of
+// the op's definition in the input's type (nearest's ties depend on their
+// rounding): unnormalized and padded in float as ATen's CPU kernel does
+// (x + 1) * (size / 2) - 0.5, (x + 1) * ((size - 1) / 2), reflection by
+// trunc and min), for FP32 input; the sums of taps in double.
+
+float GridSource(float coord, int64_t size, bool align_corners) {
+  return align_corners ? (coord + 1) * (static_cast<float>(size - 1) / 2)
+                       : (coord + 1) * (static_cast<float>(size) / 2) - 0.5f;
+}
+
+float GridClipRef(float x, int64_t size) {
+  if (std::isnan(x)) return 0.0f;
+  return std::min(static_cast<float>(size - 1), std::max(x, 0.0f));
+}
+
+float GridPadRef(float x, int64_t size, const std::string& pad, bool align_corners) {
+  if (pad == "border") return GridClipRef(x, size);
+  if (pad == "reflection") {
+    // Folded into [lo, lo + span] (the corner centres, or their outer edges).
+    const float twice_span = static_cast<float>(align_corners ? 2 * (size - 1) : 2 * size);
+    if (twice_span == 0) return 0.0f;
+    const float shift = align_corners ? 0.0f : 0.5f;
+    const float in = std::fabs(x + shift);
+    const float extra = in - std::trunc(in / twice_span) * twice_span;
+    return GridClipRef(std::min(extra, twice_span - extra) - shift, size);
+  }
+  return x;
+}
+
+absl::StatusOr<Outputs> GridSample(const ir::Node& node, const std::vector<const Tensor*>& in) {
+  const Values x = Read(*in[0]);
+  const Values grid = Read(*in[1]);
+  if (x.dims.size() != 4 || grid.dims.size() != 4 || grid.dims[3] != 2 ||
+      grid.dims[0] != x.dims[0]) {
+    return RefError(node, "expected input [N, C, H, W] and grid [N, Ho, Wo, 2]");
+  }
+  const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
+  const int64_t ho = grid.dims[1], wo = grid.dims[2];
+  const std::string mode = node.attrs.GetString("mode", "bilinear");
+  const std::string pad = node.attrs.GetString("padding_mode", "zeros");
+  const bool align = node.attrs.GetBool("align_corners", false);
+  // The pixel (yi, xi) of plane (b, ch), 0 outside the image.
+  auto pixel = [&](int64_t b, int64_t ch, double yi, double xi) {
+    if (!(yi >= 0 && yi < h && xi >= 0 && xi < w)) return 0.0;
+    return x.v[((b * c + ch) * h + static_cast<int64_t>(yi)) * w + static_cast<int64_t>(xi)];
+  };
+  auto cubic = [](double t, int k) {
+    const double a = -0.75;
+    const double d = k == 0 ? t + 1 : k == 1 ? t : k == 2 ? 1 - t : 2 - t;
+    return k == 1 || k == 2 ? ((a + 2) * d - (a + 3)) * d * d + 1
+                            : ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  };
+  std::vector<double> out;
+  out.reserve(n * c * ho * wo);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t r = 0; r < ho; ++r) {
+        for (int64_t q = 0; q < wo; ++q) {
+          const double* g = &grid.v[((b * ho + r) * wo + q) * 2];
+          const double sx = GridSource(static_cast<float>(g[0]), w, align);
+          const double sy = GridSource(static_cast<float>(g[1]), h, align);
+          double value = 0;
+          if (mode == "bicubic") {
+            const double x0 = std::floor(sx), y0 = std::floor(sy);
+            for (int i = 0; i < 4; ++i) {
+              double row = 0;
+              for (int j = 0; j < 4; ++j) {
+                row += cubic(sx - x0, j) *
+                       pixel(b, ch, GridPadRef(static_cast<float>(y0 - 1 + i), h, pad, align),
+                             GridPadRef(static_cast<float>(x0 - 1 + j), w, pad, align));
+              }
+              value += cubic(sy - y0, i) * row;
+            }
+          } else {
+            const double px = GridPadRef(static_cast<float>(sx), w, pad, align);
+            const double py = GridPadRef(static_cast<float>(sy), h, pad, align);
+            if (mode == "nearest") {
+              value = pixel(b, ch, std::nearbyint(py), std::nearbyint(px));
+            } else if (mode == "bilinear") {
+              const double x0 = std::floor(px), y0 = std::floor(py);
+              const double dx = px - x0, dy = py - y0;
+              value = (1 - dx) * (1 - dy) * pixel(b, ch, y0, x0) +
+                      dx * (1 - dy) * pixel(b, ch, y0, x0 + 1) +
+                      (1 - dx) * dy * pixel(b, ch, y0 + 1, x0) + dx * dy * pixel(b, ch, y0 + 1, x0 + 1);
+            } else {
+              return RefError(node, "unknown mode");
+            }
+          }
+          out.push_back(value);
+        }
+      }
+    }
+  }
+  return Outputs{Write(in[0]->dtype(), {n, c, ho, wo}, out)};
+}
+
 }  // namespace
 
 MaybeOutputs VisionReference(const ir::Node& node, const std::vector<const Tensor*>& in) {
   switch (node.kind) {
     case OpKind::kNms: return Nms(node, in);
     case OpKind::kRoiAlign: return RoiAlign(node, in);
+    case OpKind::kGridSample: return GridSample(node, in);
     default: return std::nullopt;
   }
 }

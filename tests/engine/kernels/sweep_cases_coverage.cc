@@ -713,6 +713,29 @@ Case ResizeCase(Rng& rng, int i) {
   return {{RandomF32(x, rng)}, attrs, {}};
 }
 
+Case GridSampleCase(Rng& rng, int i) {
+  const std::string modes[] = {"bilinear", "nearest", "bicubic"};
+  const std::string pads[] = {"zeros", "border", "reflection"};
+  const int64_t n = Uniform(rng, 1, 2), c = Big(i) ? 16 : Uniform(rng, 1, 3);
+  const int64_t h = Uniform(rng, 1, Big(i) ? 24 : 6), w = Uniform(rng, 1, Big(i) ? 24 : 6);
+  const int64_t ho = Uniform(rng, 1, Big(i) ? 20 : 5), wo = Uniform(rng, 1, Big(i) ? 20 : 5);
+  ir::Attributes attrs;
+  attrs.SetString("mode", modes[Uniform(rng, 0, 2)]);
+  attrs.SetString("padding_mode", pads[Uniform(rng, 0, 2)]);
+  attrs.SetBool("align_corners", Coin(rng));
+  // Coordinates partly outside [-1, 1], so every padding does something; some on
+  // pixel centres and half-way points (nearest's ties, floor's edges).
+  Tensor grid = RandomF32({n, ho, wo, 2}, rng, -1.6f, 1.6f);
+  if (Coin(rng, 0.3)) {
+    float* g = grid.data<float>();
+    for (int64_t k = 0; k < grid.num_elements(); ++k) {
+      const int64_t size = k % 2 == 0 ? w : h;
+      g[k] = static_cast<float>(Uniform(rng, -2, 2 * size + 2)) / static_cast<float>(size) - 1.0f;
+    }
+  }
+  return {{RandomF32({n, c, h, w}, rng, -3, 3), grid}, attrs, {}};
+}
+
 Case SortCase(K op, Rng& rng, int i) {
   Dims x = Big(i) ? Dims{64, 500} : RandomDims(rng, 1, 3, 6);
   const int64_t rank = static_cast<int64_t>(x.size());
@@ -1022,6 +1045,7 @@ void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& m) {
   m[K::kAdaptiveMaxPool] = [](Rng& r, int i) { return AdaptiveNd(r, i, 1 + i % 3); };
   m[K::kGroupNorm] = GroupNorm;
   m[K::kResize] = ResizeCase;
+  m[K::kGridSample] = GridSampleCase;
   m[K::kTopK] = [](Rng& r, int i) { return SortCase(K::kTopK, r, i); };
   m[K::kSort] = [](Rng& r, int i) { return SortCase(K::kSort, r, i); };
   m[K::kMultiHeadAttention] = AttentionCase;
