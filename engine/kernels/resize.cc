@@ -1,4 +1,6 @@
-// Resampling: Resize and GridSample.
+// Resampling: Resize, GridSample and AffineGrid (the sampling grid of an
+// affine transform, F.affine_grid: theta applied to the pixel centres'
+// coordinates in [-1, 1], the base grid computed as ATen's linspace does).
 //
 // Resize (F.interpolate / aten::upsample_*) over the 1 to 3 trailing spatial
 // dims of an [N, C, spatial...] input, in the modes nearest, nearest_exact,
@@ -555,6 +557,92 @@ absl::Status EvalGridSample(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- AffineGrid
+
+struct AffineGridPlan {
+  int64_t n = 0, spatial = 0;  // spatial: 2 or 3
+  int64_t dims[3] = {1, 1, 1};  // D, H, W (D = 1 in 2-D)
+  bool align_corners = false;
+};
+
+absl::Status PrepareAffineGrid(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 2));
+  const DType t = ctx.inputs[0].dtype;
+  if (t != DType::kF64) RETURN_IF_ERROR(CheckDType(ctx, 0, DType::kF32));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> size, IntsAttrOrInput(ctx, "size", 1));
+  const Dims& theta = ctx.inputs[0].dims;
+  auto p = std::make_shared<AffineGridPlan>();
+  p->spatial = static_cast<int64_t>(size.size()) - 2;
+  if (p->spatial != 2 && p->spatial != 3) {
+    return InvalidArg(ctx.node, "size must be [N, C, H, W] or [N, C, D, H, W], got ",
+                      DimsToString(size));
+  }
+  for (int64_t d : size) {
+    if (d < 0) return InvalidArg(ctx.node, "negative size ", DimsToString(size));
+  }
+  const int64_t rows = p->spatial, cols = p->spatial + 1;
+  if (theta.size() != 3 || theta[0] != size[0] || theta[1] != rows || theta[2] != cols) {
+    return InvalidArg(ctx.node, "expected theta [", size[0], ", ", rows, ", ", cols,
+                      "] for size ", DimsToString(size), ", got ", DimsToString(theta));
+  }
+  p->n = size[0];
+  if (p->spatial == 3) p->dims[0] = size[2];
+  p->dims[1] = size[size.size() - 2];
+  p->dims[2] = size[size.size() - 1];
+  p->align_corners = ctx.node.attrs.GetBool("align_corners", false);
+  Dims out = {p->n};
+  if (p->spatial == 3) out.push_back(p->dims[0]);
+  out.insert(out.end(), {p->dims[1], p->dims[2], p->spatial});
+  ctx.outputs = {TensorInfo{t, out}};
+  ctx.state = std::move(p);
+  return absl::OkStatus();
+}
+
+// linspace(-1, 1, steps) as ATen computes it (from both ends towards the
+// middle), scaled by (steps - 1) / steps without align_corners; 0 for one step.
+template <typename T>
+std::vector<T> AffineBase(int64_t steps, bool align_corners) {
+  std::vector<T> v(static_cast<size_t>(std::max<int64_t>(steps, 0)), T(0));
+  if (steps <= 1) return v;
+  const T step = T(2) / static_cast<T>(steps - 1);
+  const int64_t halfway = steps / 2;
+  for (int64_t i = 0; i < steps; ++i) {
+    v[i] = i < halfway ? T(-1) + step * static_cast<T>(i)
+                       : T(1) - step * static_cast<T>(steps - i - 1);
+    if (!align_corners) v[i] = v[i] * static_cast<T>(steps - 1) / static_cast<T>(steps);
+  }
+  return v;
+}
+
+// grid[n, d, h, w, :] = theta[n] @ (x_w, y_h[, z_d], 1), the base grid's
+// coordinates in ATen's order (x along W first).
+template <typename T>
+absl::Status EvalAffineGrid(EvalContext& ctx) {
+  const AffineGridPlan& p = StateAs<AffineGridPlan>(ctx);
+  const T* theta = ctx.inputs[0]->data<T>();
+  T* y = ctx.outputs[0]->data<T>();
+  const std::vector<T> bz = AffineBase<T>(p.dims[0], p.align_corners);
+  const std::vector<T> by = AffineBase<T>(p.dims[1], p.align_corners);
+  const std::vector<T> bx = AffineBase<T>(p.dims[2], p.align_corners);
+  const int64_t k = p.spatial, cols = k + 1;
+  for (int64_t b = 0; b < p.n; ++b) {
+    const T* th = theta + b * k * cols;
+    for (int64_t d = 0; d < p.dims[0]; ++d) {
+      for (int64_t h = 0; h < p.dims[1]; ++h) {
+        for (int64_t w = 0; w < p.dims[2]; ++w) {
+          const T base[4] = {bx[w], by[h], k == 3 ? bz[d] : T(1), T(1)};
+          for (int64_t j = 0; j < k; ++j) {
+            T sum = 0;
+            for (int64_t c = 0; c < cols; ++c) sum += base[c] * th[j * cols + c];
+            *y++ = sum;
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> ResizeKernels() {
@@ -564,6 +652,8 @@ absl::Span<const KernelDef> ResizeKernels() {
       {ir::OpKind::kResize, DType::kBF16, PrepareResize, EvalCubicBF16},
       {ir::OpKind::kGridSample, DType::kF32, PrepareGridSample, EvalGridSample<float>},
       {ir::OpKind::kGridSample, DType::kF64, PrepareGridSample, EvalGridSample<double>},
+      {ir::OpKind::kAffineGrid, DType::kF32, PrepareAffineGrid, EvalAffineGrid<float>},
+      {ir::OpKind::kAffineGrid, DType::kF64, PrepareAffineGrid, EvalAffineGrid<double>},
   };
   return kKernels;
 }

@@ -630,6 +630,11 @@ cases("interpolate", [
     ("grid_sample_bicubic_reflection", lambda x, g: F.grid_sample(
         x, g, mode="bicubic", padding_mode="reflection", align_corners=False),
      randn(1, 2, 7, 6), lambda: torch.rand(1, 9, 4, 2) * 4 - 2),
+    ("affine_grid_stn", lambda theta, x: F.grid_sample(
+        x, F.affine_grid(theta, x.size(), align_corners=False), align_corners=False),
+     lambda: torch.eye(2, 3).repeat(2, 1, 1) + torch.randn(2, 2, 3) * 0.2, randn(2, 3, 8, 10)),
+    ("affine_grid_3d_align", lambda theta: F.affine_grid(theta, [1, 2, 3, 4, 5], align_corners=True),
+     randn(1, 3, 4)),
     ("grid_sample_f64", lambda x, g: F.grid_sample(x.double(), g.double(), padding_mode="reflection",
                                                    align_corners=True),
      randn(2, 2, 5, 5), lambda: torch.rand(2, 3, 3, 2) * 3 - 1.5),

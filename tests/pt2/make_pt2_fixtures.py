@@ -554,14 +554,21 @@ class NormsModel(torch.nn.Module):
 
 class GridSample(torch.nn.Module):
     """F.grid_sample (aten.grid_sampler_2d) in its three modes and paddings, on an image and a
-    sampling grid given as inputs, the grid partly outside [-1, 1]."""
+    sampling grid given as inputs, the grid partly outside [-1, 1]; and a spatial transformer:
+    F.affine_grid (aten.affine_grid_generator) of x's own size, which only the run knows."""
+
+    def __init__(self):
+        super().__init__()
+        self.theta = torch.nn.Parameter(torch.tensor([[0.9, -0.2, 0.1], [0.25, 1.1, -0.05]]))
 
     def forward(self, x, grid):
         F = torch.nn.functional
+        warp = F.affine_grid(self.theta.expand(x.shape[0], 2, 3), x.size(), align_corners=False)
         return (F.grid_sample(x, grid, align_corners=False)
                 + F.grid_sample(x, grid, mode="nearest", padding_mode="border", align_corners=True)
                 + F.grid_sample(x, grid, mode="bicubic", padding_mode="reflection",
-                                align_corners=False))
+                                align_corners=False),
+                F.grid_sample(x, warp, align_corners=False))
 
 
 class CoreOps(torch.nn.Module):

@@ -179,6 +179,16 @@ for mode in ["bilinear", "nearest", "bicubic"]:
             add("aten::grid_sampler", f"{mode}_{pad}{'_ac' if ac else ''}",
                 f"F.grid_sample(x0, x1, mode='{mode}', padding_mode='{pad}', align_corners={ac})",
                 [T((2, 3, 5, 6)), T((2, 4, 3, 2))], ["f32", "f64"] if mode == "bilinear" else F)
+for ac in [False, True]:
+    add("aten::affine_grid_generator", f"2d{'_ac' if ac else ''}",
+        f"F.affine_grid(x0, [2, 3, 5, 7], align_corners={ac})", [T((2, 2, 3))], ["f32", "f64"])
+    add("aten::affine_grid_generator", f"3d{'_ac' if ac else ''}",
+        f"F.affine_grid(x0, [2, 1, 3, 4, 5], align_corners={ac})", [T((2, 3, 4))], F)
+add("aten::affine_grid_generator", "one_pixel", "F.affine_grid(x0, [1, 1, 1, 4], align_corners=False)",
+    [T((1, 2, 3))], F)
+# A spatial transformer: the grid of x's own size (a size computed at run time).
+add("aten::affine_grid_generator", "stn", "F.grid_sample(x1, F.affine_grid(x0, x1.size(), "
+    "align_corners=False), align_corners=False)", [T((2, 2, 3), "small"), T((2, 3, 6, 5))], F)
 add("aten::grid_sampler", "volumetric", "F.grid_sample(x0, x1, align_corners=False)",
     [T((1, 2, 3, 4, 5)), T((1, 2, 3, 2, 3))], F)
 

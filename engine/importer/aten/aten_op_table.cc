@@ -187,6 +187,7 @@ const AtenOpTable& Table() {
       {"aten::upsample_bicubic2d", ConvertUpsample},
       {"aten::grid_sampler_2d", ConvertGridSampler},
       {"aten::grid_sampler", ConvertGridSampler},
+      {"aten::affine_grid_generator", ConvertAffineGrid},
       {"aten::upsample_trilinear3d", ConvertUpsample},
       {"aten::_upsample_nearest_exact1d", ConvertUpsample},
       {"aten::_upsample_nearest_exact2d", ConvertUpsample},

@@ -101,6 +101,8 @@ ConvertResult ConvertAdaptivePool(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertUpsample(AtenCall& call, ConvertContext& cx);
 // grid_sampler_2d / grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners).
 ConvertResult ConvertGridSampler(AtenCall& call, ConvertContext& cx);
+// affine_grid_generator(theta, size, align_corners) (F.affine_grid).
+ConvertResult ConvertAffineGrid(AtenCall& call, ConvertContext& cx);
 // batch_norm and _native_batch_norm_legit_no_training (export's eval form).
 ConvertResult ConvertBatchNorm(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertLayerNorm(AtenCall& call, ConvertContext& cx);

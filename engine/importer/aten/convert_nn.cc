@@ -469,6 +469,22 @@ ConvertResult ConvertGridSampler(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kGridSample, {x, grid}, std::move(attrs)));
 }
 
+// affine_grid_generator(theta, size, align_corners): the sampling grid of an
+// affine transform, for GridSample. `size` is usually the image's x.size(),
+// known only at run time.
+ConvertResult ConvertAffineGrid(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId theta, call.Tensor("theta"));
+  ASSIGN_OR_RETURN(bool align_corners, call.Bool("align_corners"));
+  ASSIGN_OR_RETURN(IntsArg size, call.IntsOrValue("size"));
+  ir::Attributes attrs;
+  attrs.SetBool("align_corners", align_corners);
+  if (!size.values.has_value()) {
+    return One(cx.Emit(call, OpKind::kAffineGrid, {theta, size.value}, std::move(attrs)));
+  }
+  attrs.SetInts("size", *std::move(size.values));
+  return One(cx.Emit(call, OpKind::kAffineGrid, {theta}, std::move(attrs)));
+}
+
 // batch_norm(input, weight?, bias?, running_mean?, running_var?, training,
 //            momentum, eps, cudnn_enabled), and what torch.export records for
 // eval mode: _native_batch_norm_legit_no_training(input, weight?, bias?,

@@ -204,6 +204,47 @@ absl::StatusOr<Outputs> GridSample(const ir::Node& node, const std::vector<const
   return Outputs{Write(in[0]->dtype(), {n, c, ho, wo}, out)};
 }
 
+// AffineGrid: theta[n] times (x, y[, z], 1) at every pixel centre, the
+// centres evenly spaced over [-1, 1] (over [-1 + 1/size, 1 - 1/size] without
+// align_corners), in double.
+absl::StatusOr<Outputs> AffineGrid(const ir::Node& node, const std::vector<const Tensor*>& in) {
+  const Values theta = Read(*in[0]);
+  std::vector<int64_t> size = node.attrs.GetInts("size");
+  if (in.size() > 1 && in[1] != nullptr) {
+    size.assign(in[1]->data<int64_t>(), in[1]->data<int64_t>() + in[1]->num_elements());
+  }
+  const int64_t k = static_cast<int64_t>(size.size()) - 2;
+  if ((k != 2 && k != 3) || theta.dims != std::vector<int64_t>{size[0], k, k + 1}) {
+    return RefError(node, "expected theta [N, k, k + 1] for a size of k spatial dims");
+  }
+  const bool align = node.attrs.GetBool("align_corners", false);
+  auto centre = [&](int64_t i, int64_t steps) {
+    if (steps <= 1) return 0.0;
+    const double v = -1.0 + 2.0 * i / (steps - 1);
+    return align ? v : v * (steps - 1) / steps;
+  };
+  const int64_t dn = k == 3 ? size[2] : 1, hn = size[k], wn = size[k + 1];
+  std::vector<double> out;
+  for (int64_t b = 0; b < size[0]; ++b) {
+    for (int64_t d = 0; d < dn; ++d) {
+      for (int64_t h = 0; h < hn; ++h) {
+        for (int64_t w = 0; w < wn; ++w) {
+          const double base[4] = {centre(w, wn), centre(h, hn), k == 3 ? centre(d, dn) : 1.0, 1.0};
+          for (int64_t j = 0; j < k; ++j) {
+            double sum = 0;
+            for (int64_t c = 0; c <= k; ++c) sum += base[c] * theta.v[(b * k + j) * (k + 1) + c];
+            out.push_back(sum);
+          }
+        }
+      }
+    }
+  }
+  std::vector<int64_t> dims = {size[0]};
+  if (k == 3) dims.push_back(dn);
+  dims.insert(dims.end(), {hn, wn, k});
+  return Outputs{Write(in[0]->dtype(), dims, out)};
+}
+
 }  // namespace
 
 MaybeOutputs VisionReference(const ir::Node& node, const std::vector<const Tensor*>& in) {
@@ -211,6 +252,7 @@ MaybeOutputs VisionReference(const ir::Node& node, const std::vector<const Tenso
     case OpKind::kNms: return Nms(node, in);
     case OpKind::kRoiAlign: return RoiAlign(node, in);
     case OpKind::kGridSample: return GridSample(node, in);
+    case OpKind::kAffineGrid: return AffineGrid(node, in);
     default: return std::nullopt;
   }
 }

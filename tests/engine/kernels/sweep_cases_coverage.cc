@@ -736,6 +736,18 @@ Case GridSampleCase(Rng& rng, int i) {
   return {{RandomF32({n, c, h, w}, rng, -3, 3), grid}, attrs, {}};
 }
 
+Case AffineGridCase(Rng& rng, int i) {
+  const bool volumetric = Coin(rng, 0.3);
+  const int64_t n = Uniform(rng, 1, 3);
+  std::vector<int64_t> size = {n, Uniform(rng, 1, 3)};
+  for (int k = 0; k < (volumetric ? 3 : 2); ++k) size.push_back(Uniform(rng, 1, Big(i) ? 40 : 6));
+  const int64_t k = volumetric ? 3 : 2;
+  ir::Attributes attrs;
+  attrs.SetInts("size", size);
+  attrs.SetBool("align_corners", Coin(rng));
+  return {{RandomF32({n, k, k + 1}, rng, -1.5f, 1.5f)}, attrs, {}};
+}
+
 Case SortCase(K op, Rng& rng, int i) {
   Dims x = Big(i) ? Dims{64, 500} : RandomDims(rng, 1, 3, 6);
   const int64_t rank = static_cast<int64_t>(x.size());
@@ -1046,6 +1058,7 @@ void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& m) {
   m[K::kGroupNorm] = GroupNorm;
   m[K::kResize] = ResizeCase;
   m[K::kGridSample] = GridSampleCase;
+  m[K::kAffineGrid] = AffineGridCase;
   m[K::kTopK] = [](Rng& r, int i) { return SortCase(K::kTopK, r, i); };
   m[K::kSort] = [](Rng& r, int i) { return SortCase(K::kSort, r, i); };
   m[K::kMultiHeadAttention] = AttentionCase;
