@@ -19,9 +19,21 @@
 //                position p of index, in order, replaced or reduced (sum, prod,
 //                mean, amax, amin; include_self=false: a position's old value
 //                takes no part). Indices must be in [0, size), as PyTorch checks.
-// Boolean mask indices select a data-dependent number of elements, which a
-// plan with fixed shapes cannot express; they are rejected in Prepare (but
-// by IndexPut, whose output has self's shape whatever the mask holds).
+//   NonZero      the indices of x's non-zero elements, [n, rank] INT64 in
+//                row-major order (torch.nonzero); n is known only when it runs
+//                (PrepareContext::dynamic_outputs), so the nodes that read it
+//                run as dynamic steps. With a second input and attr axis it is
+//                the boolean mask of x[mask] (the importer turns a mask index
+//                into NonZero's columns, PyTorch's own definition), and checks
+//                the mask's dims against the dims it indexes as PyTorch does.
+//   IndexMask    x[mask] and x[:, mask] (one boolean mask, the other indices
+//                None): x.shape[:axis] + [n] + x.shape[axis + mask rank:], the
+//                elements where the mask is true in row-major order; n is known
+//                only when it runs. Each selected position copies one
+//                contiguous block of the trailing dims.
+// The index kernels take integer indices only; a boolean mask reaches them as
+// NonZero's columns (or, for IndexPut, whose output has self's shape whatever
+// the mask holds, as the mask itself).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -84,8 +96,19 @@ struct IndexSelectPlan {
   size_t elem = 4;
 };
 
+absl::Status PrepareIndexMask(PrepareContext& ctx);
+absl::Status EvalIndexMask(EvalContext& ctx);
+
+// x[index] from aten::index (attr bool_index_is_mask): a BOOL or UINT8 index
+// is a mask, as PyTorch reads it there (index_select and embedding refuse one).
+bool MaskIndex(const ir::Node& node, DType index) {
+  return (index == DType::kBool || index == DType::kUInt8) &&
+         node.attrs.GetBool("bool_index_is_mask", false);
+}
+
 absl::Status PrepareIndexSelect(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
+  if (MaskIndex(ctx.node, ctx.inputs[1].dtype)) return PrepareIndexMask(ctx);
   RETURN_IF_ERROR(CheckDataDType(ctx));
   RETURN_IF_ERROR(CheckIndexDType(ctx, 1));
   const Dims& x = ctx.inputs[0].dims;
@@ -107,6 +130,7 @@ absl::Status PrepareIndexSelect(PrepareContext& ctx) {
 }
 
 absl::Status EvalIndexSelect(EvalContext& ctx) {
+  if (MaskIndex(ctx.node, ctx.inputs[1]->dtype())) return EvalIndexMask(ctx);
   const IndexSelectPlan& p = StateAs<IndexSelectPlan>(ctx);
   const Tensor& index = *ctx.inputs[1];
   const int64_t k = index.num_elements();
@@ -656,6 +680,137 @@ absl::Status EvalIndexPut(EvalContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- NonZero
+
+absl::Status PrepareNonZero(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 1, 2));
+  if (HasInput(ctx, 1)) {
+    // The mask of x[mask] at dim `axis`: its dims must be the ones it indexes.
+    const Dims& mask = ctx.inputs[0].dims;
+    const Dims& x = ctx.inputs[1].dims;
+    const int64_t axis = ctx.node.attrs.GetInt("axis", 0);
+    const int64_t r = static_cast<int64_t>(mask.size());
+    if (axis < 0 || axis + r > static_cast<int64_t>(x.size())) {
+      return InvalidArg(ctx.node, "too many indices for tensor of dimension ", x.size());
+    }
+    for (int64_t d = 0; d < r; ++d) {
+      if (mask[d] != x[axis + d]) {
+        return InvalidArg(ctx.node, "The shape of the mask ", DimsToString(mask), " at index ", d,
+                          " does not match the shape of the indexed tensor ", DimsToString(x),
+                          " at index ", axis + d);
+      }
+    }
+  }
+  // Only Eval knows how many elements are non-zero.
+  ctx.dynamic_outputs = true;
+  ctx.outputs = {TensorInfo{DType::kInt64, {}}};
+  return absl::OkStatus();
+}
+
+template <typename T>
+void NonZeroFlags(const Tensor& x, std::vector<uint8_t>& flags) {
+  const T* v = x.data<T>();
+  for (int64_t i = 0; i < x.num_elements(); ++i) flags[i] = v[i] != T(0);
+}
+
+absl::Status EvalNonZero(EvalContext& ctx) {
+  const Tensor& x = *ctx.inputs[0];
+  const int64_t n = x.num_elements(), rank = x.rank();
+  std::vector<uint8_t> flags(static_cast<size_t>(n));
+  // Non-zero as PyTorch tests it: NaN is non-zero, -0.0 is zero.
+  switch (x.dtype()) {
+    case DType::kF32: NonZeroFlags<float>(x, flags); break;
+    case DType::kF64: NonZeroFlags<double>(x, flags); break;
+    case DType::kInt64: NonZeroFlags<int64_t>(x, flags); break;
+    case DType::kInt32: NonZeroFlags<int32_t>(x, flags); break;
+    case DType::kInt16: NonZeroFlags<int16_t>(x, flags); break;
+    case DType::kInt8: NonZeroFlags<int8_t>(x, flags); break;
+    case DType::kUInt8: NonZeroFlags<uint8_t>(x, flags); break;
+    case DType::kBool: NonZeroFlags<bool>(x, flags); break;
+    case DType::kF16:
+    case DType::kBF16: {
+      // Zero is +0 or -0: every bit but the sign clear.
+      const uint16_t* v = x.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i) flags[i] = (v[i] & 0x7fff) != 0;
+      break;
+    }
+    default:
+      return InvalidArg(ctx.node, "no NonZero for ", DTypeName(x.dtype()));
+  }
+  int64_t count = 0;
+  for (uint8_t f : flags) count += f;
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(DType::kInt64, {count, rank}, "nonzero indices"));
+  int64_t* o = out.data<int64_t>();
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (flags[i]) o = std::copy(index.begin(), index.end(), o);
+    for (int64_t d = rank - 1; d >= 0; --d) {  // the odometer over x's dims
+      if (++index[d] < x.dims()[d]) break;
+      index[d] = 0;
+    }
+  }
+  *ctx.outputs[0] = std::move(out);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- IndexMask
+
+absl::Status PrepareIndexMask(PrepareContext& ctx) {
+  RETURN_IF_ERROR(CheckInputCount(ctx, 2, 2));
+  const Dims& x = ctx.inputs[0].dims;
+  const Dims& mask = ctx.inputs[1].dims;
+  const DType mt = ctx.inputs[1].dtype;
+  if (mt != DType::kBool && mt != DType::kUInt8) {
+    return InvalidArg(ctx.node, "the mask must be BOOL or UINT8, got ", DTypeName(mt));
+  }
+  const int64_t axis = ctx.node.attrs.GetInt("axis", 0);
+  const int64_t r = static_cast<int64_t>(mask.size());
+  if (axis < 0 || axis + r > static_cast<int64_t>(x.size())) {
+    return InvalidArg(ctx.node, "too many indices for tensor of dimension ", x.size());
+  }
+  for (int64_t d = 0; d < r; ++d) {
+    if (mask[d] != x[axis + d]) {
+      return InvalidArg(ctx.node, "The shape of the mask ", DimsToString(mask), " at index ", d,
+                        " does not match the shape of the indexed tensor ", DimsToString(x),
+                        " at index ", axis + d);
+    }
+  }
+  ctx.dynamic_outputs = true;
+  ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, {}}};
+  return absl::OkStatus();
+}
+
+absl::Status EvalIndexMask(EvalContext& ctx) {
+  const Tensor& x = *ctx.inputs[0];
+  const Tensor& mask = *ctx.inputs[1];
+  const int64_t axis = ctx.node.attrs.GetInt("axis", 0);
+  const int64_t r = mask.rank();
+  const Dims& xd = x.dims();
+  const int64_t outer = NumElements(Dims(xd.begin(), xd.begin() + axis));
+  const int64_t span = mask.num_elements();
+  const int64_t inner = NumElements(Dims(xd.begin() + axis + r, xd.end()));
+  const uint8_t* m = static_cast<const uint8_t*>(mask.raw_data());  // BOOL and UINT8: one byte
+  std::vector<int64_t> picked;
+  for (int64_t i = 0; i < span; ++i) {
+    if (m[i] != 0) picked.push_back(i);
+  }
+  Dims out(xd.begin(), xd.begin() + axis);
+  out.push_back(static_cast<int64_t>(picked.size()));
+  out.insert(out.end(), xd.begin() + axis + r, xd.end());
+  ASSIGN_OR_RETURN(Tensor y, Tensor::Allocate(x.dtype(), out, "masked index"));
+  const size_t block = static_cast<size_t>(inner) * DTypeSize(x.dtype());
+  const uint8_t* src = static_cast<const uint8_t*>(x.raw_data());
+  uint8_t* dst = static_cast<uint8_t*>(y.raw_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i : picked) {
+      std::memcpy(dst, src + (o * span + i) * block, block);
+      dst += block;
+    }
+  }
+  *ctx.outputs[0] = std::move(y);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Span<const KernelDef> IndexingKernels() {
@@ -663,6 +818,8 @@ absl::Span<const KernelDef> IndexingKernels() {
       {ir::OpKind::kIndexSelect, DType::kUnknown, PrepareIndexSelect, EvalIndexSelect},
       {ir::OpKind::kGather, DType::kUnknown, PrepareGather, EvalGatherIndex},
       {ir::OpKind::kIndex, DType::kUnknown, PrepareIndex, EvalIndex},
+      {ir::OpKind::kNonZero, DType::kUnknown, PrepareNonZero, EvalNonZero},
+      {ir::OpKind::kIndexMask, DType::kUnknown, PrepareIndexMask, EvalIndexMask},
       {ir::OpKind::kIndexPut, DType::kF32, PrepareIndexPut, EvalIndexPut<float>},
       {ir::OpKind::kIndexPut, DType::kF64, PrepareIndexPut, EvalIndexPut<double>},
       {ir::OpKind::kIndexPut, DType::kInt64, PrepareIndexPut, EvalIndexPut<int64_t>},

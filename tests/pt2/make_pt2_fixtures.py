@@ -405,6 +405,10 @@ def Models():
 
     out.append(("grid_sample", GridSample(), sampling(2), ({0: batch}, {0: batch}),
                 [sampling(1), sampling(3)], 1e-5))
+    def masks(b):
+        return (torch.randn(b, 5), torch.tensor([True, False, False, True, False]))
+
+    out.append(("masks", Masks(), masks(2), None, [masks(2), masks(2)], 1e-6))
     out.append(("core_ops", CoreOps(), core_ops(2), ({0: batch}, {0: batch}),
                 [core_ops(1), core_ops(4)], 1e-5))
     out.append(("core_ops_core", CoreOps(), core_ops(2), ({0: batch}, {0: batch}),
@@ -569,6 +573,19 @@ class GridSample(torch.nn.Module):
                 + F.grid_sample(x, grid, mode="bicubic", padding_mode="reflection",
                                 align_corners=False),
                 F.grid_sample(x, warp, align_corners=False))
+
+
+class Masks(torch.nn.Module):
+    """Boolean-mask indexing and nonzero, whose results' lengths only the data decide (unbacked
+    sizes in the exported program): x[x > 0], x[:, mask], a mask beside an integer index,
+    torch.nonzero and torch.where(cond)."""
+
+    def forward(self, x, keep):
+        pos = x[x > 0]
+        cols = x[:, keep]
+        mixed = x[torch.tensor([1, 0]), keep]
+        rows, _ = torch.where(x > 0.5)
+        return (pos * 2, cols.sum(1), mixed + 1, torch.nonzero(x < -0.5), rows)
 
 
 class CoreOps(torch.nn.Module):

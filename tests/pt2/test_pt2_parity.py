@@ -285,11 +285,13 @@ class Pt2ParityTest(unittest.TestCase):
     def test_core_aten_programs_import_natively(self):
         # ExportedProgram.run_decompositions() writes the core ATen opset (native_layer_norm,
         # native_group_norm, _adaptive_avg_pool2d, convolution, addmm, the scatters, isinf,
-        # attention's bmm and _safe_softmax's masking...; and grid_sampler_2d, exported plain),
-        # as edge toolchains and torch < 2.5's export did. Every op has a native translation
-        # (`kiln inspect --strict` lists none without one), and the answers match torch's.
+        # attention's bmm and _safe_softmax's masking...), as edge toolchains and torch < 2.5's
+        # export did; grid_sample and masks, exported plain, have grid_sampler, affine_grid and
+        # boolean-mask indexing and nonzero with the range checks of their data-dependent sizes.
+        # Every op has a native translation (`kiln inspect --strict` lists none without one),
+        # and the answers match torch's.
         for name in ["bert_encoder_core", "norms_core", "core_ops", "core_ops_core",
-                     "sdpa_attention_core", "safe_softmax_core", "grid_sample"]:
+                     "sdpa_attention_core", "safe_softmax_core", "grid_sample", "masks"]:
             with self.subTest(model=name):
                 model = self.served(name)
                 res = subprocess.run([os.path.join(BIN, "kiln"), "inspect", "--strict",

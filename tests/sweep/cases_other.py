@@ -209,12 +209,19 @@ shape_op("narrow", [("dtypes", "torch.narrow(x0, 2, 1, 2)", X, ALL), ("neg", "x0
 shape_op("index_select", [("dtypes", "torch.index_select(x0, 1, x1)", [T(BASE), T((4,), "idx3", "i64")], ALL),
                           ("int32_index", "x0.index_select(0, x1)", [T(BASE), T((3,), "idx2", "i32")], F),
                           ("empty_index", "x0.index_select(2, x1)", [T(BASE), T((0,), "idx2", "i64")], F)])
+shape_op("nonzero", [("dtypes", "torch.nonzero(x0)", [T(BASE, "unit")], ALL),
+                     ("scalar", "torch.nonzero(x0.sum() > 100)", [T(BASE)], F)])
 shape_op("gather", [("dtypes", "torch.gather(x0, 1, x1)", [T(BASE), T((2, 5, 4), "idx3", "i64")], ALL),
                     ("last", "x0.gather(-1, x1)", [T(BASE), T((2, 3, 2), "idx4", "i64")], F)])
 shape_op("index", [("tensor", "x0[x1]", [T(BASE), T((3,), "idx2", "i64")], ALL),
                    ("second_dim", "x0[:, x1]", [T(BASE), T((2, 2), "idx3", "i64")], F),
                    ("two", "x0[x1, x2]", [T(BASE), T((4,), "idx2", "i64"), T((4,), "idx3", "i64")], F),
                    ("bool_mask", "x0[x1]", [T(BASE), T(BASE, "mask", "b")], F32_I64),
+                   ("bool_mask_dtypes", "x0[x1]", [T(BASE), T(BASE[:1], "mask", "b")], ALL),
+                   ("bool_mask_inner", "x0[:, x1]", [T(BASE), T(BASE[1:], "mask", "b")], F),
+                   ("bool_mask_mixed", "x0[x2, x1]", [T(BASE), T(BASE[1:2], "mask", "b"),
+                                                        T((1,), "idx2", "i64")], F),
+                   ("mask_mismatch", "x0[x1]", [T(BASE), T((BASE[0] + 1,), "mask", "b")], F),
                    ("int32", "x0[x1]", [T(BASE), T((3,), "idx2", "i32")], F)])
 shape_op("scatter", [("src", "x0.scatter(1, x1, x2)", [T(BASE), T((2, 2, 4), "idx3", "i64"), T((2, 2, 4))], ALL),
                      ("value", "x0.scatter(2, x1, 1.5)", [T(BASE), T((2, 3, 2), "idx4", "i64")], FLOAT + ["i64"]),

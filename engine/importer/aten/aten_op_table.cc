@@ -273,6 +273,7 @@ const AtenOpTable& Table() {
       {"aten::repeat_interleave", ConvertRepeatInterleave},
       {"aten::narrow", ConvertNarrow},
       {"aten::index", ConvertIndex},
+      {"aten::nonzero", ConvertNonZero},
       {"aten::index_select", ConvertIndexSelect},
       {"aten::gather", ConvertIndexSelect},
       {"aten::index_put", ConvertIndexPut},

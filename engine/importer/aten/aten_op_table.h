@@ -183,6 +183,7 @@ ConvertResult ConvertTriangle(AtenCall& call, ConvertContext& cx);  // tril, tri
 ConvertResult ConvertPixelShuffle(AtenCall& call, ConvertContext& cx);  // and pixel_unshuffle
 ConvertResult ConvertIndexSelect(AtenCall& call, ConvertContext& cx);  // index_select, gather
 ConvertResult ConvertIndex(AtenCall& call, ConvertContext& cx);  // index.Tensor
+ConvertResult ConvertNonZero(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSliceScatter(AtenCall& call, ConvertContext& cx);  // and select_scatter
 ConvertResult ConvertNarrow(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx);  // also slice.t of a list

@@ -302,8 +302,30 @@ ConvertResult ConvertNanToNum(AtenCall& call, ConvertContext& cx) {
 // where(condition, self, other); self and other may be numbers.
 ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx) {
   if (!call.Has("self")) {
-    return call.Unimplemented(
-        "where(condition) (the indices of non-zeros) has a data-dependent shape");
+    // where(condition): one 1-D index tensor per dim, NonZero's columns
+    // (unbind(1): a list built at run time when neither the rank nor an
+    // unpacking says how many).
+    ASSIGN_OR_RETURN(ir::ValueId cond, call.Tensor("condition"));
+    const ir::ValueId nz = cx.Emit(call, OpKind::kNonZero, {cond}, {}, ".nonzero");
+    std::optional<size_t> rank = call.ListLength(0);
+    if (const std::optional<Dims>& dims = cx.graph().value(cond).type.dims; dims.has_value()) {
+      rank = dims->size();
+    }
+    if (!rank.has_value()) {
+      ir::Attributes attrs;
+      attrs.SetInt("axis", 1);
+      return One(cx.EmitValue(call, OpKind::kSplitList, ir::ValueKind::kTensorList, {nz},
+                              std::move(attrs)));
+    }
+    std::vector<ir::ValueId> columns;
+    for (size_t d = 0; d < *rank; ++d) {
+      ir::Attributes pick;
+      pick.SetInt("axis", 1);
+      pick.SetInt("index", static_cast<int64_t>(d));
+      columns.push_back(cx.Emit(call, OpKind::kSelect, {nz}, std::move(pick),
+                                absl::StrCat(".", d)));
+    }
+    return One(cx.MakeTensorList(call, std::move(columns)));
   }
   ASSIGN_OR_RETURN(ir::ValueId cond, call.Tensor("condition"));
   ASSIGN_OR_RETURN(ir::ValueId a, Operand(call, "self"));

@@ -134,30 +134,96 @@ ConvertResult ConvertT(AtenCall& call, ConvertContext& cx) {
   return One(cx.Emit(call, OpKind::kPermute, {x}, std::move(attrs)));
 }
 
+namespace {
+
+// The columns of NonZero(mask), as integer indices: what a boolean mask index
+// means (PyTorch's own definition: mask.nonzero().unbind(1)). `x` is the
+// indexed tensor and `axis` the dim the mask starts at, so NonZero checks the
+// mask's dims against x's. Nullopt when the mask's rank is not known.
+std::optional<std::vector<ir::ValueId>> MaskColumns(AtenCall& call, ConvertContext& cx,
+                                                    ir::ValueId x, ir::ValueId mask,
+                                                    int64_t axis) {
+  const std::optional<Dims>& dims = cx.graph().value(mask).type.dims;
+  if (!dims.has_value()) return std::nullopt;
+  ir::Attributes attrs;
+  attrs.SetInt("axis", axis);
+  const ir::ValueId nz = cx.Emit(call, OpKind::kNonZero, {mask, x}, std::move(attrs), ".nonzero");
+  std::vector<ir::ValueId> columns;
+  for (size_t d = 0; d < dims->size(); ++d) {
+    ir::Attributes pick;
+    pick.SetInt("axis", 1);
+    pick.SetInt("index", static_cast<int64_t>(d));
+    columns.push_back(
+        cx.Emit(call, OpKind::kSelect, {nz}, std::move(pick), absl::StrCat(".mask", d)));
+  }
+  return columns;
+}
+
+}  // namespace
+
 // index.Tensor(self, indices: Tensor?[]): a single index tensor is an
 // IndexSelect along its dim; several make an Index node (None entries stay
-// absent). A boolean mask selects a number of elements that depends on the
-// data: left to the fallback.
+// absent). A boolean mask alone (x[mask], x[:, mask]) is an IndexMask; beside
+// integer indices it becomes NonZero's columns, one integer index per dim it
+// covers (a mask whose rank the import does not know is then left to the
+// fallback). Either way the result's length is known only when it runs, so
+// what reads it runs as dynamic steps.
 ConvertResult ConvertIndex(AtenCall& call, ConvertContext& cx) {
   ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
   std::vector<bool> masks;
-  ASSIGN_OR_RETURN(std::vector<ir::ValueId> indices, call.OptionalTensors("indices", &masks));
+  ASSIGN_OR_RETURN(std::vector<ir::ValueId> given, call.OptionalTensors("indices", &masks));
+  // x[mask], x[:, mask]: one mask and no other index, whatever its rank.
+  int mask_at = -1, others = 0;
+  for (size_t k = 0; k < given.size(); ++k) {
+    if (given[k] == ir::kNoValue) continue;
+    if (masks[k] && mask_at < 0) {
+      mask_at = static_cast<int>(k);
+    } else {
+      ++others;
+    }
+  }
+  if (mask_at >= 0 && others == 0) {
+    ir::Attributes attrs;
+    attrs.SetInt("axis", mask_at);
+    return One(cx.Emit(call, OpKind::kIndexMask, {x, given[mask_at]}, std::move(attrs)));
+  }
+  std::vector<ir::ValueId> indices;
+  int64_t dim = 0;  // the dim of x the next index starts at
+  for (size_t k = 0; k < given.size(); ++k) {
+    if (given[k] == ir::kNoValue || !masks[k]) {
+      indices.push_back(given[k]);
+      ++dim;
+      continue;
+    }
+    std::optional<std::vector<ir::ValueId>> columns = MaskColumns(call, cx, x, given[k], dim);
+    if (!columns.has_value()) return call.Unimplemented("a boolean mask of unknown rank");
+    indices.insert(indices.end(), columns->begin(), columns->end());
+    dim += static_cast<int64_t>(columns->size());
+  }
   int present = 0, at = -1;
   for (size_t k = 0; k < indices.size(); ++k) {
     if (indices[k] == ir::kNoValue) continue;
-    if (masks[k]) return call.Unimplemented("indexing with a boolean mask");
     ++present;
     at = static_cast<int>(k);
   }
   if (present == 1) {
     ir::Attributes attrs;
     attrs.SetInt("axis", at);
+    // A BOOL index the front could not tell is one (TorchScript archives carry
+    // no types) is still a mask: the kernel reads it so.
+    attrs.SetBool("bool_index_is_mask", true);
     return One(cx.Emit(call, OpKind::kIndexSelect, {x, indices[at]}, std::move(attrs)));
   }
   std::vector<ir::ValueId> inputs = {x};
   inputs.insert(inputs.end(), indices.begin(), indices.end());
   while (inputs.size() > 1 && inputs.back() == ir::kNoValue) inputs.pop_back();
   return One(cx.Emit(call, OpKind::kIndex, std::move(inputs)));
+}
+
+// nonzero(self): NonZero.
+ConvertResult ConvertNonZero(AtenCall& call, ConvertContext& cx) {
+  ASSIGN_OR_RETURN(ir::ValueId x, call.Tensor("self"));
+  return One(cx.Emit(call, OpKind::kNonZero, {x}));
 }
 
 // index_put(self, indices, values, accumulate=False): self[indices] = values

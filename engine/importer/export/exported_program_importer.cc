@@ -100,6 +100,18 @@ std::optional<ir::OpKind> SymArithmetic(const std::string& op) {
   return std::nullopt;
 }
 
+// Python comparisons of symbolic ints (the range checks torch.export writes
+// on a data-dependent size, for _assert_scalar): scalar comparisons.
+std::optional<ir::OpKind> SymComparison(const std::string& op) {
+  if (op == "_operator.eq") return ir::OpKind::kEqual;
+  if (op == "_operator.ne") return ir::OpKind::kNotEqual;
+  if (op == "_operator.lt") return ir::OpKind::kLess;
+  if (op == "_operator.le") return ir::OpKind::kLessEqual;
+  if (op == "_operator.gt") return ir::OpKind::kGreater;
+  if (op == "_operator.ge") return ir::OpKind::kGreaterEqual;
+  return std::nullopt;
+}
+
 // ------------------------------------------------------------ the graph
 
 absl::Status CollectUnsupported(const json& nodes, int depth, std::set<std::string>& missing) {
@@ -111,7 +123,7 @@ absl::Status CollectUnsupported(const json& nodes, int depth, std::set<std::stri
     const json& target = Field(node, "target");
     if (!target.is_string()) return Invalid("a graph node has no target");
     const Target t = ParseTarget(target.get<std::string>());
-    if (IsAssertion(t.op) || SymArithmetic(t.op).has_value()) continue;
+    if (IsAssertion(t.op) || SymArithmetic(t.op) || SymComparison(t.op)) continue;
     if (IsControlFlow(t.op)) {
       for (const json* arg : PositionalArgs(node)) {
         const json& sub = Field(Field(*arg, "as_graph"), "graph");
@@ -209,7 +221,8 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
   if (IsControlFlow(t.op)) return ControlFlow(node, t.op, call);
   std::vector<ir::ValueId> results;
   bool native = false;  // translated by the aten table (not the fallback)
-  if (std::optional<ir::OpKind> arith = SymArithmetic(t.op)) {
+  const std::optional<ir::OpKind> compare = SymComparison(t.op);
+  if (std::optional<ir::OpKind> arith = compare ? compare : SymArithmetic(t.op)) {
     // _operator.mul(a, b): positional arguments, ints known only at run time.
     const json& inputs = Field(node, "inputs");
     if (!inputs.is_array() || inputs.size() != 2) return call.InvalidArgument("expects 2 operands");
@@ -219,8 +232,9 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
       ASSIGN_OR_RETURN(ir::ValueId v, call.ScalarValue(arg));
       operands.push_back(v);
     }
-    results.push_back(
-        cx_.EmitValue(call, *arith, ir::ValueKind::kInt, std::move(operands)));
+    results.push_back(cx_.EmitValue(call, *arith,
+                                    compare ? ir::ValueKind::kBool : ir::ValueKind::kInt,
+                                    std::move(operands)));
   } else {
     RETURN_IF_ERROR(RefuseStateMutation(node, call, t.op));
     AtenConverter convert = FindAtenConverter(OutOfPlaceOp(t.op));
@@ -244,7 +258,8 @@ absl::Status ProgramImporter::Node(const json& node, int index) {
     const json& v = out.begin().value();
     if (kind == "as_tensor" && Field(v, "name").is_string()) {
       values_.bound[v["name"].get<std::string>()] = results[i];
-    } else if (kind == "as_sym_int" && Field(v, "as_name").is_string()) {
+    } else if ((kind == "as_sym_int" || kind == "as_sym_bool") &&
+               Field(v, "as_name").is_string()) {
       values_.bound[v["as_name"].get<std::string>()] = results[i];
     } else if (kind == "as_tensors" && v.is_array()) {
       const std::vector<ir::ValueId>* elements = cx_.ListElements(results[i]);

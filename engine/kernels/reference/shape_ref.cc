@@ -482,6 +482,56 @@ MaybeOutputs ShapeReference(const ir::Node& node, const std::vector<const Tensor
         return std::optional<Index>(i);
       });
     }
+    case OpKind::kNonZero: {
+      // Every element's multi-index, in row-major order, where it is not 0.
+      const Values x = Read(*in[0]);
+      const int64_t rank = static_cast<int64_t>(x.dims.size());
+      std::vector<double> out;
+      int64_t n = 0;
+      for (size_t e = 0; e < x.v.size(); ++e) {
+        if (x.v[e] == 0.0) continue;
+        ++n;
+        int64_t rest = static_cast<int64_t>(e);
+        std::vector<double> index(rank);
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          index[d] = static_cast<double>(rest % x.dims[d]);
+          rest /= x.dims[d];
+        }
+        out.insert(out.end(), index.begin(), index.end());
+      }
+      return MaybeOutputs(Outputs{Write(DType::kInt64, {n, rank}, out)});
+    }
+    case OpKind::kIndexMask: {
+      // x[(slice,) * axis + (mask,)]: per leading index, the mask's true
+      // positions in row-major order, each with its trailing elements.
+      const Values x = Read(*in[0]);
+      const Values mask = Read(*in[1]);
+      const int64_t axis = a.GetInt("axis", 0);
+      const int64_t r = static_cast<int64_t>(mask.dims.size());
+      if (axis + r > static_cast<int64_t>(x.dims.size())) {
+        return MaybeOutputs(RefError(node, "too many indices"));
+      }
+      for (int64_t d = 0; d < r; ++d) {
+        if (mask.dims[d] != x.dims[axis + d]) return MaybeOutputs(RefError(node, "mask shape"));
+      }
+      int64_t outer = 1, inner = 1, n = 0;
+      for (int64_t d = 0; d < axis; ++d) outer *= x.dims[d];
+      for (size_t d = axis + r; d < x.dims.size(); ++d) inner *= x.dims[d];
+      for (double m : mask.v) n += m != 0.0;
+      std::vector<double> out;
+      for (int64_t o = 0; o < outer; ++o) {
+        for (size_t i = 0; i < mask.v.size(); ++i) {
+          if (mask.v[i] == 0.0) continue;
+          for (int64_t e = 0; e < inner; ++e) {
+            out.push_back(x.v[(o * static_cast<int64_t>(mask.v.size()) + i) * inner + e]);
+          }
+        }
+      }
+      Dims dims(x.dims.begin(), x.dims.begin() + axis);
+      dims.push_back(n);
+      dims.insert(dims.end(), x.dims.begin() + axis + r, x.dims.end());
+      return MaybeOutputs(Outputs{Write(in[0]->dtype(), dims, out)});
+    }
     case OpKind::kIndex: {
       // numpy advanced indexing, spelled out: broadcast shape B of the index
       // tensors, placed where the indexed dims were when they are adjacent.

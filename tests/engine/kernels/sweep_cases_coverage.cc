@@ -489,6 +489,39 @@ Case IndexPut(Rng& rng, int) {
   return c;
 }
 
+// NonZero: sparse inputs (zeros, -0.0, NaN among the values), rank 0 to 4, a
+// mask's check against the tensor it indexes.
+Case NonZeroCase(Rng& rng, int i) {
+  Dims x = Big(i) ? Dims{64, 300} : RandomDims(rng, 0, 4, 5);
+  Tensor t = RandomF32(x, rng);
+  float* v = t.data<float>();
+  for (int64_t e = 0; e < t.num_elements(); ++e) {
+    const int64_t pick = Uniform(rng, 0, 9);
+    if (pick < 5) v[e] = 0.0f;
+    if (pick == 5) v[e] = -0.0f;
+    if (pick == 6) v[e] = std::nanf("");
+  }
+  Case c{{t}, {}, {}};
+  if (!x.empty() && Coin(rng, 0.3)) {
+    // The mask of y[:, mask]: y has one more leading dim.
+    Dims y = {Uniform(rng, 1, 3)};
+    y.insert(y.end(), x.begin(), x.end());
+    c.inputs.push_back(RandomF32(y, rng));
+    c.attrs.SetInt("axis", 1);
+  }
+  return c;
+}
+
+// IndexMask: x[..., mask] with the mask over 1 to all of x's dims from `axis`.
+Case IndexMaskCase(Rng& rng, int i) {
+  Dims x = Big(i) ? Dims{3, 4000, 8} : RandomDims(rng, 1, 4, 5);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const int64_t axis = Uniform(rng, 0, rank - 1), r = Uniform(rng, 1, rank - axis);
+  Case c{{RandomF32(x, rng), Bools(Dims(x.begin() + axis, x.begin() + axis + r), rng, 0.4)}, {}, {}};
+  c.attrs.SetInt("axis", axis);
+  return c;
+}
+
 Case RepeatInterleave(Rng& rng, int i) {
   Dims x = Big(i) ? Dims{Uniform(rng, 2000, 5000), 8} : RandomDims(rng, 1, 4, 5);
   const int64_t rank = static_cast<int64_t>(x.size());
@@ -1025,6 +1058,8 @@ void AddCoverageSweepCases(std::map<ir::OpKind, SweepGenerator>& m) {
   m[K::kSliceScatter] = SliceScatter;
   m[K::kScatter] = Scatter;
   m[K::kIndexPut] = IndexPut;
+  m[K::kNonZero] = NonZeroCase;
+  m[K::kIndexMask] = IndexMaskCase;
   m[K::kRepeatInterleave] = RepeatInterleave;
   m[K::kNanToNum] = NanToNum;
   m[K::kCast] = CastCase;
