@@ -774,19 +774,19 @@ Tensor Int64(int64_t v) {
 }
 
 // forward(x, i): x[:, i] (index.Tensor with a None entry), through the op
-// table both fronts share; a BOOL index (a mask: a data-dependent shape) is refused.
+// table both fronts share; with a BOOL i, a mask (a data-dependent shape).
 Program IndexProgram(bool mask) {
   Program p;
   json indices = {{"as_optional_tensors", json::array({{{"as_none", nullptr}},
                                                        {{"as_tensor", {{"name", "i"}}}}})}};
   json nodes = json::array(
       {Node("torch.ops.aten.index.Tensor", {Arg("self", T("x")), Arg("indices", indices)}, "index")});
-  SetGraph(p, {{"x", Meta({3, 4})}, {"i", Meta({2}, mask ? 12 : 5)}}, nodes, "index",
+  SetGraph(p, {{"x", Meta({3, 4})}, {"i", mask ? Meta({4}, 12) : Meta({2}, 5)}}, nodes, "index",
            {{"index", Meta({3, 2})}});
   return p;
 }
 
-TEST(ExportImporterTest, IndexWithTensorIndicesIsNative) {
+TEST(ExportImporterTest, IndexWithTensorIndicesAndMasksIsNative) {
   absl::StatusOr<ir::Graph> g = ImportExportedProgram(IndexProgram(false).Archive());
   ASSERT_TRUE(g.ok()) << g.status();
   absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Create(*std::move(g), {});
@@ -805,9 +805,22 @@ TEST(ExportImporterTest, IndexWithTensorIndicesIsNative) {
     EXPECT_EQ(y.data<float>()[r * 2], x[r * 4 + 3]);
     EXPECT_EQ(y.data<float>()[r * 2 + 1], x[r * 4 + 1]);
   }
-  absl::Status masked = ImportStatus(IndexProgram(true).Archive());
-  EXPECT_EQ(masked.code(), absl::StatusCode::kUnimplemented) << masked;
-  EXPECT_THAT(std::string(masked.message()), ::testing::HasSubstr("aten::index"));
+  // x[:, mask]: an IndexMask, whose width only the mask decides.
+  absl::StatusOr<ir::Graph> mg = ImportExportedProgram(IndexProgram(true).Archive());
+  ASSERT_TRUE(mg.ok()) << mg.status();
+  absl::StatusOr<std::unique_ptr<runtime::Model>> masked = runtime::Model::Create(*std::move(mg), {});
+  ASSERT_TRUE(masked.ok()) << masked.status();
+  Tensor m = Tensor::Zeros(DType::kBool, {4});
+  m.data<bool>()[0] = m.data<bool>()[2] = m.data<bool>()[3] = true;
+  out = (*masked)->Infer({{"x", Floats({3, 4}, x)}, {"i", m}}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& z = (*out)[0].tensor;
+  ASSERT_EQ(z.dims(), (Dims{3, 3}));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(z.data<float>()[r * 3], x[r * 4]);
+    EXPECT_EQ(z.data<float>()[r * 3 + 1], x[r * 4 + 2]);
+    EXPECT_EQ(z.data<float>()[r * 3 + 2], x[r * 4 + 3]);
+  }
 }
 
 // native_layer_norm (the core ATen form run_decompositions() writes) returns

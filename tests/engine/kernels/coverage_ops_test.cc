@@ -358,6 +358,32 @@ TEST(CoverageOpsTest, NanToNumUsesTheDtypesOwnLimits) {
               ElementsAre(7, -7));
 }
 
+// NonZero: NaN counts, -0.0 does not, row-major order; a 0-dim input gives
+// [0 or 1, 0]. IndexMask: x[:, mask] keeps the trailing dims, and a mask whose
+// dims are not the ones it indexes is refused with PyTorch's message.
+TEST(CoverageOpsTest, NonZeroAndMaskIndexing) {
+  const Tensor x = F32({2, 3}, {0, std::nanf(""), -0.0f, 2, 0, -1});
+  const Tensor nz = RunOp(SingleOpGraph(OpKind::kNonZero, {x}))[0];
+  ASSERT_EQ(nz.dims(), (Dims{3, 2}));
+  EXPECT_THAT(I64Values(nz), ElementsAre(0, 1, 1, 0, 1, 2));
+  const Tensor scalar = RunOp(SingleOpGraph(OpKind::kNonZero, {F32({}, {0})}))[0];
+  EXPECT_EQ(scalar.dims(), (Dims{0, 0}));
+  const Tensor y = F32({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  const Tensor m = RunOp(SingleOpGraph(OpKind::kIndexMask, {y, Bool({3}, {true, false, true})},
+                                       Attrs().Int("axis", 1)))[0];
+  ASSERT_EQ(m.dims(), (Dims{2, 2, 2}));
+  EXPECT_THAT(Values(m), ElementsAre(0, 1, 4, 5, 6, 7, 10, 11));
+  const Tensor off = Bool({2, 3}, {false, false, false, false, false, false});
+  const Tensor none = RunOp(SingleOpGraph(OpKind::kIndexMask, {y, off}))[0];
+  EXPECT_EQ(none.dims(), (Dims{0, 2}));
+  const absl::StatusOr<std::vector<Tensor>> wrong =
+      SingleOpGraph(OpKind::kIndexMask, {y, Bool({2}, {true, true})}, Attrs().Int("axis", 1)).Run();
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(std::string(wrong.status().message()),
+              HasSubstr("The shape of the mask [2] at index 0 does not match the shape of the "
+                        "indexed tensor [2, 3, 2] at index 1"));
+}
+
 // ---------------------------------------------------------------- casts, resampling, nn
 
 TEST(CoverageOpsTest, CastsTruncateAndWrapLikePyTorch) {
