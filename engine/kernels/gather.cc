@@ -682,24 +682,28 @@ absl::Status EvalIndexPut(EvalContext& ctx) {
 
 // ---------------------------------------------------------------- NonZero
 
+// The mask of x[..., mask] at dim attr axis: its dims must be the ones it
+// indexes (PyTorch's message when not).
+absl::Status CheckMaskDims(const ir::Node& node, const Dims& mask, const Dims& x) {
+  const int64_t axis = node.attrs.GetInt("axis", 0);
+  const int64_t r = static_cast<int64_t>(mask.size());
+  if (axis < 0 || axis + r > static_cast<int64_t>(x.size())) {
+    return InvalidArg(node, "too many indices for tensor of dimension ", x.size());
+  }
+  for (int64_t d = 0; d < r; ++d) {
+    if (mask[d] != x[axis + d]) {
+      return InvalidArg(node, "The shape of the mask ", DimsToString(mask), " at index ", d,
+                        " does not match the shape of the indexed tensor ", DimsToString(x),
+                        " at index ", axis + d);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PrepareNonZero(PrepareContext& ctx) {
   RETURN_IF_ERROR(CheckInputCount(ctx, 1, 2));
   if (HasInput(ctx, 1)) {
-    // The mask of x[mask] at dim `axis`: its dims must be the ones it indexes.
-    const Dims& mask = ctx.inputs[0].dims;
-    const Dims& x = ctx.inputs[1].dims;
-    const int64_t axis = ctx.node.attrs.GetInt("axis", 0);
-    const int64_t r = static_cast<int64_t>(mask.size());
-    if (axis < 0 || axis + r > static_cast<int64_t>(x.size())) {
-      return InvalidArg(ctx.node, "too many indices for tensor of dimension ", x.size());
-    }
-    for (int64_t d = 0; d < r; ++d) {
-      if (mask[d] != x[axis + d]) {
-        return InvalidArg(ctx.node, "The shape of the mask ", DimsToString(mask), " at index ", d,
-                          " does not match the shape of the indexed tensor ", DimsToString(x),
-                          " at index ", axis + d);
-      }
-    }
+    RETURN_IF_ERROR(CheckMaskDims(ctx.node, ctx.inputs[0].dims, ctx.inputs[1].dims));
   }
   // Only Eval knows how many elements are non-zero.
   ctx.dynamic_outputs = true;
@@ -763,18 +767,7 @@ absl::Status PrepareIndexMask(PrepareContext& ctx) {
   if (mt != DType::kBool && mt != DType::kUInt8) {
     return InvalidArg(ctx.node, "the mask must be BOOL or UINT8, got ", DTypeName(mt));
   }
-  const int64_t axis = ctx.node.attrs.GetInt("axis", 0);
-  const int64_t r = static_cast<int64_t>(mask.size());
-  if (axis < 0 || axis + r > static_cast<int64_t>(x.size())) {
-    return InvalidArg(ctx.node, "too many indices for tensor of dimension ", x.size());
-  }
-  for (int64_t d = 0; d < r; ++d) {
-    if (mask[d] != x[axis + d]) {
-      return InvalidArg(ctx.node, "The shape of the mask ", DimsToString(mask), " at index ", d,
-                        " does not match the shape of the indexed tensor ", DimsToString(x),
-                        " at index ", axis + d);
-    }
-  }
+  RETURN_IF_ERROR(CheckMaskDims(ctx.node, mask, x));
   ctx.dynamic_outputs = true;
   ctx.outputs = {TensorInfo{ctx.inputs[0].dtype, {}}};
   return absl::OkStatus();

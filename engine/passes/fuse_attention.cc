@@ -38,17 +38,6 @@ using ir::NodeId;
 using ir::OpKind;
 using ir::ValueId;
 
-// Whether `node` has no attributes but `allowed` (and a libtorch twin's).
-bool OnlyAttrs(const Node& node, std::initializer_list<const char*> allowed) {
-  for (const auto& [name, value] : node.attrs.map()) {
-    if (ir::IsFallbackTwinAttr(name)) continue;
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || name == a;
-    if (!ok) return false;
-  }
-  return true;
-}
-
 class Matcher {
  public:
   explicit Matcher(const Graph& graph) : g_(graph), uses_(CountUses(graph)) {}

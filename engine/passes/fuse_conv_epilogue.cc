@@ -31,6 +31,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/ir/fallback_twin.h"
 #include "engine/kernels/activation.h"
 #include "engine/passes/pass.h"
 
@@ -202,6 +203,16 @@ std::optional<std::pair<double, double>> ClampBounds(const ir::Node& node) {
 
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass() {
   return std::make_unique<FuseConvEpiloguePass>();
+}
+
+bool OnlyAttrs(const ir::Node& node, std::initializer_list<const char*> allowed) {
+  for (const auto& [name, value] : node.attrs.map()) {
+    if (ir::IsFallbackTwinAttr(name)) continue;
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || name == a;
+    if (!ok) return false;
+  }
+  return true;
 }
 
 std::vector<int> CountUses(const ir::Graph& graph) {

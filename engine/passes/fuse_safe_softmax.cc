@@ -39,17 +39,6 @@ const Node* Producer(const Graph& g, ValueId v, OpKind kind, ir::BlockId block) 
   return n.kind == kind && n.block == block ? &n : nullptr;
 }
 
-// Whether `node` has no attributes but `allowed` (and a libtorch twin's).
-bool OnlyAttrs(const Node& node, std::initializer_list<const char*> allowed) {
-  for (const auto& [name, value] : node.attrs.map()) {
-    if (ir::IsFallbackTwinAttr(name)) continue;
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || name == a;
-    if (!ok) return false;
-  }
-  return true;
-}
-
 // Whether `v` is a 0-dim floating-point constant equal to `want` (a number
 // that keeps the other operand's dtype in PyTorch's promotion).
 bool IsScalarConstant(const Graph& g, ValueId v, double want) {

@@ -2,6 +2,7 @@
 // changed anything; pipeline.cc holds the one ordered list.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,10 @@ std::unique_ptr<Pass> MakeDeadCodeEliminationPass();
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 std::unique_ptr<Pass> MakeFuseSafeSoftmaxPass();
 std::unique_ptr<Pass> MakeFuseAttentionPass();
+
+// Whether `node` has no attributes but `allowed` (and a libtorch twin's,
+// ir/fallback_twin.h): a pattern pass fuses only ops it fully understands.
+bool OnlyAttrs(const ir::Node& node, std::initializer_list<const char*> allowed);
 
 // Uses of each value: node inputs, block results, and graph outputs counted
 // twice, so that a pattern pass's "one consumer" test never fuses one away.

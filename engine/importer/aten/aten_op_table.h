@@ -184,6 +184,9 @@ ConvertResult ConvertPixelShuffle(AtenCall& call, ConvertContext& cx);  // and p
 ConvertResult ConvertIndexSelect(AtenCall& call, ConvertContext& cx);  // index_select, gather
 ConvertResult ConvertIndex(AtenCall& call, ConvertContext& cx);  // index.Tensor
 ConvertResult ConvertNonZero(AtenCall& call, ConvertContext& cx);
+// Columns 0 .. rank - 1 of NonZero's [n, rank] result `nz`: one 1-D index per dim.
+std::vector<ir::ValueId> NonZeroColumns(const AtenCall& call, ConvertContext& cx, ir::ValueId nz,
+                                        size_t rank);
 ConvertResult ConvertSliceScatter(AtenCall& call, ConvertContext& cx);  // and select_scatter
 ConvertResult ConvertNarrow(AtenCall& call, ConvertContext& cx);
 ConvertResult ConvertSlice(AtenCall& call, ConvertContext& cx);  // also slice.t of a list

@@ -317,15 +317,7 @@ ConvertResult ConvertWhere(AtenCall& call, ConvertContext& cx) {
       return One(cx.EmitValue(call, OpKind::kSplitList, ir::ValueKind::kTensorList, {nz},
                               std::move(attrs)));
     }
-    std::vector<ir::ValueId> columns;
-    for (size_t d = 0; d < *rank; ++d) {
-      ir::Attributes pick;
-      pick.SetInt("axis", 1);
-      pick.SetInt("index", static_cast<int64_t>(d));
-      columns.push_back(cx.Emit(call, OpKind::kSelect, {nz}, std::move(pick),
-                                absl::StrCat(".", d)));
-    }
-    return One(cx.MakeTensorList(call, std::move(columns)));
+    return One(cx.MakeTensorList(call, NonZeroColumns(call, cx, nz, *rank)));
   }
   ASSIGN_OR_RETURN(ir::ValueId cond, call.Tensor("condition"));
   ASSIGN_OR_RETURN(ir::ValueId a, Operand(call, "self"));

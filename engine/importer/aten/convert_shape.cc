@@ -148,18 +148,23 @@ std::optional<std::vector<ir::ValueId>> MaskColumns(AtenCall& call, ConvertConte
   ir::Attributes attrs;
   attrs.SetInt("axis", axis);
   const ir::ValueId nz = cx.Emit(call, OpKind::kNonZero, {mask, x}, std::move(attrs), ".nonzero");
+  return NonZeroColumns(call, cx, nz, dims->size());
+}
+
+}  // namespace
+
+std::vector<ir::ValueId> NonZeroColumns(const AtenCall& call, ConvertContext& cx, ir::ValueId nz,
+                                        size_t rank) {
   std::vector<ir::ValueId> columns;
-  for (size_t d = 0; d < dims->size(); ++d) {
+  for (size_t d = 0; d < rank; ++d) {
     ir::Attributes pick;
     pick.SetInt("axis", 1);
     pick.SetInt("index", static_cast<int64_t>(d));
     columns.push_back(
-        cx.Emit(call, OpKind::kSelect, {nz}, std::move(pick), absl::StrCat(".mask", d)));
+        cx.Emit(call, OpKind::kSelect, {nz}, std::move(pick), absl::StrCat(".column", d)));
   }
   return columns;
 }
-
-}  // namespace
 
 // index.Tensor(self, indices: Tensor?[]): a single index tensor is an
 // IndexSelect along its dim; several make an Index node (None entries stay

@@ -92,17 +92,10 @@ TEST(ActivationFusionTest, FusedEpiloguesMatchTheUnfusedOps) {
   Tensor x = Random({2, 5, 16}, rng, -2, 2);
   Tensor img = Random({2, 3, 12, 12}, rng, -2, 2);
   std::vector<kernels::TensorInfo> infos = {{DType::kF32, x.dims()}, {DType::kF32, img.dims()}};
-  CompileOptions onednn, native, reference;
-  native.use_providers = reference.use_providers = false;
-  reference.run_passes = false;
-  auto a = Executable::Compile(g, infos, onednn);
-  auto b = Executable::Compile(g, infos, native);
-  auto c = Executable::Compile(g, infos, reference);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<testing::ThreeWays> w = testing::CompileThreeWays(g, infos);
+  ASSERT_TRUE(w.ok()) << w.status();
 
-  for (const Executable* exe : {a->get(), b->get()}) {
+  for (const Executable* exe : {w->onednn.get(), w->native.get()}) {
     const ir::Graph compiled = exe->graph().Compacted();
     const std::string printed = ir::PrintGraph(compiled);
     for (OpKind k : {OpKind::kGelu, OpKind::kRelu, OpKind::kSilu, OpKind::kTanh,
@@ -111,11 +104,11 @@ TEST(ActivationFusionTest, FusedEpiloguesMatchTheUnfusedOps) {
     }
     EXPECT_NE(printed.find("post_act"), std::string::npos) << printed;
   }
-  EXPECT_EQ(Count((*c)->graph().Compacted(), OpKind::kGelu), 2);
+  EXPECT_EQ(Count(w->reference->graph().Compacted(), OpKind::kGelu), 2);
 
-  auto ra = (*a)->Run({x, img});
-  auto rb = (*b)->Run({x, img});
-  auto rc = (*c)->Run({x, img});
+  auto ra = w->onednn->Run({x, img});
+  auto rb = w->native->Run({x, img});
+  auto rc = w->reference->Run({x, img});
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   ASSERT_TRUE(rc.ok()) << rc.status();
@@ -156,25 +149,18 @@ TEST(ActivationFusionTest, ActivationAfterAViewOfTheLinearIsFused) {
   std::mt19937 in_rng(2);
   Tensor input = Random({2, 5, 16}, in_rng, -2, 2);
   std::vector<kernels::TensorInfo> infos = {{DType::kF32, input.dims()}};
-  CompileOptions onednn, native, reference;
-  native.use_providers = reference.use_providers = false;
-  reference.run_passes = false;
-  auto a = Executable::Compile(g, infos, onednn);
-  auto b = Executable::Compile(g, infos, native);
-  auto c = Executable::Compile(g, infos, reference);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  ASSERT_TRUE(c.ok()) << c.status();
-  for (const Executable* exe : {a->get(), b->get()}) {
+  absl::StatusOr<testing::ThreeWays> w = testing::CompileThreeWays(g, infos);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (const Executable* exe : {w->onednn.get(), w->native.get()}) {
     const ir::Graph compiled = exe->graph().Compacted();
     const std::string printed = ir::PrintGraph(compiled);
     EXPECT_EQ(Count(compiled, OpKind::kGelu), 0) << printed;
     EXPECT_EQ(Count(compiled, OpKind::kRelu), 0) << printed;
     EXPECT_EQ(Count(compiled, OpKind::kTanh), 1) << printed;
   }
-  auto ra = (*a)->Run({input});
-  auto rb = (*b)->Run({input});
-  auto rc = (*c)->Run({input});
+  auto ra = w->onednn->Run({input});
+  auto rb = w->native->Run({input});
+  auto rc = w->reference->Run({input});
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   ASSERT_TRUE(rc.ok()) << rc.status();

@@ -120,16 +120,9 @@ void Check(DType dtype, const Dims& dims, const Options& o) {
                                     << o.axis << (o.fill_zeros ? " fill" : " number"));
   const ir::Graph g = Decomposed(dtype, dims, o);
   const std::vector<kernels::TensorInfo> infos = {{dtype, dims}};
-  CompileOptions onednn, native, reference;
-  native.use_providers = reference.use_providers = false;
-  reference.run_passes = false;
-  auto a = Executable::Compile(g, infos, onednn);
-  auto b = Executable::Compile(g, infos, native);
-  auto c = Executable::Compile(g, infos, reference);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  ASSERT_TRUE(c.ok()) << c.status();
-  for (const Executable* exe : {a->get(), b->get()}) {
+  absl::StatusOr<testing::ThreeWays> w = testing::CompileThreeWays(g, infos);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (const Executable* exe : {w->onednn.get(), w->native.get()}) {
     const ir::Graph compiled = exe->graph().Compacted();
     EXPECT_EQ(Count(compiled, OpKind::kWhere), 0) << ir::PrintGraph(compiled);
     EXPECT_EQ(Count(compiled, OpKind::kReduceAny), 0) << ir::PrintGraph(compiled);
@@ -139,9 +132,9 @@ void Check(DType dtype, const Dims& dims, const Options& o) {
     }
   }
   const Tensor x = Input(dtype, dims, o.axis);
-  auto ra = (*a)->Run({x});
-  auto rb = (*b)->Run({x});
-  auto rc = (*c)->Run({x});
+  auto ra = w->onednn->Run({x});
+  auto rb = w->native->Run({x});
+  auto rc = w->reference->Run({x});
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   ASSERT_TRUE(rc.ok()) << rc.status();
