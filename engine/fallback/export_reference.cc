@@ -354,7 +354,10 @@ class Evaluator {
                    : attn + mask;
       }
     }
-    return at::matmul(at::softmax(attn, -1), v);
+    // torch >= 2.5 takes _safe_softmax here: a fully masked row gives zeros, not NaN.
+    const at::Tensor probs = at::softmax(attn, -1);
+    const at::Tensor masked = attn.eq(-std::numeric_limits<double>::infinity()).all(-1, true);
+    return at::matmul(at::where(masked, at::zeros_like(probs), probs), v);
   }
 
   // rms_norm(input, normalized_shape, weight=None, eps=None).

@@ -374,6 +374,7 @@ absl::Status PrepareSdpa(PrepareContext& ctx) {
   }
   ir::Attributes softmax;
   softmax.SetInt("axis", -1);
+  if (attrs.GetBool("safe", false)) softmax.SetBool("safe", true);  // kernels/safe_softmax.h
   ASSIGN_OR_RETURN(int probs, b.Step(ir::OpKind::kSoftmax, {scores}, std::move(softmax)));
   ASSIGN_OR_RETURN(int out, b.Step(ir::OpKind::kMatMul, {probs, v}));
   ASSIGN_OR_RETURN(out, b.Transposed(out, "out_perm"));

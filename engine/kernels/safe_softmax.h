@@ -12,7 +12,12 @@
 // masked slices (ZeroFullyMaskedSlices). oneDNN's primitives skip NaN in
 // their max and give finite numbers for such slices, so its kernels also
 // correct them afterwards from the input (MatchNonFiniteSlices: one
-// vectorised read of the input, about 2% of the softmax's time).
+// vectorised read of the input; ClassifyRow before an in-place softmax and
+// ApplyRowVerdict after it, as the fused attention's row tiles do).
+//
+// ScaledDotProductAttention has the attribute too: torch >= 2.5 computes
+// aten::scaled_dot_product_attention with _safe_softmax, so a query whose
+// every key is masked out gets zeros.
 #pragma once
 
 #include <algorithm>
@@ -44,6 +49,29 @@ void ZeroFullyMaskedSlices(const T* x, T* y, int64_t outer, int64_t axis, int64_
   }
 }
 
+// What PyTorch gives for a contiguous row of `len` softmax inputs when the
+// row is not ordinary (see the top): 0 ordinary, 1 NaN everywhere, 2 zeros
+// (all -inf with `safe`). One vectorised read.
+inline uint8_t ClassifyRow(const float* row, int64_t len, bool safe) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  int special = 0, masked = 0;
+#pragma omp simd reduction(+ : special, masked)
+  for (int64_t a = 0; a < len; ++a) {
+    special += !(row[a] < kInf);  // NaN or +inf
+    masked += row[a] == -kInf;
+  }
+  if (special > 0) return 1;
+  if (masked == len && len > 0) return safe ? 2 : 1;
+  return 0;
+}
+
+// Writes verdict `v` of ClassifyRow over the softmax's output row `y`.
+inline void ApplyRowVerdict(float* y, int64_t len, uint8_t v) {
+  if (v == 0) return;
+  const float value = v == 2 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+  std::fill(y, y + len, value);
+}
+
 // x, y viewed as [outer, axis, inner]: a slice of x holding a NaN or +inf,
 // or all -inf, makes y's slice what PyTorch gives (see the top): NaN, or
 // zeros for a masked slice with `safe`.
@@ -57,15 +85,8 @@ inline void MatchNonFiniteSlices(const float* x, float* y, int64_t outer, int64_
       const int64_t n = std::min(kChunk, inner - c0);
       const int64_t base = o * axis * inner + c0;
       if (inner == 1) {
-        int s = 0, m = 0;
-        const float* row = x + base;
-#pragma omp simd reduction(+ : s, m)
-        for (int64_t a = 0; a < axis; ++a) {
-          s += !(row[a] < kInf);  // NaN or +inf
-          m += row[a] == -kInf;
-        }
-        special[0] = s;
-        masked[0] = m;
+        ApplyRowVerdict(y + base, axis, ClassifyRow(x + base, axis, safe));
+        continue;
       } else {
         std::fill(special, special + n, 0);
         std::fill(masked, masked + n, 0);

@@ -151,9 +151,10 @@ bool FuseAt(Graph& graph, const Matcher& m, NodeId id) {
   const ir::BlockId block = out_mm.block;
   const Node* softmax = m.Producer(out_mm.inputs[0], OpKind::kSoftmax, block, true);
   if (softmax == nullptr || softmax->attrs.GetInt("axis", 0) != -1 ||
-      !OnlyAttrs(*softmax, {"axis"})) {
+      !OnlyAttrs(*softmax, {"axis", "safe"})) {
     return false;
   }
+  const bool safe = softmax->attrs.GetBool("safe", false);
   ValueId x = softmax->inputs[0];
   // [Add mask]
   ValueId mask = ir::kNoValue;
@@ -176,6 +177,7 @@ bool FuseAt(Graph& graph, const Matcher& m, NodeId id) {
   }
   // [Div|Mul s] on the scores
   ir::Attributes attrs;
+  if (safe) attrs.SetBool("safe", true);
   ValueId scale = ir::kNoValue;
   if (std::optional<Matcher::Scaling> s = m.Scaled(x, block, true)) {
     x = s->x;

@@ -328,6 +328,15 @@ def Models():
     out.append(("sdpa_attention", SdpaAttention(), attend(2, 8),
                 ({0: batch, 1: seq}, {0: batch, 1: seq}),
                 [attend(1, 5), attend(3, 12)], 1e-4))
+
+    def attend_none(b, s):  # the first sequence hides every key: torch >= 2.5 gives zeros
+        x, keep = attend(b, s)
+        keep[0, :] = False
+        return x, keep
+
+    out.append(("sdpa_masked_rows", SdpaAttention(), attend_none(2, 8),
+                ({0: batch, 1: seq}, {0: batch, 1: seq}),
+                [attend_none(1, 5), attend_none(3, 12)], 1e-4))
     out.append(("dict_heads", DictHeads(), (image(2, 16),), ({0: batch},),
                 [(image(1, 16),), (image(4, 16),)], 1e-4))
 

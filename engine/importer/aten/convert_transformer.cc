@@ -145,6 +145,9 @@ ConvertResult ConvertScaledDotProductAttention(AtenCall& call, ConvertContext& c
   // A BOOL mask (its dtype may be known only per signature) says which
   // positions take part; the kernel makes PyTorch's 0 / -inf of it.
   attrs.SetString("bool_mask", "keep");
+  // torch >= 2.5 computes it with _safe_softmax: a query whose every key is
+  // masked out gets zeros, not NaN.
+  attrs.SetBool("safe", true);
   std::vector<ir::ValueId> inputs = {q, k, v};
   if (mask != ir::kNoValue) inputs.push_back(mask);
   return std::vector<ir::ValueId>{

@@ -33,6 +33,7 @@
 #include "engine/kernels/kernel_util.h"
 #include "engine/kernels/onednn/onednn.h"
 #include "engine/kernels/onednn/onednn_kernels.h"
+#include "engine/kernels/safe_softmax.h"
 
 namespace kiln::kernels::onednn {
 namespace {
@@ -323,6 +324,7 @@ absl::Status EvalSdpa(EvalContext& ctx) {
   const float scale = has_scale ? static_cast<float>(
       LoadAnyAsDouble(ctx.inputs[kScale]->raw_data(), ctx.inputs[kScale]->dtype(), 0)) : st.scale;
   const bool divide = has_scale && st.divide;
+  const bool safe = ctx.node.attrs.GetBool("safe", false);
   const int64_t tiles = (g.l + st.tile_rows - 1) / st.tile_rows;
   const int64_t batches = NumElements(g.batch);
   const int64_t nb = static_cast<int64_t>(g.batch.size());
@@ -332,6 +334,7 @@ absl::Status EvalSdpa(EvalContext& ctx) {
     char* slot = ws + st.slot_bytes * static_cast<size_t>(omp_get_thread_num());
     float* tile = reinterpret_cast<float*>(slot + st.tile_offset);
     float* qbuf = reinterpret_cast<float*>(slot + st.query_offset);
+    std::vector<uint8_t> verdict(static_cast<size_t>(st.tile_rows));
     dnnl::stream& stream = Stream();
     for (int64_t item = begin; item < end; ++item) {
       const int64_t bi = item / tiles, l0 = (item % tiles) * st.tile_rows;
@@ -387,7 +390,12 @@ absl::Status EvalSdpa(EvalContext& ctx) {
           }
         }
       }
+      // Rows PyTorch's softmax makes NaN (a NaN, +inf, all -inf) or, safe,
+      // zeros (all -inf): classified before the in-place softmax, written after.
+      for (int64_t r = 0; r < rows; ++r) verdict[r] = ClassifyRow(tile + r * g.s, g.s, safe);
       t.softmax.Execute(stream, {tile, tile, scratch});
+      stream.wait();
+      for (int64_t r = 0; r < rows; ++r) ApplyRowVerdict(tile + r * g.s, g.s, verdict[r]);
       // out rows [rows, Dv] = tile [rows, S] v [S, Dv].
       t.output.Execute(stream, {tile, v + vo, out + oo + l0 * g.o_ld, scratch});
       stream.wait();

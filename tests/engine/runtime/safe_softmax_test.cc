@@ -192,6 +192,48 @@ TEST(SafeSoftmaxTest, NonFiniteSlicesGivePyTorchsNaNs) {
   }
 }
 
+// ScaledDotProductAttention with `safe` (aten::scaled_dot_product_attention's,
+// as torch >= 2.5 computes it): a query whose every key is masked out gets
+// zeros, with Kiln's kernel and oneDNN's; without it (attention written out
+// as ops) such a row stays NaN, as softmax gives.
+TEST(SafeSoftmaxTest, AttentionOfAFullyMaskedQueryIsZeroWhenSafe) {
+  for (bool safe : {true, false}) {
+    SCOPED_TRACE(safe ? "safe" : "not safe");
+    ir::Graph g;
+    const Dims qd = {2, 2, 3, 4}, kd = {2, 2, 5, 4}, md = {2, 1, 1, 5};
+    const ValueId q = g.AddInput("q", ir::TensorType{DType::kF32, qd});
+    const ValueId k = g.AddInput("k", ir::TensorType{DType::kF32, kd});
+    const ValueId v = g.AddInput("v", ir::TensorType{DType::kF32, kd});
+    const ValueId m = g.AddInput("keep", ir::TensorType{DType::kBool, md});
+    ir::Attributes a;
+    a.SetString("bool_mask", "keep");
+    if (safe) a.SetBool("safe", true);
+    g.AddOutput(Out(g, g.AddNode(OpKind::kScaledDotProductAttention, {q, k, v, m}, a)), "y");
+    const std::vector<kernels::TensorInfo> infos = {
+        {DType::kF32, qd}, {DType::kF32, kd}, {DType::kF32, kd}, {DType::kBool, md}};
+    absl::StatusOr<testing::ThreeWays> w = testing::CompileThreeWays(g, infos);
+    ASSERT_TRUE(w.ok()) << w.status();
+    std::mt19937 rng(7);
+    Tensor keep = Tensor::Zeros(DType::kBool, md);
+    for (int64_t j = 0; j < 5; ++j) keep.data<bool>()[5 + j] = j % 2 == 0;  // batch 0: none
+    const std::vector<Tensor> in = {testing::Random(qd, rng, -1, 1), testing::Random(kd, rng, -1, 1),
+                                    testing::Random(kd, rng, -1, 1), keep};
+    for (const auto* exe : {&w->onednn, &w->native}) {
+      auto r = (*exe)->Run(in);
+      ASSERT_TRUE(r.ok()) << r.status();
+      const float* y = (*r)[0].data<float>();
+      for (int64_t e = 0; e < 2 * 3 * 4; ++e) {  // batch 0: fully masked
+        if (safe) {
+          EXPECT_EQ(y[e], 0.0f) << e;
+        } else {
+          EXPECT_TRUE(std::isnan(y[e])) << e;
+        }
+      }
+      for (int64_t e = 2 * 3 * 4; e < 2 * 2 * 3 * 4; ++e) EXPECT_TRUE(std::isfinite(y[e])) << e;
+    }
+  }
+}
+
 // A softmax that is read elsewhere too stays as it is (fusing would compute it twice).
 TEST(SafeSoftmaxTest, SoftmaxReadElsewhereIsNotFused) {
   const Dims dims = {2, 5, 6};
